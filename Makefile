@@ -1,0 +1,40 @@
+# Heddle: the quick start and the developer loop. Only python3 and make are needed.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+RUNNERS ?= 4
+PORT ?= 8080
+
+.PHONY: install up test lint format bench bench-full clean
+
+$(BIN)/heddle: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/heddle
+
+up: install  ## install, then start NATS, the four services and $(RUNNERS) runners
+	$(BIN)/heddle up --port $(PORT) --runners $(RUNNERS)
+
+test: install  ## install, then run the whole test suite
+	$(BIN)/ruff check shared services tests bench
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check shared services tests bench
+	$(BIN)/ruff format --check shared services tests bench
+
+format: install
+	$(BIN)/ruff format shared services tests bench
+	$(BIN)/ruff check --fix shared services tests bench
+
+bench: install  ## quick benchmark profile (under 3 minutes)
+	$(BIN)/python -m bench --profile quick
+
+bench-full: install
+	$(BIN)/python -m bench --profile full
+
+clean:
+	rm -rf $(VENV) .heddle bench/results .pytest_cache

@@ -1,0 +1,253 @@
+{{/*
+Name of one of the release's objects: namePrefix + component, e.g. "runner" or "blue-runner".
+Usage: include "heddle.name" (list . "runner")
+*/}}
+{{- define "heddle.name" -}}
+{{- $root := index . 0 -}}
+{{- printf "%s%s" $root.Values.namePrefix (index . 1) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "heddle.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels that select one component's pods. Usage: include "heddle.selectorLabels" (list . "gateway") */}}
+{{- define "heddle.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ $root.Chart.Name }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{/* Every label of one component's objects. Usage: include "heddle.labels" (list . "gateway") */}}
+{{- define "heddle.labels" -}}
+{{- $root := index . 0 -}}
+{{ include "heddle.selectorLabels" . }}
+app.kubernetes.io/part-of: heddle
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+{{- if $root.Chart.AppVersion }}
+app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
+{{- end }}
+helm.sh/chart: {{ include "heddle.chart" $root }}
+{{- end -}}
+
+{{- define "heddle.image" -}}
+{{- printf "%s:%s" .Values.image.repository (toString (.Values.image.tag | default .Chart.AppVersion)) -}}
+{{- end -}}
+
+{{- define "heddle.settingsName" -}}
+{{- include "heddle.name" (list . "heddle-settings") -}}
+{{- end -}}
+
+{{- define "heddle.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "heddle.name" (list . "heddle")) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "heddle.runnerServiceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.runnerName | default (include "heddle.name" (list . "heddle-runner")) -}}
+{{- else -}}
+{{- .Values.serviceAccount.runnerName | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The NATS URL every service gets: settings.natsUrl, else the chart's own NATS Service. */}}
+{{- define "heddle.natsUrl" -}}
+{{- if .Values.settings.natsUrl -}}
+{{- .Values.settings.natsUrl -}}
+{{- else if .Values.nats.enabled -}}
+{{- printf "nats://%s:%d" (include "heddle.name" (list . "nats")) (int .Values.nats.clientPort) -}}
+{{- else -}}
+{{- fail "nats.enabled is false: set settings.natsUrl to your NATS server (nats://host:4222)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A setting's value as an environment variable string. Helm reads numbers as float64, which Go
+prints in exponent form past a million (8.388608e+06): whole numbers are printed as integers.
+*/}}
+{{- define "heddle.settingValue" -}}
+{{- if and (kindIs "float64" .) (eq . (float64 (int64 .))) -}}
+{{- int64 . -}}
+{{- else -}}
+{{- toString . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Refuse grace periods the services' SIGTERM drain would not fit in. */}}
+{{- define "heddle.checkValues" -}}
+{{- $s := .Values.settings -}}
+{{- $shutdown := 10.0 -}}
+{{- if and (not (kindIs "invalid" $s.shutdownGrace)) (ne (toString $s.shutdownGrace) "") -}}
+{{- $shutdown = float64 $s.shutdownGrace -}}
+{{- end -}}
+{{- $kill := 5.0 -}}
+{{- if and (not (kindIs "invalid" $s.killGrace)) (ne (toString $s.killGrace) "") -}}
+{{- $kill = float64 $s.killGrace -}}
+{{- end -}}
+{{- range $component := list "gateway" "orchestrator" "dispatcher" -}}
+{{- $tgps := float64 (index $.Values $component).terminationGracePeriodSeconds -}}
+{{- if le $tgps $shutdown -}}
+{{- fail (printf "%s.terminationGracePeriodSeconds (%v) must exceed settings.shutdownGrace (%v)" $component $tgps $shutdown) -}}
+{{- end -}}
+{{- end -}}
+{{- /* A stopping runner waits shutdownGrace for its step, then kills the step's process group
+and waits up to killGrace + 5 s more for it to exit. */ -}}
+{{- $runnerNeeds := addf $shutdown $kill 5 -}}
+{{- if le (float64 .Values.runners.terminationGracePeriodSeconds) $runnerNeeds -}}
+{{- fail (printf "runners.terminationGracePeriodSeconds (%v) must exceed settings.shutdownGrace + settings.killGrace + 5 (%v)" .Values.runners.terminationGracePeriodSeconds $runnerNeeds) -}}
+{{- end -}}
+{{- if and .Values.nats.enabled $s.replicas (gt (float64 $s.replicas) 1.0) -}}
+{{- fail "settings.replicas must be 1 with the chart's single-node NATS (nats.enabled=true)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Pod-level parts every Heddle pod shares. Usage: include "heddle.podCommon" .
+*/}}
+{{- define "heddle.podCommon" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Pod template annotations: restart the pods when the settings change. */}}
+{{- define "heddle.podAnnotations" -}}
+checksum/settings: {{ include (print .Template.BasePath "/configmap.yaml") . | sha256sum }}
+{{- with .Values.podAnnotations }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The environment of every Heddle container: the settings ConfigMap (and settingsSecret), the
+pod and node names from the downward API, then the component's extraEnv.
+Usage: include "heddle.env" (list . .Values.gateway.extraEnv)
+*/}}
+{{- define "heddle.env" -}}
+{{- $root := index . 0 -}}
+envFrom:
+  - configMapRef:
+      name: {{ include "heddle.settingsName" $root }}
+  {{- with $root.Values.settingsSecret }}
+  - secretRef:
+      name: {{ . }}
+  {{- end }}
+env:
+  - name: POD_NAME
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.name
+  - name: NODE_NAME
+    valueFrom:
+      fieldRef:
+        fieldPath: spec.nodeName
+  {{- with index . 1 }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/*
+A control-plane Deployment. Usage: include "heddle.controlPlane" (dict "root" . "component"
+"orchestrator" "values" .Values.orchestrator)
+*/}}
+{{- define "heddle.controlPlane" -}}
+{{- $root := .root -}}
+{{- $c := .component -}}
+{{- $v := .values -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "heddle.name" (list $root $c) }}
+  labels:
+    {{- include "heddle.labels" (list $root $c) | nindent 4 }}
+spec:
+  replicas: {{ if eq $c "gateway" }}{{ int $v.replicas }}{{ else }}1{{ end }}
+  revisionHistoryLimit: 5
+  strategy:
+    {{- if eq $c "gateway" }}
+    type: RollingUpdate
+    rollingUpdate:
+      maxUnavailable: 0
+      maxSurge: 1
+    {{- else }}
+    type: Recreate
+    {{- end }}
+  selector:
+    matchLabels:
+      {{- include "heddle.selectorLabels" (list $root $c) | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "heddle.selectorLabels" (list $root $c) | nindent 8 }}
+        {{- with $root.Values.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        {{- include "heddle.podAnnotations" $root | nindent 8 }}
+    spec:
+      serviceAccountName: {{ include "heddle.serviceAccountName" $root }}
+      automountServiceAccountToken: false
+      enableServiceLinks: false
+      terminationGracePeriodSeconds: {{ int $v.terminationGracePeriodSeconds }}
+      {{- with include "heddle.podCommon" $root | trim }}{{ . | nindent 6 }}{{ end }}
+      containers:
+        - name: {{ $c }}
+          image: {{ include "heddle.image" $root }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          args: ["heddle", {{ $c | quote }}]
+          {{- include "heddle.env" (list $root $v.extraEnv) | nindent 10 }}
+          {{- if eq $c "gateway" }}
+          ports:
+            - name: http
+              containerPort: {{ int (default 8080 $root.Values.settings.gatewayPort) }}
+              protocol: TCP
+          {{- with $v.startupProbe }}
+          startupProbe:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          {{- with $v.livenessProbe }}
+          livenessProbe:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          {{- with $v.readinessProbe }}
+          readinessProbe:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          {{- end }}
+          {{- with $v.resources }}
+          resources:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          {{- with $root.Values.securityContext }}
+          securityContext:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          volumeMounts:
+            - name: tmp
+              mountPath: /tmp
+      volumes:
+        - name: tmp
+          emptyDir: {}
+{{- end -}}

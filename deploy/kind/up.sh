@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Heddle on a local kind cluster: create the cluster (unless it exists), build the image, load
+# it into the cluster's nodes, and install (or upgrade) the Helm chart.
+#
+#   deploy/kind/up.sh                          # cluster "heddle", namespace "heddle", 2 runners
+#   RUNNERS=4 deploy/kind/up.sh --set settings.logLevel=debug   # extra args go to helm
+#   kubectl --context kind-heddle -n heddle port-forward svc/gateway 8080:8080
+#   kind delete cluster --name heddle          # tear everything down
+#
+# Needs docker, kind, kubectl and helm on PATH.
+set -euo pipefail
+
+CLUSTER="${CLUSTER:-heddle}"
+NAMESPACE="${NAMESPACE:-heddle}"
+RELEASE="${RELEASE:-heddle}"
+RUNNERS="${RUNNERS:-2}"
+IMAGE="${IMAGE:-heddle}"
+TIMEOUT="${TIMEOUT:-5m}"
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+CHART="$ROOT/deploy/helm/heddle"
+CONTEXT="kind-$CLUSTER"
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+for tool in docker kind kubectl helm; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "up.sh: $tool is not on PATH" >&2; exit 1; }
+done
+
+clusters="$(kind get clusters 2>/dev/null || true)"
+if grep -qx "$CLUSTER" <<<"$clusters"; then
+  log "kind cluster $CLUSTER exists"
+else
+  log "creating kind cluster $CLUSTER"
+  kind create cluster --name "$CLUSTER" --wait 120s
+fi
+
+log "building $IMAGE:dev"
+docker build -t "$IMAGE:dev" "$ROOT"
+# Tag by image id: a rebuilt image gets a new tag, so `helm upgrade` rolls the pods, and an
+# unchanged one keeps its tag, so nothing restarts.
+image_id="$(docker image inspect --format '{{.Id}}' "$IMAGE:dev")"
+tag="dev-${image_id#sha256:}"
+tag="${tag:0:16}"
+docker tag "$IMAGE:dev" "$IMAGE:$tag"
+
+log "loading $IMAGE:$tag into kind cluster $CLUSTER"
+kind load docker-image "$IMAGE:$tag" --name "$CLUSTER"
+
+log "installing release $RELEASE into namespace $NAMESPACE"
+helm upgrade --install "$RELEASE" "$CHART" \
+  --kube-context "$CONTEXT" \
+  --namespace "$NAMESPACE" --create-namespace \
+  --set image.repository="$IMAGE" \
+  --set image.tag="$tag" \
+  --set image.pullPolicy=Never \
+  --set runners.replicas="$RUNNERS" \
+  --wait --timeout "$TIMEOUT" \
+  "$@"
+
+kubectl --context "$CONTEXT" -n "$NAMESPACE" get pods -o wide
+cat >&2 <<MSG
+
+Heddle is up in kind cluster $CLUSTER, namespace $NAMESPACE.
+  kubectl --context $CONTEXT -n $NAMESPACE port-forward svc/gateway 8080:8080
+  curl http://127.0.0.1:8080/readyz
+  kubectl --context $CONTEXT -n $NAMESPACE scale statefulset runner --replicas=4
+MSG

@@ -1,0 +1,1 @@
+"""Heddle's services: gateway, orchestrator, dispatcher and runner agent."""

@@ -1,0 +1,83 @@
+"""The `heddle` command: one subcommand per service, plus `up` for the whole system."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from shared.errors import HeddleError, SettingsError
+from shared.settings import Settings, settings_table
+
+SERVICES = ("gateway", "orchestrator", "dispatcher", "runner")
+
+
+def build_service(name: str, settings: Settings):
+    if name == "gateway":
+        from services.gateway.app import Gateway
+
+        return Gateway(settings)
+    if name == "orchestrator":
+        from services.orchestrator.app import Orchestrator
+
+        return Orchestrator(settings)
+    if name == "dispatcher":
+        from services.dispatcher.app import Dispatcher
+
+        return Dispatcher(settings)
+    from services.runner_agent.app import RunnerAgent
+    from services.runner_agent.process import use_pidfd_child_watcher
+
+    use_pidfd_child_watcher()
+    return RunnerAgent(settings)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="heddle",
+        description="Heddle: DAGs of shell commands "
+        "over NATS JetStream. Settings come from HEDDLE_* variables "
+        "(see `heddle settings`).",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in SERVICES:
+        sub.add_parser(name, help=f"run the {name} service")
+    up = sub.add_parser("up", help="run NATS, every service and N runners on this machine")
+    up.add_argument("--port", type=int, default=None, help="gateway port (default 8080)")
+    up.add_argument("--runners", type=int, default=4, help="local runner agents (default 4)")
+    up.add_argument("--data-dir", default=".heddle", help="NATS store and logs (default .heddle)")
+    up.add_argument("--nats-port", type=int, default=4222, help="embedded NATS port (default 4222)")
+    sub.add_parser("settings", help="print every setting with its default")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "settings":
+        print(settings_table())
+        return 0
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print(f"heddle: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "up":
+        from services.up import main_up
+
+        if args.runners < 1:
+            print("heddle up: --runners must be at least 1", file=sys.stderr)
+            return 2
+        if args.port is not None:
+            settings = Settings.from_env(gateway_port=args.port)
+        return main_up(settings, args.runners, args.data_dir, args.nats_port)
+    from shared.service import run_service
+
+    try:
+        run_service(build_service(args.command, settings), settings)
+    except HeddleError as exc:
+        print(f"heddle {args.command}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

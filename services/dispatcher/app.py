@@ -1,0 +1,220 @@
+"""The dispatcher: one free runner per ready step, never two steps on one runner.
+
+It pulls ready steps from the HEDDLE_STEPS work queue only while runners are free, so a
+saturated pool leaves steps in the stream (nothing dropped) and a runner that frees up gets
+the next one at once. An assignment is a request to the runner's own subject; the ready
+message is acknowledged only once a runner accepted it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import msgspec
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.kv import KeyValue
+
+from services.dispatcher.pool import Pool
+from shared import names
+from shared.contracts import (
+    StepFinished,
+    assign_reply_decoder,
+    event_decoder,
+    runner_info_decoder,
+    step_ready_decoder,
+)
+from shared.nats_io import close, connect_until_ready, ensure_consumer, ensure_resources
+from shared.pull import ContinuousPull
+from shared.service import event
+from shared.settings import Settings
+
+log = logging.getLogger("heddle.dispatcher")
+ACK_WAIT = 10.0
+
+
+class Dispatcher:
+    name = "dispatcher"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.pool = Pool(suspect_for=max(settings.assign_timeout * 2, 2.0))
+        self._free = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._inflight: set[asyncio.Task] = set()
+        self._waiting = 0  # ready messages held while no runner is free
+        self._stopping = False
+        self._pull: ContinuousPull | None = None
+        self.nc: Client | None = None
+
+    async def start(self) -> None:
+        self.nc = await connect_until_ready(
+            self.settings, "heddle-dispatcher", on_reconnect=self._reconnected
+        )
+        res = await ensure_resources(
+            self.nc,
+            self.settings,
+            streams=(names.STEPS_STREAM, names.EVENTS_STREAM),
+            buckets=(names.RUNNERS_BUCKET,),
+        )
+        self.js = res.js
+        self.runners_kv: KeyValue = res.kv[names.RUNNERS_BUCKET]
+        self._events_sub = await self.nc.subscribe(names.EVT_ALL, cb=self._on_event)
+        await ensure_consumer(
+            self.js,
+            names.STEPS_STREAM,
+            ConsumerConfig(
+                durable_name=names.DISPATCHER_DURABLE,
+                filter_subject=names.STEP_READY_ALL,
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=ACK_WAIT,
+                max_ack_pending=-1,
+            ),
+        )
+        # Credit follows the free runners: a saturated pool leaves steps in the stream.
+        self._pull = ContinuousPull(
+            self.nc, names.STEPS_STREAM, names.DISPATCHER_DURABLE, self._on_ready, credit=0
+        )
+        await self._pull.start()
+        initial = asyncio.Event()
+        self._tasks = [asyncio.create_task(self._watch_runners(initial), name="runners")]
+        await asyncio.wait_for(initial.wait(), 10)
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        if self._pull is not None:
+            await self._pull.stop()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._inflight:
+            await asyncio.wait(self._inflight, timeout=self.settings.shutdown_grace)
+        await close(self.nc)
+
+    async def _reconnected(self) -> None:
+        if self._pull is not None:
+            self._pull.reset()
+            await self._pull.top_up()
+        # KV watchers are ephemeral: start the registry watch again.
+        if self._tasks and not self._stopping:
+            self._tasks[0].cancel()
+            self._tasks[0] = asyncio.create_task(self._watch_runners(asyncio.Event()))
+
+    def _wake(self) -> None:
+        free = len(self.pool.free())
+        if free:
+            self._free.set()
+        else:
+            self._free.clear()
+        if self._pull is not None and not self._stopping:
+            self._pull.set_credit(max(free - self._waiting, 0))
+            task = asyncio.ensure_future(self._pull.top_up())
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
+
+    # ---- the pool ----
+
+    async def _watch_runners(self, initial: asyncio.Event) -> None:
+        while True:
+            try:
+                watcher = await self.runners_kv.watchall()
+                while True:
+                    entry = await watcher.updates(timeout=3600)
+                    if entry is None:
+                        initial.set()
+                        continue
+                    if entry.operation in ("DEL", "PURGE") or not entry.value:
+                        lease = self.pool.remove(entry.key)
+                        event(
+                            log,
+                            "runner left",
+                            runner=entry.key,
+                            lease=f"{lease.run_id}/{lease.step_id}" if lease else None,
+                        )
+                    else:
+                        info = runner_info_decoder.decode(entry.value)
+                        if info.name not in self.pool.runners:
+                            event(log, "runner joined", runner=info.name)
+                        self.pool.update(info)
+                    self._wake()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("runner watch failed (%s); restarting", exc)
+                await asyncio.sleep(0.5)
+
+    async def _on_event(self, msg: Msg) -> None:
+        try:
+            ev = event_decoder.decode(msg.data)
+        except msgspec.DecodeError:
+            return
+        if isinstance(ev, StepFinished) and self.pool.release(
+            ev.runner, ev.run_id, ev.step_id, ev.attempt
+        ):
+            self._wake()
+
+    # ---- dispatching ----
+
+    async def _on_ready(self, msg: Msg) -> None:
+        if self._stopping:
+            return  # unacknowledged: redelivered to the next dispatcher
+        task = asyncio.create_task(self._assign(msg))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _assign(self, msg: Msg) -> None:
+        try:
+            ready = step_ready_decoder.decode(msg.data)
+        except msgspec.DecodeError as exc:
+            log.error("dropping undecodable ready message %s: %s", msg.subject, exc)
+            await msg.term()
+            return
+        while True:
+            name = self.pool.reserve()
+            if name is None:
+                self._waiting += 1
+                self._wake()
+                try:
+                    await asyncio.wait_for(self._free.wait(), ACK_WAIT / 3)
+                except TimeoutError:
+                    await msg.in_progress()  # still waiting for a runner, not lost
+                finally:
+                    self._waiting -= 1
+                continue
+            try:
+                reply_msg = await self.nc.request(
+                    names.runner_assign(name), msg.data, timeout=self.settings.assign_timeout
+                )
+                reply = assign_reply_decoder.decode(reply_msg.data)
+            except (NatsTimeout, TimeoutError, NoRespondersError, msgspec.DecodeError) as exc:
+                event(
+                    log,
+                    "runner did not answer",
+                    runner=name,
+                    run=ready.run_id,
+                    step=ready.step_id,
+                    error=type(exc).__name__,
+                )
+                self.pool.refused(name, silent=True)
+                continue
+            if not reply.accepted:
+                self.pool.refused(name, silent=False)
+                continue
+            self.pool.accepted(name, ready.run_id, ready.step_id, ready.attempt, reply.jobs)
+            self._wake()
+            await msg.ack()
+            event(
+                log,
+                "assigned",
+                runner=name,
+                run=ready.run_id,
+                step=ready.step_id,
+                attempt=ready.attempt,
+            )
+            return

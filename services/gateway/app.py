@@ -1,0 +1,135 @@
+"""The gateway: Heddle's HTTP API. ``create_app(settings)`` builds it; the NATS connection
+lives in a cleanup context (connected before serving, drained after)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import msgspec
+from aiohttp import web
+
+from services.gateway import views
+from services.gateway.keys import METRICS, NATS, RESOURCES, SETTINGS, GatewayResources
+from services.gateway.metrics import Metrics
+from shared import names
+from shared.nats_io import close, connect_until_ready, ensure_resources
+from shared.settings import Settings
+
+log = logging.getLogger("heddle.gateway")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error answers JSON that names the problem; every request is counted."""
+    t0 = time.perf_counter()
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        if exc.content_type == "application/json":
+            raise
+        message = exc.reason
+        if exc.status == 413:
+            message = (
+                f"request body too large: the limit is {request.app[SETTINGS].max_body_bytes} bytes"
+            )
+        elif exc.status == 404:
+            message = f"no route for {request.path}"
+        elif exc.status == 405:
+            message = f"method {request.method} not allowed on {request.path}"
+        raise type(exc)(
+            text=msgspec.json.encode({"error": message}).decode(),
+            content_type="application/json",
+            **(
+                {"method": request.method, "allowed_methods": exc.allowed_methods}
+                if isinstance(exc, web.HTTPMethodNotAllowed)
+                else {}
+            ),
+        ) from None
+    except Exception:
+        log.exception("%s %s failed", request.method, request.path)
+        return views.error(500, "internal error")
+    finally:
+        route = request.match_info.route.resource
+        name = route.canonical if route is not None else "unmatched"
+        request.app[METRICS].observe(request.method, name, status, time.perf_counter() - t0)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    return web.Response(
+        text=request.app[METRICS].render(), content_type="text/plain", charset="utf-8"
+    )
+
+
+def setup_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_post("/api/runs", views.create_run)
+    r.add_get("/api/runs/{run}", views.get_run)
+    r.add_post("/api/runs/{run}/cancel", views.cancel_run)
+    r.add_get("/api/runners", views.get_runners)
+    r.add_get("/healthz", views.healthz)
+    r.add_get("/readyz", views.readyz)
+    r.add_get("/metrics", metrics)
+    # The route names older scripts use.
+    r.add_post("/workflow", views.create_run)
+    r.add_get("/workflow/{id}", views.get_run_legacy)
+    r.add_get("/pods", views.get_runners)
+
+
+async def nats_context(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    nc = await connect_until_ready(settings, "heddle-gateway")
+    res = await ensure_resources(nc, settings)
+    app[NATS] = nc
+    app[RESOURCES] = GatewayResources(
+        js=res.js,
+        runs=res.kv[names.RUNS_BUCKET],
+        heartbeats=res.kv[names.HEARTBEATS_BUCKET],
+        runners=res.kv[names.RUNNERS_BUCKET],
+        workflows=res.kv[names.WORKFLOWS_BUCKET],
+    )
+    yield
+    await close(nc)
+
+
+def create_app(settings: Settings) -> web.Application:
+    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[errors_and_metrics])
+    app[SETTINGS] = settings
+    app[METRICS] = Metrics()
+    setup_routes(app)
+    app.cleanup_ctx.append(nats_context)
+    return app
+
+
+class Gateway:
+    """The gateway as a service: ``start`` binds the port, ``stop`` finishes open requests
+    within the shutdown grace."""
+
+    name = "gateway"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = create_app(self.settings)
+        self.runner = web.AppRunner(
+            app, shutdown_timeout=self.settings.shutdown_grace, access_log=None
+        )
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, self.settings.gateway_host, self.settings.gateway_port)
+        await site.start()
+        log.info(
+            "listening on http://%s:%d", self.settings.gateway_host, self.settings.gateway_port
+        )
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            runner, self.runner = self.runner, None
+            await runner.cleanup()

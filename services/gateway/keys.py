@@ -1,0 +1,28 @@
+"""Typed keys for what the gateway keeps on its aiohttp application."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
+
+from services.gateway.metrics import Metrics
+from shared.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayResources:
+    js: JetStreamContext
+    runs: KeyValue
+    heartbeats: KeyValue
+    runners: KeyValue
+    workflows: KeyValue
+
+
+SETTINGS = web.AppKey("settings", Settings)
+NATS = web.AppKey("nats", Client)
+RESOURCES = web.AppKey("resources", GatewayResources)
+METRICS = web.AppKey("metrics", Metrics)

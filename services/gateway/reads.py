@@ -1,0 +1,135 @@
+"""Reading state for the HTTP API: the run document and the runner pool, from KV.
+
+A run is read with one filtered replay of its step keys (not a get per step), plus one of
+its heartbeat keys for the live ``lastHeartbeatAt`` of running steps.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+from nats.js.errors import KeyNotFoundError
+from nats.js.kv import KeyValue
+
+from shared import names
+from shared.contracts import (
+    RunRecord,
+    StepRecord,
+    heartbeat_decoder,
+    run_record_decoder,
+    runner_info_decoder,
+    step_record_decoder,
+)
+from shared.nats_io import read_current
+from shared.timefmt import from_epoch
+
+_to_builtins = msgspec.to_builtins
+
+
+async def get_run_record(runs_kv: KeyValue, run_id: str) -> RunRecord | None:
+    try:
+        entry = await runs_kv.get(names.run_key(run_id))
+    except KeyNotFoundError:
+        return None
+    if entry is None or not entry.value:
+        return None
+    return run_record_decoder.decode(entry.value)
+
+
+# camelCase name in the document -> attribute of StepRecord, in the order shown.
+STEP_FIELDS = {
+    "id": "id",
+    "command": "command",
+    "dependsOn": "depends_on",
+    "status": "status",
+    "attempt": "attempt",
+    "runner": "runner",
+    "exitCode": "exit_code",
+    "startedAt": "started_at",
+    "finishedAt": "finished_at",
+    "lastHeartbeatAt": "last_heartbeat_at",
+    "stdoutTail": "stdout_tail",
+    "stderrTail": "stderr_tail",
+    "reason": "reason",
+    "retries": "retries",
+    "timeoutSeconds": "timeout_seconds",
+    "queuedAt": "queued_at",
+    "retryAt": "retry_at",
+}
+
+
+def step_document(step: StepRecord, heartbeat_at: float | None) -> dict[str, Any]:
+    doc = {name: getattr(step, attr) for name, attr in STEP_FIELDS.items()}
+    doc["attempts"] = _to_builtins(step.attempts)
+    if heartbeat_at is not None and step.status in ("queued", "running"):
+        doc["lastHeartbeatAt"] = from_epoch(heartbeat_at)
+    return doc
+
+
+async def run_document(runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord) -> dict[str, Any]:
+    entries = await read_current(runs_kv, names.steps_of_run(run.run_id))
+    steps = sorted((step_record_decoder.decode(e.value) for e in entries), key=lambda s: s.index)
+    live = any(s.status in ("queued", "running") for s in steps)
+    beats: dict[str, float] = {}
+    if live:
+        for e in await read_current(hb_kv, f"{run.run_id}.*"):
+            hb = heartbeat_decoder.decode(e.value)
+            if e.created:
+                beats[hb.step_id] = float(e.created)
+    out_steps = [step_document(s, beats.get(s.id)) for s in steps]
+    edges = [{"from": p, "to": s.id} for s in steps for p in s.depends_on]
+    counts: dict[str, int] = {}
+    for s in steps:
+        counts[s.status] = counts.get(s.status, 0) + 1
+    return {
+        "runId": run.run_id,
+        "status": run.status,
+        "createdAt": run.created_at,
+        "finishedAt": run.finished_at,
+        "cancelRequested": run.cancel_requested,
+        "workflowName": run.workflow_name,
+        "version": run.version,
+        "trigger": run.trigger,
+        "scheduledFor": run.scheduled_for,
+        "counts": counts,
+        "steps": out_steps,
+        "edges": edges,
+    }
+
+
+async def pool_document(runners_kv: KeyValue) -> dict[str, Any]:
+    now = time.time()
+    runners = []
+    for e in await read_current(runners_kv, ">"):
+        info = runner_info_decoder.decode(e.value)
+        seen = float(e.created) if e.created else None
+        runners.append(
+            {
+                "name": info.name,
+                "pod": info.pod,
+                "node": info.node,
+                "pid": info.pid,
+                "status": info.status,
+                "runId": info.run_id,
+                "stepId": info.step_id,
+                "attempt": info.attempt,
+                "version": info.version,
+                "startedAt": info.started_at,
+                "lastSeenAt": from_epoch(seen) if seen else info.seen_at,
+                "secondsSinceSeen": round(max(now - seen, 0.0), 3) if seen else None,
+            }
+        )
+    runners.sort(key=lambda r: r["name"])
+    leased = [
+        {"runner": r["name"], "runId": r["runId"], "stepId": r["stepId"]}
+        for r in runners
+        if r["status"] == "busy"
+    ]
+    return {
+        "total": len(runners),
+        "available": sum(1 for r in runners if r["status"] == "idle"),
+        "leased": leased,
+        "runners": runners,
+    }

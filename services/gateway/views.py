@@ -1,0 +1,176 @@
+"""HTTP handlers. They validate, send commands, and read state; they own nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from typing import Any
+
+import msgspec
+from aiohttp import web
+from nats.errors import TimeoutError as NatsTimeout
+
+from services.gateway.keys import NATS, RESOURCES, SETTINGS
+from services.gateway.reads import get_run_record, pool_document, run_document
+from shared import names
+from shared.contracts import TERMINAL_RUN, CancelRun, SubmitRun, encode
+from shared.errors import InvalidWorkflow, Problem
+from shared.settings import Settings
+from shared.timefmt import now_rfc3339
+from shared.validation import Limits, check_id, parse_run_request
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=msgspec.json.encode(body), status=status, content_type="application/json"
+    )
+
+
+def error(
+    status: int, message: str, problems: list[Problem] | None = None, **extra: Any
+) -> web.Response:
+    body: dict[str, Any] = {"error": message}
+    if problems is not None:
+        body["problems"] = [p.to_json() for p in problems]
+    body.update(extra)
+    return json_response(body, status)
+
+
+def limits(settings: Settings) -> Limits:
+    return Limits(max_steps=settings.max_steps, max_command_bytes=settings.max_command_bytes)
+
+
+async def read_json(request: web.Request) -> Any:
+    """The request body as JSON, or an HTTP error naming what is wrong with it."""
+    if request.content_type != "application/json":
+        raise web.HTTPUnsupportedMediaType(
+            text=msgspec.json.encode(
+                {
+                    "error": f"content type must be application/json, not "
+                    f"{request.content_type or 'missing'}"
+                }
+            ).decode(),
+            content_type="application/json",
+        )
+    raw = await request.read()  # aiohttp answers 413 past client_max_size
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise web.HTTPBadRequest(
+            text=msgspec.json.encode({"error": f"malformed JSON: {exc}"}).decode(),
+            content_type="application/json",
+        ) from exc
+
+
+def path_id(request: web.Request, key: str, what: str) -> str:
+    value = request.match_info[key]
+    problems: list[Problem] = []
+    if not check_id(value, key, what, problems):
+        raise web.HTTPBadRequest(
+            text=msgspec.json.encode(
+                {"error": f"invalid {what}", "problems": [p.to_json() for p in problems]}
+            ).decode(),
+            content_type="application/json",
+        )
+    return value
+
+
+def new_run_id() -> str:
+    # Sortable by creation time, unique without coordination.
+    return f"{int(time.time() * 1000):x}-{secrets.token_hex(4)}"
+
+
+async def create_run(request: web.Request) -> web.Response:
+    settings = request.app[SETTINGS]
+    doc = await read_json(request)
+    try:
+        req = parse_run_request(doc, limits(settings))
+    except InvalidWorkflow as exc:
+        return error(400, "invalid workflow", exc.problems)
+    run_id = req.run_id or req.workflow_id or new_run_id()
+    cmd = SubmitRun(
+        run_id=run_id, steps=req.steps, submitted_at=now_rfc3339(), workflow_name=req.name
+    )
+    return await submit(request, cmd)
+
+
+async def submit(request: web.Request, cmd: SubmitRun) -> web.Response:
+    """Send a submit command; answer 201 once the orchestrator stored the run, 200 if it
+    existed already, 202 if the orchestrator did not confirm in time (it will create it)."""
+    nc = request.app[NATS]
+    res = request.app[RESOURCES]
+    settings = request.app[SETTINGS]
+    payload = encode(cmd)
+    if len(payload) > nc.max_payload:
+        return error(
+            413,
+            f"the workflow encodes to {len(payload)} bytes; the NATS server "
+            f"accepts messages up to {nc.max_payload} bytes",
+            [Problem("steps", "too large")],
+        )
+    run_id = cmd.run_id
+    stored = await nc.subscribe(names.run_stored(run_id), max_msgs=1)
+    try:
+        ack = await res.js.publish(
+            names.CMD_SUBMIT, payload, headers={"Nats-Msg-Id": names.submit_msg_id(run_id)}
+        )
+        if ack.duplicate and await get_run_record(res.runs, run_id) is not None:
+            return json_response({"runId": run_id, "created": False}, 200)
+        try:
+            await stored.next_msg(timeout=settings.submit_confirm_timeout)
+        except (NatsTimeout, TimeoutError):
+            return json_response({"runId": run_id, "status": "accepted"}, 202)
+    finally:
+        await stored.unsubscribe()
+    return json_response({"runId": run_id, "status": "running", "created": True}, 201)
+
+
+async def get_run(request: web.Request, key: str = "run") -> web.Response:
+    run_id = path_id(request, key, "run id")
+    res = request.app[RESOURCES]
+    run = await get_run_record(res.runs, run_id)
+    if run is None:
+        return error(404, f"run {run_id!r} not found")
+    return json_response(await run_document(res.runs, res.heartbeats, run))
+
+
+async def get_run_legacy(request: web.Request) -> web.Response:
+    return await get_run(request, "id")
+
+
+async def cancel_run(request: web.Request) -> web.Response:
+    run_id = path_id(request, "run", "run id")
+    res = request.app[RESOURCES]
+    run = await get_run_record(res.runs, run_id)
+    if run is None:
+        return error(404, f"run {run_id!r} not found")
+    if run.status == "cancelled":
+        return json_response({"runId": run_id, "status": "cancelled"}, 200)
+    if run.status in TERMINAL_RUN:
+        return error(409, f"run {run_id!r} already finished: {run.status}", status=run.status)
+    await res.js.publish(
+        names.CMD_CANCEL,
+        encode(CancelRun(run_id=run_id, requested_at=now_rfc3339())),
+        headers={"Nats-Msg-Id": f"cancel.{run_id}"},
+    )
+    return json_response({"runId": run_id, "status": "cancelling"}, 202)
+
+
+async def get_runners(request: web.Request) -> web.Response:
+    return json_response(await pool_document(request.app[RESOURCES].runners))
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    nc = request.app[NATS]
+    if not nc.is_connected:
+        return error(503, "NATS is not reachable")
+    try:
+        await asyncio.wait_for(nc.flush(), 2.0)
+    except Exception as exc:
+        return error(503, f"NATS is not answering: {exc}")
+    return json_response({"status": "ready"})

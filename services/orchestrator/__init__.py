@@ -1,0 +1,1 @@
+"""Heddle's orchestrator service."""

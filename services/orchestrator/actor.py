@@ -1,0 +1,149 @@
+"""A run's actor: one mailbox, one task, messages handled strictly in order.
+
+Different runs proceed concurrently; within a run nothing interleaves, so no lock guards
+the run's state. A JetStream message is acknowledged only after the effects it caused are
+stored, so a crash at any point leads to redelivery, never to a lost transition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from nats.aio.msg import Msg
+
+from services.orchestrator.effects import EffectRunner
+from services.orchestrator.state import Effect, RunState
+from shared.contracts import StepFinished, StepStarted
+
+log = logging.getLogger("heddle.orchestrator")
+
+
+@dataclass(frozen=True, slots=True)
+class Silent:
+    """The watchdog's verdict on one attempt."""
+
+    step_id: str
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    step_id: str
+    attempt: int
+    runner: str
+
+
+@dataclass(frozen=True, slots=True)
+class RetryTimer:
+    step_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Create:
+    """A new run's first message: store it, then announce it (the gateway waits for that)."""
+
+    effects: list[Effect]
+    announce: Callable[[str], Awaitable[None]]
+
+
+Message = StepStarted | StepFinished | Silent | Accepted | RetryTimer | Cancel | Create
+
+
+class RunActor:
+    def __init__(
+        self, state: RunState, effects: EffectRunner, on_done: Callable[[RunActor], None]
+    ) -> None:
+        self.state = state
+        self.run_id = state.run.run_id
+        self._effects = effects
+        self._on_done = on_done
+        self._mailbox: asyncio.Queue[tuple[Message, Msg | None]] = asyncio.Queue()
+        self._task: asyncio.Task | None = None
+        # Monotonic time each running attempt was first seen running here: the watchdog's
+        # reference when no heartbeat has been seen, and the backstop deadline's start.
+        self.running_since: dict[str, float] = {}
+        self.verdicts: set[tuple[str, int]] = set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name=f"run-{self.run_id}")
+
+    def post(self, message: Message, msg: Msg | None = None) -> None:
+        self._mailbox.put_nowait((message, msg))
+
+    def post_init(
+        self, effects: list[Effect], msg: Msg, announce: Callable[[str], Awaitable[None]]
+    ) -> None:
+        self.post(Create(effects, announce), msg)
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def drain(self) -> None:
+        """Wait until every message posted so far has been handled."""
+        await self._mailbox.join()
+
+    async def _loop(self) -> None:
+        while True:
+            message, msg = await self._mailbox.get()
+            try:
+                await self._handle(message)
+                if msg is not None:
+                    await msg.ack()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("run %s: handling %r failed", self.run_id, message)
+                if msg is not None:
+                    await msg.nak(delay=1.0)
+            finally:
+                self._mailbox.task_done()
+            if self.state.done and self._mailbox.empty():
+                self._on_done(self)
+                return
+
+    async def _handle(self, message: Message) -> None:
+        state = self.state
+        now = time.time()
+        match message:
+            case Create(effects=effects, announce=announce):
+                await self._effects.apply(self.run_id, effects, create_run=True)
+                await announce(self.run_id)
+                return
+            case StepStarted():
+                effects = state.on_started(message, now)
+            case StepFinished():
+                effects = state.on_finished(message, now)
+            case Silent(step_id=step_id, attempt=attempt, reason=reason):
+                effects = state.on_silent(step_id, attempt, reason, now)
+            case RetryTimer(step_id=step_id, attempt=attempt):
+                effects = state.on_retry_due(step_id, attempt, now)
+            case Cancel():
+                effects = state.cancel(now)
+            case Accepted(step_id=step_id, attempt=attempt, runner=runner):
+                state.on_accepted(step_id, attempt, runner)
+                effects = []
+        step_id = getattr(message, "step_id", None)
+        if step_id is not None:
+            self._track_running(step_id)
+        if effects:
+            await self._effects.apply(self.run_id, effects)
+
+    def _track_running(self, step_id: str) -> None:
+        step = self.state.steps.get(step_id)
+        if step is not None and step.status == "running":
+            self.running_since.setdefault(step_id, time.monotonic())
+        else:
+            self.running_since.pop(step_id, None)

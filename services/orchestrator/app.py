@@ -1,0 +1,351 @@
+"""The orchestrator: sole owner of run and step state.
+
+It consumes commands (HEDDLE_CMD) and runner events (HEDDLE_EVENTS) through durable
+consumers, routes each to its run's actor, watches heartbeats for the watchdog, and after a
+restart rebuilds every live run from the heddle-runs bucket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+
+import msgspec
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.kv import KeyValue
+
+from services.orchestrator.actor import Accepted, Cancel, RetryTimer, RunActor
+from services.orchestrator.effects import EffectRunner
+from services.orchestrator.state import Policy, RunState
+from services.orchestrator.watchdog import HeartbeatView
+from shared import names
+from shared.contracts import (
+    TERMINAL_RUN,
+    CancelRun,
+    RetryDue,
+    SubmitRun,
+    command_decoder,
+    event_decoder,
+    heartbeat_decoder,
+    run_record_decoder,
+    step_record_decoder,
+)
+from shared.nats_io import (
+    close,
+    connect_until_ready,
+    ensure_consumer,
+    ensure_resources,
+    read_current,
+)
+from shared.pull import ContinuousPull
+from shared.service import event
+from shared.settings import Settings
+
+log = logging.getLogger("heddle.orchestrator")
+FINISHED_MEMORY = 50_000
+
+
+class Orchestrator:
+    name = "orchestrator"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.policy = Policy(
+            retry_base=settings.retry_base,
+            retry_cap=settings.retry_cap,
+            default_timeout=settings.default_timeout,
+        )
+        self.actors: dict[str, RunActor] = {}
+        self.finished: OrderedDict[str, str] = OrderedDict()  # run -> terminal status
+        self.view = HeartbeatView(settings.silence_limit, settings.kill_grace)
+        self._tasks: list[asyncio.Task] = []
+        self._hb_task: asyncio.Task | None = None
+        self._pulls: list[ContinuousPull] = []
+        self._stopping = False
+        self.nc: Client | None = None
+
+    # ---- lifecycle ----
+
+    async def start(self) -> None:
+        self.nc = await connect_until_ready(
+            self.settings,
+            "heddle-orchestrator",
+            on_reconnect=self._reconnected,
+            on_disconnect=self._disconnected,
+        )
+        res = await ensure_resources(self.nc, self.settings)
+        self.js = res.js
+        self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
+        self.hb_kv: KeyValue = res.kv[names.HEARTBEATS_BUCKET]
+        self.effects = EffectRunner(self.nc, self.js)
+        await self._rebuild()
+        self._restart_heartbeats()
+        await ensure_consumer(
+            self.js,
+            names.CMD_STREAM,
+            ConsumerConfig(
+                durable_name=names.ORCH_CMD_DURABLE,
+                filter_subject=names.CMD_ALL,
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=60,
+                max_ack_pending=20_000,
+                deliver_policy=DeliverPolicy.ALL,
+            ),
+        )
+        await ensure_consumer(
+            self.js,
+            names.EVENTS_STREAM,
+            ConsumerConfig(
+                durable_name=names.ORCH_EVENTS_DURABLE,
+                filter_subject=names.EVT_ALL,
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=60,
+                max_ack_pending=50_000,
+                deliver_policy=DeliverPolicy.ALL,
+            ),
+        )
+        self._pulls = [
+            ContinuousPull(
+                self.nc,
+                names.CMD_STREAM,
+                names.ORCH_CMD_DURABLE,
+                self._guard(self._on_command),
+                credit=512,
+            ),
+            ContinuousPull(
+                self.nc,
+                names.EVENTS_STREAM,
+                names.ORCH_EVENTS_DURABLE,
+                self._guard(self._on_event),
+                credit=1024,
+            ),
+        ]
+        for pull in self._pulls:
+            await pull.start()
+        self._tasks = [asyncio.create_task(self._scan_loop(), name="watchdog")]
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        for pull in self._pulls:
+            await pull.stop()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Let each run finish what it already took, within the grace; the rest is redelivered.
+        actors = list(self.actors.values())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*(a.drain() for a in actors)), self.settings.shutdown_grace
+            )
+        await asyncio.gather(*(a.stop() for a in actors), return_exceptions=True)
+        if self._hb_task:
+            self._hb_task.cancel()
+            await asyncio.gather(self._hb_task, return_exceptions=True)
+        await close(self.nc)
+
+    async def _disconnected(self) -> None:
+        self.view.disconnected()
+
+    async def _reconnected(self) -> None:
+        self.view.reconnected()
+        for pull in self._pulls:
+            pull.reset()
+            await pull.top_up()
+        self._restart_heartbeats()
+
+    # ---- actors ----
+
+    def _spawn(self, state: RunState) -> RunActor:
+        actor = RunActor(state, self.effects, self._actor_done)
+        self.actors[actor.run_id] = actor
+        actor.start()
+        return actor
+
+    def _actor_done(self, actor: RunActor) -> None:
+        self.actors.pop(actor.run_id, None)
+        self.view.forget_run(actor.run_id)
+        self.finished[actor.run_id] = actor.state.run.status
+        while len(self.finished) > FINISHED_MEMORY:
+            self.finished.popitem(last=False)
+
+    async def _rebuild(self) -> None:
+        """Load every live run from KV and make it whole (see RunState.resume)."""
+        runs = [
+            run_record_decoder.decode(e.value) for e in await read_current(self.runs_kv, "run.*")
+        ]
+        live = [r for r in runs if r.status not in TERMINAL_RUN]
+        now = time.time()
+        for run in live:
+            steps = [
+                step_record_decoder.decode(e.value)
+                for e in await read_current(self.runs_kv, names.steps_of_run(run.run_id))
+            ]
+            if len(steps) < run.step_count:
+                log.error(
+                    "run %s has %d of %d step records; leaving it",
+                    run.run_id,
+                    len(steps),
+                    run.step_count,
+                )
+                continue
+            state = RunState(run, steps, self.policy)
+            actor = self._spawn(state)
+            mono = time.monotonic()
+            for s in steps:
+                if s.status == "running":
+                    actor.running_since[s.id] = mono
+            effects = state.resume(now)
+            if effects:
+                await self.effects.apply(run.run_id, effects)
+        event(log, "rebuilt", live_runs=len(self.actors), runs_seen=len(runs))
+
+    # ---- commands and events ----
+
+    def _guard(self, handler: Callable[[Msg], Awaitable[None]]) -> Callable[[Msg], Awaitable[None]]:
+        async def guarded(msg: Msg) -> None:
+            if self._stopping:
+                return  # not acknowledged: redelivered to whoever runs next
+            await handler(msg)
+
+        return guarded
+
+    async def _on_command(self, msg: Msg) -> None:
+        try:
+            cmd = command_decoder.decode(msg.data)
+        except msgspec.DecodeError as exc:
+            log.error("dropping undecodable command on %s: %s", msg.subject, exc)
+            await msg.term()
+            return
+        match cmd:
+            case SubmitRun():
+                await self._submit(cmd, msg)
+            case CancelRun(run_id=run_id):
+                actor = self.actors.get(run_id)
+                if actor is None:
+                    await msg.ack()  # finished or unknown: the gateway answered already
+                else:
+                    actor.post(Cancel(), msg)
+            case RetryDue(run_id=run_id, step_id=step_id, attempt=attempt):
+                actor = self.actors.get(run_id)
+                if actor is None:
+                    await msg.ack()
+                else:
+                    actor.post(RetryTimer(step_id, attempt), msg)
+
+    async def _submit(self, cmd: SubmitRun, msg: Msg) -> None:
+        run_id = cmd.run_id
+        if run_id in self.actors or run_id in self.finished or await self._stored(run_id):
+            event(log, "duplicate submit", run=run_id)
+            await self.nc.publish(names.run_stored(run_id), b"")
+            await msg.ack()
+            return
+        state, effects = RunState.new(cmd, self.policy, time.time())
+        actor = self._spawn(state)
+        actor.post_init(effects, msg, self._announce)
+
+    async def _announce(self, run_id: str) -> None:
+        event(log, "run stored", run=run_id)
+        await self.nc.publish(names.run_stored(run_id), b"")
+
+    async def _stored(self, run_id: str) -> bool:
+        try:
+            entry = await self.runs_kv.get(names.run_key(run_id))
+        except Exception:
+            return False
+        return entry is not None and entry.value is not None
+
+    async def _on_event(self, msg: Msg) -> None:
+        try:
+            ev = event_decoder.decode(msg.data)
+        except msgspec.DecodeError as exc:
+            log.error("dropping undecodable event on %s: %s", msg.subject, exc)
+            await msg.term()
+            return
+        actor = self.actors.get(ev.run_id)
+        if actor is not None:
+            actor.post(ev, msg)
+            return
+        if ev.run_id in self.finished:
+            event(
+                log,
+                "ignored",
+                run=ev.run_id,
+                step=ev.step_id,
+                reason=f"run is already {self.finished[ev.run_id]}",
+            )
+            await msg.ack()
+            return
+        # Not created yet (its submit is being redelivered), or long finished.
+        if await self._stored(ev.run_id) or msg.metadata.num_delivered > 30:
+            event(log, "ignored", run=ev.run_id, step=ev.step_id, reason="run not live")
+            await msg.ack()
+        else:
+            await msg.nak(delay=0.5)
+
+    # ---- heartbeats and the watchdog ----
+
+    def _restart_heartbeats(self) -> None:
+        if self._hb_task:
+            self._hb_task.cancel()
+        self._hb_task = asyncio.create_task(self._watch_heartbeats(), name="heartbeats")
+
+    async def _watch_heartbeats(self) -> None:
+        while True:
+            try:
+                watcher = await self.hb_kv.watchall(ignore_deletes=True)
+                while True:
+                    entry = await watcher.updates(timeout=3600)
+                    if entry is None or entry.value is None:
+                        continue
+                    self._on_heartbeat(entry)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("heartbeat watch failed (%s); restarting", exc)
+                await asyncio.sleep(0.5)
+
+    def _on_heartbeat(self, entry: KeyValue.Entry) -> None:
+        try:
+            hb = heartbeat_decoder.decode(entry.value)
+        except msgspec.DecodeError:
+            return
+        actor = self.actors.get(hb.run_id)
+        if actor is None:
+            return
+        previous = self.view.beats.get(hb.run_id, {}).get(hb.step_id)
+        stored = float(entry.created or 0)
+        self.view.record(hb, stored)
+        step = actor.state.steps.get(hb.step_id)
+        if step is not None:
+            step.last_heartbeat_at = _stamp(stored)
+        if previous is None or previous.attempt != hb.attempt:
+            actor.post(Accepted(hb.step_id, hb.attempt, hb.runner))
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.watchdog_scan)
+            for actor in list(self.actors.values()):
+                for verdict in self.view.verdicts(actor.state, actor.running_since, actor.verdicts):
+                    event(
+                        log,
+                        "watchdog verdict",
+                        run=actor.run_id,
+                        step=verdict.step_id,
+                        attempt=verdict.attempt,
+                        reason=verdict.reason,
+                    )
+                    actor.post(verdict)
+
+
+def _stamp(epoch: float) -> str | None:
+    from shared.timefmt import from_epoch
+
+    return from_epoch(epoch) if epoch else None

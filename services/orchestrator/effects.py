@@ -1,0 +1,166 @@
+"""Carries out the state machine's effects over NATS, pipelined.
+
+Every effect of one message is sent without waiting, in order, on one connection; then the
+acknowledgements are awaited together, so a message costs one round trip, not one per write.
+A failed write is retried until it lands: the in-memory state is already ahead of KV, and
+KV must catch up before the message that caused it is acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from services.orchestrator.state import (
+    Effect,
+    Enqueue,
+    Ignored,
+    KillAttempt,
+    PersistRun,
+    PersistStep,
+    ScheduleRetry,
+)
+from shared import names
+from shared.contracts import CancelAttempt, RetryDue, encode
+from shared.service import event
+from shared.timefmt import from_epoch
+
+log = logging.getLogger("heddle.orchestrator")
+ACK_TIMEOUT = 10.0
+
+
+class EffectRunner:
+    def __init__(self, nc: Client, js: JetStreamContext) -> None:
+        self.nc = nc
+        self.js = js
+
+    async def apply(self, run_id: str, effects: list[Effect], *, create_run: bool = False) -> None:
+        delay = 0.2
+        while True:
+            try:
+                await self._apply_once(run_id, effects, create_run)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if create_run and "wrong last sequence" in str(exc):
+                    raise
+                log.warning(
+                    "writing effects of run %s failed (%s); retrying in %.1fs", run_id, exc, delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _apply_once(self, run_id: str, effects: list[Effect], create_run: bool) -> None:
+        # A step written twice in one batch is written once, in its final state.
+        last_write = {id(e.step): i for i, e in enumerate(effects) if isinstance(e, PersistStep)}
+        futures: list[asyncio.Future] = []
+        js = self.js
+        for i, eff in enumerate(effects):
+            match eff:
+                case PersistStep(step=step, previous=previous):
+                    if previous != step.status:
+                        event(
+                            log,
+                            "step",
+                            run=run_id,
+                            step=step.id,
+                            attempt=step.attempt,
+                            status=step.status,
+                            was=previous,
+                            reason=step.reason,
+                        )
+                    if last_write[id(step)] != i:
+                        continue
+                    futures.append(
+                        await js.publish_async(
+                            names.kv_subject(names.RUNS_BUCKET, names.step_key(run_id, step.id)),
+                            encode(step),
+                        )
+                    )
+                case PersistRun(run=run):
+                    headers = None
+                    if create_run:
+                        # The run record commits a new run: stored at most once.
+                        headers = {"Nats-Expected-Last-Subject-Sequence": "0"}
+                    event(
+                        log,
+                        "run",
+                        run=run_id,
+                        status=run.status,
+                        cancel_requested=run.cancel_requested,
+                    )
+                    futures.append(
+                        await js.publish_async(
+                            names.kv_subject(names.RUNS_BUCKET, names.run_key(run_id)),
+                            encode(run),
+                            headers=headers,
+                        )
+                    )
+                case Enqueue(ready=ready):
+                    futures.append(
+                        await js.publish_async(
+                            names.step_ready(ready.run_id, ready.step_id),
+                            encode(ready),
+                            headers={
+                                "Nats-Msg-Id": names.ready_msg_id(
+                                    ready.run_id, ready.step_id, ready.attempt
+                                )
+                            },
+                        )
+                    )
+                case ScheduleRetry(step_id=step_id, attempt=attempt, at=at, delay=delay):
+                    event(
+                        log,
+                        "retry scheduled",
+                        run=run_id,
+                        step=step_id,
+                        attempt=attempt,
+                        delay_ms=round(delay * 1000),
+                    )
+                    futures.append(await self.schedule_retry(run_id, step_id, attempt, at))
+                case KillAttempt(runner=runner, step_id=step_id, attempt=attempt, reason=reason):
+                    event(
+                        log,
+                        "kill attempt",
+                        run=run_id,
+                        step=step_id,
+                        attempt=attempt,
+                        runner=runner,
+                        reason=reason,
+                    )
+                    await self.nc.publish(
+                        names.runner_cancel(runner),
+                        encode(
+                            CancelAttempt(
+                                run_id=run_id, step_id=step_id, attempt=attempt, reason=reason
+                            )
+                        ),
+                    )
+                case Ignored(step_id=step_id, reason=reason):
+                    event(log, "ignored", run=run_id, step=step_id, reason=reason)
+        if futures:
+            done, pending = await asyncio.wait(futures, timeout=ACK_TIMEOUT)
+            for fut in pending:
+                fut.cancel()
+            if pending:
+                raise TimeoutError(f"{len(pending)} writes unacknowledged")
+            for fut in done:
+                fut.result()
+
+    async def schedule_retry(
+        self, run_id: str, step_id: str, attempt: int, at: float
+    ) -> asyncio.Future:
+        # The server holds the timer: it survives an orchestrator restart and fires once.
+        # One pending schedule per subject, so re-sending it after a restart replaces it.
+        return await self.js.publish_async(
+            names.sched_timer(run_id, step_id),
+            encode(RetryDue(run_id=run_id, step_id=step_id, attempt=attempt)),
+            headers={
+                "Nats-Schedule": f"@at {from_epoch(at)}",
+                "Nats-Schedule-Target": names.cmd_timer(run_id, step_id),
+            },
+        )

@@ -1,0 +1,389 @@
+"""A run's state machine: every step and run transition Heddle makes, decided here.
+
+Pure: each method takes a message (and the time) and returns the effects to carry out, in
+order; the run actor performs them. Nothing here awaits, touches NATS, or reads a clock.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from shared.backoff import backoff
+from shared.contracts import (
+    TERMINAL_STEP,
+    AttemptRecord,
+    RunRecord,
+    StepFinished,
+    StepReady,
+    StepRecord,
+    StepStarted,
+    SubmitRun,
+)
+from shared.dag import Graph, downstream
+from shared.timefmt import from_epoch
+
+# ---- effects ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PersistStep:
+    step: StepRecord
+    previous: str  # the status before, for the one log line per transition
+
+
+@dataclass(frozen=True, slots=True)
+class PersistRun:
+    run: RunRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    ready: StepReady
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRetry:
+    step_id: str
+    attempt: int  # the attempt that will run when the timer fires
+    at: float  # epoch seconds
+    delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class KillAttempt:
+    """Tell a runner to kill one attempt's process group (cancel, or fencing a dead attempt)."""
+
+    runner: str
+    step_id: str
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    step_id: str
+    reason: str
+
+
+Effect = PersistStep | PersistRun | Enqueue | ScheduleRetry | KillAttempt | Ignored
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    retry_base: float = 1.0
+    retry_cap: float = 300.0
+    default_timeout: float = 3600.0
+
+
+class RunState:
+    """One run's steps, as the orchestrator's actor holds them in memory."""
+
+    def __init__(
+        self,
+        run: RunRecord,
+        steps: list[StepRecord],
+        policy: Policy,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.run = run
+        self.steps = {s.id: s for s in steps}
+        self.graph = Graph([(s.id, s.depends_on) for s in steps])
+        self.policy = policy
+        self._rand = rand
+        self.terminal = sum(1 for s in steps if s.status in TERMINAL_STEP)
+
+    # ---- construction ----
+
+    @classmethod
+    def new(
+        cls, cmd: SubmitRun, policy: Policy, now: float, rand: Callable[[], float] = random.random
+    ) -> tuple[RunState, list[Effect]]:
+        created = cmd.submitted_at
+        run = RunRecord(
+            run_id=cmd.run_id,
+            status="running",
+            created_at=created,
+            step_count=len(cmd.steps),
+            workflow_name=cmd.workflow_name,
+            version=cmd.version,
+            trigger=cmd.trigger,
+            scheduled_for=cmd.scheduled_for,
+        )
+        steps = [
+            StepRecord(
+                id=s.id,
+                command=s.command,
+                index=i,
+                depends_on=list(s.depends_on),
+                retries=s.retries,
+                timeout_seconds=s.timeout_seconds or policy.default_timeout,
+            )
+            for i, s in enumerate(cmd.steps)
+        ]
+        state = cls(run, steps, policy, rand)
+        effects: list[Effect] = []
+        stamp = from_epoch(now)
+        roots = set(state.graph.roots())
+        for step in steps:
+            if step.id in roots:
+                effects.extend(state._queue(step, 1, stamp))
+            else:
+                effects.append(PersistStep(step, "new"))
+        # The run record goes last: it is the commit point of a new run (see effects.py).
+        effects.append(PersistRun(run))
+        return state, effects
+
+    @property
+    def done(self) -> bool:
+        return self.run.status != "running"
+
+    # ---- messages ----
+
+    def on_started(self, ev: StepStarted, now: float) -> list[Effect]:
+        step = self.steps.get(ev.step_id)
+        if step is None:
+            return [Ignored(ev.step_id, "started event for an unknown step")]
+        stale = self._stale(step, ev.attempt, ev.runner)
+        if stale:
+            effects: list[Effect] = [Ignored(step.id, f"started event ignored: {stale}")]
+            # The attempt lives on although it does not count: fence it.
+            effects.append(KillAttempt(ev.runner, step.id, ev.attempt, "attempt does not count"))
+            return effects
+        if step.status == "running":
+            return [Ignored(step.id, "duplicate started event")]
+        prev = step.status
+        step.status = "running"
+        step.runner = ev.runner
+        step.started_at = ev.started_at
+        step.attempts.append(
+            AttemptRecord(attempt=ev.attempt, runner=ev.runner, started_at=ev.started_at)
+        )
+        effects = [PersistStep(step, prev)]
+        if self.run.cancel_requested:
+            effects.append(KillAttempt(ev.runner, step.id, ev.attempt, "cancelled"))
+        return effects
+
+    def on_finished(self, ev: StepFinished, now: float) -> list[Effect]:
+        step = self.steps.get(ev.step_id)
+        if step is None:
+            return [Ignored(ev.step_id, "finished event for an unknown step")]
+        stale = self._stale(step, ev.attempt, ev.runner)
+        if stale:
+            return [Ignored(step.id, f"finished event ignored: {stale}")]
+        if step.status == "queued":
+            # The started event was lost or is late; the attempt still happened.
+            step.runner = ev.runner
+            step.attempts.append(AttemptRecord(attempt=ev.attempt, runner=ev.runner))
+        step.exit_code = ev.exit_code
+        step.stdout_tail = ev.stdout_tail
+        step.stderr_tail = ev.stderr_tail
+        self._close_attempt(step, ev.finished_at, ev.exit_code, ev.reason)
+        if ev.outcome == "succeeded":
+            return self._succeed(step, ev.finished_at)
+        reason = ev.reason or (
+            f"exit code {ev.exit_code}" if ev.exit_code is not None else ev.outcome
+        )
+        return self._attempt_failed(step, reason, now, immediate=False)
+
+    def on_retry_due(self, step_id: str, attempt: int, now: float) -> list[Effect]:
+        step = self.steps.get(step_id)
+        if step is None:
+            return [Ignored(step_id, "retry timer for an unknown step")]
+        if step.status != "retrying" or step.attempt + 1 != attempt:
+            return [
+                Ignored(
+                    step_id,
+                    f"retry timer for attempt {attempt} ignored: step is "
+                    f"{step.status} at attempt {step.attempt}",
+                )
+            ]
+        return self._queue(step, attempt, from_epoch(now))
+
+    def on_silent(self, step_id: str, attempt: int, reason: str, now: float) -> list[Effect]:
+        """The watchdog's verdict: the attempt's runner is dead (or the runner-side deadline
+        passed unreported). A retry, if any attempts remain, starts at once."""
+        step = self.steps.get(step_id)
+        if step is None or step.attempt != attempt or step.status not in ("queued", "running"):
+            return [Ignored(step_id, f"watchdog verdict for attempt {attempt} ignored")]
+        effects: list[Effect] = []
+        if step.runner:
+            effects.append(KillAttempt(step.runner, step.id, attempt, reason))
+        elif step.status == "queued" and not step.attempts:
+            step.attempts.append(AttemptRecord(attempt=attempt))
+        stamp = from_epoch(now)
+        self._close_attempt(step, stamp, None, reason)
+        return effects + self._attempt_failed(step, reason, now, immediate=True)
+
+    def on_accepted(self, step_id: str, attempt: int, runner: str) -> None:
+        """A heartbeat shows which runner holds a queued attempt (before it reported started),
+        so a later verdict can fence that runner."""
+        step = self.steps.get(step_id)
+        if step is not None and step.status == "queued" and step.attempt == attempt:
+            step.runner = runner
+
+    def cancel(self, now: float) -> list[Effect]:
+        if self.done or self.run.cancel_requested:
+            return []
+        self.run.cancel_requested = True
+        effects: list[Effect] = [PersistRun(self.run)]
+        stamp = from_epoch(now)
+        for step in self.steps.values():
+            if step.status in ("pending", "queued", "retrying"):
+                if step.status == "queued" and step.runner:
+                    effects.append(KillAttempt(step.runner, step.id, step.attempt, "cancelled"))
+                effects.extend(self._terminate(step, "cancelled", "cancelled", stamp))
+            elif step.status == "running" and step.runner:
+                effects.append(KillAttempt(step.runner, step.id, step.attempt, "cancelled"))
+        return effects + self._maybe_finish(stamp)
+
+    # ---- transitions ----
+
+    def _stale(self, step: StepRecord, attempt: int, runner: str) -> str | None:
+        if step.status in TERMINAL_STEP:
+            return f"step is already {step.status}"
+        if attempt != step.attempt:
+            return f"attempt {attempt} is not the current attempt {step.attempt}"
+        if step.status in ("pending", "retrying"):
+            return f"step is {step.status}"
+        if step.runner and runner != step.runner:
+            return f"attempt {attempt} belongs to runner {step.runner}, not {runner}"
+        return None
+
+    def _queue(self, step: StepRecord, attempt: int, stamp: str) -> list[Effect]:
+        prev = step.status
+        step.status = "queued"
+        step.attempt = attempt
+        step.runner = None
+        step.queued_at = stamp
+        step.retry_at = None
+        step.started_at = step.finished_at = step.exit_code = None
+        ready = StepReady(
+            run_id=self.run.run_id,
+            step_id=step.id,
+            attempt=attempt,
+            command=step.command,
+            timeout_seconds=step.timeout_seconds,
+            ready_at=stamp,
+        )
+        return [PersistStep(step, prev), Enqueue(ready)]
+
+    def _close_attempt(
+        self, step: StepRecord, at: str, exit_code: int | None, reason: str | None
+    ) -> None:
+        step.finished_at = at
+        if step.attempts and step.attempts[-1].attempt == step.attempt:
+            rec = step.attempts[-1]
+            rec.finished_at = at
+            rec.exit_code = exit_code
+            rec.reason = reason
+
+    def _succeed(self, step: StepRecord, stamp: str) -> list[Effect]:
+        prev = step.status
+        step.status = "succeeded"
+        step.reason = None
+        self.terminal += 1
+        effects: list[Effect] = [PersistStep(step, prev)]
+        if not self.run.cancel_requested:
+            for child_id in self.graph.children[step.id]:
+                child = self.steps[child_id]
+                if child.status == "pending" and all(
+                    self.steps[p].status == "succeeded" for p in self.graph.parents[child_id]
+                ):
+                    effects.extend(self._queue(child, 1, stamp))
+        return effects + self._maybe_finish(stamp)
+
+    def _attempt_failed(
+        self, step: StepRecord, reason: str, now: float, *, immediate: bool
+    ) -> list[Effect]:
+        stamp = from_epoch(now)
+        if self.run.cancel_requested:
+            return self._terminate(step, "cancelled", "cancelled", stamp) + self._maybe_finish(
+                stamp
+            )
+        if step.attempt <= step.retries:
+            next_attempt = step.attempt + 1
+            if immediate:
+                return self._queue(step, next_attempt, stamp)
+            delay = backoff(step.attempt, self.policy.retry_base, self.policy.retry_cap, self._rand)
+            prev = step.status
+            step.status = "retrying"
+            step.reason = reason
+            step.retry_at = from_epoch(now + delay)
+            return [
+                PersistStep(step, prev),
+                ScheduleRetry(step.id, next_attempt, now + delay, delay),
+            ]
+        effects = self._terminate(step, "failed", reason, stamp)
+        for victim_id, _parent in downstream(self.graph, step.id):
+            victim = self.steps[victim_id]
+            if victim.status == "pending":
+                effects.extend(
+                    self._terminate(
+                        victim, "skipped", f"skipped because step {step.id} failed", stamp
+                    )
+                )
+        return effects + self._maybe_finish(stamp)
+
+    def _terminate(self, step: StepRecord, status: str, reason: str, stamp: str) -> list[Effect]:
+        prev = step.status
+        step.status = status  # type: ignore[assignment]
+        step.reason = reason
+        step.retry_at = None
+        if step.finished_at is None or prev in ("pending", "queued", "retrying"):
+            step.finished_at = stamp
+        self.terminal += 1
+        return [PersistStep(step, prev)]
+
+    def _maybe_finish(self, stamp: str) -> list[Effect]:
+        if self.done or self.terminal < len(self.steps):
+            return []
+        if self.run.cancel_requested:
+            self.run.status = "cancelled"
+        elif all(s.status == "succeeded" for s in self.steps.values()):
+            self.run.status = "succeeded"
+        else:
+            self.run.status = "failed"
+        self.run.finished_at = stamp
+        return [PersistRun(self.run)]
+
+    # ---- recovery ----
+
+    def resume(self, now: float) -> list[Effect]:
+        """Effects that make a run rebuilt from KV whole again after a crash, wherever the
+        crash fell between storing a transition and sending what it implies. Each one is
+        harmless if it was in fact sent: ready messages carry a message id, a re-sent retry
+        timer replaces the pending one, and a duplicate attempt is fenced when it starts."""
+        from shared.timefmt import parse
+
+        stamp = from_epoch(now)
+        effects: list[Effect] = []
+        if self.run.cancel_requested and not self.done:
+            self.run.cancel_requested = False  # cancel again: finishes what a crash cut short
+            effects.extend(self.cancel(now))
+        succeeded = {s.id for s in self.steps.values() if s.status == "succeeded"}
+        for step in self.steps.values():
+            if step.status == "queued":
+                effects.append(
+                    Enqueue(
+                        StepReady(
+                            run_id=self.run.run_id,
+                            step_id=step.id,
+                            attempt=step.attempt,
+                            command=step.command,
+                            timeout_seconds=step.timeout_seconds,
+                            ready_at=step.queued_at or stamp,
+                        )
+                    )
+                )
+            elif (
+                step.status == "pending"
+                and not self.run.cancel_requested
+                and all(p in succeeded for p in self.graph.parents[step.id])
+            ):
+                effects.extend(self._queue(step, 1, stamp))
+            elif step.status == "retrying":
+                at = parse(step.retry_at).timestamp() if step.retry_at else now
+                effects.append(ScheduleRetry(step.id, step.attempt + 1, at, max(at - now, 0.0)))
+        return effects + self._maybe_finish(stamp)

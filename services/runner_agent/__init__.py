@@ -1,0 +1,1 @@
+"""Heddle's runner_agent service."""

@@ -1,0 +1,1 @@
+"""Contracts shared by Heddle's services: settings, names, messages and pure logic."""

@@ -1,0 +1,236 @@
+"""Every message and record that crosses a process boundary, as msgspec structs.
+
+JSON on the wire with camelCase names, so `nats sub` and `nats kv get` show what the HTTP API
+shows. Receivers ignore fields they do not know; new fields are optional, so old and new
+services can talk during an upgrade. Encoders and decoders are built once per process.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+StepStatus = Literal[
+    "pending", "queued", "running", "retrying", "succeeded", "failed", "skipped", "cancelled"
+]
+RunStatus = Literal["running", "succeeded", "failed", "cancelled"]
+TERMINAL_STEP: frozenset[str] = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+TERMINAL_RUN: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+
+
+class Wire(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
+    """Base of every wire struct: camelCase JSON, defaults left out to keep payloads small."""
+
+
+# ---- documents users write (HTTP) -------------------------------------------------------
+
+
+class StepSpec(Wire, forbid_unknown_fields=True):
+    id: str
+    command: str
+    depends_on: list[str] = []
+    retries: int = 0
+    timeout_seconds: float | None = None
+
+
+class WorkflowSpec(Wire, forbid_unknown_fields=True):
+    steps: list[StepSpec]
+    name: str | None = None
+    schedule: str | None = None
+    timezone: str | None = None
+    catchup: bool = True
+    description: str | None = None
+
+
+class RunRequest(WorkflowSpec, forbid_unknown_fields=True):
+    """Body of POST /api/runs: an inline workflow, optionally with a client-chosen run id."""
+
+    run_id: str | None = None
+    workflow_id: str | None = None  # the older route's name for runId
+
+
+# ---- commands (HEDDLE_CMD) ------------------------------------------------------------
+
+
+class Command(Wire, tag_field="type", frozen=True):
+    pass
+
+
+class SubmitRun(Command, tag="submit", frozen=True):
+    run_id: str
+    steps: list[StepSpec]
+    submitted_at: str
+    workflow_name: str | None = None
+    version: int | None = None
+    trigger: str = "api"
+    scheduled_for: str | None = None
+
+
+class CancelRun(Command, tag="cancel", frozen=True):
+    run_id: str
+    requested_at: str
+
+
+class RetryDue(Command, tag="timer", frozen=True):
+    """Fired by the server's message scheduler when a step's backoff is over."""
+
+    run_id: str
+    step_id: str
+    attempt: int
+
+
+AnyCommand = SubmitRun | CancelRun | RetryDue
+
+
+# ---- work (HEDDLE_STEPS and a runner's assign subject) ---------------------------------
+
+
+class StepReady(Wire, frozen=True):
+    run_id: str
+    step_id: str
+    attempt: int
+    command: str
+    timeout_seconds: float
+    ready_at: str
+
+
+class AssignReply(Wire, frozen=True):
+    accepted: bool
+    runner: str
+    reason: str | None = None
+    jobs: int = 0  # assignments this runner has accepted so far, this one included
+
+
+class CancelAttempt(Wire, frozen=True):
+    run_id: str
+    step_id: str
+    attempt: int
+    reason: str
+
+
+# ---- lifecycle events from runners (HEDDLE_EVENTS) --------------------------------------
+
+
+class StepEvent(Wire, tag_field="type", frozen=True):
+    run_id: str
+    step_id: str
+    attempt: int
+    runner: str
+
+
+class StepStarted(StepEvent, tag="started", frozen=True):
+    pid: int
+    started_at: str
+
+
+Outcome = Literal["succeeded", "failed", "timed_out", "cancelled"]
+
+
+class StepFinished(StepEvent, tag="finished", frozen=True):
+    outcome: Outcome
+    finished_at: str
+    exit_code: int | None = None
+    reason: str | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+
+
+AnyStepEvent = StepStarted | StepFinished
+
+
+# ---- KV values ------------------------------------------------------------------------
+
+
+class Heartbeat(Wire, frozen=True):
+    runner: str
+    run_id: str
+    step_id: str
+    attempt: int
+    seq: int
+    pid: int | None = None
+
+
+class RunnerInfo(Wire):
+    name: str
+    status: Literal["idle", "busy"]
+    pid: int
+    version: str
+    started_at: str
+    seen_at: str
+    pod: str | None = None
+    node: str | None = None
+    run_id: str | None = None
+    step_id: str | None = None
+    attempt: int | None = None
+    jobs: int = 0
+
+
+class LogLine(Wire, frozen=True):
+    """One line of a step's log (HEDDLE_LOGS). ``stream`` is stdout, stderr, or heddle for
+    the transitions the services write; ``seq`` orders all three within an attempt."""
+
+    stream: str
+    seq: int
+    text: str
+
+
+class AttemptRecord(Wire):
+    attempt: int
+    runner: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+
+
+class StepRecord(Wire):
+    id: str
+    command: str
+    index: int = 0  # position in the workflow document, for display order
+    depends_on: list[str] = []
+    retries: int = 0
+    timeout_seconds: float = 3600.0
+    status: StepStatus = "pending"
+    attempt: int = 0
+    runner: str | None = None
+    exit_code: int | None = None
+    queued_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    last_heartbeat_at: str | None = None
+    retry_at: str | None = None
+    reason: str | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    attempts: list[AttemptRecord] = []
+
+
+class RunRecord(Wire):
+    run_id: str
+    status: RunStatus
+    created_at: str
+    step_count: int
+    finished_at: str | None = None
+    cancel_requested: bool = False
+    workflow_name: str | None = None
+    version: int | None = None
+    trigger: str = "api"
+    scheduled_for: str | None = None
+
+
+# ---- codecs, built once per process ---------------------------------------------------
+
+encode = msgspec.json.Encoder().encode
+command_decoder = msgspec.json.Decoder(AnyCommand)
+event_decoder = msgspec.json.Decoder(AnyStepEvent)
+step_ready_decoder = msgspec.json.Decoder(StepReady)
+assign_reply_decoder = msgspec.json.Decoder(AssignReply)
+cancel_attempt_decoder = msgspec.json.Decoder(CancelAttempt)
+heartbeat_decoder = msgspec.json.Decoder(Heartbeat)
+log_line_decoder = msgspec.json.Decoder(LogLine)
+runner_info_decoder = msgspec.json.Decoder(RunnerInfo)
+step_record_decoder = msgspec.json.Decoder(StepRecord)
+run_record_decoder = msgspec.json.Decoder(RunRecord)
+run_request_decoder = msgspec.json.Decoder(RunRequest)
+workflow_spec_decoder = msgspec.json.Decoder(WorkflowSpec)

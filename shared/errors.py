@@ -1,0 +1,52 @@
+"""Heddle's error hierarchy: each error carries the context needed to act on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class HeddleError(Exception):
+    """Base of every error Heddle raises on purpose."""
+
+
+class SettingsError(HeddleError):
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid settings: " + "; ".join(problems))
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a document, located by a JSON-ish path such as ``steps[3].id``."""
+
+    path: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "message": self.message}
+
+
+class InvalidWorkflow(HeddleError):
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__(
+            f"invalid workflow: {len(problems)} problem(s): "
+            + "; ".join(f"{p.path}: {p.message}" for p in problems[:5])
+        )
+
+
+class NatsTooOld(HeddleError):
+    def __init__(self, found_level: int, needed_level: int, needed_version: str) -> None:
+        self.found_level = found_level
+        self.needed_level = needed_level
+        super().__init__(
+            f"NATS server too old: Heddle needs nats-server {needed_version} or newer "
+            f"(JetStream API level {needed_level}); this server reports level {found_level}"
+        )
+
+
+class ResourceMismatch(HeddleError):
+    def __init__(self, resource: str, problems: list[str]) -> None:
+        self.resource = resource
+        self.problems = problems
+        super().__init__(f"{resource}: " + "; ".join(problems))

@@ -1,0 +1,116 @@
+"""Every NATS subject, stream, bucket and durable name Heddle uses, and their builders.
+
+No other module spells a subject literally, so `nats sub` users and the code agree.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Ids that appear inside subjects or keys: run, step, runner and workflow names.
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+# Streams
+CMD_STREAM = "HEDDLE_CMD"
+STEPS_STREAM = "HEDDLE_STEPS"
+EVENTS_STREAM = "HEDDLE_EVENTS"
+LOGS_STREAM = "HEDDLE_LOGS"
+
+# KV buckets
+WORKFLOWS_BUCKET = "heddle-workflows"
+RUNS_BUCKET = "heddle-runs"
+HEARTBEATS_BUCKET = "heddle-heartbeats"
+RUNNERS_BUCKET = "heddle-runners"
+CRON_BUCKET = "heddle-cron"
+
+# Durable consumers
+ORCH_CMD_DURABLE = "orchestrator-cmd"
+ORCH_EVENTS_DURABLE = "orchestrator-events"
+DISPATCHER_DURABLE = "dispatcher"
+
+# Subjects
+CMD_ALL = "heddle.cmd.>"
+CMD_SUBMIT = "heddle.cmd.submit"
+CMD_CANCEL = "heddle.cmd.cancel"
+# Retry timers: the schedule waits under heddle.sched.*, and fires into heddle.cmd.timer.*,
+# so the orchestrator's consumer (filtered on heddle.cmd.>) sees only fired timers.
+SCHED_ALL = "heddle.sched.>"
+STEP_READY_ALL = "heddle.step.ready.>"
+EVT_ALL = "heddle.evt.>"
+LOG_ALL = "heddle.log.>"
+RUNNER_ALL = "heddle.runner.>"
+
+
+def cmd_timer(run: str, step: str) -> str:
+    return f"heddle.cmd.timer.{run}.{step}"
+
+
+def sched_timer(run: str, step: str) -> str:
+    return f"heddle.sched.timer.{run}.{step}"
+
+
+def step_ready(run: str, step: str) -> str:
+    return f"heddle.step.ready.{run}.{step}"
+
+
+def evt(run: str, step: str) -> str:
+    return f"heddle.evt.{run}.{step}"
+
+
+def log(run: str, step: str, attempt: int) -> str:
+    return f"heddle.log.{run}.{step}.{attempt}"
+
+
+def log_step_filter(run: str, step: str) -> str:
+    return f"heddle.log.{run}.{step}.*"
+
+
+def runner_assign(runner: str) -> str:
+    return f"heddle.runner.{runner}.assign"
+
+
+def runner_cancel(runner: str) -> str:
+    return f"heddle.runner.{runner}.cancel"
+
+
+def run_stored(run: str) -> str:
+    """Core subject the orchestrator announces a newly stored run on (gateway waits on it)."""
+    return f"heddle.notify.run.{run}"
+
+
+# Keys in heddle-runs
+def run_key(run: str) -> str:
+    return f"run.{run}"
+
+
+def step_key(run: str, step: str) -> str:
+    return f"step.{run}.{step}"
+
+
+def steps_of_run(run: str) -> str:
+    return f"step.{run}.*"
+
+
+def heartbeat_key(run: str, step: str) -> str:
+    return f"{run}.{step}"
+
+
+def kv_subject(bucket: str, key: str) -> str:
+    return f"$KV.{bucket}.{key}"
+
+
+def kv_stream(bucket: str) -> str:
+    return f"KV_{bucket}"
+
+
+# Message ids (Nats-Msg-Id), so a re-sent command or event is stored once.
+def submit_msg_id(run: str) -> str:
+    return f"submit.{run}"
+
+
+def event_msg_id(kind: str, run: str, step: str, attempt: int) -> str:
+    return f"{kind}.{run}.{step}.{attempt}"
+
+
+def ready_msg_id(run: str, step: str, attempt: int) -> str:
+    return f"ready.{run}.{step}.{attempt}"

@@ -1,0 +1,109 @@
+"""A continuous pull consumer: messages are handled the moment they arrive.
+
+nats-py's ``fetch(n)`` waits, once the stream was empty, until ``n`` messages came or the
+timeout passed, which puts up to a whole timeout on the critical path. This adapter keeps
+pull requests outstanding instead (as the Go client's ``Consume`` does) and hands each
+message to the handler as it is delivered. ``credit`` bounds how many are requested: the
+orchestrator keeps a large credit; the dispatcher asks for as many as it has free runners.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+log = logging.getLogger("heddle.pull")
+
+Handler = Callable[[Msg], Awaitable[None]]
+
+
+class ContinuousPull:
+    def __init__(
+        self,
+        nc: Client,
+        stream: str,
+        durable: str,
+        handler: Handler,
+        credit: int = 256,
+        expires: float = 5.0,
+    ) -> None:
+        self.nc = nc
+        self.api = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+        self.handler = handler
+        self.credit = credit
+        self.expires = expires
+        self.outstanding = 0
+        self._inbox = nc.new_inbox()
+        self._sub = None
+        self._refresh: asyncio.Task | None = None
+        self._last_sent = 0.0
+        self._closed = False
+
+    async def start(self) -> None:
+        self._sub = await self.nc.subscribe(self._inbox, cb=self._on_msg)
+        await self.top_up()
+        self._refresh = asyncio.create_task(self._refresh_loop())
+
+    async def stop(self) -> None:
+        self._closed = True
+        if self._refresh:
+            self._refresh.cancel()
+            await asyncio.gather(self._refresh, return_exceptions=True)
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+
+    def set_credit(self, credit: int) -> None:
+        self.credit = max(credit, 0)
+
+    async def top_up(self) -> None:
+        """Ask for more when less than half the credit is outstanding."""
+        want = self.credit - self.outstanding
+        if self._closed or want <= 0 or (self.outstanding and want < self.credit // 2):
+            return
+        self.outstanding += want
+        self._last_sent = time.monotonic()
+        body = {"batch": want, "expires": int(self.expires * 1e9)}
+        try:
+            await self.nc.publish(self.api, json.dumps(body).encode(), reply=self._inbox)
+        except Exception as exc:  # disconnected: the refresh loop asks again
+            self.outstanding -= want
+            log.debug("pull request failed: %s", exc)
+
+    def reset(self) -> None:
+        """After a reconnect the server may have forgotten our requests: start afresh."""
+        self.outstanding = 0
+
+    async def _on_msg(self, msg: Msg) -> None:
+        status = msg.headers.get("Status") if msg.headers else None
+        if status is not None and not msg.data:
+            if status in ("408", "409"):
+                left = msg.headers.get("Nats-Pending-Messages")
+                self.outstanding = max(self.outstanding - int(left or 0), 0)
+                if not left:
+                    self.outstanding = 0
+            await self.top_up()
+            return
+        self.outstanding = max(self.outstanding - 1, 0)
+        try:
+            await self.handler(msg)
+        except Exception:
+            log.exception("handler failed for %s", msg.subject)
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=1.0)
+        await self.top_up()
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.expires / 2)
+            # Requests expire after ``expires``; replace them before they do.
+            if time.monotonic() - self._last_sent >= self.expires * 0.9:
+                self.outstanding = 0
+            await self.top_up()

@@ -1,0 +1,85 @@
+"""What every Heddle service shares: structured logging and the process lifecycle.
+
+A service is an object with ``start()`` (returns once it takes work) and ``stop()``
+(idempotent: stop taking work, drain in-flight work for up to the shutdown grace, close).
+Only ``run_service`` installs signal handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+import time
+from typing import Protocol
+
+from shared.settings import Settings
+
+
+class Service(Protocol):
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: easy to grep, easy to ship to a log store."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, object] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if fields:
+            out.update(fields)
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def setup_logging(settings: Settings) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(settings.log_level.upper())
+    logging.getLogger("nats").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def event(logger: logging.Logger, msg: str, **fields: object) -> None:
+    """Log one structured line (a state change) with its fields."""
+    logger.info(msg, extra={"fields": fields})
+
+
+async def serve(service: Service) -> None:
+    """Start ``service``, run until SIGTERM or SIGINT, then stop it gracefully."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    log = logging.getLogger(f"heddle.{service.name}")
+    try:
+        await service.start()
+        event(log, "started", service=service.name)
+        await stopping.wait()
+        event(log, "stopping", service=service.name)
+    finally:
+        await service.stop()
+        event(log, "stopped", service=service.name)
+
+
+def run_service(service: Service, settings: Settings) -> None:
+    setup_logging(settings)
+    try:
+        asyncio.run(serve(service))
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,182 @@
+"""Every setting Heddle reads, in one place.
+
+Each field maps to one environment variable (``HEDDLE_`` + the field name in upper case,
+except the Kubernetes-provided ``POD_NAME`` and ``NODE_NAME``). Durations are seconds and
+may be fractional, so tests can shorten intervals without sleeping for the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+from shared.errors import SettingsError
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    env: str
+    help: str
+
+
+def _s(default: object, env: str, help: str) -> object:
+    return field(default=default, metadata={"setting": Setting(env, help)})
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    nats_url: str = _s(
+        "nats://127.0.0.1:4222", "HEDDLE_NATS_URL", "NATS server URL(s), comma separated"
+    )
+    storage: str = _s(
+        "file", "HEDDLE_STORAGE", "JetStream storage for streams and buckets: file or memory"
+    )
+    replicas: int = _s(1, "HEDDLE_REPLICAS", "replicas of every stream and bucket (clustered NATS)")
+    gateway_host: str = _s("127.0.0.1", "HEDDLE_GATEWAY_HOST", "address the gateway listens on")
+    gateway_port: int = _s(8080, "HEDDLE_GATEWAY_PORT", "port the gateway listens on")
+    max_body_bytes: int = _s(
+        8 * 1024 * 1024, "HEDDLE_MAX_BODY_BYTES", "largest accepted HTTP request body"
+    )
+    submit_confirm_timeout: float = _s(
+        3.0,
+        "HEDDLE_SUBMIT_CONFIRM_TIMEOUT",
+        "how long POST /api/runs waits for the orchestrator before answering 202",
+    )
+    max_steps: int = _s(10_000, "HEDDLE_MAX_STEPS", "most steps in one workflow")
+    max_command_bytes: int = _s(
+        16 * 1024, "HEDDLE_MAX_COMMAND_BYTES", "longest step command, in UTF-8 bytes"
+    )
+    default_timeout: float = _s(
+        3600.0, "HEDDLE_DEFAULT_TIMEOUT", "timeoutSeconds of a step that sets none"
+    )
+    heartbeat_interval: float = _s(
+        10.0, "HEDDLE_HEARTBEAT_INTERVAL", "how often a runner writes a running step's heartbeat"
+    )
+    heartbeat_grace: float = _s(
+        3.0,
+        "HEDDLE_HEARTBEAT_GRACE",
+        "missed heartbeat intervals before a runner is declared silent",
+    )
+    watchdog_scan: float = _s(
+        2.0,
+        "HEDDLE_WATCHDOG_SCAN",
+        "how often the orchestrator's watchdog looks for silent runners",
+    )
+    registry_interval: float = _s(
+        5.0, "HEDDLE_REGISTRY_INTERVAL", "how often a runner refreshes its registry entry"
+    )
+    registry_ttl: float = _s(
+        15.0,
+        "HEDDLE_REGISTRY_TTL",
+        "a runner that has not refreshed for this long leaves the pool (whole seconds, >= 1)",
+    )
+    assign_timeout: float = _s(
+        2.0,
+        "HEDDLE_ASSIGN_TIMEOUT",
+        "how long the dispatcher waits for a runner to accept an assignment",
+    )
+    retry_base: float = _s(1.0, "HEDDLE_RETRY_BASE", "backoff after the first failed attempt")
+    retry_cap: float = _s(300.0, "HEDDLE_RETRY_CAP", "longest backoff between attempts")
+    kill_grace: float = _s(
+        5.0, "HEDDLE_KILL_GRACE", "time between SIGTERM and SIGKILL of a step's process group"
+    )
+    output_tail_bytes: int = _s(
+        64 * 1024,
+        "HEDDLE_OUTPUT_TAIL_BYTES",
+        "how much of stdout and stderr a finished event carries",
+    )
+    log_max_age: float = _s(7 * 86400.0, "HEDDLE_LOG_MAX_AGE", "how long HEDDLE_LOGS keeps a line")
+    log_max_bytes: int = _s(1024**3, "HEDDLE_LOG_MAX_BYTES", "total size HEDDLE_LOGS keeps")
+    log_line_max_bytes: int = _s(
+        16 * 1024,
+        "HEDDLE_LOG_LINE_MAX_BYTES",
+        "a longer output line is split into pieces of this size",
+    )
+    shutdown_grace: float = _s(
+        10.0,
+        "HEDDLE_SHUTDOWN_GRACE",
+        "how long SIGTERM waits for in-flight work before cancelling it",
+    )
+    runner_name: str = _s(
+        "", "HEDDLE_RUNNER_NAME", "this runner's name; default POD_NAME, else <host>-<pid>"
+    )
+    pod_name: str = _s("", "POD_NAME", "set by Kubernetes: the runner pod's name")
+    node_name: str = _s("", "NODE_NAME", "set by Kubernetes: the node the pod runs on")
+    log_level: str = _s("info", "HEDDLE_LOG_LEVEL", "debug, info, warning or error")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """Read every setting from ``env`` (default ``os.environ``); bad values raise one error
+        that lists every problem."""
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+        problems: list[str] = []
+        for f in fields(cls):
+            meta: Setting = f.metadata["setting"]
+            raw = env.get(meta.env)
+            if raw is None or raw == "":
+                continue
+            kind = type(f.default)
+            try:
+                values[f.name] = kind(raw)
+            except ValueError:
+                problems.append(f"{meta.env}={raw!r} is not a valid {kind.__name__}")
+        values.update(overrides)
+        if problems:
+            raise SettingsError(problems)
+        settings = cls(**values)  # type: ignore[arg-type]
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        problems = []
+        if self.storage not in ("file", "memory"):
+            problems.append(f"HEDDLE_STORAGE must be file or memory, not {self.storage!r}")
+        for name in (
+            "heartbeat_interval",
+            "heartbeat_grace",
+            "watchdog_scan",
+            "registry_interval",
+            "assign_timeout",
+            "retry_base",
+            "retry_cap",
+            "kill_grace",
+            "default_timeout",
+        ):
+            if getattr(self, name) <= 0:
+                problems.append(f"{env_name(name)} must be positive")
+        if self.registry_ttl < 1:
+            problems.append("HEDDLE_REGISTRY_TTL must be at least 1 second")
+        if problems:
+            raise SettingsError(problems)
+
+    @property
+    def silence_limit(self) -> float:
+        """Seconds without a heartbeat after which a runner is declared silent."""
+        return self.heartbeat_interval * self.heartbeat_grace
+
+    def to_env(self) -> dict[str, str]:
+        """The settings as environment variables, for starting child services."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value != f.default:
+                out[f.metadata["setting"].env] = str(value)
+        return out
+
+
+def env_name(field_name: str) -> str:
+    for f in fields(Settings):
+        if f.name == field_name:
+            return f.metadata["setting"].env
+    raise KeyError(field_name)
+
+
+def settings_table() -> str:
+    """The settings as a Markdown table (the README's copy is generated from this)."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for f in fields(Settings):
+        meta: Setting = f.metadata["setting"]
+        rows.append(f"| `{meta.env}` | `{f.default}` | {meta.help} |")
+    return "\n".join(rows)

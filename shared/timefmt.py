@@ -1,0 +1,26 @@
+"""Timestamps as shown to users: RFC 3339, UTC, millisecond precision."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+
+def rfc3339(dt: datetime) -> str:
+    return dt.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def now_rfc3339() -> str:
+    return rfc3339(datetime.now(UTC))
+
+
+def from_epoch(seconds: float) -> str:
+    return rfc3339(datetime.fromtimestamp(seconds, UTC))
+
+
+def parse(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def epoch() -> float:
+    return time.time()

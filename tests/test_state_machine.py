@@ -1,0 +1,314 @@
+"""services/orchestrator/state.py: every step and run transition, table-driven, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+import pytest
+
+from services.orchestrator.state import (
+    Enqueue,
+    Ignored,
+    KillAttempt,
+    PersistRun,
+    PersistStep,
+    Policy,
+    RunState,
+    ScheduleRetry,
+)
+from shared.backoff import backoff_bounds
+from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
+from shared.timefmt import from_epoch
+
+T0 = 1_700_000_000.0
+RUN = "run-1"
+POLICY = Policy(retry_base=1.0, retry_cap=300.0, default_timeout=900.0)
+Event = Callable[[RunState], list]
+
+
+def make(steps: list[tuple[str, list[str], int]], rand: float = 0.5,
+         policy: Policy = POLICY) -> tuple[RunState, list]:
+    cmd = SubmitRun(run_id=RUN, submitted_at=from_epoch(T0), steps=[
+        StepSpec(id=s, command=f"echo {s}", depends_on=deps, retries=r) for s, deps, r in steps])
+    return RunState.new(cmd, policy, T0, rand=lambda: rand)
+
+
+def started(step: str = "a", attempt: int = 1, runner: str = "r1") -> Event:
+    ev = StepStarted(run_id=RUN, step_id=step, attempt=attempt, runner=runner, pid=42,
+                     started_at=from_epoch(T0 + 1))
+    return lambda s: s.on_started(ev, T0 + 1)
+
+
+def finished(step: str = "a", outcome: str = "succeeded", attempt: int = 1,
+             runner: str = "r1") -> Event:
+    ev = StepFinished(run_id=RUN, step_id=step, attempt=attempt, runner=runner,
+                      outcome=outcome, finished_at=from_epoch(T0 + 2),  # type: ignore[arg-type]
+                      exit_code=0 if outcome == "succeeded" else 1)
+    return lambda s: s.on_finished(ev, T0 + 2)
+
+
+def retry_due(step: str = "a", attempt: int = 2) -> Event:
+    return lambda s: s.on_retry_due(step, attempt, T0 + 3)
+
+
+def silent(step: str = "a", attempt: int = 1) -> Event:
+    return lambda s: s.on_silent(step, attempt, "runner went silent", T0 + 4)
+
+
+def accepted(step: str = "a", attempt: int = 1, runner: str = "r1") -> Event:
+    return lambda s: s.on_accepted(step, attempt, runner) or []
+
+
+def cancel(s: RunState) -> list:
+    return s.cancel(T0 + 5)
+
+
+def bag(effects: list) -> list[str]:
+    """Effect kinds with multiplicity; the order they are carried out in is the actor's concern."""
+    return sorted(type(e).__name__ for e in effects)
+
+
+def snapshot(state: RunState) -> bytes:
+    return msgspec.json.encode([state.run, sorted(state.steps.values(), key=lambda s: s.id)])
+
+
+def a_then_b(retries: int) -> list[tuple[str, list[str], int]]:
+    """a -> b: b shows what a's success or failure does downstream."""
+    return [("a", [], retries), ("b", ["a"], 0)]
+
+
+FAIL_A = [started(), finished(outcome="failed")]
+PS, PR, EQ, SR, KA, IG = "PersistStep", "PersistRun", "Enqueue", "ScheduleRetry", "KillAttempt", \
+    "Ignored"
+
+TRANSITIONS = [
+    # name, retries of a, events before, event, effects, then (a status, a attempt, b, run)
+    ("queued-started", 0, [], started(), [PS], ("running", 1, "pending", "running")),
+    ("running-succeeded", 0, [started()], finished(), [PS, PS, EQ],
+     ("succeeded", 1, "queued", "running")),
+    ("queued-succeeded-start-lost", 0, [], finished(), [PS, PS, EQ],
+     ("succeeded", 1, "queued", "running")),
+    ("running-failed-retries-left", 2, [started()], finished(outcome="failed"), [PS, SR],
+     ("retrying", 1, "pending", "running")),
+    ("running-timed-out-retries-left", 1, [started()], finished(outcome="timed_out"), [PS, SR],
+     ("retrying", 1, "pending", "running")),
+    ("running-failed-no-retries", 0, [started()], finished(outcome="failed"), [PS, PS, PR],
+     ("failed", 1, "skipped", "failed")),
+    ("last-retry-failed", 1, [*FAIL_A, retry_due(attempt=2), started(attempt=2)],
+     finished(outcome="failed", attempt=2), [PS, PS, PR], ("failed", 2, "skipped", "failed")),
+    ("retrying-retry-due", 2, FAIL_A, retry_due(attempt=2), [PS, EQ],
+     ("queued", 2, "pending", "running")),
+    ("retrying-retry-due-wrong-attempt", 2, FAIL_A, retry_due(attempt=3), [IG],
+     ("retrying", 1, "pending", "running")),
+    ("retrying-retry-due-same-attempt", 2, FAIL_A, retry_due(attempt=1), [IG],
+     ("retrying", 1, "pending", "running")),
+    ("running-silent-retries-left", 1, [started()], silent(), [KA, PS, EQ],
+     ("queued", 2, "pending", "running")),
+    ("queued-silent-retries-left", 1, [], silent(), [PS, EQ], ("queued", 2, "pending", "running")),
+    ("accepted-silent-retries-left", 1, [accepted()], silent(), [KA, PS, EQ],
+     ("queued", 2, "pending", "running")),
+    ("running-silent-no-retries", 0, [started()], silent(), [KA, PS, PS, PR],
+     ("failed", 1, "skipped", "failed")),
+    ("queued-cancel", 0, [], cancel, [PR, PS, PS, PR], ("cancelled", 1, "cancelled", "cancelled")),
+    ("accepted-cancel", 0, [accepted()], cancel, [PR, KA, PS, PS, PR],
+     ("cancelled", 1, "cancelled", "cancelled")),
+    ("retrying-cancel", 2, FAIL_A, cancel, [PR, PS, PS, PR],
+     ("cancelled", 1, "cancelled", "cancelled")),
+    ("running-cancel", 0, [started()], cancel, [PR, KA, PS],
+     ("running", 1, "cancelled", "running")),
+    ("cancelled-running-succeeds-anyway", 0, [started(), cancel], finished(), [PS, PR],
+     ("succeeded", 1, "cancelled", "cancelled")),
+    ("cancel-after-run-ended", 0, [started(), finished(), finished("b")], cancel, [],
+     ("succeeded", 1, "succeeded", "succeeded")),
+    ("cancelled-running-finishes", 0, [started(), cancel], finished(outcome="cancelled"), [PS, PR],
+     ("cancelled", 1, "cancelled", "cancelled")),
+    ("cancelled-running-fails-with-retries", 3, [started(), cancel], finished(outcome="failed"),
+     [PS, PR], ("cancelled", 1, "cancelled", "cancelled")),
+    ("cancelled-running-goes-silent", 3, [started(), cancel], silent(), [KA, PS, PR],
+     ("cancelled", 1, "cancelled", "cancelled")),
+    ("cancel-twice", 0, [started(), cancel], cancel, [], ("running", 1, "cancelled", "running")),
+    ("running-duplicate-started", 0, [started()], started(), [IG],
+     ("running", 1, "pending", "running")),
+    ("started-after-cancel-requested", 0, [accepted(), cancel], started(), [IG, KA],
+     ("cancelled", 1, "cancelled", "cancelled")),
+]
+
+
+@pytest.mark.parametrize(("retries", "before", "event", "effects", "after"),
+                         [t[1:] for t in TRANSITIONS], ids=[t[0] for t in TRANSITIONS])
+def test_transition_table(retries: int, before: list[Event], event: Event, effects: list[str],
+                          after: tuple[str, int, str, str]) -> None:
+    state, _ = make(a_then_b(retries))
+    for ev in before:
+        ev(state)
+    out = event(state)
+    a, b = state.steps["a"], state.steps["b"]
+    assert (a.status, a.attempt, b.status, state.run.status) == after
+    assert bag(out) == sorted(effects)
+
+
+def test_new_run_queues_roots_and_leaves_the_rest_pending() -> None:
+    state, effects = make([("a", [], 0), ("b", ["a"], 0), ("c", [], 1)])
+    assert bag(effects) == [EQ, EQ, PR, PS, PS, PS]
+    assert [e.ready.step_id for e in effects if isinstance(e, Enqueue)] == ["a", "c"]
+    assert {(e.step.id, e.step.status) for e in effects if isinstance(e, PersistStep)} == {
+        ("a", "queued"), ("b", "pending"), ("c", "queued")}
+    ready = next(e.ready for e in effects if isinstance(e, Enqueue))
+    assert (ready.run_id, ready.attempt, ready.command) == (RUN, 1, "echo a")
+    assert ready.timeout_seconds == 900.0 and ready.ready_at == from_epoch(T0)
+    assert state.run.status == "running" and state.run.step_count == 3
+
+
+def test_children_queue_only_when_every_parent_succeeded() -> None:
+    state, _ = make([("a", [], 0), ("b", [], 0), ("c", ["a", "b"], 0), ("d", ["a"], 0)])
+    out = finished("a")(state)
+    assert [e.ready.step_id for e in out if isinstance(e, Enqueue)] == ["d"]
+    assert state.steps["c"].status == "pending"
+    out = finished("b")(state)
+    assert [(e.ready.step_id, e.ready.attempt) for e in out if isinstance(e, Enqueue)] == [
+        ("c", 1)]
+    assert state.steps["c"].status == "queued"
+
+
+@pytest.mark.parametrize("rand", [0.0, 0.5, 0.999999])
+@pytest.mark.parametrize("failed_attempt", [1, 2, 3, 4])
+def test_retry_delay_is_inside_backoff_bounds(failed_attempt: int, rand: float) -> None:
+    policy = Policy(retry_base=2.0, retry_cap=10.0)
+    state, _ = make([("a", [], 10)], rand=rand, policy=policy)
+    for n in range(1, failed_attempt):
+        finished(outcome="failed", attempt=n)(state)
+        retry_due(attempt=n + 1)(state)
+    out = finished(outcome="failed", attempt=failed_attempt)(state)
+    [retry] = [e for e in out if isinstance(e, ScheduleRetry)]
+    low, high = backoff_bounds(failed_attempt, 2.0, 10.0)
+    assert low <= retry.delay <= high
+    assert retry.delay == pytest.approx(low + rand * (high - low))
+    assert (retry.step_id, retry.attempt, retry.at) == ("a", failed_attempt + 1,
+                                                        T0 + 2 + retry.delay)
+    assert state.steps["a"].retry_at == from_epoch(T0 + 2 + retry.delay)
+
+
+def test_failure_skips_everything_downstream_breadth_first() -> None:
+    state, _ = make([("a", [], 0), ("b", ["a"], 0), ("c", ["b"], 0), ("d", ["a"], 0),
+                     ("e", [], 0), ("f", ["c", "e"], 0)])
+    started()(state)
+    out = finished(outcome="failed")(state)
+    persisted = [(e.step.id, e.step.status) for e in out if isinstance(e, PersistStep)]
+    assert persisted == [("a", "failed"), ("b", "skipped"), ("d", "skipped"),
+                         ("c", "skipped"), ("f", "skipped")]
+    for sid in "bcdf":
+        assert state.steps[sid].reason == "skipped because step a failed"
+    assert state.steps["a"].reason == "exit code 1"
+    assert state.steps["e"].status == "queued" and state.run.status == "running"
+    out = finished("e")(state)
+    assert state.run.status == "failed" and PR in bag(out)
+    assert not [e for e in out if isinstance(e, Enqueue)]
+
+
+def test_run_succeeds_only_when_every_step_succeeded() -> None:
+    state, _ = make([("a", [], 0), ("b", ["a"], 0)])
+    finished("a")(state)
+    assert state.run.status == "running" and state.run.finished_at is None
+    out = finished("b")(state)
+    assert (state.run.status, state.run.finished_at) == ("succeeded", from_epoch(T0 + 2))
+    assert [e.run.status for e in out if isinstance(e, PersistRun)] == ["succeeded"]
+
+
+def test_cancel_kills_the_runner_holding_the_attempt() -> None:
+    state, _ = make([("a", [], 0), ("b", [], 0)])
+    started("a", runner="r7")(state)
+    accepted("b", runner="r8")(state)
+    out = cancel(state)
+    kills = [(k.runner, k.step_id, k.attempt, k.reason) for k in out
+             if isinstance(k, KillAttempt)]
+    assert kills == [("r7", "a", 1, "cancelled"), ("r8", "b", 1, "cancelled")]
+    assert cancel(state) == [] and state.run.cancel_requested
+
+
+def test_watchdog_fences_the_old_runner_and_requeues_without_backoff() -> None:
+    state, _ = make([("a", [], 2)])
+    started(runner="r1")(state)
+    out = silent()(state)
+    assert KillAttempt("r1", "a", 1, "runner went silent") in out
+    assert not [e for e in out if isinstance(e, ScheduleRetry)]
+    [enqueue] = [e for e in out if isinstance(e, Enqueue)]
+    assert enqueue.ready.attempt == 2 and enqueue.ready.ready_at == from_epoch(T0 + 4)
+    assert state.steps["a"].runner is None
+    assert state.steps["a"].attempts[0].reason == "runner went silent"
+
+
+def test_watchdog_verdict_on_a_retry_never_started_is_kept_in_attempts() -> None:
+    state, _ = make([("a", [], 2)])
+    silent(attempt=1)(state)  # attempt 1 never started
+    silent(attempt=2)(state)  # nor did attempt 2
+    history = [(r.attempt, r.reason) for r in state.steps["a"].attempts]
+    assert history == [(1, "runner went silent"), (2, "runner went silent")]
+
+
+def test_on_accepted_only_records_the_current_queued_attempt() -> None:
+    state, _ = make([("a", [], 0), ("b", ["a"], 0)])
+    accepted(attempt=2, runner="rx")(state)
+    accepted("b", attempt=1, runner="ry")(state)
+    assert state.steps["a"].runner is None and state.steps["b"].runner is None
+    accepted(runner="r1")(state)
+    assert state.steps["a"].runner == "r1"
+
+
+# ---- terminal is final; stale and foreign events change nothing ----------------------------
+
+OLD = [started(attempt=1), finished(attempt=1), finished("a", "failed", 1), silent(attempt=1)]
+FOREIGN = [started(runner="r9"), finished(runner="r9"), finished("a", "failed", runner="r9")]
+
+
+def every_event(step: str, attempt: int) -> list[Event]:
+    return [started(step, attempt), finished(step, "succeeded", attempt),
+            finished(step, "failed", attempt), finished(step, "cancelled", attempt),
+            retry_due(step, attempt), retry_due(step, attempt + 1), silent(step, attempt),
+            accepted(step, attempt)]
+
+
+# (name, retries of a, events before, step the events target, events that must change nothing)
+FINAL = [
+    ("succeeded", 0, [started(), finished()], "a", every_event("a", 1)),
+    ("failed", 0, FAIL_A, "a", every_event("a", 1)),
+    ("skipped", 0, FAIL_A, "b", every_event("b", 0) + every_event("b", 1)),
+    ("cancelled", 0, [accepted(), cancel], "a", every_event("a", 1)),
+    ("cancelled-pending", 0, [cancel], "b", every_event("b", 0) + every_event("b", 1)),
+    ("older-attempt-while-attempt-2-runs", 3,
+     [*FAIL_A, retry_due(attempt=2), started(attempt=2, runner="r2")], "a", OLD),
+    ("older-attempt-after-watchdog", 3, [started(), silent()], "a", OLD),
+    ("other-runner-while-running", 3, [started()], "a", FOREIGN),
+    ("other-runner-after-accept", 3, [accepted()], "a", FOREIGN),
+    ("events-while-retrying", 3, FAIL_A, "a",
+     [started(), finished(), silent(), started(attempt=2), finished(attempt=2)]),
+    ("unknown-step", 0, [], "zzz", every_event("zzz", 1)),
+]
+CASES = [(name, r, before, target, i, ev) for name, r, before, target, evs in FINAL
+         for i, ev in enumerate(evs)]
+
+
+@pytest.mark.parametrize(("retries", "before", "target", "index", "event"),
+                         [c[1:] for c in CASES], ids=[f"{c[0]}-{c[4]}" for c in CASES])
+def test_final_stale_and_foreign_events_are_ignored_and_change_nothing(
+        retries: int, before: list[Event], target: str, index: int, event: Event) -> None:
+    state, _ = make(a_then_b(retries))
+    for ev in before:
+        ev(state)
+    snap = snapshot(state)
+    out = event(state)
+    assert snapshot(state) == snap  # every StepRecord and the RunRecord are unchanged
+    assert all(isinstance(e, Ignored | KillAttempt) for e in out), out
+    assert all(e.step_id == target for e in out)
+    if index % 8 != 7:  # on_accepted returns no effects at all
+        assert any(isinstance(e, Ignored) for e in out), out
+
+
+def test_late_start_of_a_superseded_attempt_is_fenced() -> None:
+    state, _ = make([("a", [], 3)])
+    accepted(runner="r1")(state)
+    silent()(state)
+    out = started(attempt=1, runner="r1")(state)
+    assert bag(out) == ["Ignored", "KillAttempt"]
+    [kill] = [e for e in out if isinstance(e, KillAttempt)]
+    assert (kill.runner, kill.step_id, kill.attempt) == ("r1", "a", 1)
