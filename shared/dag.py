@@ -4,7 +4,7 @@ breadth-first set of steps a failure makes impossible. No I/O."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from shared.errors import Problem
 
@@ -62,9 +62,12 @@ def structural_problems(
             elif parent in listed:
                 problems.append(Problem(path, f"dependency {parent!r} listed twice"))
             listed.add(parent)
-    if problems:
+    # A cycle is still well defined with unknown dependencies (they are left out of the
+    # graph), but not with duplicate ids.
+    if len(seen) != len(deps):
         return problems
-    cycle = find_cycle(Graph(deps))
+    # Self-dependencies were reported above; leave them out of the cycle search.
+    cycle = find_cycle(Graph([(s, [p for p in d if p != s]) for s, d in deps]))
     if cycle:
         loop = " -> ".join([*cycle, cycle[0]])
         problems.append(Problem(f"{prefix}[{seen[cycle[0]]}].dependsOn", f"cycle: {loop}"))
@@ -118,7 +121,7 @@ def topological_order(graph: Graph) -> list[str]:
     return order
 
 
-def newly_ready(graph: Graph, finished: str, succeeded: Mapping[str, bool] | set[str]) -> list[str]:
+def newly_ready(graph: Graph, finished: str, succeeded: set[str]) -> list[str]:
     """Children of ``finished`` whose every parent has now succeeded."""
     return [c for c in graph.children[finished] if all(p in succeeded for p in graph.parents[c])]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 # Ids that appear inside subjects or keys: run, step, runner and workflow names.
-ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # \Z: no trailing newline
 
 # Streams
 CMD_STREAM = "HEDDLE_CMD"

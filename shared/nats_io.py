@@ -88,8 +88,10 @@ async def close(nc: Client | None) -> None:
         return
     with contextlib.suppress(Exception):
         await nc.flush(timeout=2)
-    with contextlib.suppress(Exception):
-        await nc.close()
+    try:
+        await asyncio.wait_for(nc.close(), 3)
+    except Exception as exc:
+        log.warning("closing the NATS connection: %r", exc)
 
 
 async def connect_until_ready(settings: Settings, name: str, **kwargs: object) -> Client:

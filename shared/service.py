@@ -73,8 +73,24 @@ async def serve(service: Service) -> None:
         await stopping.wait()
         event(log, "stopping", service=service.name)
     finally:
-        await service.stop()
+        reporter = asyncio.create_task(_report_slow_stop(log))
+        try:
+            await service.stop()
+        finally:
+            reporter.cancel()
         event(log, "stopped", service=service.name)
+
+
+async def _report_slow_stop(log: logging.Logger, after: float = 5.0) -> None:
+    """If stopping takes long, say what it waits on: the tasks still pending."""
+    await asyncio.sleep(after)
+    me = asyncio.current_task()
+    for task in asyncio.all_tasks():
+        if task is me:
+            continue
+        frames = task.get_stack(limit=6)
+        where = " <- ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in frames)
+        log.warning("stop waits on task %s at %s", task.get_name(), where)
 
 
 def run_service(service: Service, settings: Settings) -> None:

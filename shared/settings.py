@@ -123,13 +123,14 @@ class Settings:
             except ValueError:
                 problems.append(f"{meta.env}={raw!r} is not a valid {kind.__name__}")
         values.update(overrides)
+        settings = cls(**values)  # type: ignore[arg-type]
+        problems.extend(settings.problems())
         if problems:
             raise SettingsError(problems)
-        settings = cls(**values)  # type: ignore[arg-type]
-        settings.check()
         return settings
 
-    def check(self) -> None:
+    def problems(self) -> list[str]:
+        """Values that parse but make no sense (every one, not the first)."""
         problems = []
         if self.storage not in ("file", "memory"):
             problems.append(f"HEDDLE_STORAGE must be file or memory, not {self.storage!r}")
@@ -144,12 +145,17 @@ class Settings:
             "kill_grace",
             "default_timeout",
         ):
-            if getattr(self, name) <= 0:
+            if not getattr(self, name) > 0:  # also catches NaN
                 problems.append(f"{env_name(name)} must be positive")
-        if self.registry_ttl < 1:
+        if not self.registry_ttl >= 1:
             problems.append("HEDDLE_REGISTRY_TTL must be at least 1 second")
-        if problems:
-            raise SettingsError(problems)
+        if not 0 <= self.gateway_port <= 65535:
+            problems.append("HEDDLE_GATEWAY_PORT must be between 0 (any free port) and 65535")
+        for name in ("replicas", "max_steps", "max_command_bytes", "max_body_bytes",
+                     "output_tail_bytes", "log_line_max_bytes"):
+            if getattr(self, name) < 1:
+                problems.append(f"{env_name(name)} must be at least 1")
+        return problems
 
     @property
     def silence_limit(self) -> float:

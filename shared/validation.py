@@ -156,15 +156,12 @@ def workflow_problems(
         problems.append(Problem("steps", f"{len(steps)} steps; the limit is {limits.max_steps}"))
         return problems
     deps: list[tuple[str, list[str]]] = []
-    shape_ok = True
     for i, step in enumerate(steps):
         checked = _check_step(step, i, limits, problems)
-        if checked is None:
-            shape_ok = False
-        else:
-            deps.append(checked)
-    if shape_ok:
-        problems.extend(structural_problems(deps))
+        # A step without a usable id keeps its place (so paths stay right) under a name no
+        # dependency can spell.
+        deps.append(checked if checked is not None else (f"\x00{i}", []))
+    problems.extend(structural_problems(deps))
     return problems
 
 

@@ -219,13 +219,6 @@ def test_newly_ready_with_a_set(finished: str, succeeded: set[str], ready: list[
     assert newly_ready(Graph(DIAMOND), finished, succeeded) == ready
 
 
-def test_newly_ready_with_a_mapping_reads_the_values() -> None:
-    # The signature accepts Mapping[str, bool]; a parent mapped to False has not succeeded.
-    succeeded = {"a": True, "b": True, "c": False}
-    assert newly_ready(Graph(DIAMOND), "b", succeeded) == []
-    assert newly_ready(Graph(DIAMOND), "b", {**succeeded, "c": True}) == ["d"]
-
-
 def test_downstream_is_breadth_first_with_the_parent_reached_from() -> None:
     deps = [("a", []), ("b", ["a"]), ("c", ["a"]), ("d", ["b"]), ("e", ["c"]), ("f", ["d"]),
             ("g", ["c", "f"]), ("other", [])]

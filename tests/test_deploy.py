@@ -446,7 +446,7 @@ def test_termination_grace_exceeds_the_shutdown_grace(chart: helm.Chart, default
         {
             "settings": {"shutdownGrace": 40, "killGrace": 15},
             **{c: {"terminationGracePeriodSeconds": 45} for c in CONTROL_PLANE},
-            "runners": {"terminationGracePeriodSeconds": 60},
+            "runners": {"terminationGracePeriodSeconds": 70},
         },
     )
     assert_grace_periods_fit(longer)
@@ -454,7 +454,7 @@ def test_termination_grace_exceeds_the_shutdown_grace(chart: helm.Chart, default
         longer.get("StatefulSet", "runner")["spec"]["template"]["spec"][
             "terminationGracePeriodSeconds"
         ]
-        == 60
+        == 70
     )
 
 
@@ -598,7 +598,7 @@ def test_compose_services(compose: dict[str, Any]) -> None:
         assert parse_duration(svc["stop_grace_period"]) > SETTING_DEFAULTS["shutdown_grace"], name
     runner = services["runner"]
     assert parse_duration(runner["stop_grace_period"]) > (
-        SETTING_DEFAULTS["shutdown_grace"] + SETTING_DEFAULTS["kill_grace"]
+        SETTING_DEFAULTS["shutdown_grace"] + SETTING_DEFAULTS["kill_grace"] + 5
     )
     # `docker compose up --scale runner=4` needs no fixed name and no host port.
     for key in ("container_name", "ports", "hostname"):

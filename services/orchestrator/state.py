@@ -210,8 +210,9 @@ class RunState:
         effects: list[Effect] = []
         if step.runner:
             effects.append(KillAttempt(step.runner, step.id, attempt, reason))
-        elif step.status == "queued" and not step.attempts:
-            step.attempts.append(AttemptRecord(attempt=attempt))
+        if not step.attempts or step.attempts[-1].attempt != attempt:
+            # Accepted but never started: the attempt still happened, and failed.
+            step.attempts.append(AttemptRecord(attempt=attempt, runner=step.runner))
         stamp = from_epoch(now)
         self._close_attempt(step, stamp, None, reason)
         return effects + self._attempt_failed(step, reason, now, immediate=True)
