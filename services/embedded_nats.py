@@ -84,10 +84,14 @@ class EmbeddedNats:
                 f"--nats-port or point HEDDLE_NATS_URL at that server"
             )
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        out = open(self.log_file, "ab") if self.log_file else stdout
-        self.proc = subprocess.Popen(
-            self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        out = open(self.log_file, "ab") if self.log_file else stdout  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(
+                self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        finally:
+            if self.log_file and out is not None:
+                out.close()  # the child holds its own copy
         deadline = time.monotonic() + timeout
         while not port_open(self.port, self.host):
             if self.proc.poll() is not None:

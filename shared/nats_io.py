@@ -318,3 +318,13 @@ async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> lis
     finally:
         await watcher.stop()
     return out
+
+
+def stored_at(entry: KeyValue.Entry) -> float | None:
+    """When the server stored a KV entry (epoch seconds), from a watch entry's metadata."""
+    created = entry.created
+    if created is None:
+        return None
+    if isinstance(created, int | float):
+        return float(created)
+    return created.timestamp()

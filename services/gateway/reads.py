@@ -22,7 +22,7 @@ from shared.contracts import (
     runner_info_decoder,
     step_record_decoder,
 )
-from shared.nats_io import read_current
+from shared.nats_io import read_current, stored_at
 from shared.timefmt import from_epoch
 
 _to_builtins = msgspec.to_builtins
@@ -76,8 +76,9 @@ async def run_document(runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord) -> di
     if live:
         for e in await read_current(hb_kv, f"{run.run_id}.*"):
             hb = heartbeat_decoder.decode(e.value)
-            if e.created:
-                beats[hb.step_id] = float(e.created)
+            at = stored_at(e)
+            if at:
+                beats[hb.step_id] = at
     out_steps = [step_document(s, beats.get(s.id)) for s in steps]
     edges = [{"from": p, "to": s.id} for s in steps for p in s.depends_on]
     counts: dict[str, int] = {}
@@ -104,7 +105,7 @@ async def pool_document(runners_kv: KeyValue) -> dict[str, Any]:
     runners = []
     for e in await read_current(runners_kv, ">"):
         info = runner_info_decoder.decode(e.value)
-        seen = float(e.created) if e.created else None
+        seen = stored_at(e)
         runners.append(
             {
                 "name": info.name,

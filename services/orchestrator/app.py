@@ -42,6 +42,7 @@ from shared.nats_io import (
     ensure_consumer,
     ensure_resources,
     read_current,
+    stored_at,
 )
 from shared.pull import ContinuousPull
 from shared.service import event
@@ -321,7 +322,7 @@ class Orchestrator:
         if actor is None:
             return
         previous = self.view.beats.get(hb.run_id, {}).get(hb.step_id)
-        stored = float(entry.created or 0)
+        stored = stored_at(entry) or 0.0
         self.view.record(hb, stored)
         step = actor.state.steps.get(hb.step_id)
         if step is not None:

@@ -1,0 +1,64 @@
+"""Shared fixtures: a real nats-server per test and a factory for whole Heddle stacks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from services.embedded_nats import EmbeddedNats, free_port
+from tests.stack import Stack
+
+# Short intervals for every stack a test starts: nothing waits for the defaults.
+FAST = {
+    "HEDDLE_HEARTBEAT_INTERVAL": "0.2",
+    "HEDDLE_HEARTBEAT_GRACE": "3",
+    "HEDDLE_WATCHDOG_SCAN": "0.2",
+    "HEDDLE_REGISTRY_INTERVAL": "0.3",
+    "HEDDLE_REGISTRY_TTL": "2",
+    "HEDDLE_ASSIGN_TIMEOUT": "1",
+    "HEDDLE_KILL_GRACE": "1",
+    "HEDDLE_SHUTDOWN_GRACE": "3",
+    "HEDDLE_RETRY_BASE": "0.2",
+    "HEDDLE_RETRY_CAP": "2",
+}
+
+StackFactory = Callable[..., Awaitable[Stack]]
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[EmbeddedNats]:
+    """A nats-server with JetStream on a free port and a temporary store."""
+    server = EmbeddedNats(tmp_path / "nats", port=free_port(), log_file=tmp_path / "nats.log")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[StackFactory]:
+    """Factory: ``await stack(runners=4, **settings)`` starts NATS, the orchestrator, the
+    dispatcher, the runners and the gateway as real processes, and waits until the pool
+    shows every runner. Everything is stopped at the end of the test."""
+    made: list[Stack] = []
+
+    async def make(runners: int = 2, services: tuple[str, ...] = ("orchestrator", "dispatcher",
+                   "gateway"), wait: bool = True, **settings: str) -> Stack:
+        s = Stack(tmp_path / f"stack{len(made)}", settings={**FAST, **settings})
+        s.tmp.mkdir(parents=True)
+        made.append(s)
+        s.gateway_port = free_port()
+        s.start_nats()
+        for name in services:
+            s.start(name)
+        for i in range(runners):
+            s.start(f"runner-{i}")
+        if wait and "gateway" in services:
+            await s.wait_ready(runners)
+        return s
+
+    yield make
+    for s in made:
+        await s.close()
+        s.stop_all()

@@ -1,0 +1,117 @@
+"""A workflow of real shell steps through all four services, against a real nats-server."""
+
+from __future__ import annotations
+
+from shared.timefmt import parse
+from tests.conftest import StackFactory
+from tests.stack import step_of
+
+EXAMPLE = {
+    "name": "example",
+    "steps": [
+        {"id": "A", "command": "echo hello"},
+        {"id": "B", "command": "sleep 0.5", "dependsOn": ["A"]},
+        {"id": "C", "command": "sleep 0.5", "dependsOn": ["A"]},
+        {"id": "D", "command": "date", "dependsOn": ["B", "C"]},
+    ],
+}
+
+
+async def test_example_runs_in_dependency_order(stack: StackFactory) -> None:
+    s = await stack(runners=4)
+    run_id = await s.submit(EXAMPLE)
+    run = await s.wait_run(run_id)
+    assert run["status"] == "succeeded", run
+    a, b, c, d = (step_of(run, x) for x in "ABCD")
+    assert all(x["status"] == "succeeded" and x["exitCode"] == 0 for x in (a, b, c, d))
+    assert a["stdoutTail"] == "hello"
+    # B and C overlap in time; D starts after both finish.
+    assert parse(b["startedAt"]) < parse(c["finishedAt"])
+    assert parse(c["startedAt"]) < parse(b["finishedAt"])
+    assert parse(d["startedAt"]) >= max(parse(b["finishedAt"]), parse(c["finishedAt"]))
+    assert parse(b["startedAt"]) >= parse(a["finishedAt"])
+    assert run["edges"] == [{"from": "A", "to": "B"}, {"from": "A", "to": "C"},
+                            {"from": "B", "to": "D"}, {"from": "C", "to": "D"}]
+    assert run["finishedAt"] is not None and run["createdAt"].endswith("Z")
+
+
+async def test_failure_skips_downstream(stack: StackFactory) -> None:
+    s = await stack(runners=4)
+    doc = {"steps": [dict(x) for x in EXAMPLE["steps"]]}
+    doc["steps"][1]["command"] = "echo oops >&2; exit 3"
+    run = await s.wait_run(await s.submit(doc))
+    assert run["status"] == "failed"
+    b, c, d = (step_of(run, x) for x in "BCD")
+    assert (b["status"], b["exitCode"], b["stderrTail"]) == ("failed", 3, "oops")
+    assert b["reason"] == "exit code 3"
+    assert c["status"] == "succeeded"
+    assert d["status"] == "skipped" and "B" in d["reason"] and d["startedAt"] is None
+
+
+async def test_saturated_pool_queues_and_never_overbooks(stack: StackFactory) -> None:
+    s = await stack(runners=2)
+    doc = {"steps": [{"id": f"s{i}", "command": "sleep 0.3"} for i in range(10)]}
+    run = await s.wait_run(await s.submit(doc), timeout=60)
+    assert run["status"] == "succeeded"
+    events = []
+    for st in run["steps"]:
+        events.append((parse(st["startedAt"]), 1))
+        events.append((parse(st["finishedAt"]), -1))
+    running = peak = 0
+    for _, delta in sorted(events, key=lambda e: (e[0], e[1])):
+        running += delta
+        peak = max(peak, running)
+    assert peak == 2
+    assert len({st["runner"] for st in run["steps"]}) == 2
+
+
+async def test_step_environment(stack: StackFactory) -> None:
+    s = await stack(runners=1)
+    doc = {"runId": "envrun", "steps": [
+        {"id": "show", "command": 'echo "$HEDDLE_RUN_ID $HEDDLE_STEP_ID $HEDDLE_ATTEMPT"'}]}
+    run = await s.wait_run(await s.submit(doc))
+    assert step_of(run, "show")["stdoutTail"] == "envrun show 1"
+
+
+async def test_same_run_id_twice_creates_one_run(stack: StackFactory) -> None:
+    s = await stack(runners=1)
+    doc = {"runId": "once", "steps": [{"id": "x", "command": "echo $$"}]}
+    status, body = await s.request("POST", "/api/runs", json=doc)
+    assert (status, body["runId"]) == (201, "once")
+    status, body = await s.request("POST", "/api/runs", json=doc)
+    assert (status, body["runId"]) == (200, "once")
+    run = await s.wait_run("once")
+    assert len(step_of(run, "x")["attempts"]) == 1
+    # The legacy route takes workflowId as the run id and reads it back the same way.
+    status, body = await s.request("POST", "/workflow", json={
+        "workflowId": "legacy", "steps": [{"id": "x", "command": "true"}]})
+    assert (status, body["runId"]) == (201, "legacy")
+    status, body = await s.request("GET", "/workflow/legacy")
+    assert status == 200 and body["runId"] == "legacy"
+
+
+async def test_runners_document(stack: StackFactory) -> None:
+    s = await stack(runners=2)
+    status, body = await s.request("GET", "/api/runners")
+    assert status == 200
+    assert (body["total"], body["available"], body["leased"]) == (2, 2, [])
+    assert {r["name"] for r in body["runners"]} == {"runner-0", "runner-1"}
+    for r in body["runners"]:
+        assert r["status"] == "idle" and r["pid"] > 0 and r["lastSeenAt"].endswith("Z")
+    run_id = await s.submit({"steps": [{"id": "long", "command": "sleep 2"}]})
+    await s.wait_step(run_id, "long", {"running"})
+    status, pods = await s.request("GET", "/pods")
+    assert pods["available"] == 1
+    assert pods["leased"][0]["runId"] == run_id and pods["leased"][0]["stepId"] == "long"
+    busy = next(r for r in pods["runners"] if r["status"] == "busy")
+    assert busy["runId"] == run_id and busy["attempt"] == 1
+
+
+async def test_health_and_metrics(stack: StackFactory) -> None:
+    s = await stack(runners=1)
+    assert (await s.request("GET", "/healthz"))[0] == 200
+    assert (await s.request("GET", "/readyz"))[0] == 200
+    await s.request("GET", "/api/runs/nope")
+    status, text = await s.request("GET", "/metrics")
+    assert status == 200
+    assert 'heddle_http_requests_total{method="GET",route="/api/runs/{run}",status="404"} 1' in text
