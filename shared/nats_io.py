@@ -222,13 +222,17 @@ _COMPARED = (
 _IMMUTABLE = ("retention", "storage")
 
 
+def _plain(value: object) -> object:
+    return getattr(value, "value", value)  # enums compare and print as their wire value
+
+
 def _differences(want: StreamConfig, have: StreamConfig) -> dict[str, tuple[object, object]]:
     out = {}
     for name in _COMPARED:
-        w = getattr(want, name)
+        w = _plain(getattr(want, name))
         if w is None:
             continue
-        h = getattr(have, name)
+        h = _plain(getattr(have, name))
         if isinstance(w, float) or isinstance(h, float):
             if abs(float(w or 0) - float(h or 0)) > 1e-6:
                 out[name] = (h, w)

@@ -32,7 +32,7 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
         return response
     except web.HTTPException as exc:
         status = exc.status
-        if exc.content_type == "application/json":
+        if exc.status < 400 or exc.content_type == "application/json":
             raise
         message = exc.reason
         if exc.status == 413:
@@ -43,15 +43,11 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
             message = f"no route for {request.path}"
         elif exc.status == 405:
             message = f"method {request.method} not allowed on {request.path}"
-        raise type(exc)(
-            text=msgspec.json.encode({"error": message}).decode(),
-            content_type="application/json",
-            **(
-                {"method": request.method, "allowed_methods": exc.allowed_methods}
-                if isinstance(exc, web.HTTPMethodNotAllowed)
-                else {}
-            ),
-        ) from None
+        response = views.error(exc.status, message)
+        for name in ("Allow", "Retry-After"):
+            if name in exc.headers:
+                response.headers[name] = exc.headers[name]
+        return response
     except Exception:
         log.exception("%s %s failed", request.method, request.path)
         return views.error(500, "internal error")

@@ -1,0 +1,44 @@
+"""Streams and buckets: created on start, unchanged by a second start, changed settings
+applied or reported."""
+
+from __future__ import annotations
+
+import nats
+import pytest
+
+from services.embedded_nats import EmbeddedNats
+from shared import names
+from shared.errors import ResourceMismatch
+from shared.nats_io import MIN_API_LEVEL, ensure_resources, require_server
+from shared.settings import Settings
+
+
+async def test_resources_are_idempotent_and_follow_settings(nats_server: EmbeddedNats) -> None:
+    nc = await nats.connect(nats_server.url)
+    try:
+        settings = Settings.from_env({}, nats_url=nats_server.url)
+        res = await ensure_resources(nc, settings)
+        js = res.js
+        streams = {s.config.name: s for s in await js.streams_info()}
+        assert set(streams) >= {names.CMD_STREAM, names.STEPS_STREAM, names.EVENTS_STREAM,
+                                names.LOGS_STREAM, "KV_heddle-runs", "KV_heddle-runners"}
+        cmd = streams[names.CMD_STREAM].config
+        assert cmd.allow_msg_schedules and cmd.storage == "file"
+        assert streams[names.STEPS_STREAM].config.retention == "workqueue"
+        await js.publish(names.CMD_CANCEL, b"{}")
+        # A second start changes nothing (and keeps the data).
+        await ensure_resources(nc, settings)
+        again = await js.stream_info(names.CMD_STREAM)
+        assert again.state.messages == 1
+        assert again.config.__dict__ | {"metadata": None} == cmd.__dict__ | {"metadata": None}
+        # A changed setting is applied in place.
+        bigger = Settings.from_env({}, nats_url=nats_server.url, log_max_bytes=123_456_789)
+        await ensure_resources(nc, bigger)
+        assert (await js.stream_info(names.LOGS_STREAM)).config.max_bytes == 123_456_789
+        # One that cannot change in place is reported clearly.
+        memory = Settings.from_env({}, nats_url=nats_server.url, storage="memory")
+        with pytest.raises(ResourceMismatch, match="storage is 'file' on the server, settings want 'memory'"):
+            await ensure_resources(nc, memory)
+        assert await require_server(js) >= MIN_API_LEVEL
+    finally:
+        await nc.close()
