@@ -43,8 +43,12 @@ async def stack(tmp_path: Path) -> AsyncIterator[StackFactory]:
     shows every runner. Everything is stopped at the end of the test."""
     made: list[Stack] = []
 
-    async def make(runners: int = 2, services: tuple[str, ...] = ("orchestrator", "dispatcher",
-                   "gateway"), wait: bool = True, **settings: str) -> Stack:
+    async def make(
+        runners: int = 2,
+        services: tuple[str, ...] = ("orchestrator", "dispatcher", "gateway"),
+        wait: bool = True,
+        **settings: str,
+    ) -> Stack:
         s = Stack(tmp_path / f"stack{len(made)}", settings={**FAST, **settings})
         s.tmp.mkdir(parents=True)
         made.append(s)

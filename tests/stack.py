@@ -52,8 +52,9 @@ class Stack:
 
     def start_nats(self) -> None:
         if self.nats is None:
-            self.nats = EmbeddedNats(self.tmp / "nats", port=free_port(),
-                                     log_file=self.tmp / "nats.log")
+            self.nats = EmbeddedNats(
+                self.tmp / "nats", port=free_port(), log_file=self.tmp / "nats.log"
+            )
         self.nats.start()
 
     @property
@@ -64,13 +65,22 @@ class Stack:
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
         env.update(self.settings)
-        env.update(HEDDLE_NATS_URL=self.nats_url, PYTHONUNBUFFERED="1",
-                   HEDDLE_GATEWAY_PORT=str(self.gateway_port), PYTHONPATH=str(REPO))
+        env.update(
+            HEDDLE_NATS_URL=self.nats_url,
+            PYTHONUNBUFFERED="1",
+            HEDDLE_GATEWAY_PORT=str(self.gateway_port),
+            PYTHONPATH=str(REPO),
+        )
         env.update(extra)
         return env
 
-    def start(self, name: str, service: str | None = None, argv_prefix: list[str] | None = None,
-              **extra_env: str) -> Proc:
+    def start(
+        self,
+        name: str,
+        service: str | None = None,
+        argv_prefix: list[str] | None = None,
+        **extra_env: str,
+    ) -> Proc:
         """Start (or restart) one service process. ``name`` runner-x starts a runner named so."""
         service = service or ("runner" if name.startswith("runner") else name)
         if service == "runner":
@@ -80,9 +90,14 @@ class Stack:
         proc.argv = argv
         proc.env = self.env(**extra_env)
         log = open(proc.log_path, "ab")
-        proc.popen = subprocess.Popen(proc.argv, env=proc.env, stdout=log,
-                                      stderr=subprocess.STDOUT, cwd=REPO,
-                                      start_new_session=True)
+        proc.popen = subprocess.Popen(
+            proc.argv,
+            env=proc.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
+        )
         log.close()
         self.procs[name] = proc
         return proc
@@ -147,8 +162,9 @@ class Stack:
         assert status == 200, (status, body)
         return body
 
-    async def wait_run(self, run_id: str, timeout: float = 30.0,
-                       statuses: set[str] = TERMINAL_RUN) -> dict[str, Any]:
+    async def wait_run(
+        self, run_id: str, timeout: float = 30.0, statuses: set[str] = TERMINAL_RUN
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
             status, body = await self.request("GET", f"/api/runs/{run_id}")
@@ -158,8 +174,9 @@ class Stack:
                 raise AssertionError(f"run {run_id} not {statuses} after {timeout}s: {body}")
             await asyncio.sleep(0.05)
 
-    async def wait_step(self, run_id: str, step_id: str, statuses: set[str],
-                        timeout: float = 30.0) -> dict[str, Any]:
+    async def wait_step(
+        self, run_id: str, step_id: str, statuses: set[str], timeout: float = 30.0
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
             status, body = await self.request("GET", f"/api/runs/{run_id}")

@@ -11,7 +11,8 @@ def test_readme_lists_every_setting() -> None:
     start = readme.index("<!-- settings-table:start -->\n") + len("<!-- settings-table:start -->\n")
     end = readme.index("<!-- settings-table:end -->")
     assert readme[start:end].strip() == settings_table().strip(), (
-        "README settings table is stale: paste the output of `heddle settings`")
+        "README settings table is stale: paste the output of `heddle settings`"
+    )
 
 
 def test_ci_runs_the_readme_test_command() -> None:

@@ -30,8 +30,12 @@ async def test_example_runs_in_dependency_order(stack: StackFactory) -> None:
     assert parse(c["startedAt"]) < parse(b["finishedAt"])
     assert parse(d["startedAt"]) >= max(parse(b["finishedAt"]), parse(c["finishedAt"]))
     assert parse(b["startedAt"]) >= parse(a["finishedAt"])
-    assert run["edges"] == [{"from": "A", "to": "B"}, {"from": "A", "to": "C"},
-                            {"from": "B", "to": "D"}, {"from": "C", "to": "D"}]
+    assert run["edges"] == [
+        {"from": "A", "to": "B"},
+        {"from": "A", "to": "C"},
+        {"from": "B", "to": "D"},
+        {"from": "C", "to": "D"},
+    ]
     assert run["finishedAt"] is not None and run["createdAt"].endswith("Z")
 
 
@@ -67,8 +71,12 @@ async def test_saturated_pool_queues_and_never_overbooks(stack: StackFactory) ->
 
 async def test_step_environment(stack: StackFactory) -> None:
     s = await stack(runners=1)
-    doc = {"runId": "envrun", "steps": [
-        {"id": "show", "command": 'echo "$HEDDLE_RUN_ID $HEDDLE_STEP_ID $HEDDLE_ATTEMPT"'}]}
+    doc = {
+        "runId": "envrun",
+        "steps": [
+            {"id": "show", "command": 'echo "$HEDDLE_RUN_ID $HEDDLE_STEP_ID $HEDDLE_ATTEMPT"'}
+        ],
+    }
     run = await s.wait_run(await s.submit(doc))
     assert step_of(run, "show")["stdoutTail"] == "envrun show 1"
 
@@ -83,8 +91,11 @@ async def test_same_run_id_twice_creates_one_run(stack: StackFactory) -> None:
     run = await s.wait_run("once")
     assert len(step_of(run, "x")["attempts"]) == 1
     # The legacy route takes workflowId as the run id and reads it back the same way.
-    status, body = await s.request("POST", "/workflow", json={
-        "workflowId": "legacy", "steps": [{"id": "x", "command": "true"}]})
+    status, body = await s.request(
+        "POST",
+        "/workflow",
+        json={"workflowId": "legacy", "steps": [{"id": "x", "command": "true"}]},
+    )
     assert (status, body["runId"]) == (201, "legacy")
     status, body = await s.request("GET", "/workflow/legacy")
     assert status == 200 and body["runId"] == "legacy"

@@ -19,7 +19,11 @@ BAD_WORKFLOWS = [
     ({"steps": [step("a"), step("a")]}, "steps[1].id", "duplicate"),
     ({"steps": [step("a", deps=["ghost"])]}, "steps[0].dependsOn[0]", "ghost"),
     ({"steps": [step("a", deps=["a"])]}, "steps[0].dependsOn[0]", "itself"),
-    ({"steps": [step("a", deps=["b"]), step("b", deps=["a"])]}, "steps[0].dependsOn", "a -> b -> a"),
+    (
+        {"steps": [step("a", deps=["b"]), step("b", deps=["a"])]},
+        "steps[0].dependsOn",
+        "a -> b -> a",
+    ),
     ({"steps": [step("bad id!")]}, "steps[0].id", "must match"),
     ({"steps": []}, "steps", "at least one"),
     ({"steps": [step("a", "x" * 20000)]}, "steps[0].command", "limit"),
@@ -41,25 +45,37 @@ async def test_bad_workflows_are_rejected_with_every_problem(stack: StackFactory
         assert body["error"] == "invalid workflow"
         assert any(p["path"] == path and words in p["message"] for p in body["problems"]), body
     # Several problems at once are all listed.
-    status, body = await s.request("POST", "/api/runs", json={"steps": [
-        step("a"), step("a"), step("b", deps=["nope"]), {"id": 7, "command": "x"}]})
+    status, body = await s.request(
+        "POST",
+        "/api/runs",
+        json={"steps": [step("a"), step("a"), step("b", deps=["nope"]), {"id": 7, "command": "x"}]},
+    )
     assert status == 400
-    assert {p["path"] for p in body["problems"]} >= {"steps[1].id", "steps[2].dependsOn[0]",
-                                                     "steps[3].id"}
+    assert {p["path"] for p in body["problems"]} >= {
+        "steps[1].id",
+        "steps[2].dependsOn[0]",
+        "steps[3].id",
+    }
     # More steps than the limit.
-    status, body = await s.request("POST", "/api/runs", json={
-        "steps": [step(f"s{i}") for i in range(51)]})
+    status, body = await s.request(
+        "POST", "/api/runs", json={"steps": [step(f"s{i}") for i in range(51)]}
+    )
     assert status == 400 and "limit is 50" in body["problems"][0]["message"]
     # Malformed JSON, wrong content type, oversized body, bad path id, unknown route.
-    status, body = await s.request("POST", "/api/runs", data=b"{nope",
-                                   headers={"Content-Type": "application/json"})
+    status, body = await s.request(
+        "POST", "/api/runs", data=b"{nope", headers={"Content-Type": "application/json"}
+    )
     assert status == 400 and "malformed JSON" in body["error"]
-    status, body = await s.request("POST", "/api/runs", data=b"steps",
-                                   headers={"Content-Type": "text/plain"})
+    status, body = await s.request(
+        "POST", "/api/runs", data=b"steps", headers={"Content-Type": "text/plain"}
+    )
     assert status == 415 and "application/json" in body["error"]
-    status, body = await s.request("POST", "/api/runs",
-                                   data=io.BytesIO(b"[" + b" " * (9 << 20) + b"]"),
-                                   headers={"Content-Type": "application/json"})
+    status, body = await s.request(
+        "POST",
+        "/api/runs",
+        data=io.BytesIO(b"[" + b" " * (9 << 20) + b"]"),
+        headers={"Content-Type": "application/json"},
+    )
     assert status == 413 and "too large" in body["error"]
     status, body = await s.request("GET", "/api/runs/bad%20id")
     assert status == 400 and body["problems"][0]["path"] == "run"
@@ -79,6 +95,7 @@ async def test_bad_workflows_are_rejected_with_every_problem(stack: StackFactory
 @pytest.mark.parametrize("body", [b"[]", b'"steps"', b"null"])
 async def test_non_object_bodies(stack: StackFactory, body: bytes) -> None:
     s = await stack(runners=1)
-    status, doc = await s.request("POST", "/api/runs", data=body,
-                                  headers={"Content-Type": "application/json"})
+    status, doc = await s.request(
+        "POST", "/api/runs", data=body, headers={"Content-Type": "application/json"}
+    )
     assert status == 400 and doc["problems"][0]["message"] == "the body must be a JSON object"

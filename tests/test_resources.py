@@ -20,8 +20,14 @@ async def test_resources_are_idempotent_and_follow_settings(nats_server: Embedde
         res = await ensure_resources(nc, settings)
         js = res.js
         streams = {s.config.name: s for s in await js.streams_info()}
-        assert set(streams) >= {names.CMD_STREAM, names.STEPS_STREAM, names.EVENTS_STREAM,
-                                names.LOGS_STREAM, "KV_heddle-runs", "KV_heddle-runners"}
+        assert set(streams) >= {
+            names.CMD_STREAM,
+            names.STEPS_STREAM,
+            names.EVENTS_STREAM,
+            names.LOGS_STREAM,
+            "KV_heddle-runs",
+            "KV_heddle-runners",
+        }
         cmd = streams[names.CMD_STREAM].config
         assert cmd.allow_msg_schedules and cmd.storage == "file"
         assert streams[names.STEPS_STREAM].config.retention == "workqueue"
@@ -37,7 +43,9 @@ async def test_resources_are_idempotent_and_follow_settings(nats_server: Embedde
         assert (await js.stream_info(names.LOGS_STREAM)).config.max_bytes == 123_456_789
         # One that cannot change in place is reported clearly.
         memory = Settings.from_env({}, nats_url=nats_server.url, storage="memory")
-        with pytest.raises(ResourceMismatch, match="storage is 'file' on the server, settings want 'memory'"):
+        with pytest.raises(
+            ResourceMismatch, match="storage is 'file' on the server, settings want 'memory'"
+        ):
             await ensure_resources(nc, memory)
         assert await require_server(js) >= MIN_API_LEVEL
     finally:

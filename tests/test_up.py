@@ -37,9 +37,25 @@ async def test_up_serves_the_example_and_stops_cleanly(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
     env["PYTHONPATH"] = str(REPO)
     up = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "up", "--port", str(port), "--runners", "3",
-         "--data-dir", str(tmp_path / "data"), "--nats-port", str(nats_port)],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "services.cli",
+            "up",
+            "--port",
+            str(port),
+            "--runners",
+            "3",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--nats-port",
+            str(nats_port),
+        ],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         pool = await wait_http(f"http://127.0.0.1:{port}/api/runners")
         assert {r["name"] for r in pool["runners"]} == {"runner-0", "runner-1", "runner-2"}
@@ -78,8 +94,22 @@ async def test_up_refuses_a_busy_port(tmp_path: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
         env["PYTHONPATH"] = str(REPO)
         done = subprocess.run(
-            [sys.executable, "-m", "services.cli", "up", "--port", str(free_port()),
-             "--nats-port", str(port), "--data-dir", str(tmp_path / "d")],
-            env=env, capture_output=True, text=True, timeout=30)
+            [
+                sys.executable,
+                "-m",
+                "services.cli",
+                "up",
+                "--port",
+                str(free_port()),
+                "--nats-port",
+                str(port),
+                "--data-dir",
+                str(tmp_path / "d"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     assert done.returncode == 2
     assert f"port {port} is already in use" in done.stderr
