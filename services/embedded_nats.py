@@ -84,7 +84,7 @@ class EmbeddedNats:
                 f"--nats-port or point HEDDLE_NATS_URL at that server"
             )
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        out = open(self.log_file, "ab") if self.log_file else stdout  # noqa: SIM115
+        out = open(self.log_file, "ab") if self.log_file else stdout
         try:
             self.proc = subprocess.Popen(
                 self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True

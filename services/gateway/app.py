@@ -7,7 +7,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-import msgspec
 from aiohttp import web
 
 from services.gateway import views

@@ -84,7 +84,7 @@ class Orchestrator:
         self.js = res.js
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self.hb_kv: KeyValue = res.kv[names.HEARTBEATS_BUCKET]
-        self.effects = EffectRunner(self.nc, self.js)
+        self.effects = EffectRunner(self.nc, self.js, local_timer=self._local_timer)
         await self._rebuild()
         self._restart_heartbeats()
         await ensure_consumer(
@@ -290,6 +290,14 @@ class Orchestrator:
             await msg.ack()
         else:
             await msg.nak(delay=0.5)
+
+    def _local_timer(self, run_id: str, step_id: str, attempt: int, at: float) -> None:
+        def fire() -> None:
+            actor = self.actors.get(run_id)
+            if actor is not None:
+                actor.post(RetryTimer(step_id, attempt))
+
+        asyncio.get_running_loop().call_later(max(at - time.time(), 0.0), fire)
 
     # ---- heartbeats and the watchdog ----
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -33,9 +34,18 @@ ACK_TIMEOUT = 10.0
 
 
 class EffectRunner:
-    def __init__(self, nc: Client, js: JetStreamContext) -> None:
+    def __init__(
+        self,
+        nc: Client,
+        js: JetStreamContext,
+        local_timer: Callable[[str, str, int, float], None] | None = None,
+    ) -> None:
         self.nc = nc
         self.js = js
+        # The server's schedule fires up to ~250 ms late and survives restarts; a local
+        # timer fires on time while this process lives. Whichever comes first queues the
+        # attempt; the state machine ignores the other.
+        self.local_timer = local_timer
 
     async def apply(self, run_id: str, effects: list[Effect], *, create_run: bool = False) -> None:
         delay = 0.2
@@ -122,6 +132,8 @@ class EffectRunner:
                         delay_ms=round(delay * 1000),
                     )
                     futures.append(await self.schedule_retry(run_id, step_id, attempt, at))
+                    if self.local_timer is not None:
+                        self.local_timer(run_id, step_id, attempt, at)
                 case KillAttempt(runner=runner, step_id=step_id, attempt=attempt, reason=reason):
                     event(
                         log,
