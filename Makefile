@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 RUNNERS ?= 4
 PORT ?= 8080
 
-.PHONY: install up test lint format bench bench-full clean
+.PHONY: install test-tools up test lint format bench bench-full clean
 
 $(BIN)/heddle: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,15 @@ install: $(BIN)/heddle
 up: install  ## install, then start NATS, the four services and $(RUNNERS) runners
 	$(BIN)/heddle up --port $(PORT) --runners $(RUNNERS)
 
-test: install  ## install, then run the whole test suite
+# The clock-skew test runs a runner under faketime (Debian's package).
+test-tools:
+	@command -v faketime >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y -q faketime >/dev/null || \
+	      { apt-get update -q >/dev/null && apt-get install -y -q faketime >/dev/null; }; \
+	  else echo "please install faketime (apt-get install faketime)"; exit 1; fi; }
+
+test: install test-tools  ## install, then run the whole test suite
 	$(BIN)/ruff check shared services tests bench
 	$(BIN)/python -m pytest -q
 
