@@ -178,6 +178,7 @@ class LogLine(Wire, frozen=True):
 class AttemptRecord(Wire):
     attempt: int
     runner: str | None = None
+    pid: int | None = None  # the attempt's shell, which leads its process group
     started_at: str | None = None
     finished_at: str | None = None
     exit_code: int | None = None

@@ -21,9 +21,13 @@ pytestmark = pytest.mark.fault
 
 
 def chain(first: str, retries: int = 0) -> dict:
-    return {"steps": [{"id": "work", "command": first, "retries": retries},
-                      {"id": "after", "command": "true", "dependsOn": ["work"]},
-                      {"id": "last", "command": "true", "dependsOn": ["after"]}]}
+    return {
+        "steps": [
+            {"id": "work", "command": first, "retries": retries},
+            {"id": "after", "command": "true", "dependsOn": ["work"]},
+            {"id": "last", "command": "true", "dependsOn": ["after"]},
+        ]
+    }
 
 
 async def running_on(s, run_id: str, step: str = "work") -> str:

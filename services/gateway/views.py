@@ -28,13 +28,13 @@ def json_response(body: Any, status: int = 200) -> web.Response:
 
 
 def error(
-    status: int, message: str, problems: list[Problem] | None = None, **extra: Any
+    http_status: int, message: str, problems: list[Problem] | None = None, **extra: Any
 ) -> web.Response:
     body: dict[str, Any] = {"error": message}
     if problems is not None:
         body["problems"] = [p.to_json() for p in problems]
     body.update(extra)
-    return json_response(body, status)
+    return json_response(body, http_status)
 
 
 def limits(settings: Settings) -> Limits:

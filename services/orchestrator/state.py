@@ -158,7 +158,9 @@ class RunState:
         step.runner = ev.runner
         step.started_at = ev.started_at
         step.attempts.append(
-            AttemptRecord(attempt=ev.attempt, runner=ev.runner, started_at=ev.started_at)
+            AttemptRecord(
+                attempt=ev.attempt, runner=ev.runner, pid=ev.pid, started_at=ev.started_at
+            )
         )
         effects = [PersistStep(step, prev)]
         if self.run.cancel_requested:
