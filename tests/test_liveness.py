@@ -114,7 +114,7 @@ async def test_pool_joins_and_leaves(stack: StackFactory) -> None:
     s.kill("runner-late")
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        status, pool = await s.request("GET", "/api/runners")
+        _, pool = await s.request("GET", "/api/runners")
         if pool["total"] == 1:
             break
         await asyncio.sleep(0.1)
