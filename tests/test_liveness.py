@@ -110,6 +110,7 @@ async def test_pool_joins_and_leaves(stack: StackFactory) -> None:
     assert run["status"] == "succeeded"
     assert "runner-late" in {st["runner"] for st in run["steps"]}
     status, pool = await s.request("GET", "/api/runners")
+    assert status == 200
     assert {r["name"] for r in pool["runners"]} == {"runner-0", "runner-late"}
     s.kill("runner-late")
     deadline = time.monotonic() + 10
