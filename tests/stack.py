@@ -245,6 +245,22 @@ def process_exists(pid: int) -> bool:
     return state != "Z"
 
 
+def group_members(pgid: int) -> list[int]:
+    """Live processes whose process group is ``pgid`` (read from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(entry))
+    return out
+
+
 class _quiet:
     def __enter__(self) -> None:
         return None

@@ -5,7 +5,6 @@ whole process group, cancellation, a runner dying mid-step, an orchestrator dyin
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import time
 from pathlib import Path
@@ -15,26 +14,10 @@ import pytest
 from shared.backoff import backoff_bounds
 from shared.timefmt import parse
 from tests.conftest import StackFactory
-from tests.stack import step_of
+from tests.stack import group_members, step_of
 
 pytestmark = pytest.mark.fault
 KILL_GRACE = 1.0  # tests/conftest.py FAST
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live processes whose process group is ``pgid`` (read from /proc)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            out.append(int(entry))
-    return out
 
 
 def counter_command(path: Path, succeed_at: int) -> str:

@@ -19,17 +19,21 @@ def test_bounds_double_then_cap(attempt: int, full: float) -> None:
     assert backoff_bounds(attempt, 1.0, 300.0) == (full / 2, full)
 
 
-@pytest.mark.parametrize(("attempt", "base", "cap", "bounds"), [
-    (1, 0.5, 10.0, (0.25, 0.5)),
-    (3, 0.5, 10.0, (1.0, 2.0)),
-    (5, 0.5, 10.0, (4.0, 8.0)),
-    (6, 0.5, 10.0, (5.0, 10.0)),
-    (1, 5.0, 3.0, (1.5, 3.0)),  # a base above the cap is capped from the first retry
-    (2_000, 1.0, 300.0, (150.0, 300.0)),  # no overflow for absurd attempt numbers
-    (10**9, 1.0, 300.0, (150.0, 300.0)),
-])
-def test_bounds_other_policies(attempt: int, base: float, cap: float,
-                               bounds: tuple[float, float]) -> None:
+@pytest.mark.parametrize(
+    ("attempt", "base", "cap", "bounds"),
+    [
+        (1, 0.5, 10.0, (0.25, 0.5)),
+        (3, 0.5, 10.0, (1.0, 2.0)),
+        (5, 0.5, 10.0, (4.0, 8.0)),
+        (6, 0.5, 10.0, (5.0, 10.0)),
+        (1, 5.0, 3.0, (1.5, 3.0)),  # a base above the cap is capped from the first retry
+        (2_000, 1.0, 300.0, (150.0, 300.0)),  # no overflow for absurd attempt numbers
+        (10**9, 1.0, 300.0, (150.0, 300.0)),
+    ],
+)
+def test_bounds_other_policies(
+    attempt: int, base: float, cap: float, bounds: tuple[float, float]
+) -> None:
     assert backoff_bounds(attempt, base, cap) == bounds
 
 

@@ -32,18 +32,39 @@ def fan(width: int) -> Deps:
 # ---- one problem of each kind ----------------------------------------------------------
 
 PROBLEM_CASES = [
-    pytest.param([("a", []), ("b", []), ("a", [])], "steps[2].id",
-                 ["duplicate", "'a'", "steps[0]"], id="duplicate-id"),
-    pytest.param([("a", []), ("b", ["a", "ghost"])], "steps[1].dependsOn[1]",
-                 ["unknown", "'ghost'"], id="unknown-dependency"),
-    pytest.param([("a", []), ("b", ["a", "b"])], "steps[1].dependsOn[1]",
-                 ["itself", "'b'"], id="self-dependency"),
-    pytest.param([("a", []), ("b", ["a", "a"])], "steps[1].dependsOn[1]",
-                 ["twice", "'a'"], id="repeated-dependency"),
-    pytest.param([("a", ["c"]), ("b", ["a"]), ("c", ["b"])], "steps[0].dependsOn",
-                 ["cycle", "a", "b", "c"], id="cycle-of-three"),
-    pytest.param([("x", ["y"]), ("y", ["x"])], "steps[0].dependsOn",
-                 ["cycle", "x", "y"], id="cycle-of-two"),
+    pytest.param(
+        [("a", []), ("b", []), ("a", [])],
+        "steps[2].id",
+        ["duplicate", "'a'", "steps[0]"],
+        id="duplicate-id",
+    ),
+    pytest.param(
+        [("a", []), ("b", ["a", "ghost"])],
+        "steps[1].dependsOn[1]",
+        ["unknown", "'ghost'"],
+        id="unknown-dependency",
+    ),
+    pytest.param(
+        [("a", []), ("b", ["a", "b"])],
+        "steps[1].dependsOn[1]",
+        ["itself", "'b'"],
+        id="self-dependency",
+    ),
+    pytest.param(
+        [("a", []), ("b", ["a", "a"])],
+        "steps[1].dependsOn[1]",
+        ["twice", "'a'"],
+        id="repeated-dependency",
+    ),
+    pytest.param(
+        [("a", ["c"]), ("b", ["a"]), ("c", ["b"])],
+        "steps[0].dependsOn",
+        ["cycle", "a", "b", "c"],
+        id="cycle-of-three",
+    ),
+    pytest.param(
+        [("x", ["y"]), ("y", ["x"])], "steps[0].dependsOn", ["cycle", "x", "y"], id="cycle-of-two"
+    ),
 ]
 
 
@@ -106,11 +127,17 @@ def test_find_cycle_is_none_for_a_dag(deps: Deps) -> None:
     assert find_cycle(Graph(deps)) is None
 
 
-@pytest.mark.parametrize(("deps", "members"), [
-    ([("a", ["b"]), ("b", ["a"])], {"a", "b"}),
-    ([("r", []), ("a", ["r", "c"]), ("b", ["a"]), ("c", ["b"])], {"a", "b", "c"}),
-    ([("ok1", []), ("ok2", ["ok1"]), ("u", ["w"]), ("v", ["u"]), ("w", ["v"])], {"u", "v", "w"}),
-])
+@pytest.mark.parametrize(
+    ("deps", "members"),
+    [
+        ([("a", ["b"]), ("b", ["a"])], {"a", "b"}),
+        ([("r", []), ("a", ["r", "c"]), ("b", ["a"]), ("c", ["b"])], {"a", "b", "c"}),
+        (
+            [("ok1", []), ("ok2", ["ok1"]), ("u", ["w"]), ("v", ["u"]), ("w", ["v"])],
+            {"u", "v", "w"},
+        ),
+    ],
+)
 def test_find_cycle_returns_the_cycle_in_dependency_order(deps: Deps, members: set[str]) -> None:
     graph = Graph(deps)
     cycle = find_cycle(graph)
@@ -132,8 +159,11 @@ def test_find_cycle_on_a_50000_step_ring() -> None:
 ORDER_CASES = [
     pytest.param([("c", []), ("a", []), ("b", [])], ["c", "a", "b"], id="no-edges-input-order"),
     pytest.param([("x", ["z"]), ("y", []), ("z", [])], ["y", "z", "x"], id="child-written-first"),
-    pytest.param([("d", ["b", "c"]), ("c", ["a"]), ("b", ["a"]), ("a", [])],
-                 ["a", "c", "b", "d"], id="diamond-written-backwards"),
+    pytest.param(
+        [("d", ["b", "c"]), ("c", ["a"]), ("b", ["a"]), ("a", [])],
+        ["a", "c", "b", "d"],
+        id="diamond-written-backwards",
+    ),
     pytest.param([("b", ["a"]), ("a", []), ("c", [])], ["a", "b", "c"], id="earliest-ready-wins"),
     pytest.param(chain(4)[::-1], ["s0", "s1", "s2", "s3"], id="reversed-chain"),
 ]
@@ -208,32 +238,51 @@ def test_5000_wide_fan_out_and_join_is_clean_and_ordered() -> None:
 DIAMOND = [("a", []), ("b", ["a"]), ("c", ["a"]), ("d", ["b", "c"]), ("e", [])]
 
 
-@pytest.mark.parametrize(("finished", "succeeded", "ready"), [
-    ("a", {"a"}, ["b", "c"]),
-    ("b", {"a", "b"}, []),
-    ("c", {"a", "b", "c"}, ["d"]),
-    ("d", {"a", "b", "c", "d"}, []),
-    ("e", {"e"}, []),
-])
+@pytest.mark.parametrize(
+    ("finished", "succeeded", "ready"),
+    [
+        ("a", {"a"}, ["b", "c"]),
+        ("b", {"a", "b"}, []),
+        ("c", {"a", "b", "c"}, ["d"]),
+        ("d", {"a", "b", "c", "d"}, []),
+        ("e", {"e"}, []),
+    ],
+)
 def test_newly_ready_with_a_set(finished: str, succeeded: set[str], ready: list[str]) -> None:
     assert newly_ready(Graph(DIAMOND), finished, succeeded) == ready
 
 
 def test_downstream_is_breadth_first_with_the_parent_reached_from() -> None:
-    deps = [("a", []), ("b", ["a"]), ("c", ["a"]), ("d", ["b"]), ("e", ["c"]), ("f", ["d"]),
-            ("g", ["c", "f"]), ("other", [])]
+    deps = [
+        ("a", []),
+        ("b", ["a"]),
+        ("c", ["a"]),
+        ("d", ["b"]),
+        ("e", ["c"]),
+        ("f", ["d"]),
+        ("g", ["c", "f"]),
+        ("other", []),
+    ]
     # Depth-first would give b, d, f, g, c, e.
     assert downstream(Graph(deps), "a") == [
-        ("b", "a"), ("c", "a"), ("d", "b"), ("e", "c"), ("g", "c"), ("f", "d"),
+        ("b", "a"),
+        ("c", "a"),
+        ("d", "b"),
+        ("e", "c"),
+        ("g", "c"),
+        ("f", "d"),
     ]
 
 
-@pytest.mark.parametrize(("origin", "expected"), [
-    ("a", [("b", "a"), ("c", "a"), ("d", "b")]),
-    ("c", [("d", "c")]),
-    ("d", []),
-    ("e", []),
-])
+@pytest.mark.parametrize(
+    ("origin", "expected"),
+    [
+        ("a", [("b", "a"), ("c", "a"), ("d", "b")]),
+        ("c", [("d", "c")]),
+        ("d", []),
+        ("e", []),
+    ],
+)
 def test_downstream_of_each_diamond_step(origin: str, expected: list[tuple[str, str]]) -> None:
     assert downstream(Graph(DIAMOND), origin) == expected
 

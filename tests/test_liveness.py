@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.conftest import StackFactory
-from tests.stack import descendants, process_exists, step_of
+from tests.stack import descendants, group_members, process_exists, step_of
 
 INTERVAL, GRACE, SCAN = 0.2, 3, 0.2
 pytestmark = pytest.mark.fault
@@ -56,16 +56,22 @@ async def test_frozen_runner_is_failed_and_its_late_reports_change_nothing(
     stack: StackFactory,
 ) -> None:
     s = await stack(runners=1)
-    run_id = await s.submit({"steps": [{"id": "work", "command": "sleep 1.5"}]})
+    run_id = await s.submit({"steps": [{"id": "work", "command": "sleep 30"}]})
     runner = await running_on(s, run_id)
+    pgid = (await s.wait_step(run_id, "work", {"running"}))["attempts"][0]["pid"]
     s.kill(runner, signal.SIGSTOP)
     try:
         work = await s.wait_step(run_id, "work", {"failed"}, timeout=10)
     finally:
         s.kill(runner, signal.SIGCONT)
     assert "silent" in work["reason"]
-    # Once thawed the runner heartbeats and reports again; none of it counts.
-    await asyncio.sleep(2.5)
+    # Once thawed, the runner is told to kill the fenced attempt, and does: what it then
+    # reports (heartbeats, a "cancelled" finish) changes nothing.
+    deadline = time.monotonic() + 5
+    while group_members(pgid) and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.1)
+    assert group_members(pgid) == []
+    await asyncio.sleep(1.0)
     run = await s.run(run_id)
     after = step_of(run, "work")
     assert (run["status"], after["status"], after["reason"]) == ("failed", "failed", work["reason"])
@@ -135,3 +141,46 @@ async def test_broker_outage_is_not_a_death(stack: StackFactory) -> None:
     assert run["status"] == "succeeded", run
     for st in run["steps"]:
         assert (st["status"], len(st["attempts"])) == ("succeeded", 1), st
+
+
+async def test_runner_dying_after_accepting_never_leaves_the_step_queued(
+    stack: StackFactory,
+) -> None:
+    s = await stack(runners=0)
+    s.start("runner-doomed", HEDDLE_FAILPOINTS="runner.after_accept=exit")
+    await s.wait_ready(1)
+    run_id = await s.submit({"steps": [{"id": "work", "command": "true", "retries": 1}]})
+    # The doomed runner accepts attempt 1 and dies before starting it.
+    await asyncio.sleep(0.3)
+    assert not s.procs["runner-doomed"].alive()
+    s.start("runner-good")
+    run = await s.wait_run(run_id, timeout=15)
+    work = step_of(run, "work")
+    assert (work["status"], work["attempt"], work["runner"]) == ("succeeded", 2, "runner-good")
+    first = work["attempts"][0]
+    assert first["runner"] == "runner-doomed" and "silent" in first["reason"]
+
+
+async def test_unanswered_assignment_goes_to_another_runner(stack: StackFactory) -> None:
+    s = await stack(runners=2, HEDDLE_REGISTRY_TTL="30")
+    s.kill("runner-0", signal.SIGSTOP)  # frozen: still listed in the pool, answers nothing
+    try:
+        run_id = await s.submit({"steps": [{"id": f"s{i}", "command": "true"} for i in range(4)]})
+        run = await s.wait_run(run_id, timeout=20)
+    finally:
+        s.kill("runner-0", signal.SIGCONT)
+    assert run["status"] == "succeeded"
+    assert {st["runner"] for st in run["steps"]} == {"runner-1"}
+
+
+async def test_orchestrator_restart_gives_no_false_verdicts(stack: StackFactory) -> None:
+    s = await stack(runners=2)
+    run_id = await s.submit({"steps": [{"id": f"s{i}", "command": "sleep 2.5"} for i in range(2)]})
+    for i in range(2):
+        await s.wait_step(run_id, f"s{i}", {"running"})
+    s.kill("orchestrator")
+    await asyncio.sleep(1.0)  # longer than interval x grace: the view must be rebuilt, not judged
+    s.start("orchestrator")
+    run = await s.wait_run(run_id, timeout=20)
+    assert run["status"] == "succeeded"
+    assert all(len(st["attempts"]) == 1 for st in run["steps"])

@@ -23,33 +23,39 @@ def test_defaults() -> None:
     assert s.to_env() == {}
 
 
-def test_a_given_mapping_replaces_the_process_environment(monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
+def test_a_given_mapping_replaces_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HEDDLE_GATEWAY_PORT", "9999")
     monkeypatch.setenv("HEDDLE_STORAGE", "bogus")
     assert Settings.from_env({}).gateway_port == 8080
     assert Settings.from_env({"HEDDLE_GATEWAY_PORT": "1234"}).gateway_port == 1234
 
 
-@pytest.mark.parametrize(("var", "raw", "attr", "value"), [
-    ("HEDDLE_NATS_URL", "nats://a:4222,nats://b:4222", "nats_url", "nats://a:4222,nats://b:4222"),
-    ("HEDDLE_STORAGE", "memory", "storage", "memory"),
-    ("HEDDLE_REPLICAS", "3", "replicas", 3),
-    ("HEDDLE_GATEWAY_HOST", "0.0.0.0", "gateway_host", "0.0.0.0"),
-    ("HEDDLE_GATEWAY_PORT", "9090", "gateway_port", 9090),
-    ("HEDDLE_MAX_STEPS", "50000", "max_steps", 50_000),
-    ("HEDDLE_HEARTBEAT_INTERVAL", "0.25", "heartbeat_interval", 0.25),
-    ("HEDDLE_RETRY_BASE", "2", "retry_base", 2.0),
-    ("HEDDLE_RETRY_CAP", "60", "retry_cap", 60.0),
-    ("HEDDLE_REGISTRY_TTL", "1", "registry_ttl", 1.0),
-    ("HEDDLE_DEFAULT_TIMEOUT", "1e3", "default_timeout", 1000.0),
-    ("HEDDLE_RUNNER_NAME", "runner-7", "runner_name", "runner-7"),
-    ("POD_NAME", "heddle-runner-abc", "pod_name", "heddle-runner-abc"),
-    ("NODE_NAME", "node-1", "node_name", "node-1"),
-    ("HEDDLE_LOG_LEVEL", "debug", "log_level", "debug"),
-])
-def test_each_variable_overrides_its_default(var: str, raw: str, attr: str,
-                                             value: object) -> None:
+@pytest.mark.parametrize(
+    ("var", "raw", "attr", "value"),
+    [
+        (
+            "HEDDLE_NATS_URL",
+            "nats://a:4222,nats://b:4222",
+            "nats_url",
+            "nats://a:4222,nats://b:4222",
+        ),
+        ("HEDDLE_STORAGE", "memory", "storage", "memory"),
+        ("HEDDLE_REPLICAS", "3", "replicas", 3),
+        ("HEDDLE_GATEWAY_HOST", "0.0.0.0", "gateway_host", "0.0.0.0"),
+        ("HEDDLE_GATEWAY_PORT", "9090", "gateway_port", 9090),
+        ("HEDDLE_MAX_STEPS", "50000", "max_steps", 50_000),
+        ("HEDDLE_HEARTBEAT_INTERVAL", "0.25", "heartbeat_interval", 0.25),
+        ("HEDDLE_RETRY_BASE", "2", "retry_base", 2.0),
+        ("HEDDLE_RETRY_CAP", "60", "retry_cap", 60.0),
+        ("HEDDLE_REGISTRY_TTL", "1", "registry_ttl", 1.0),
+        ("HEDDLE_DEFAULT_TIMEOUT", "1e3", "default_timeout", 1000.0),
+        ("HEDDLE_RUNNER_NAME", "runner-7", "runner_name", "runner-7"),
+        ("POD_NAME", "heddle-runner-abc", "pod_name", "heddle-runner-abc"),
+        ("NODE_NAME", "node-1", "node_name", "node-1"),
+        ("HEDDLE_LOG_LEVEL", "debug", "log_level", "debug"),
+    ],
+)
+def test_each_variable_overrides_its_default(var: str, raw: str, attr: str, value: object) -> None:
     s = Settings.from_env({var: raw, "UNRELATED": "x"})
     assert getattr(s, attr) == value
     assert type(getattr(s, attr)) is type(value)
@@ -68,10 +74,20 @@ def test_keyword_overrides_beat_the_mapping() -> None:
 
 
 def test_to_env_round_trips() -> None:
-    s = Settings.from_env({"HEDDLE_STORAGE": "memory", "HEDDLE_REPLICAS": "3",
-                           "HEDDLE_HEARTBEAT_INTERVAL": "0.5", "POD_NAME": "p"})
-    assert s.to_env() == {"HEDDLE_STORAGE": "memory", "HEDDLE_REPLICAS": "3",
-                          "HEDDLE_HEARTBEAT_INTERVAL": "0.5", "POD_NAME": "p"}
+    s = Settings.from_env(
+        {
+            "HEDDLE_STORAGE": "memory",
+            "HEDDLE_REPLICAS": "3",
+            "HEDDLE_HEARTBEAT_INTERVAL": "0.5",
+            "POD_NAME": "p",
+        }
+    )
+    assert s.to_env() == {
+        "HEDDLE_STORAGE": "memory",
+        "HEDDLE_REPLICAS": "3",
+        "HEDDLE_HEARTBEAT_INTERVAL": "0.5",
+        "POD_NAME": "p",
+    }
     assert Settings.from_env(s.to_env()) == s
 
 
@@ -85,19 +101,22 @@ def problems_of(env: dict[str, str]) -> list[str]:
     return info.value.problems
 
 
-@pytest.mark.parametrize(("var", "raw", "words"), [
-    ("HEDDLE_REPLICAS", "three", ["HEDDLE_REPLICAS", "'three'", "int"]),
-    ("HEDDLE_GATEWAY_PORT", "80.5", ["HEDDLE_GATEWAY_PORT", "'80.5'", "int"]),
-    ("HEDDLE_MAX_STEPS", "10k", ["HEDDLE_MAX_STEPS", "'10k'"]),
-    ("HEDDLE_RETRY_CAP", "5m", ["HEDDLE_RETRY_CAP", "'5m'", "float"]),
-    ("HEDDLE_HEARTBEAT_INTERVAL", "fast", ["HEDDLE_HEARTBEAT_INTERVAL", "'fast'"]),
-    ("HEDDLE_STORAGE", "disk", ["HEDDLE_STORAGE", "file or memory", "'disk'"]),
-    ("HEDDLE_RETRY_BASE", "0", ["HEDDLE_RETRY_BASE", "positive"]),
-    ("HEDDLE_KILL_GRACE", "-1", ["HEDDLE_KILL_GRACE", "positive"]),
-    ("HEDDLE_WATCHDOG_SCAN", "0", ["HEDDLE_WATCHDOG_SCAN", "positive"]),
-    ("HEDDLE_DEFAULT_TIMEOUT", "-0.5", ["HEDDLE_DEFAULT_TIMEOUT", "positive"]),
-    ("HEDDLE_REGISTRY_TTL", "0.5", ["HEDDLE_REGISTRY_TTL", "at least 1"]),
-])
+@pytest.mark.parametrize(
+    ("var", "raw", "words"),
+    [
+        ("HEDDLE_REPLICAS", "three", ["HEDDLE_REPLICAS", "'three'", "int"]),
+        ("HEDDLE_GATEWAY_PORT", "80.5", ["HEDDLE_GATEWAY_PORT", "'80.5'", "int"]),
+        ("HEDDLE_MAX_STEPS", "10k", ["HEDDLE_MAX_STEPS", "'10k'"]),
+        ("HEDDLE_RETRY_CAP", "5m", ["HEDDLE_RETRY_CAP", "'5m'", "float"]),
+        ("HEDDLE_HEARTBEAT_INTERVAL", "fast", ["HEDDLE_HEARTBEAT_INTERVAL", "'fast'"]),
+        ("HEDDLE_STORAGE", "disk", ["HEDDLE_STORAGE", "file or memory", "'disk'"]),
+        ("HEDDLE_RETRY_BASE", "0", ["HEDDLE_RETRY_BASE", "positive"]),
+        ("HEDDLE_KILL_GRACE", "-1", ["HEDDLE_KILL_GRACE", "positive"]),
+        ("HEDDLE_WATCHDOG_SCAN", "0", ["HEDDLE_WATCHDOG_SCAN", "positive"]),
+        ("HEDDLE_DEFAULT_TIMEOUT", "-0.5", ["HEDDLE_DEFAULT_TIMEOUT", "positive"]),
+        ("HEDDLE_REGISTRY_TTL", "0.5", ["HEDDLE_REGISTRY_TTL", "at least 1"]),
+    ],
+)
 def test_each_bad_value_is_named(var: str, raw: str, words: list[str]) -> None:
     [problem] = problems_of({var: raw})
     for word in words:
@@ -111,22 +130,43 @@ def test_nan_is_not_a_positive_duration(raw: str) -> None:
 
 
 def test_every_bad_number_is_listed() -> None:
-    problems = problems_of({"HEDDLE_REPLICAS": "x", "HEDDLE_GATEWAY_PORT": "y",
-                            "HEDDLE_RETRY_CAP": "z", "HEDDLE_LOG_LEVEL": "debug"})
+    problems = problems_of(
+        {
+            "HEDDLE_REPLICAS": "x",
+            "HEDDLE_GATEWAY_PORT": "y",
+            "HEDDLE_RETRY_CAP": "z",
+            "HEDDLE_LOG_LEVEL": "debug",
+        }
+    )
     assert [p.split("=")[0] for p in problems] == [
-        "HEDDLE_REPLICAS", "HEDDLE_GATEWAY_PORT", "HEDDLE_RETRY_CAP"]
+        "HEDDLE_REPLICAS",
+        "HEDDLE_GATEWAY_PORT",
+        "HEDDLE_RETRY_CAP",
+    ]
 
 
 def test_every_range_problem_is_listed() -> None:
-    problems = problems_of({"HEDDLE_STORAGE": "s3", "HEDDLE_RETRY_BASE": "0",
-                            "HEDDLE_RETRY_CAP": "-3", "HEDDLE_REGISTRY_TTL": "0"})
+    problems = problems_of(
+        {
+            "HEDDLE_STORAGE": "s3",
+            "HEDDLE_RETRY_BASE": "0",
+            "HEDDLE_RETRY_CAP": "-3",
+            "HEDDLE_REGISTRY_TTL": "0",
+        }
+    )
     assert len(problems) == 4
     for var in ("HEDDLE_STORAGE", "HEDDLE_RETRY_BASE", "HEDDLE_RETRY_CAP", "HEDDLE_REGISTRY_TTL"):
         assert any(var in p for p in problems), (var, problems)
 
 
 def test_bad_numbers_and_a_bad_storage_are_listed_together() -> None:
-    problems = problems_of({"HEDDLE_STORAGE": "disk", "HEDDLE_REPLICAS": "two",
-                            "HEDDLE_GATEWAY_PORT": "http", "HEDDLE_RETRY_BASE": "0"})
+    problems = problems_of(
+        {
+            "HEDDLE_STORAGE": "disk",
+            "HEDDLE_REPLICAS": "two",
+            "HEDDLE_GATEWAY_PORT": "http",
+            "HEDDLE_RETRY_BASE": "0",
+        }
+    )
     for var in ("HEDDLE_STORAGE", "HEDDLE_REPLICAS", "HEDDLE_GATEWAY_PORT", "HEDDLE_RETRY_BASE"):
         assert any(var in p for p in problems), (var, problems)

@@ -27,24 +27,43 @@ POLICY = Policy(retry_base=1.0, retry_cap=300.0, default_timeout=900.0)
 Event = Callable[[RunState], list]
 
 
-def make(steps: list[tuple[str, list[str], int]], rand: float = 0.5,
-         policy: Policy = POLICY) -> tuple[RunState, list]:
-    cmd = SubmitRun(run_id=RUN, submitted_at=from_epoch(T0), steps=[
-        StepSpec(id=s, command=f"echo {s}", depends_on=deps, retries=r) for s, deps, r in steps])
+def make(
+    steps: list[tuple[str, list[str], int]], rand: float = 0.5, policy: Policy = POLICY
+) -> tuple[RunState, list]:
+    cmd = SubmitRun(
+        run_id=RUN,
+        submitted_at=from_epoch(T0),
+        steps=[
+            StepSpec(id=s, command=f"echo {s}", depends_on=deps, retries=r) for s, deps, r in steps
+        ],
+    )
     return RunState.new(cmd, policy, T0, rand=lambda: rand)
 
 
 def started(step: str = "a", attempt: int = 1, runner: str = "r1") -> Event:
-    ev = StepStarted(run_id=RUN, step_id=step, attempt=attempt, runner=runner, pid=42,
-                     started_at=from_epoch(T0 + 1))
+    ev = StepStarted(
+        run_id=RUN,
+        step_id=step,
+        attempt=attempt,
+        runner=runner,
+        pid=42,
+        started_at=from_epoch(T0 + 1),
+    )
     return lambda s: s.on_started(ev, T0 + 1)
 
 
-def finished(step: str = "a", outcome: str = "succeeded", attempt: int = 1,
-             runner: str = "r1") -> Event:
-    ev = StepFinished(run_id=RUN, step_id=step, attempt=attempt, runner=runner,
-                      outcome=outcome, finished_at=from_epoch(T0 + 2),  # type: ignore[arg-type]
-                      exit_code=0 if outcome == "succeeded" else 1)
+def finished(
+    step: str = "a", outcome: str = "succeeded", attempt: int = 1, runner: str = "r1"
+) -> Event:
+    ev = StepFinished(
+        run_id=RUN,
+        step_id=step,
+        attempt=attempt,
+        runner=runner,
+        outcome=outcome,
+        finished_at=from_epoch(T0 + 2),  # type: ignore[arg-type]
+        exit_code=0 if outcome == "succeeded" else 1,
+    )
     return lambda s: s.on_finished(ev, T0 + 2)
 
 
@@ -79,66 +98,212 @@ def a_then_b(retries: int) -> list[tuple[str, list[str], int]]:
 
 
 FAIL_A = [started(), finished(outcome="failed")]
-PS, PR, EQ, SR, KA, IG = "PersistStep", "PersistRun", "Enqueue", "ScheduleRetry", "KillAttempt", \
-    "Ignored"
+PS, PR, EQ, SR, KA, IG = (
+    "PersistStep",
+    "PersistRun",
+    "Enqueue",
+    "ScheduleRetry",
+    "KillAttempt",
+    "Ignored",
+)
 
 TRANSITIONS = [
     # name, retries of a, events before, event, effects, then (a status, a attempt, b, run)
     ("queued-started", 0, [], started(), [PS], ("running", 1, "pending", "running")),
-    ("running-succeeded", 0, [started()], finished(), [PS, PS, EQ],
-     ("succeeded", 1, "queued", "running")),
-    ("queued-succeeded-start-lost", 0, [], finished(), [PS, PS, EQ],
-     ("succeeded", 1, "queued", "running")),
-    ("running-failed-retries-left", 2, [started()], finished(outcome="failed"), [PS, SR],
-     ("retrying", 1, "pending", "running")),
-    ("running-timed-out-retries-left", 1, [started()], finished(outcome="timed_out"), [PS, SR],
-     ("retrying", 1, "pending", "running")),
-    ("running-failed-no-retries", 0, [started()], finished(outcome="failed"), [PS, PS, PR],
-     ("failed", 1, "skipped", "failed")),
-    ("last-retry-failed", 1, [*FAIL_A, retry_due(attempt=2), started(attempt=2)],
-     finished(outcome="failed", attempt=2), [PS, PS, PR], ("failed", 2, "skipped", "failed")),
-    ("retrying-retry-due", 2, FAIL_A, retry_due(attempt=2), [PS, EQ],
-     ("queued", 2, "pending", "running")),
-    ("retrying-retry-due-wrong-attempt", 2, FAIL_A, retry_due(attempt=3), [IG],
-     ("retrying", 1, "pending", "running")),
-    ("retrying-retry-due-same-attempt", 2, FAIL_A, retry_due(attempt=1), [IG],
-     ("retrying", 1, "pending", "running")),
-    ("running-silent-retries-left", 1, [started()], silent(), [KA, PS, EQ],
-     ("queued", 2, "pending", "running")),
+    (
+        "running-succeeded",
+        0,
+        [started()],
+        finished(),
+        [PS, PS, EQ],
+        ("succeeded", 1, "queued", "running"),
+    ),
+    (
+        "queued-succeeded-start-lost",
+        0,
+        [],
+        finished(),
+        [PS, PS, EQ],
+        ("succeeded", 1, "queued", "running"),
+    ),
+    (
+        "running-failed-retries-left",
+        2,
+        [started()],
+        finished(outcome="failed"),
+        [PS, SR],
+        ("retrying", 1, "pending", "running"),
+    ),
+    (
+        "running-timed-out-retries-left",
+        1,
+        [started()],
+        finished(outcome="timed_out"),
+        [PS, SR],
+        ("retrying", 1, "pending", "running"),
+    ),
+    (
+        "running-failed-no-retries",
+        0,
+        [started()],
+        finished(outcome="failed"),
+        [PS, PS, PR],
+        ("failed", 1, "skipped", "failed"),
+    ),
+    (
+        "last-retry-failed",
+        1,
+        [*FAIL_A, retry_due(attempt=2), started(attempt=2)],
+        finished(outcome="failed", attempt=2),
+        [PS, PS, PR],
+        ("failed", 2, "skipped", "failed"),
+    ),
+    (
+        "retrying-retry-due",
+        2,
+        FAIL_A,
+        retry_due(attempt=2),
+        [PS, EQ],
+        ("queued", 2, "pending", "running"),
+    ),
+    (
+        "retrying-retry-due-wrong-attempt",
+        2,
+        FAIL_A,
+        retry_due(attempt=3),
+        [IG],
+        ("retrying", 1, "pending", "running"),
+    ),
+    (
+        "retrying-retry-due-same-attempt",
+        2,
+        FAIL_A,
+        retry_due(attempt=1),
+        [IG],
+        ("retrying", 1, "pending", "running"),
+    ),
+    (
+        "running-silent-retries-left",
+        1,
+        [started()],
+        silent(),
+        [KA, PS, EQ],
+        ("queued", 2, "pending", "running"),
+    ),
     ("queued-silent-retries-left", 1, [], silent(), [PS, EQ], ("queued", 2, "pending", "running")),
-    ("accepted-silent-retries-left", 1, [accepted()], silent(), [KA, PS, EQ],
-     ("queued", 2, "pending", "running")),
-    ("running-silent-no-retries", 0, [started()], silent(), [KA, PS, PS, PR],
-     ("failed", 1, "skipped", "failed")),
+    (
+        "accepted-silent-retries-left",
+        1,
+        [accepted()],
+        silent(),
+        [KA, PS, EQ],
+        ("queued", 2, "pending", "running"),
+    ),
+    (
+        "running-silent-no-retries",
+        0,
+        [started()],
+        silent(),
+        [KA, PS, PS, PR],
+        ("failed", 1, "skipped", "failed"),
+    ),
     ("queued-cancel", 0, [], cancel, [PR, PS, PS, PR], ("cancelled", 1, "cancelled", "cancelled")),
-    ("accepted-cancel", 0, [accepted()], cancel, [PR, KA, PS, PS, PR],
-     ("cancelled", 1, "cancelled", "cancelled")),
-    ("retrying-cancel", 2, FAIL_A, cancel, [PR, PS, PS, PR],
-     ("cancelled", 1, "cancelled", "cancelled")),
-    ("running-cancel", 0, [started()], cancel, [PR, KA, PS],
-     ("running", 1, "cancelled", "running")),
-    ("cancelled-running-succeeds-anyway", 0, [started(), cancel], finished(), [PS, PR],
-     ("succeeded", 1, "cancelled", "cancelled")),
-    ("cancel-after-run-ended", 0, [started(), finished(), finished("b")], cancel, [],
-     ("succeeded", 1, "succeeded", "succeeded")),
-    ("cancelled-running-finishes", 0, [started(), cancel], finished(outcome="cancelled"), [PS, PR],
-     ("cancelled", 1, "cancelled", "cancelled")),
-    ("cancelled-running-fails-with-retries", 3, [started(), cancel], finished(outcome="failed"),
-     [PS, PR], ("cancelled", 1, "cancelled", "cancelled")),
-    ("cancelled-running-goes-silent", 3, [started(), cancel], silent(), [KA, PS, PR],
-     ("cancelled", 1, "cancelled", "cancelled")),
+    (
+        "accepted-cancel",
+        0,
+        [accepted()],
+        cancel,
+        [PR, KA, PS, PS, PR],
+        ("cancelled", 1, "cancelled", "cancelled"),
+    ),
+    (
+        "retrying-cancel",
+        2,
+        FAIL_A,
+        cancel,
+        [PR, PS, PS, PR],
+        ("cancelled", 1, "cancelled", "cancelled"),
+    ),
+    (
+        "running-cancel",
+        0,
+        [started()],
+        cancel,
+        [PR, KA, PS],
+        ("running", 1, "cancelled", "running"),
+    ),
+    (
+        "cancelled-running-succeeds-anyway",
+        0,
+        [started(), cancel],
+        finished(),
+        [PS, PR],
+        ("succeeded", 1, "cancelled", "cancelled"),
+    ),
+    (
+        "cancel-after-run-ended",
+        0,
+        [started(), finished(), finished("b")],
+        cancel,
+        [],
+        ("succeeded", 1, "succeeded", "succeeded"),
+    ),
+    (
+        "cancelled-running-finishes",
+        0,
+        [started(), cancel],
+        finished(outcome="cancelled"),
+        [PS, PR],
+        ("cancelled", 1, "cancelled", "cancelled"),
+    ),
+    (
+        "cancelled-running-fails-with-retries",
+        3,
+        [started(), cancel],
+        finished(outcome="failed"),
+        [PS, PR],
+        ("cancelled", 1, "cancelled", "cancelled"),
+    ),
+    (
+        "cancelled-running-goes-silent",
+        3,
+        [started(), cancel],
+        silent(),
+        [KA, PS, PR],
+        ("cancelled", 1, "cancelled", "cancelled"),
+    ),
     ("cancel-twice", 0, [started(), cancel], cancel, [], ("running", 1, "cancelled", "running")),
-    ("running-duplicate-started", 0, [started()], started(), [IG],
-     ("running", 1, "pending", "running")),
-    ("started-after-cancel-requested", 0, [accepted(), cancel], started(), [IG, KA],
-     ("cancelled", 1, "cancelled", "cancelled")),
+    (
+        "running-duplicate-started",
+        0,
+        [started()],
+        started(),
+        [IG],
+        ("running", 1, "pending", "running"),
+    ),
+    (
+        "started-after-cancel-requested",
+        0,
+        [accepted(), cancel],
+        started(),
+        [IG, KA],
+        ("cancelled", 1, "cancelled", "cancelled"),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("retries", "before", "event", "effects", "after"),
-                         [t[1:] for t in TRANSITIONS], ids=[t[0] for t in TRANSITIONS])
-def test_transition_table(retries: int, before: list[Event], event: Event, effects: list[str],
-                          after: tuple[str, int, str, str]) -> None:
+@pytest.mark.parametrize(
+    ("retries", "before", "event", "effects", "after"),
+    [t[1:] for t in TRANSITIONS],
+    ids=[t[0] for t in TRANSITIONS],
+)
+def test_transition_table(
+    retries: int,
+    before: list[Event],
+    event: Event,
+    effects: list[str],
+    after: tuple[str, int, str, str],
+) -> None:
     state, _ = make(a_then_b(retries))
     for ev in before:
         ev(state)
@@ -153,7 +318,10 @@ def test_new_run_queues_roots_and_leaves_the_rest_pending() -> None:
     assert bag(effects) == [EQ, EQ, PR, PS, PS, PS]
     assert [e.ready.step_id for e in effects if isinstance(e, Enqueue)] == ["a", "c"]
     assert {(e.step.id, e.step.status) for e in effects if isinstance(e, PersistStep)} == {
-        ("a", "queued"), ("b", "pending"), ("c", "queued")}
+        ("a", "queued"),
+        ("b", "pending"),
+        ("c", "queued"),
+    }
     ready = next(e.ready for e in effects if isinstance(e, Enqueue))
     assert (ready.run_id, ready.attempt, ready.command) == (RUN, 1, "echo a")
     assert ready.timeout_seconds == 900.0 and ready.ready_at == from_epoch(T0)
@@ -166,8 +334,7 @@ def test_children_queue_only_when_every_parent_succeeded() -> None:
     assert [e.ready.step_id for e in out if isinstance(e, Enqueue)] == ["d"]
     assert state.steps["c"].status == "pending"
     out = finished("b")(state)
-    assert [(e.ready.step_id, e.ready.attempt) for e in out if isinstance(e, Enqueue)] == [
-        ("c", 1)]
+    assert [(e.ready.step_id, e.ready.attempt) for e in out if isinstance(e, Enqueue)] == [("c", 1)]
     assert state.steps["c"].status == "queued"
 
 
@@ -184,19 +351,35 @@ def test_retry_delay_is_inside_backoff_bounds(failed_attempt: int, rand: float) 
     low, high = backoff_bounds(failed_attempt, 2.0, 10.0)
     assert low <= retry.delay <= high
     assert retry.delay == pytest.approx(low + rand * (high - low))
-    assert (retry.step_id, retry.attempt, retry.at) == ("a", failed_attempt + 1,
-                                                        T0 + 2 + retry.delay)
+    assert (retry.step_id, retry.attempt, retry.at) == (
+        "a",
+        failed_attempt + 1,
+        T0 + 2 + retry.delay,
+    )
     assert state.steps["a"].retry_at == from_epoch(T0 + 2 + retry.delay)
 
 
 def test_failure_skips_everything_downstream_breadth_first() -> None:
-    state, _ = make([("a", [], 0), ("b", ["a"], 0), ("c", ["b"], 0), ("d", ["a"], 0),
-                     ("e", [], 0), ("f", ["c", "e"], 0)])
+    state, _ = make(
+        [
+            ("a", [], 0),
+            ("b", ["a"], 0),
+            ("c", ["b"], 0),
+            ("d", ["a"], 0),
+            ("e", [], 0),
+            ("f", ["c", "e"], 0),
+        ]
+    )
     started()(state)
     out = finished(outcome="failed")(state)
     persisted = [(e.step.id, e.step.status) for e in out if isinstance(e, PersistStep)]
-    assert persisted == [("a", "failed"), ("b", "skipped"), ("d", "skipped"),
-                         ("c", "skipped"), ("f", "skipped")]
+    assert persisted == [
+        ("a", "failed"),
+        ("b", "skipped"),
+        ("d", "skipped"),
+        ("c", "skipped"),
+        ("f", "skipped"),
+    ]
     for sid in "bcdf":
         assert state.steps[sid].reason == "skipped because step a failed"
     assert state.steps["a"].reason == "exit code 1"
@@ -220,8 +403,7 @@ def test_cancel_kills_the_runner_holding_the_attempt() -> None:
     started("a", runner="r7")(state)
     accepted("b", runner="r8")(state)
     out = cancel(state)
-    kills = [(k.runner, k.step_id, k.attempt, k.reason) for k in out
-             if isinstance(k, KillAttempt)]
+    kills = [(k.runner, k.step_id, k.attempt, k.reason) for k in out if isinstance(k, KillAttempt)]
     assert kills == [("r7", "a", 1, "cancelled"), ("r8", "b", 1, "cancelled")]
     assert cancel(state) == [] and state.run.cancel_requested
 
@@ -262,10 +444,16 @@ FOREIGN = [started(runner="r9"), finished(runner="r9"), finished("a", "failed", 
 
 
 def every_event(step: str, attempt: int) -> list[Event]:
-    return [started(step, attempt), finished(step, "succeeded", attempt),
-            finished(step, "failed", attempt), finished(step, "cancelled", attempt),
-            retry_due(step, attempt), retry_due(step, attempt + 1), silent(step, attempt),
-            accepted(step, attempt)]
+    return [
+        started(step, attempt),
+        finished(step, "succeeded", attempt),
+        finished(step, "failed", attempt),
+        finished(step, "cancelled", attempt),
+        retry_due(step, attempt),
+        retry_due(step, attempt + 1),
+        silent(step, attempt),
+        accepted(step, attempt),
+    ]
 
 
 # (name, retries of a, events before, step the events target, events that must change nothing)
@@ -275,23 +463,40 @@ FINAL = [
     ("skipped", 0, FAIL_A, "b", every_event("b", 0) + every_event("b", 1)),
     ("cancelled", 0, [accepted(), cancel], "a", every_event("a", 1)),
     ("cancelled-pending", 0, [cancel], "b", every_event("b", 0) + every_event("b", 1)),
-    ("older-attempt-while-attempt-2-runs", 3,
-     [*FAIL_A, retry_due(attempt=2), started(attempt=2, runner="r2")], "a", OLD),
+    (
+        "older-attempt-while-attempt-2-runs",
+        3,
+        [*FAIL_A, retry_due(attempt=2), started(attempt=2, runner="r2")],
+        "a",
+        OLD,
+    ),
     ("older-attempt-after-watchdog", 3, [started(), silent()], "a", OLD),
     ("other-runner-while-running", 3, [started()], "a", FOREIGN),
     ("other-runner-after-accept", 3, [accepted()], "a", FOREIGN),
-    ("events-while-retrying", 3, FAIL_A, "a",
-     [started(), finished(), silent(), started(attempt=2), finished(attempt=2)]),
+    (
+        "events-while-retrying",
+        3,
+        FAIL_A,
+        "a",
+        [started(), finished(), silent(), started(attempt=2), finished(attempt=2)],
+    ),
     ("unknown-step", 0, [], "zzz", every_event("zzz", 1)),
 ]
-CASES = [(name, r, before, target, i, ev) for name, r, before, target, evs in FINAL
-         for i, ev in enumerate(evs)]
+CASES = [
+    (name, r, before, target, i, ev)
+    for name, r, before, target, evs in FINAL
+    for i, ev in enumerate(evs)
+]
 
 
-@pytest.mark.parametrize(("retries", "before", "target", "index", "event"),
-                         [c[1:] for c in CASES], ids=[f"{c[0]}-{c[4]}" for c in CASES])
+@pytest.mark.parametrize(
+    ("retries", "before", "target", "index", "event"),
+    [c[1:] for c in CASES],
+    ids=[f"{c[0]}-{c[4]}" for c in CASES],
+)
 def test_final_stale_and_foreign_events_are_ignored_and_change_nothing(
-        retries: int, before: list[Event], target: str, index: int, event: Event) -> None:
+    retries: int, before: list[Event], target: str, index: int, event: Event
+) -> None:
     state, _ = make(a_then_b(retries))
     for ev in before:
         ev(state)

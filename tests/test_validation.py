@@ -58,8 +58,12 @@ SINGLE = [
     (doc(step(command="x" * 11)), SMALL, "steps[0].command", ["11 bytes", "limit is 10"]),
     (doc(step(command="é" * 6)), SMALL, "steps[0].command", ["12 bytes", "limit is 10"]),
     (doc(step(dependsOn="a")), LIMITS, "steps[0].dependsOn", ["list"]),
-    (doc(step("a"), step("b", dependsOn=["a", 3])), LIMITS, "steps[1].dependsOn[1]",
-     ["step id string"]),
+    (
+        doc(step("a"), step("b", dependsOn=["a", 3])),
+        LIMITS,
+        "steps[1].dependsOn[1]",
+        ["step id string"],
+    ),
     (doc(step(retries=-1)), LIMITS, "steps[0].retries", ["0 to 100"]),
     (doc(step(retries=MAX_RETRIES + 1)), LIMITS, "steps[0].retries", ["0 to 100"]),
     (doc(step(retries="3")), LIMITS, "steps[0].retries", ["integer"]),
@@ -67,8 +71,12 @@ SINGLE = [
     (doc(step(retries=1.5)), LIMITS, "steps[0].retries", ["integer"]),
     (doc(step(timeoutSeconds=0)), LIMITS, "steps[0].timeoutSeconds", ["above 0"]),
     (doc(step(timeoutSeconds=-5)), LIMITS, "steps[0].timeoutSeconds", ["above 0"]),
-    (doc(step(timeoutSeconds=MAX_TIMEOUT + 1)), LIMITS, "steps[0].timeoutSeconds",
-     [str(MAX_TIMEOUT)]),
+    (
+        doc(step(timeoutSeconds=MAX_TIMEOUT + 1)),
+        LIMITS,
+        "steps[0].timeoutSeconds",
+        [str(MAX_TIMEOUT)],
+    ),
     (doc(step(timeoutSeconds="60")), LIMITS, "steps[0].timeoutSeconds", ["number"]),
     (doc(step(timeoutSeconds=True)), LIMITS, "steps[0].timeoutSeconds", ["number"]),
     (doc(name="my workflow"), LIMITS, "name", ["'my workflow'"]),
@@ -80,20 +88,31 @@ SINGLE = [
     (doc(timezone="Mars/Olympus"), LIMITS, "timezone", ["'Mars/Olympus'"]),
     (doc(catchup="yes"), LIMITS, "catchup", ["true or false"]),
     (doc(step("a"), step("a")), LIMITS, "steps[1].id", ["duplicate", "'a'"]),
-    (doc(step("a"), step("b", dependsOn=["ghost"])), LIMITS, "steps[1].dependsOn[0]",
-     ["unknown", "'ghost'"]),
+    (
+        doc(step("a"), step("b", dependsOn=["ghost"])),
+        LIMITS,
+        "steps[1].dependsOn[0]",
+        ["unknown", "'ghost'"],
+    ),
     (doc(step("a", dependsOn=["a"])), LIMITS, "steps[0].dependsOn[0]", ["itself"]),
-    (doc(step("a"), step("b", dependsOn=["a", "a"])), LIMITS, "steps[1].dependsOn[1]",
-     ["twice"]),
-    (doc(step("a", dependsOn=["b"]), step("b", dependsOn=["a"])), LIMITS, "steps[0].dependsOn",
-     ["cycle", "a -> b -> a"]),
+    (doc(step("a"), step("b", dependsOn=["a", "a"])), LIMITS, "steps[1].dependsOn[1]", ["twice"]),
+    (
+        doc(step("a", dependsOn=["b"]), step("b", dependsOn=["a"])),
+        LIMITS,
+        "steps[0].dependsOn",
+        ["cycle", "a -> b -> a"],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("document", "limits", "path", "words"), SINGLE,
-                         ids=[f"{i}-{c[2] or 'body'}" for i, c in enumerate(SINGLE)])
-def test_each_problem_is_located_and_named(document: object, limits: Limits, path: str,
-                                           words: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("document", "limits", "path", "words"),
+    SINGLE,
+    ids=[f"{i}-{c[2] or 'body'}" for i, c in enumerate(SINGLE)],
+)
+def test_each_problem_is_located_and_named(
+    document: object, limits: Limits, path: str, words: list[str]
+) -> None:
     problems = workflow_problems(document, limits)
     assert [p.path for p in problems] == [path], problems
     for word in words:
@@ -107,19 +126,23 @@ def test_step_id_must_match_the_whole_pattern(bad_id: str) -> None:
     assert [p.path for p in problems] == ["steps[0].id"]
 
 
-@pytest.mark.parametrize("document", [
-    doc(step(retries=0)),
-    doc(step(retries=MAX_RETRIES)),
-    doc(step(timeoutSeconds=0.5)),
-    doc(step(timeoutSeconds=MAX_TIMEOUT)),
-    doc(step("x" * 64)),
-    doc(step("A-z_0-9")),
-    doc(step(command="x" * 10)),
-    doc(step(command="é" * 5)),
-    doc(step(dependsOn=[])),
-    doc(schedule="*/5 * * * 1-5", timezone="Europe/Paris", catchup=False, description="d"),
-    doc(steps=[step("s0"), step("s1"), step("s2")]),
-], ids=lambda d: str(d)[:60])
+@pytest.mark.parametrize(
+    "document",
+    [
+        doc(step(retries=0)),
+        doc(step(retries=MAX_RETRIES)),
+        doc(step(timeoutSeconds=0.5)),
+        doc(step(timeoutSeconds=MAX_TIMEOUT)),
+        doc(step("x" * 64)),
+        doc(step("A-z_0-9")),
+        doc(step(command="x" * 10)),
+        doc(step(command="é" * 5)),
+        doc(step(dependsOn=[])),
+        doc(schedule="*/5 * * * 1-5", timezone="Europe/Paris", catchup=False, description="d"),
+        doc(steps=[step("s0"), step("s1"), step("s2")]),
+    ],
+    ids=lambda d: str(d)[:60],
+)
 def test_boundary_values_are_accepted(document: dict[str, Any]) -> None:
     assert workflow_problems(document, SMALL) == []
 
@@ -139,19 +162,21 @@ def test_every_problem_in_one_document_is_reported() -> None:
     }
     limits = Limits(max_steps=4, max_command_bytes=10)
     problems = workflow_problems(document, limits)
-    assert sorted(p.path for p in problems) == sorted([
-        "colour",
-        "name",
-        "schedule",
-        "timezone",
-        "steps[0].retries",
-        "steps[1].extra",
-        "steps[1].command",
-        "steps[2].timeoutSeconds",
-        "steps[3].command",
-        "steps[2].dependsOn[1]",
-        "steps[3].id",
-    ])
+    assert sorted(p.path for p in problems) == sorted(
+        [
+            "colour",
+            "name",
+            "schedule",
+            "timezone",
+            "steps[0].retries",
+            "steps[1].extra",
+            "steps[1].command",
+            "steps[2].timeoutSeconds",
+            "steps[3].command",
+            "steps[2].dependsOn[1]",
+            "steps[3].id",
+        ]
+    )
     with pytest.raises(InvalidWorkflow) as info:
         parse_workflow(document, limits)
     assert info.value.problems == problems
@@ -161,13 +186,21 @@ def test_every_problem_in_one_document_is_reported() -> None:
 
 
 def test_parse_workflow_builds_the_spec() -> None:
-    spec = parse_workflow(doc(step("a", retries=2), step("b", "make", dependsOn=["a"],
-                                                             timeoutSeconds=30),
-                              schedule="0 9 * * *", timezone="UTC"), LIMITS)
+    spec = parse_workflow(
+        doc(
+            step("a", retries=2),
+            step("b", "make", dependsOn=["a"], timeoutSeconds=30),
+            schedule="0 9 * * *",
+            timezone="UTC",
+        ),
+        LIMITS,
+    )
     assert isinstance(spec, WorkflowSpec)
     assert spec.name == "wf" and spec.schedule == "0 9 * * *" and spec.timezone == "UTC"
-    assert spec.steps == [StepSpec(id="a", command="true", retries=2),
-                          StepSpec(id="b", command="make", depends_on=["a"], timeout_seconds=30)]
+    assert spec.steps == [
+        StepSpec(id="a", command="true", retries=2),
+        StepSpec(id="b", command="make", depends_on=["a"], timeout_seconds=30),
+    ]
 
 
 def test_parse_workflow_requires_a_name_unless_told_not_to() -> None:
@@ -179,16 +212,19 @@ def test_parse_workflow_requires_a_name_unless_told_not_to() -> None:
     assert workflow_problems(nameless, LIMITS) == []
 
 
-@pytest.mark.parametrize(("extra", "paths"), [
-    ({}, []),
-    ({"runId": "run-1"}, []),
-    ({"workflowId": "run-1"}, []),
-    ({"runId": "run-1", "workflowId": "run-1"}, []),
-    ({"runId": "run 1"}, ["runId"]),
-    ({"workflowId": 12}, ["workflowId"]),
-    ({"runId": "r1", "workflowId": "r2"}, ["workflowId"]),
-    ({"runId": "bad id", "other": 1}, ["other", "runId"]),
-])
+@pytest.mark.parametrize(
+    ("extra", "paths"),
+    [
+        ({}, []),
+        ({"runId": "run-1"}, []),
+        ({"workflowId": "run-1"}, []),
+        ({"runId": "run-1", "workflowId": "run-1"}, []),
+        ({"runId": "run 1"}, ["runId"]),
+        ({"workflowId": 12}, ["workflowId"]),
+        ({"runId": "r1", "workflowId": "r2"}, ["workflowId"]),
+        ({"runId": "bad id", "other": 1}, ["other", "runId"]),
+    ],
+)
 def test_parse_run_request(extra: dict[str, Any], paths: list[str]) -> None:
     body = {"steps": [step()], **extra}
     if not paths:

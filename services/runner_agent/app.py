@@ -22,7 +22,7 @@ from nats.aio.msg import Msg
 
 from services.runner_agent.output import LogPublisher
 from services.runner_agent.process import StepProcess, step_env
-from shared import names
+from shared import failpoints, names
 from shared.contracts import (
     AssignReply,
     Heartbeat,
@@ -212,6 +212,9 @@ class RunnerAgent:
             step=ready.step_id,
             attempt=ready.attempt,
         )
+        if failpoints.active("runner.after_accept"):
+            await self.nc.flush()  # the acceptance reaches the dispatcher, then we die
+            failpoints.hit("runner.after_accept")
         current.task = asyncio.create_task(self._run(current))
         self._register_soon()
 

@@ -1,0 +1,33 @@
+"""Failpoints: named places where a test can make a real process fail on purpose.
+
+``HEDDLE_FAILPOINTS="runner.after_accept=exit"`` makes a runner exit abruptly right after it
+accepted an assignment, before it starts the command: a death no signal can time precisely.
+Unset in production; each failpoint is one dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import os
+
+_ACTIVE: dict[str, str] = {}
+
+
+def load(spec: str | None = None) -> None:
+    spec = os.environ.get("HEDDLE_FAILPOINTS", "") if spec is None else spec
+    _ACTIVE.clear()
+    for item in filter(None, (p.strip() for p in spec.split(","))):
+        name, _, action = item.partition("=")
+        _ACTIVE[name] = action or "exit"
+
+
+def active(name: str) -> bool:
+    return name in _ACTIVE
+
+
+def hit(name: str) -> None:
+    action = _ACTIVE.get(name)
+    if action == "exit":
+        os._exit(137)  # as abrupt as SIGKILL: no cleanup, no last words
+
+
+load()
