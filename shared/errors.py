@@ -45,6 +45,10 @@ class NatsTooOld(HeddleError):
         )
 
 
+class JetStreamUnavailable(HeddleError):
+    pass
+
+
 class ResourceMismatch(HeddleError):
     def __init__(self, resource: str, problems: list[str]) -> None:
         self.resource = resource

@@ -23,7 +23,7 @@ from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
 from shared import names
-from shared.errors import NatsTooOld, ResourceMismatch
+from shared.errors import JetStreamUnavailable, NatsTooOld, ResourceMismatch
 from shared.settings import Settings
 
 log = logging.getLogger("heddle.nats")
@@ -109,11 +109,22 @@ async def connect_until_ready(settings: Settings, name: str, **kwargs: object) -
 
 
 async def require_server(js: JetStreamContext) -> int:
-    info = await js.account_info()
+    """The server's JetStream API level, or NatsTooOld naming the version Heddle needs."""
+    try:
+        info = await js.account_info()
+    except (nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError) as exc:
+        raise JetStreamUnavailable(
+            "JetStream is not enabled on this NATS server: start nats-server with -js "
+            f"(Heddle needs nats-server {MIN_SERVER_VERSION} or newer with JetStream)"
+        ) from exc
     level = (info.api.level if info.api else 0) or 0
+    check_api_level(level)
+    return level
+
+
+def check_api_level(level: int) -> None:
     if level < MIN_API_LEVEL:
         raise NatsTooOld(level, MIN_API_LEVEL, MIN_SERVER_VERSION)
-    return level
 
 
 @dataclass(frozen=True, slots=True)

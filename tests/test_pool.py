@@ -1,0 +1,69 @@
+"""The dispatcher's pool and leases, pure."""
+
+from __future__ import annotations
+
+from services.dispatcher.pool import Pool
+from shared.contracts import RunnerInfo
+
+
+def info(name: str, status: str = "idle", jobs: int = 0, run: str | None = None) -> RunnerInfo:
+    return RunnerInfo(
+        name=name,
+        status=status,
+        pid=1,
+        version="t",
+        started_at="",  # type: ignore[arg-type]
+        seen_at="",
+        jobs=jobs,
+        run_id=run,
+        step_id="s" if run else None,
+        attempt=1 if run else None,
+    )
+
+
+def test_reserve_round_robin_and_never_twice() -> None:
+    pool = Pool()
+    for n in ("a", "b"):
+        pool.update(info(n))
+    first = pool.reserve(now=0)
+    second = pool.reserve(now=0)
+    assert {first, second} == {"a", "b"}
+    assert pool.reserve(now=0) is None  # both reserved
+    pool.accepted(first, "r", "s", 1, jobs=1)  # type: ignore[arg-type]
+    assert pool.free(now=0) == []
+
+
+def test_lease_ends_on_finished_event_or_on_newer_idle_registry() -> None:
+    pool = Pool()
+    pool.update(info("a", jobs=3))
+    assert pool.reserve(now=0) == "a"
+    pool.accepted("a", "r", "s", 1, jobs=4)
+    pool.update(info("a", status="idle", jobs=3))  # stale entry, from before the lease
+    assert pool.free(now=0) == []
+    assert not pool.release("a", "r", "s", 2)  # another attempt's event: not this lease
+    assert pool.release("a", "r", "s", 1)
+    assert pool.free(now=0) == ["a"]
+    assert pool.reserve(now=0) == "a"
+    pool.accepted("a", "r", "t", 1, jobs=5)
+    pool.update(info("a", status="idle", jobs=5))  # the event was lost; the registry tells
+    assert pool.free(now=0) == ["a"]
+
+
+def test_refusals_set_a_runner_aside() -> None:
+    pool = Pool(suspect_for=5.0)
+    pool.update(info("a"))
+    assert pool.reserve(now=0) == "a"
+    pool.refused("a", silent=True, now=0)
+    assert pool.free(now=4.9) == [] and pool.free(now=5.1) == ["a"]
+    assert pool.reserve(now=6) == "a"
+    pool.refused("a", silent=False, now=6)
+    assert pool.free(now=6.1) == [] and pool.free(now=6.3) == ["a"]
+
+
+def test_leaving_drops_the_lease_and_busy_runners_are_leased_on_sight() -> None:
+    pool = Pool()
+    pool.update(info("a", status="busy", jobs=2, run="r"))  # busy before we started
+    assert pool.free(now=0) == [] and pool.leases["a"].run_id == "r"
+    lease = pool.remove("a")
+    assert lease is not None and lease.run_id == "r"
+    assert pool.free(now=0) == [] and "a" not in pool.runners
