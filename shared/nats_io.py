@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 import nats
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import (
     ConsumerConfig,
+    DeliverPolicy,
     DiscardPolicy,
     RetentionPolicy,
     StorageType,
@@ -320,19 +322,57 @@ async def ensure_resources(
 
 async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> list[KeyValue.Entry]:
     """Current values of every key matching ``pattern``: one ordered replay of the bucket's
-    stream (a filtered watch), not a get per key."""
-    watcher = await kv.watch(pattern, ignore_deletes=True)
-    out = []
+    stream (last message per key), not a get per key.
+
+    nats-py's ``kv.watch`` decides "no more initial values" from how many messages the
+    *client* has processed, so under load it can report an empty bucket while the values are
+    still in flight. Here the end is read from the server: the consumer's own delivered
+    count for an empty match, else the message whose ``num_pending`` is 0.
+    """
+    js: JetStreamContext = kv._js  # nats-py exposes no public accessors for these
+    queue: asyncio.Queue[Msg] = asyncio.Queue()
+
+    async def collect(msg: Msg) -> None:
+        queue.put_nowait(msg)
+
+    sub = await js.subscribe(
+        f"{kv._pre}{pattern}",
+        stream=kv._stream,
+        cb=collect,
+        ordered_consumer=True,
+        deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+        inactive_threshold=60,
+    )
     try:
+        info = await sub.consumer_info()
+        if info.num_pending == 0 and info.delivered.consumer_seq == 0:
+            return []
+        latest: dict[str, KeyValue.Entry] = {}
         while True:
-            entry = await watcher.updates(timeout=timeout)
-            if entry is None:
-                break
-            if entry.value:
-                out.append(entry)
+            msg = await asyncio.wait_for(queue.get(), timeout)
+            meta = msg.metadata
+            key = msg.subject[len(kv._pre) :]
+            headers = msg.headers or {}
+            deleted = headers.get("KV-Operation") in ("DEL", "PURGE") or (
+                "Nats-Marker-Reason" in headers
+            )
+            if deleted or not msg.data:
+                latest.pop(key, None)
+            else:
+                latest[key] = KeyValue.Entry(
+                    bucket=kv._name,
+                    key=key,
+                    value=msg.data,
+                    revision=meta.sequence.stream,
+                    delta=meta.num_pending,
+                    created=meta.timestamp,
+                    operation=None,
+                )
+            if meta.num_pending == 0:
+                return list(latest.values())
     finally:
-        await watcher.stop()
-    return out
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
 
 
 def stored_at(entry: KeyValue.Entry) -> float | None:
