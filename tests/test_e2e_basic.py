@@ -126,3 +126,17 @@ async def test_health_and_metrics(stack: StackFactory) -> None:
     status, text = await s.request("GET", "/metrics")
     assert status == 200
     assert 'heddle_http_requests_total{method="GET",route="/api/runs/{run}",status="404"} 1' in text
+
+
+async def test_submit_without_orchestrator_is_accepted_then_created(stack: StackFactory) -> None:
+    s = await stack(
+        runners=1, services=("dispatcher", "gateway"), HEDDLE_SUBMIT_CONFIRM_TIMEOUT="0.5"
+    )
+    status, body = await s.request(
+        "POST", "/api/runs", json={"runId": "later", "steps": [{"id": "x", "command": "echo late"}]}
+    )
+    assert (status, body["status"]) == (202, "accepted")
+    assert (await s.request("GET", "/api/runs/later"))[0] == 404
+    s.start("orchestrator")
+    run = await s.wait_run("later", timeout=20)
+    assert run["status"] == "succeeded" and step_of(run, "x")["stdoutTail"] == "late"
