@@ -1,0 +1,303 @@
+"""One workload, measured: a fresh stack, then per repetition the baseline executor and the
+same DAG submitted to Heddle, each figure read from the run documents (and, for server-side
+times, from JetStream metadata)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from bench.probe import Probe, new_run_id
+from bench.stack import BenchStack, ProcSample
+from bench.stats import percentile
+from bench.workloads import Workload
+
+Say = Callable[[str], None]
+
+
+def _epoch(text: str | None) -> float | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000
+
+
+async def run_baseline(
+    runs: list[list[dict[str, Any]]], concurrency: int, one_by_one: bool = False
+) -> dict[str, Any]:
+    """The baseline executor in its own process (see bench/baseline.py)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.baseline",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    job = {"runs": runs, "concurrency": concurrency, "oneByOne": one_by_one}
+    out, err = await proc.communicate(json.dumps(job).encode())
+    if proc.returncode != 0:
+        raise RuntimeError(f"baseline failed ({proc.returncode}): {err.decode()[-2000:]}")
+    return json.loads(out)
+
+
+def baseline_figures(w: Workload, b: dict[str, Any]) -> dict[str, float | None]:
+    done = [t for t in b["run_done"] if t is not None]
+    wall = b["wall"]
+    return {
+        "wall_s": wall,
+        "steps_per_s": b["steps"] / wall if wall else None,
+        "runs_per_s": len(done) / wall if wall else None,
+        "run_p50_ms": _ms(percentile(done, 50)),
+        "run_p99_ms": _ms(percentile(done, 99)),
+        "dispatch_p50_ms": _ms(percentile(b["dispatch"], 50)),
+        "dispatch_p99_ms": _ms(percentile(b["dispatch"], 99)),
+        "lines_per_s": b["lines"] / wall if w.kind == "logs" and wall else None,
+        "failed_steps": float(len(b["failed"])),
+    }
+
+
+def cpu_delta(before: dict[str, ProcSample], after: dict[str, ProcSample]) -> dict[str, float]:
+    return {
+        name: after[name].cpu_s - before[name].cpu_s
+        for name in after
+        if name in before and after[name].cpu_s >= before[name].cpu_s
+    }
+
+
+async def _documents(probe: Probe, run_ids: list[str], expected: list[int]) -> tuple[list, int]:
+    """Every run's document. A document with fewer steps than the run has is read again
+    (and counted: see docs/performance.md, "short reads")."""
+    sem = asyncio.Semaphore(16)
+    short = 0
+
+    async def doc(run_id: str, steps: int) -> dict[str, Any]:
+        nonlocal short
+        async with sem:
+            for _ in range(10):
+                d = await probe.run_document(run_id)
+                if len(d["steps"]) == steps:
+                    return d
+                short += 1
+                await asyncio.sleep(0.05)
+            return d
+
+    docs = await asyncio.gather(*(doc(r, n) for r, n in zip(run_ids, expected, strict=True)))
+    return list(docs), short
+
+
+async def _submit_and_wait(
+    probe: Probe, prefix: str, runs: list[list[dict[str, Any]]], timeout: float, cancel: bool
+) -> tuple[list[str], list, list[float]]:
+    run_ids = [new_run_id(prefix) for _ in runs]
+    ends = [probe.expect(r) for r in run_ids]
+    try:
+        subs = await asyncio.gather(
+            *(probe.submit(r, s) for r, s in zip(run_ids, runs, strict=True))
+        )
+        bad = [s for s in subs if s.status not in (200, 201, 202)]
+        if bad:
+            raise RuntimeError(f"submit refused: {bad[0].status} {str(bad[0].body)[:500]}")
+        if cancel:
+            for r in run_ids:
+                await probe.request("POST", f"/api/runs/{r}/cancel")
+        try:
+            end_times = await asyncio.wait_for(asyncio.gather(*ends), timeout)
+        except TimeoutError:
+            left = sum(1 for f in ends if not f.done())
+            raise RuntimeError(
+                f"{left} of {len(ends)} runs not terminal after {timeout:.0f}s"
+            ) from None
+    finally:
+        for r in run_ids:
+            probe.forget(r)
+    return run_ids, subs, list(end_times)
+
+
+async def measure_heddle(
+    w: Workload, probe: Probe, stack: BenchStack, rep: int, timeout: float
+) -> dict[str, Any]:
+    watch = None
+    if len(w.runs) == 1 and not w.accept_only:
+        # Server-side times of this run's step records, recorded from before the submit.
+        watch_id = new_run_id(f"{w.kind}{rep}")
+        watch = await probe.watch_steps(watch_id)
+    before = stack.samples()
+    if watch is not None:
+        run_ids = [watch_id]
+        ends = [probe.expect(watch_id)]
+        sub = await probe.submit(watch_id, w.runs[0])
+        if sub.status not in (200, 201, 202):
+            raise RuntimeError(f"submit refused: {sub.status} {str(sub.body)[:500]}")
+        try:
+            end_times = [await asyncio.wait_for(ends[0], timeout)]
+        except TimeoutError:
+            raise RuntimeError(f"run not terminal after {timeout:.0f}s") from None
+        finally:
+            probe.forget(watch_id)
+        subs = [sub]
+    else:
+        run_ids, subs, end_times = await _submit_and_wait(
+            probe, f"{w.kind}{rep}", w.runs, timeout, cancel=w.accept_only
+        )
+    after = stack.samples()
+    first = min(s.started for s in subs)
+    wall = max(end_times) - first
+    per_run = [end - s.started for s, end in zip(subs, end_times, strict=True)]
+
+    docs, short = await _documents(probe, run_ids, [len(r) for r in w.runs])
+    statuses: dict[str, int] = {}
+    dispatch: list[float] = []
+    for d in docs:
+        statuses[d["status"]] = statuses.get(d["status"], 0) + 1
+        for st in d["steps"]:
+            q, s = _epoch(st.get("queuedAt")), _epoch(st.get("startedAt"))
+            if q is not None and s is not None:
+                dispatch.append(s - q)
+
+    figures: dict[str, float | None] = {
+        "accept_s": max(s.accept_s for s in subs),
+        "succeeded": 1.0 if statuses == {"succeeded": len(run_ids)} else 0.0,
+    }
+    if not w.accept_only:
+        figures.update(
+            {
+                "wall_s": wall,
+                "steps_per_s": w.steps / wall if wall else None,
+                "runs_per_s": len(run_ids) / wall if wall else None,
+                "run_p50_ms": _ms(percentile(per_run, 50)),
+                "run_p99_ms": _ms(percentile(per_run, 99)),
+                "dispatch_p50_ms": _ms(percentile(dispatch, 50)),
+                "dispatch_p99_ms": _ms(percentile(dispatch, 99)),
+            }
+        )
+    extra: dict[str, Any] = {
+        "statuses": statuses,
+        "accept_http_status": sorted({s.status for s in subs}),
+        "steps_in_documents": sum(len(d["steps"]) for d in docs),
+        "short_document_reads": short,
+    }
+
+    if watch is not None:
+        # Server-side: the queued record stored in KV -> the runner's started event stored.
+        started = await probe.started_events(run_ids[0], expected=w.steps)
+        await watch.stop()
+        server = [
+            t_started - t_queued
+            for (step, attempt, status), t_queued in watch.times.items()
+            if status == "queued" and (t_started := started.get((step, attempt))) is not None
+        ]
+        figures["server_ready_started_p50_ms"] = _ms(percentile(server, 50))
+        figures["server_ready_started_p99_ms"] = _ms(percentile(server, 99))
+        extra["server_samples"] = len(server)
+
+    if w.kind == "logs":
+        span = await _log_span(probe, run_ids[0], w.lines)
+        extra["log_span"] = span
+        seconds = span["last"] - span["first"]
+        figures["lines_in_stream"] = float(span["messages"])
+        figures["lines_per_s"] = span["messages"] / seconds if seconds > 0 else None
+
+    if w.kind == "diamonds" and not w.accept_only:
+        # The same diamonds one at a time: a run's latency on an otherwise idle system.
+        alone: list[float] = []
+        for _ in range(ALONE_RUNS):
+            _ids, s1, e1 = await _submit_and_wait(
+                probe, f"alone{rep}", [w.runs[0]], timeout, cancel=False
+            )
+            alone.append(e1[0] - s1[0].started)
+        figures["alone_p50_ms"] = _ms(percentile(alone, 50))
+        figures["alone_p99_ms"] = _ms(percentile(alone, 99))
+    return {"figures": figures, "cpu_s": cpu_delta(before, after), "extra": extra}
+
+
+ALONE_RUNS = 20
+
+
+async def _log_span(probe: Probe, run_id: str, lines: int) -> dict[str, Any]:
+    """The attempt's log as stored, once the stream has taken every line (the stream takes
+    core publishes asynchronously, so it may trail the run's end a little)."""
+    deadline = time.monotonic() + 10
+    last_count = -1
+    while True:
+        span = await probe.log_span(run_id, "seq")
+        if span["messages"] >= lines or time.monotonic() > deadline:
+            return span
+        if span["messages"] == last_count:
+            await asyncio.sleep(0.5)
+            span = await probe.log_span(run_id, "seq")
+            if span["messages"] == last_count:
+                return span
+        last_count = span["messages"]
+        await asyncio.sleep(0.1)
+
+
+async def run_workload(
+    w: Workload, reps: int, say: Say, settings: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A fresh stack with the workload's runners; ``reps`` repetitions of baseline, then
+    Heddle; the stack's peak RSS at the end."""
+    timeout = max(60.0, w.steps * 0.05 + w.lines / 5000)
+    stack = BenchStack(runners=w.runners, settings=dict(settings or {}))
+    t0 = time.monotonic()
+    stack.start()
+    probe = Probe(stack.base_url, stack.nats_url)
+    out: dict[str, Any] = {
+        "workload": w.name,
+        "mode": "accept, then cancel" if w.accept_only else "run",
+        "kind": w.kind,
+        "runners": w.runners,
+        "runs": len(w.runs),
+        "steps": w.steps,
+        "reps": [],
+    }
+    try:
+        await stack.wait_ready()
+        out["stack_start_s"] = time.monotonic() - t0
+        await probe.open()
+        # One small run first: connections, consumers and caches warm, as in steady use.
+        warm = new_run_id("warmup")
+        fut = probe.expect(warm)
+        await probe.submit(warm, [{"id": "w", "command": "true"}])
+        await asyncio.wait_for(fut, 30)
+        for rep in range(reps):
+            bfig: dict[str, float | None] = {}
+            if not w.accept_only:
+                bfig = baseline_figures(w, await run_baseline(w.runs, w.runners))
+            if w.kind == "logs":
+                devnull = [[{"id": "seq", "command": f"seq 1 {w.lines} > /dev/null"}]]
+                bfig["devnull_wall_s"] = (await run_baseline(devnull, 1))["wall"]
+            if w.kind == "diamonds" and not w.accept_only:
+                alone = await run_baseline([w.runs[0]] * ALONE_RUNS, w.runners, one_by_one=True)
+                bfig["alone_p50_ms"] = _ms(percentile(alone["run_done"], 50))
+                bfig["alone_p99_ms"] = _ms(percentile(alone["run_done"], 99))
+            h = await measure_heddle(w, probe, stack, rep, timeout)
+            h["baseline"] = bfig
+            out["reps"].append(h)
+            say(f"  {w.name} rep {rep + 1}/{reps}: {_brief(h['figures'], bfig)}")
+        out["peak_rss_mb"] = {n: s.peak_rss_mb for n, s in stack.samples().items()}
+    except Exception as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        out["logs"] = {n: stack.tail(n, 1500) for n in stack.services}
+        say(f"  {w.name}: ERROR {out['error']}")
+    finally:
+        await probe.close()
+        stack.stop()
+    return out
+
+
+def _brief(f: dict[str, float | None], b: dict[str, float | None]) -> str:
+    if f.get("wall_s") is None:
+        return f"accepted in {f['accept_s']:.3f}s"
+    text = f"heddle {f['wall_s']:.3f}s ({f['steps_per_s']:.0f} steps/s)"
+    if b.get("wall_s"):
+        text += f", baseline {b['wall_s']:.3f}s ({b['steps_per_s']:.0f} steps/s)"
+    return text

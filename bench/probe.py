@@ -1,0 +1,202 @@
+"""The harness's side of the wire: HTTP to the gateway, and a read-only NATS connection that
+notices runs ending and reads server timestamps.
+
+Runs are submitted and read over the HTTP API only. To know *when* a run ended without
+polling the gateway (polling a 10,000-step run would load the system being measured), the
+probe listens to the run records the orchestrator writes (core subscription on
+``$KV.heddle-runs.run.*``) and notes the moment a terminal one passes by. Server-side times
+(when NATS stored a step's queued record, or a runner's started event) come from JetStream
+message metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import msgspec
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.api import DeliverPolicy
+
+TERMINAL_RUN = frozenset({"succeeded", "failed", "cancelled"})
+RUNS_BUCKET = "heddle-runs"
+LOGS_STREAM = "HEDDLE_LOGS"
+
+
+def new_run_id(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(4)}"
+
+
+def server_time(msg: Msg) -> float:
+    """When the server stored a JetStream message (epoch seconds, microseconds)."""
+    return msg.metadata.timestamp.timestamp()
+
+
+@dataclass(slots=True)
+class Submitted:
+    run_id: str
+    status: int
+    body: Any
+    started: float  # monotonic, just before the request
+    answered: float  # monotonic, once the response arrived
+
+    @property
+    def accept_s(self) -> float:
+        return self.answered - self.started
+
+
+class Probe:
+    def __init__(self, base_url: str, nats_url: str) -> None:
+        self.base_url = base_url
+        self.nats_url = nats_url
+        self.session: aiohttp.ClientSession | None = None
+        self.nc: Client | None = None
+        self._waiters: dict[str, asyncio.Future[float]] = {}
+        self._sub = None
+
+    async def open(self) -> None:
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0),
+            timeout=aiohttp.ClientTimeout(total=300),
+        )
+        self.nc = await nats.connect(self.nats_url, name="heddle-bench", pending_size=2**26)
+        self._sub = await self.nc.subscribe(f"$KV.{RUNS_BUCKET}.run.*", cb=self._on_run_record)
+        await self.nc.flush()
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+        if self.nc is not None:
+            with contextlib.suppress(Exception):
+                await self.nc.close()
+
+    # ---- run ends ----
+
+    async def _on_run_record(self, msg: Msg) -> None:
+        now = time.monotonic()
+        run_id = msg.subject.rsplit(".", 1)[1]
+        fut = self._waiters.get(run_id)
+        if fut is None or fut.done():
+            return
+        try:
+            status = msgspec.json.decode(msg.data).get("status")
+        except (msgspec.DecodeError, AttributeError):
+            return
+        if status in TERMINAL_RUN:
+            fut.set_result(now)
+
+    def expect(self, run_id: str) -> asyncio.Future[float]:
+        """A future resolved with the monotonic time the run's terminal record was seen."""
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters[run_id] = fut
+        return fut
+
+    def forget(self, run_id: str) -> None:
+        self._waiters.pop(run_id, None)
+
+    # ---- HTTP ----
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        assert self.session is not None
+        async with self.session.request(method, self.base_url + path, **kwargs) as resp:
+            if resp.content_type == "application/json":
+                return resp.status, await resp.json()
+            return resp.status, await resp.text()
+
+    async def submit(self, run_id: str, steps: list[dict[str, Any]]) -> Submitted:
+        body = msgspec.json.encode({"runId": run_id, "steps": steps})
+        headers = {"Content-Type": "application/json"}
+        t0 = time.monotonic()
+        status, answer = await self.request("POST", "/api/runs", data=body, headers=headers)
+        return Submitted(run_id, status, answer, t0, time.monotonic())
+
+    async def run_document(self, run_id: str) -> dict[str, Any]:
+        status, body = await self.request("GET", f"/api/runs/{run_id}")
+        if status != 200:
+            raise RuntimeError(f"GET /api/runs/{run_id}: {status} {body}")
+        return body
+
+    # ---- server-side times ----
+
+    async def watch_steps(self, run_id: str) -> StepWatch:
+        """Start recording when the server stores each of a run's step records (before the
+        run is submitted)."""
+        assert self.nc is not None
+        watch = StepWatch()
+        js = self.nc.jetstream()
+        watch.sub = await js.subscribe(
+            f"$KV.{RUNS_BUCKET}.step.{run_id}.*",
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.NEW,
+            cb=watch.on_msg,
+        )
+        return watch
+
+    async def started_events(self, run_id: str, expected: int, timeout: float = 10.0) -> dict:
+        """(step, attempt) -> when the server stored the runner's started event."""
+        assert self.nc is not None
+        js = self.nc.jetstream()
+        sub = await js.subscribe(f"heddle.evt.{run_id}.*", ordered_consumer=True)
+        out: dict[tuple[str, int], float] = {}
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    msg = await sub.next_msg(timeout=1.0)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    break
+                ev = msgspec.json.decode(msg.data)
+                if ev.get("type") == "started":
+                    out.setdefault((ev["stepId"], ev["attempt"]), server_time(msg))
+                if msg.metadata.num_pending == 0 and len(out) >= expected:
+                    break
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        return out
+
+    async def log_span(self, run_id: str, step_id: str, attempt: int = 1) -> dict[str, Any]:
+        """How many lines an attempt's log subject holds, and when the server stored the
+        first and the last of them."""
+        assert self.nc is not None
+        js = self.nc.jetstream()
+        subject = f"heddle.log.{run_id}.{step_id}.{attempt}"
+        first = await js.get_msg(LOGS_STREAM, seq=1, subject=subject, next=True)
+        last = await js.get_last_msg(LOGS_STREAM, subject)
+        info = await js.stream_info(LOGS_STREAM, subjects_filter=subject)
+        count = (info.state.subjects or {}).get(subject, 0)
+        assert first.time is not None and last.time is not None
+        return {
+            "messages": count,
+            "first": first.time.timestamp(),
+            "last": last.time.timestamp(),
+            "lastSeqInAttempt": msgspec.json.decode(last.data or b"{}").get("seq"),
+        }
+
+
+class StepWatch:
+    """Server store times of a run's step records, by (step, attempt, status)."""
+
+    def __init__(self) -> None:
+        self.sub = None
+        self.times: dict[tuple[str, int, str], float] = {}
+
+    async def on_msg(self, msg: Msg) -> None:
+        try:
+            rec = msgspec.json.decode(msg.data)
+        except msgspec.DecodeError:
+            return
+        key = (rec.get("id", ""), rec.get("attempt", 0), rec.get("status", ""))
+        self.times.setdefault(key, server_time(msg))
+
+    async def stop(self) -> None:
+        if self.sub is not None:
+            with contextlib.suppress(Exception):
+                await self.sub.unsubscribe()
