@@ -220,6 +220,79 @@ class RunRecord(Wire):
     scheduled_for: str | None = None
 
 
+# ---- the workflow registry (heddle-workflows), cron state (heddle-cron), run history ----
+
+
+class WorkflowVersion(Wire):
+    """``<name>.v<version>``: one registered definition, created once and never changed."""
+
+    name: str
+    version: int
+    registered_at: str
+    digest: str  # sha256 of the canonical document: an identical one is not a new version
+    spec: WorkflowSpec
+
+
+class Pause(Wire):
+    """A closed interval during which a schedule was paused; its slots are never run."""
+
+    start: str
+    end: str
+
+
+class WorkflowLatest(Wire):
+    """``<name>.latest``: the newest version's summary plus the workflow-wide state (paused).
+    Small on purpose: listing workflows reads only these."""
+
+    name: str
+    version: int
+    registered_at: str
+    digest: str
+    step_count: int
+    schedule: str | None = None
+    timezone: str | None = None
+    catchup: bool = True
+    description: str | None = None
+    schedule_since: str | None = None  # registration of the version that began the schedule
+    paused: bool = False
+    paused_at: str | None = None
+    pauses: list[Pause] = []  # the most recent closed pauses, oldest first
+
+
+class CronCursor(Wire):
+    """``<name>.cursor`` in heddle-cron: every slot at or before ``through`` is handled."""
+
+    name: str
+    through: str
+    updated_at: str
+
+
+class CronSlot(Wire):
+    """``<name>.<slot>`` in heddle-cron: created at most once, by the scheduler that claims it."""
+
+    name: str
+    slot: str
+    run_id: str
+    version: int
+    claimed_at: str
+
+
+class RunSummary(Wire):
+    """``hist.<workflow>.<run>`` and ``last.<workflow>`` in heddle-runs: one run of a named
+    workflow as its history lists it, step counts included."""
+
+    run_id: str
+    workflow_name: str
+    status: RunStatus
+    created_at: str
+    step_count: int
+    counts: dict[str, int] = {}
+    version: int | None = None
+    trigger: str = "api"
+    scheduled_for: str | None = None
+    finished_at: str | None = None
+
+
 # ---- codecs, built once per process ---------------------------------------------------
 
 encode = msgspec.json.Encoder().encode
@@ -235,3 +308,8 @@ step_record_decoder = msgspec.json.Decoder(StepRecord)
 run_record_decoder = msgspec.json.Decoder(RunRecord)
 run_request_decoder = msgspec.json.Decoder(RunRequest)
 workflow_spec_decoder = msgspec.json.Decoder(WorkflowSpec)
+workflow_version_decoder = msgspec.json.Decoder(WorkflowVersion)
+workflow_latest_decoder = msgspec.json.Decoder(WorkflowLatest)
+cron_cursor_decoder = msgspec.json.Decoder(CronCursor)
+cron_slot_decoder = msgspec.json.Decoder(CronSlot)
+run_summary_decoder = msgspec.json.Decoder(RunSummary)

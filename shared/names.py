@@ -103,6 +103,57 @@ def kv_stream(bucket: str) -> str:
     return f"KV_{bucket}"
 
 
+# Keys in heddle-runs: the per-workflow run history index (see services/orchestrator/history.py)
+def hist_key(workflow: str, run: str) -> str:
+    return f"hist.{workflow}.{run}"
+
+
+def hist_of_workflow(workflow: str) -> str:
+    return f"hist.{workflow}.*"
+
+
+HIST_ALL = "hist.*.*"
+
+
+def last_run_key(workflow: str) -> str:
+    return f"last.{workflow}"
+
+
+LAST_RUN_ALL = "last.*"
+
+
+# Keys in heddle-workflows
+def workflow_version_key(workflow: str, version: int) -> str:
+    return f"{workflow}.v{version}"
+
+
+def workflow_latest_key(workflow: str) -> str:
+    return f"{workflow}.latest"
+
+
+WORKFLOW_LATEST_ALL = "*.latest"
+
+
+# Keys in heddle-cron
+def cron_slot_key(workflow: str, slot_stamp: str) -> str:
+    return f"{workflow}.{slot_stamp}"
+
+
+def cron_cursor_key(workflow: str) -> str:
+    return f"{workflow}.cursor"
+
+
+CRON_CURSOR_ALL = "*.cursor"
+
+
+def log_run_filter(run: str) -> str:
+    return f"heddle.log.{run}.>"
+
+
+def evt_run_filter(run: str) -> str:
+    return f"heddle.evt.{run}.*"
+
+
 # Message ids (Nats-Msg-Id), so a re-sent command or event is stored once.
 def submit_msg_id(run: str) -> str:
     return f"submit.{run}"

@@ -98,6 +98,34 @@ class Settings:
         "HEDDLE_SHUTDOWN_GRACE",
         "how long SIGTERM waits for in-flight work before cancelling it",
     )
+    cron_tick: float = _s(
+        1.0, "HEDDLE_CRON_TICK", "how often the orchestrator's scheduler looks for due cron slots"
+    )
+    cron_backfill: int = _s(
+        1000,
+        "HEDDLE_CRON_BACKFILL",
+        "most missed slots of one workflow the scheduler runs per tick (the rest on later ticks)",
+    )
+    cron_time_scale: float = _s(
+        1.0,
+        "HEDDLE_CRON_TIME_SCALE",
+        "test hook: the scheduler's clock runs this many times as fast as real time from the "
+        "orchestrator's start (60 makes an every-minute schedule fire every second); keep 1",
+    )
+    retention_runs: int = _s(
+        1000,
+        "HEDDLE_RETENTION_RUNS",
+        "finished runs kept per workflow, newest first; older ones are deleted with their "
+        "steps, heartbeats and logs (0 keeps every run)",
+    )
+    retention_age: float = _s(
+        30 * 86400.0,
+        "HEDDLE_RETENTION_AGE",
+        "finished runs (named or not) are deleted this long after they finished (0 keeps any age)",
+    )
+    retention_interval: float = _s(
+        600.0, "HEDDLE_RETENTION_INTERVAL", "how often the orchestrator applies the retention"
+    )
     runner_name: str = _s(
         "", "HEDDLE_RUNNER_NAME", "this runner's name; default POD_NAME, else <host>-<pid>"
     )
@@ -147,6 +175,15 @@ class Settings:
         ):
             if not getattr(self, name) > 0:  # also catches NaN
                 problems.append(f"{env_name(name)} must be positive")
+        for name in ("cron_tick", "cron_time_scale", "retention_interval"):
+            if not getattr(self, name) > 0:
+                problems.append(f"{env_name(name)} must be positive")
+        if self.cron_backfill < 1:
+            problems.append("HEDDLE_CRON_BACKFILL must be at least 1")
+        if self.retention_runs < 0:
+            problems.append("HEDDLE_RETENTION_RUNS must be 0 (keep all) or more")
+        if not self.retention_age >= 0:
+            problems.append("HEDDLE_RETENTION_AGE must be 0 (keep all) or more")
         if not self.registry_ttl >= 1:
             problems.append("HEDDLE_REGISTRY_TTL must be at least 1 second")
         if not 0 <= self.gateway_port <= 65535:

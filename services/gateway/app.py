@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from services.gateway import views
+from services.gateway import views, workflows
 from services.gateway.keys import METRICS, NATS, RESOURCES, SETTINGS, GatewayResources
 from services.gateway.metrics import Metrics
 from shared import names
@@ -71,6 +71,7 @@ def setup_routes(app: web.Application) -> None:
     r.add_get("/healthz", views.healthz)
     r.add_get("/readyz", views.readyz)
     r.add_get("/metrics", metrics)
+    workflows.setup_routes(app)
     # The route names older scripts use.
     r.add_post("/workflow", views.create_run)
     r.add_get("/workflow/{id}", views.get_run_legacy)

@@ -24,6 +24,7 @@ from services.orchestrator.actor import Accepted, Cancel, RetryTimer, RunActor
 from services.orchestrator.effects import EffectRunner
 from services.orchestrator.state import Policy, RunState
 from services.orchestrator.watchdog import HeartbeatView
+from services.orchestrator.workflows import WorkflowFeatures
 from shared import names
 from shared.contracts import (
     TERMINAL_RUN,
@@ -70,6 +71,7 @@ class Orchestrator:
         self._pulls: list[ContinuousPull] = []
         self._stopping = False
         self.nc: Client | None = None
+        self.workflows: WorkflowFeatures | None = None  # history, cron, retention
 
     # ---- lifecycle ----
 
@@ -85,6 +87,8 @@ class Orchestrator:
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self.hb_kv: KeyValue = res.kv[names.HEARTBEATS_BUCKET]
         self.effects = EffectRunner(self.nc, self.js, local_timer=self._local_timer)
+        self.workflows = WorkflowFeatures(self.settings, res, self.actors, self.effects)
+        self.effects = self.workflows.effects  # the same runner, also feeding run history
         await self._rebuild()
         self._restart_heartbeats()
         await ensure_consumer(
@@ -130,6 +134,7 @@ class Orchestrator:
         for pull in self._pulls:
             await pull.start()
         self._tasks = [asyncio.create_task(self._scan_loop(), name="watchdog")]
+        await self.workflows.start()
 
     async def stop(self) -> None:
         if self._stopping:
@@ -150,6 +155,8 @@ class Orchestrator:
         if self._hb_task:
             self._hb_task.cancel()
             await asyncio.gather(self._hb_task, return_exceptions=True)
+        if self.workflows is not None:
+            await self.workflows.stop()
         await close(self.nc)
 
     async def _disconnected(self) -> None:

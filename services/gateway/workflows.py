@@ -1,0 +1,252 @@
+"""HTTP handlers for registered workflows: the registry, triggers and run history.
+
+Registration writes the heddle-workflows bucket itself, by compare-and-set (see
+``shared/registry.py``): the answer carries the version, and two gateways registering at
+once still get distinct versions. Runs are only ever created by the orchestrator, from a
+``SubmitRun`` command; history is read from the index the orchestrator keeps
+(``hist.<workflow>.<run>`` in heddle-runs), one small entry per run, never the steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from services.gateway import views
+from services.gateway.keys import RESOURCES, SETTINGS
+from shared import names, registry
+from shared.contracts import (
+    RunSummary,
+    SubmitRun,
+    WorkflowLatest,
+    WorkflowVersion,
+    run_summary_decoder,
+)
+from shared.cron_plan import keyed_run_id
+from shared.errors import InvalidWorkflow, Problem
+from shared.nats_io import read_current
+from shared.timefmt import epoch, now_rfc3339
+from shared.validation import parse_workflow
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 1000
+MAX_KEY_CHARS = 256
+
+
+def _bad(message: str, problems: list[Problem]) -> web.Response:
+    return views.error(400, message, problems)
+
+
+def _int_query(request: web.Request, key: str, low: int, high: int) -> int | None:
+    raw = request.query.get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise web.HTTPBadRequest(
+            text=msgspec.json.encode(
+                {
+                    "error": f"invalid {key}",
+                    "problems": [
+                        {"path": key, "message": f"{key} must be an integer from {low} to {high}"}
+                    ],
+                }
+            ).decode(),
+            content_type="application/json",
+        )
+    return value
+
+
+def _unknown(name: str, version: int | None = None) -> web.Response:
+    if version is None:
+        return views.error(404, f"workflow {name!r} not found")
+    return views.error(404, f"workflow {name!r} has no version {version}")
+
+
+def summary_document(w: WorkflowLatest, last: RunSummary | None) -> dict[str, Any]:
+    return {
+        "name": w.name,
+        "version": w.version,
+        "registeredAt": w.registered_at,
+        "schedule": w.schedule,
+        "timezone": w.timezone,
+        "catchup": w.catchup,
+        "paused": w.paused,
+        "stepCount": w.step_count,
+        "description": w.description,
+        "lastRun": None
+        if last is None
+        else {"runId": last.run_id, "status": last.status, "createdAt": last.created_at},
+    }
+
+
+def definition_document(w: WorkflowVersion, latest: WorkflowLatest) -> dict[str, Any]:
+    spec = w.spec
+    steps = msgspec.to_builtins(spec.steps)
+    return {
+        "name": w.name,
+        "version": w.version,
+        "latestVersion": latest.version,
+        "registeredAt": w.registered_at,
+        "schedule": spec.schedule,
+        "timezone": spec.timezone,
+        "catchup": spec.catchup,
+        "paused": latest.paused,
+        "description": spec.description,
+        "stepCount": len(spec.steps),
+        "steps": steps,
+        "edges": [{"from": p, "to": s.id} for s in spec.steps for p in s.depends_on],
+    }
+
+
+def history_entry(r: RunSummary) -> dict[str, Any]:
+    return {
+        "runId": r.run_id,
+        "status": r.status,
+        "version": r.version,
+        "trigger": r.trigger,
+        "scheduledFor": r.scheduled_for,
+        "createdAt": r.created_at,
+        "finishedAt": r.finished_at,
+        "counts": r.counts,
+    }
+
+
+# ---- handlers ---------------------------------------------------------------------------
+
+
+async def register_workflow(request: web.Request) -> web.Response:
+    settings = request.app[SETTINGS]
+    doc = await views.read_json(request)
+    try:
+        spec = parse_workflow(doc, views.limits(settings), name_required=True)
+    except InvalidWorkflow as exc:
+        return _bad("invalid workflow", exc.problems)
+    done = await registry.register(request.app[RESOURCES].workflows, spec, epoch())
+    body = {"name": done.name, "version": done.version, "created": done.created}
+    return views.json_response(body, 201 if done.created else 200)
+
+
+async def list_workflows(request: web.Request) -> web.Response:
+    res = request.app[RESOURCES]
+    workflows = await registry.list_latest(res.workflows)
+    last: dict[str, RunSummary] = {}
+    for e in await read_current(res.runs, names.LAST_RUN_ALL):
+        summary = run_summary_decoder.decode(e.value)
+        last[summary.workflow_name] = summary
+    return views.json_response(
+        {"workflows": [summary_document(w, last.get(w.name)) for w in workflows]}
+    )
+
+
+async def get_workflow(request: web.Request) -> web.Response:
+    name = views.path_id(request, "name", "workflow name")
+    version = _int_query(request, "version", 1, 2**31)
+    kv = request.app[RESOURCES].workflows
+    current = await registry.get_latest(kv, name)
+    if current is None:
+        return _unknown(name)
+    latest = current[0]
+    stored = await registry.get_version(kv, name, version or latest.version)
+    if stored is None:
+        return _unknown(name, version)
+    return views.json_response(definition_document(stored, latest))
+
+
+async def patch_workflow(request: web.Request) -> web.Response:
+    name = views.path_id(request, "name", "workflow name")
+    doc = await views.read_json(request)
+    problems: list[Problem] = []
+    if not isinstance(doc, dict):
+        problems.append(Problem("", "the body must be a JSON object"))
+    else:
+        for key in doc:
+            if key != "paused":
+                problems.append(Problem(key, f"unknown field {key!r} (only 'paused' can change)"))
+        if not isinstance(doc.get("paused"), bool):
+            problems.append(Problem("paused", "paused must be true or false"))
+    if problems:
+        return _bad("invalid change", problems)
+    updated = await registry.set_paused(
+        request.app[RESOURCES].workflows, name, doc["paused"], epoch()
+    )
+    if updated is None:
+        return _unknown(name)
+    doc = summary_document(updated, None)
+    del doc["lastRun"]  # not read here
+    return views.json_response(doc | {"pausedAt": updated.paused_at})
+
+
+async def trigger_run(request: web.Request) -> web.Response:
+    name = views.path_id(request, "name", "workflow name")
+    version = _int_query(request, "version", 1, 2**31)
+    key = request.headers.get("Idempotency-Key")
+    if request.can_read_body:
+        doc = await views.read_json(request)
+        problems: list[Problem] = []
+        if not isinstance(doc, dict):
+            problems.append(Problem("", "the body must be a JSON object"))
+        else:
+            for field in doc:
+                if field != "idempotencyKey":
+                    problems.append(Problem(field, f"unknown field {field!r}"))
+            key = doc.get("idempotencyKey", key)
+        if problems:
+            return _bad("invalid request", problems)
+    if key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_CHARS):
+        return _bad(
+            "invalid idempotency key",
+            [Problem("idempotencyKey", f"a string of 1 to {MAX_KEY_CHARS} characters")],
+        )
+    kv = request.app[RESOURCES].workflows
+    if version is None:
+        current = await registry.get_latest(kv, name)
+        if current is None:
+            return _unknown(name)
+        version = current[0].version
+    stored = await registry.get_version(kv, name, version)
+    if stored is None:
+        return _unknown(name, version) if await registry.get_latest(kv, name) else _unknown(name)
+    run_id = keyed_run_id(name, key) if key is not None else views.new_run_id()
+    cmd = SubmitRun(
+        run_id=run_id,
+        steps=stored.spec.steps,
+        submitted_at=now_rfc3339(),
+        workflow_name=name,
+        version=version,
+        trigger="api",
+    )
+    response = await views.submit(request, cmd)
+    if response.status >= 300:
+        return response
+    body = msgspec.json.decode(response.body) | {"workflow": name, "version": version}
+    return views.json_response(body, response.status)
+
+
+async def workflow_runs(request: web.Request) -> web.Response:
+    name = views.path_id(request, "name", "workflow name")
+    limit = _int_query(request, "limit", 1, MAX_LIMIT) or DEFAULT_LIMIT
+    res = request.app[RESOURCES]
+    if await registry.get_latest(res.workflows, name) is None:
+        return _unknown(name)
+    runs = [
+        run_summary_decoder.decode(e.value)
+        for e in await read_current(res.runs, names.hist_of_workflow(name))
+    ]
+    runs.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
+    return views.json_response({"workflow": name, "runs": [history_entry(r) for r in runs[:limit]]})
+
+
+def setup_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_post("/api/workflows", register_workflow)
+    r.add_get("/api/workflows", list_workflows)
+    r.add_get("/api/workflows/{name}", get_workflow)
+    r.add_patch("/api/workflows/{name}", patch_workflow)
+    r.add_post("/api/workflows/{name}/runs", trigger_run)
+    r.add_get("/api/workflows/{name}/runs", workflow_runs)

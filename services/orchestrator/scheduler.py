@@ -1,0 +1,276 @@
+"""The cron scheduler: turns each due slot of each scheduled workflow into exactly one run.
+
+Every tick (``HEDDLE_CRON_TICK``) it reads the workflows' ``latest`` summaries and the cron
+cursors (two filtered replays), plans each unpaused schedule with ``shared/cron_plan.py``,
+and for each planned slot:
+
+1. claims it: ``kv.create("<workflow>.<slot>")`` in heddle-cron, which succeeds at most once
+   across every scheduler there is;
+2. sends ``SubmitRun`` with the run id derived from workflow and slot, and
+   ``Nats-Msg-Id: submit.<run>``: JetStream drops a second copy and the orchestrator
+   ignores a run id it already has, so a slot can never become two runs;
+3. once every submit is acknowledged, moves the workflow's cursor (compare-and-set) past
+   the slots.
+
+A scheduler that loses a claim still sends the identical submit. That is what makes a crash
+between claim and submit harmless: the cursor has not moved, so the next tick (here or in
+another scheduler) plans the slot again, finds it claimed, and sends the submit that was lost.
+
+The clock is injected: ``WallClock`` in production, ``ScaledClock`` (``HEDDLE_CRON_TIME_SCALE``)
+for end-to-end tests, anything with ``now()`` and ``of_wall()`` in unit tests. ``of_wall``
+maps the wall-clock stamps the gateway writes (registration, pauses) onto the scheduler's
+timeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Protocol
+
+from nats.js import JetStreamContext
+from nats.js.errors import KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from shared import names, registry
+from shared.contracts import (
+    CronCursor,
+    CronSlot,
+    SubmitRun,
+    WorkflowLatest,
+    WorkflowVersion,
+    cron_cursor_decoder,
+    encode,
+    workflow_latest_decoder,
+)
+from shared.cron_plan import plan, scheduled_run_id, slot_stamp
+from shared.nats_io import read_current
+from shared.service import event
+from shared.timefmt import now_rfc3339, parse, rfc3339
+
+log = logging.getLogger("heddle.orchestrator.scheduler")
+CHUNK = 200  # requests in flight at once
+ACK_TIMEOUT = 10.0
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    def of_wall(self, t: float) -> float: ...
+
+
+class WallClock:
+    def now(self) -> float:
+        return time.time()
+
+    def of_wall(self, t: float) -> float:
+        return t
+
+
+class ScaledClock:
+    """Real time, sped up ``scale`` times from ``origin`` (a test hook)."""
+
+    def __init__(self, scale: float, origin: float | None = None) -> None:
+        self.scale = scale
+        self.origin = time.time() if origin is None else origin
+
+    def now(self) -> float:
+        return self.of_wall(time.time())
+
+    def of_wall(self, t: float) -> float:
+        return self.origin + (t - self.origin) * self.scale
+
+
+def _dt(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        js: JetStreamContext,
+        workflows_kv: KeyValue,
+        cron_kv: KeyValue,
+        *,
+        clock: Clock | None = None,
+        backfill: int = 1000,
+        interval: float = 1.0,
+    ) -> None:
+        self.js = js
+        self.workflows_kv = workflows_kv
+        self.cron_kv = cron_kv
+        self.clock = clock or WallClock()
+        self.backfill = backfill
+        self.interval = interval
+        self._versions: dict[tuple[str, int], WorkflowVersion] = {}
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="cron-scheduler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("cron tick failed: %s", exc)
+            await asyncio.sleep(self.interval)
+
+    async def tick(self) -> int:
+        """Run every due slot of every schedule (up to the backfill limit each); returns how
+        many slots were submitted."""
+        now = self.clock.now()
+        workflows = [
+            workflow_latest_decoder.decode(e.value)
+            for e in await read_current(self.workflows_kv, names.WORKFLOW_LATEST_ALL)
+        ]
+        cursors = {
+            e.key.split(".", 1)[0]: (cron_cursor_decoder.decode(e.value), e.revision)
+            for e in await read_current(self.cron_kv, names.CRON_CURSOR_ALL)
+        }
+        total = 0
+        for wf in workflows:
+            if not wf.schedule or wf.paused:
+                continue
+            try:
+                total += await self._schedule(wf, cursors.get(wf.name), now)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("scheduling %s failed: %s", wf.name, exc)
+        return total
+
+    async def _schedule(
+        self, wf: WorkflowLatest, cursor: tuple[CronCursor, int] | None, now: float
+    ) -> int:
+        assert wf.schedule is not None
+        wall = self.clock.of_wall
+        after = wall(parse(wf.schedule_since or wf.registered_at).timestamp())
+        if cursor is not None:
+            after = max(after, parse(cursor[0].through).timestamp())
+        skip = [
+            (_dt(wall(parse(p.start).timestamp())), _dt(wall(parse(p.end).timestamp())))
+            for p in wf.pauses
+        ]
+        todo = plan(
+            wf.schedule,
+            wf.timezone,
+            _dt(after),
+            _dt(now),
+            catchup=wf.catchup,
+            limit=self.backfill,
+            skip=skip,
+        )
+        if todo.cursor is None:
+            return 0
+        if todo.slots:
+            await self._run_slots(wf, todo.slots)
+        await self._advance(wf.name, cursor, todo.cursor)
+        return len(todo.slots)
+
+    async def _run_slots(self, wf: WorkflowLatest, slots: list[datetime]) -> None:
+        spec = await self._version(wf.name, wf.version)
+        stamp = now_rfc3339()  # one per batch: ties in createdAt fall back to slot order
+        claims = [
+            CronSlot(
+                name=wf.name,
+                slot=rfc3339(slot),
+                run_id=scheduled_run_id(wf.name, slot),
+                version=wf.version,
+                claimed_at=stamp,
+            )
+            for slot in slots
+        ]
+        won = 0
+        for i in range(0, len(claims), CHUNK):
+            chunk = claims[i : i + CHUNK]
+            results = await asyncio.gather(
+                *(self._claim(c, slots[i + j]) for j, c in enumerate(chunk))
+            )
+            won += sum(results)
+        futures = []
+        for claim in claims:
+            cmd = SubmitRun(
+                run_id=claim.run_id,
+                steps=spec.spec.steps,
+                submitted_at=stamp,
+                workflow_name=wf.name,
+                version=wf.version,
+                trigger="schedule",
+                scheduled_for=claim.slot,
+            )
+            futures.append(
+                await self.js.publish_async(
+                    names.CMD_SUBMIT,
+                    encode(cmd),
+                    headers={"Nats-Msg-Id": names.submit_msg_id(claim.run_id)},
+                )
+            )
+        done, pending = await asyncio.wait(futures, timeout=ACK_TIMEOUT)
+        for fut in pending:
+            fut.cancel()
+        if pending:
+            raise TimeoutError(f"{len(pending)} submits unacknowledged")
+        for fut in done:
+            fut.result()
+        event(
+            log,
+            "cron slots",
+            workflow=wf.name,
+            version=wf.version,
+            slots=len(slots),
+            claimed=won,
+            first=claims[0].slot,
+            last=claims[-1].slot,
+        )
+
+    async def _claim(self, claim: CronSlot, slot: datetime) -> bool:
+        try:
+            await self.cron_kv.create(
+                names.cron_slot_key(claim.name, slot_stamp(slot)), encode(claim)
+            )
+        except KeyWrongLastSequenceError:
+            return False
+        return True
+
+    async def _version(self, name: str, version: int) -> WorkflowVersion:
+        key = (name, version)
+        if key not in self._versions:
+            stored = await registry.get_version(self.workflows_kv, name, version)
+            if stored is None:
+                raise LookupError(f"{name} version {version} is not stored")
+            if len(self._versions) > 1000:
+                self._versions.clear()
+            self._versions[key] = stored
+        return self._versions[key]
+
+    async def _advance(
+        self, name: str, cursor: tuple[CronCursor, int] | None, through: datetime
+    ) -> None:
+        """Move the cursor forward by compare-and-set; never backward."""
+        key = names.cron_cursor_key(name)
+        value = encode(CronCursor(name=name, through=rfc3339(through), updated_at=now_rfc3339()))
+        revision = cursor[1] if cursor else None
+        for _ in range(20):
+            try:
+                if revision is None:
+                    await self.cron_kv.create(key, value)
+                else:
+                    await self.cron_kv.update(key, value, last=revision)
+                return
+            except KeyWrongLastSequenceError:
+                entry = await self.cron_kv.get(key)
+                if parse(cron_cursor_decoder.decode(entry.value).through) >= through:
+                    return  # another scheduler got as far or further
+                revision = entry.revision
+        raise RuntimeError(f"cursor of {name} kept changing")

@@ -1,0 +1,68 @@
+"""What registered workflows add to the orchestrator, behind one object so that ``app.py``
+needs only a few hooks: the run history index (fed by the effect runner), the cron
+scheduler and the retention sweep."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from services.orchestrator.effects import EffectRunner
+from services.orchestrator.history import RecordingEffects, RunHistory
+from services.orchestrator.retention import Retention
+from services.orchestrator.scheduler import Clock, ScaledClock, Scheduler, WallClock
+from services.orchestrator.state import RunState
+from shared import names
+from shared.nats_io import Resources
+from shared.settings import Settings
+
+
+class _Actor(Protocol):
+    state: RunState
+
+
+def clock_for(settings: Settings) -> Clock:
+    if settings.cron_time_scale != 1.0:
+        return ScaledClock(settings.cron_time_scale)
+    return WallClock()
+
+
+class WorkflowFeatures:
+    def __init__(
+        self, settings: Settings, res: Resources, actors: dict[str, _Actor], effects: EffectRunner
+    ) -> None:
+        runs_kv = res.kv[names.RUNS_BUCKET]
+
+        def live_state(run_id: str) -> RunState | None:
+            actor = actors.get(run_id)
+            return actor.state if actor is not None else None
+
+        self.history = RunHistory(res.js, runs_kv, live_state)
+        self.history.start()
+        self.effects = RecordingEffects(effects, self.history)
+        self.scheduler = Scheduler(
+            res.js,
+            res.kv[names.WORKFLOWS_BUCKET],
+            res.kv[names.CRON_BUCKET],
+            clock=clock_for(settings),
+            backfill=settings.cron_backfill,
+            interval=settings.cron_tick,
+        )
+        self.retention = Retention(
+            res.js,
+            runs_kv,
+            keep_runs=settings.retention_runs,
+            keep_age=settings.retention_age,
+            interval=settings.retention_interval,
+            is_live=lambda run_id: run_id in actors,
+        )
+
+    async def start(self) -> None:
+        """Start scheduling and retention (once the orchestrator takes commands)."""
+        await self.scheduler.start()
+        await self.retention.start()
+
+    async def stop(self) -> None:
+        """Stop scheduling and retention, then write the history still pending."""
+        await self.scheduler.stop()
+        await self.retention.stop()
+        await self.history.stop()
