@@ -15,6 +15,7 @@ from collections.abc import Callable
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from services.orchestrator.notes import transition_notes
 from services.orchestrator.state import (
     Effect,
     Enqueue,
@@ -25,7 +26,7 @@ from services.orchestrator.state import (
     ScheduleRetry,
 )
 from shared import names
-from shared.contracts import CancelAttempt, RetryDue, encode
+from shared.contracts import CancelAttempt, LogLine, RetryDue, encode
 from shared.service import event
 from shared.timefmt import from_epoch
 
@@ -48,6 +49,7 @@ class EffectRunner:
         self.local_timer = local_timer
 
     async def apply(self, run_id: str, effects: list[Effect], *, create_run: bool = False) -> None:
+        await self.write_notes(run_id, effects)  # once, not on every retry of the writes
         delay = 0.2
         while True:
             try:
@@ -176,3 +178,15 @@ class EffectRunner:
                 "Nats-Schedule-Target": names.cmd_timer(run_id, step_id),
             },
         )
+
+    async def write_notes(self, run_id: str, effects: list[Effect]) -> None:
+        """The batch's transition notes into the steps' logs (see notes.py): core publishes,
+        sent ahead of the state writes on the same connection, never awaited, never fatal."""
+        try:
+            for note in transition_notes(effects):
+                await self.nc.publish(
+                    names.log(run_id, note.step_id, note.attempt),
+                    encode(LogLine(stream="heddle", seq=0, text=note.text)),
+                )
+        except Exception as exc:
+            log.warning("transition notes of run %s not written: %s", run_id, exc)

@@ -1,0 +1,97 @@
+"""The orchestrator's decisions, written into the step's own log as transition notes.
+
+A runner writes what it sees (accepted, started, succeeded, failed: reason, timed out,
+cancelled); the orchestrator writes what only it decides: killed by the watchdog, retrying in
+N ms (attempt k of n), skipped because an upstream step failed, cancelled. Together a step's
+log is a complete account of its life, even when the command printed nothing or its runner
+died.
+
+Notes are derived here, purely, from the effects the state machine already returns (the
+state machine does not change): a step's status before and after one message, the kill
+requests and the retry timer of the same batch. Each note is a ``LogLine`` with stream
+``heddle`` and ``seq`` 0 on ``heddle.log.<run>.<step>.<attempt>``. Seq 0 cannot collide with
+a runner's lines (1, 2, ... per attempt); readers order every line by its stream sequence,
+which is the order the server stored them in. A note goes into the log of the attempt it is
+about; a step that never got an attempt (skipped, or cancelled while pending) logs under
+attempt 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.orchestrator.state import Effect, KillAttempt, PersistStep, ScheduleRetry
+from shared.contracts import StepRecord
+
+ACTIVE = ("queued", "running")
+CANCEL_REASON = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    step_id: str
+    attempt: int
+    text: str
+
+
+def transition_notes(effects: list[Effect]) -> list[Note]:
+    """The notes one batch of effects calls for, in order."""
+    before: dict[str, str] = {}  # step id -> status before the message (first write wins)
+    steps: dict[str, StepRecord] = {}
+    kills: dict[tuple[str, int], KillAttempt] = {}
+    timers: dict[str, ScheduleRetry] = {}
+    for eff in effects:
+        match eff:
+            case PersistStep(step=step, previous=previous):
+                before.setdefault(step.id, previous)
+                steps[step.id] = step  # the same record, in its final state
+            case KillAttempt():
+                kills[(eff.step_id, eff.attempt)] = eff
+            case ScheduleRetry():
+                timers[eff.step_id] = eff
+    notes: list[Note] = []
+    explained: set[tuple[str, int]] = set()
+    for step_id, step in steps.items():
+        was, now = before[step_id], step.status
+        of = step.retries + 1
+        if was in ACTIVE and now in ("retrying", "queued", "failed"):
+            # The attempt that ended: an immediate requeue has already moved to the next one.
+            k = step.attempt - 1 if now == "queued" else step.attempt
+            kill = kills.get((step_id, k))
+            if kill is not None or now == "queued":
+                # Only the watchdog both fences an attempt and ends it, and only its verdicts
+                # retry at once.
+                reason = kill.reason if kill is not None else _attempt_reason(step, k)
+                notes.append(Note(step_id, k, f"killed by the watchdog: {reason}"))
+                explained.add((step_id, k))
+            if now == "retrying":
+                timer = timers.get(step_id)
+                wait = f" in {round(timer.delay * 1000)} ms" if timer is not None else ""
+                notes.append(Note(step_id, k, f"retrying{wait} (attempt {k + 1} of {of})"))
+            elif now == "queued":
+                notes.append(Note(step_id, k, f"retrying now (attempt {k + 1} of {of})"))
+            else:
+                notes.append(
+                    Note(step_id, k, f"failed: {step.reason} (attempt {k} of {of}, none left)")
+                )
+        elif now == "skipped" and was != now:
+            notes.append(Note(step_id, step.attempt, step.reason or "skipped"))
+        elif now == "cancelled" and was != now:
+            notes.append(Note(step_id, step.attempt, "cancelled: the run was cancelled"))
+    asks: list[Note] = []  # kill requests not explained above come first: they happen first
+    for (step_id, attempt), kill in kills.items():
+        if (step_id, attempt) in explained:
+            continue
+        if kill.reason == CANCEL_REASON:
+            text = f"cancel requested: asking runner {kill.runner} to kill attempt {attempt}"
+        else:
+            text = f"asking runner {kill.runner} to kill attempt {attempt}: {kill.reason}"
+        asks.append(Note(step_id, attempt, text))
+    return asks + notes
+
+
+def _attempt_reason(step: StepRecord, attempt: int) -> str:
+    for rec in reversed(step.attempts):
+        if rec.attempt == attempt and rec.reason:
+            return rec.reason
+    return step.reason or "runner silent"
