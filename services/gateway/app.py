@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from services.gateway import views, workflows
+from services.gateway import logs, views, workflows
 from services.gateway.keys import METRICS, NATS, RESOURCES, SETTINGS, GatewayResources
 from services.gateway.metrics import Metrics
 from shared import names
@@ -66,6 +66,7 @@ def setup_routes(app: web.Application) -> None:
     r = app.router
     r.add_post("/api/runs", views.create_run)
     r.add_get("/api/runs/{run}", views.get_run)
+    logs.setup_routes(app)  # /api/runs/{run}/steps/{step} and .../logs
     r.add_post("/api/runs/{run}/cancel", views.cancel_run)
     r.add_get("/api/runners", views.get_runners)
     r.add_get("/healthz", views.healthz)
