@@ -109,7 +109,8 @@ class Stack:
             for pid in descendants(proc.pid):
                 with _quiet():
                     os.kill(pid, sig)
-        os.kill(proc.pid, sig)
+        # The service's own process group: the service, and a wrapper such as faketime.
+        os.killpg(proc.pid, sig)
         if sig in (signal.SIGKILL, signal.SIGTERM):
             proc.popen.wait(30)  # type: ignore[union-attr]
 
@@ -117,8 +118,8 @@ class Stack:
         for proc in self.procs.values():
             if proc.alive():
                 with _quiet():
-                    os.kill(proc.pid, signal.SIGCONT)
-                    proc.popen.terminate()  # type: ignore[union-attr]
+                    os.killpg(proc.pid, signal.SIGCONT)
+                    os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + 15
         for proc in self.procs.values():
             if proc.popen is None:
@@ -126,8 +127,11 @@ class Stack:
             try:
                 proc.popen.wait(max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
-                proc.popen.kill()
+                with _quiet():
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.popen.wait()
+            with _quiet():  # whatever is left of the group (a wrapper's child)
+                os.killpg(proc.pid, signal.SIGKILL)
         if self.nats:
             self.nats.stop()
 
