@@ -43,6 +43,7 @@ from shared.contracts import (
 )
 from shared.cron_plan import slot_stamp
 from shared.nats_io import read_current
+from shared.periodic import Periodic
 from shared.service import event
 from shared.timefmt import parse
 
@@ -100,26 +101,13 @@ class Retention:
         self.interval = interval
         self.is_live = is_live
         self.clock = clock
-        self._task: asyncio.Task | None = None
+        self._periodic = Periodic("retention sweep", self.interval, self.sweep, log)
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="retention")
+        self._periodic.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    async def _loop(self) -> None:
-        while True:
-            try:
-                await self.sweep()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("retention sweep failed: %s", exc)
-            await asyncio.sleep(self.interval)
+        await self._periodic.stop()
 
     async def sweep(self, now: float | None = None) -> Sweep:
         now = self.clock() if now is None else now

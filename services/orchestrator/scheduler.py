@@ -47,6 +47,7 @@ from shared.contracts import (
 )
 from shared.cron_plan import plan, scheduled_run_id, slot_stamp
 from shared.nats_io import read_current
+from shared.periodic import Periodic
 from shared.service import event
 from shared.timefmt import now_rfc3339, parse, rfc3339
 
@@ -105,26 +106,13 @@ class Scheduler:
         self.backfill = backfill
         self.interval = interval
         self._versions: dict[tuple[str, int], WorkflowVersion] = {}
-        self._task: asyncio.Task | None = None
+        self._periodic = Periodic("cron tick", self.interval, self.tick, log)
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="cron-scheduler")
+        self._periodic.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    async def _loop(self) -> None:
-        while True:
-            try:
-                await self.tick()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("cron tick failed: %s", exc)
-            await asyncio.sleep(self.interval)
+        await self._periodic.stop()
 
     async def tick(self) -> int:
         """Run every due slot of every schedule (up to the backfill limit each); returns how
