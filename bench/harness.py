@@ -161,7 +161,8 @@ async def measure_heddle(
         for st in d["steps"]:
             q, s = _epoch(st.get("queuedAt")), _epoch(st.get("startedAt"))
             if q is not None and s is not None:
-                dispatch.append(s - q)
+                # The documents' times have millisecond resolution: keep whole milliseconds.
+                dispatch.append(round(s - q, 3))
 
     figures: dict[str, float | None] = {
         "accept_s": max(s.accept_s for s in subs),
