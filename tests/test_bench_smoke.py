@@ -56,9 +56,10 @@ def test_bench_runs_a_tiny_workload(tmp_path: Path) -> None:
     (rep,) = chain["reps"]
     assert rep["extra"]["statuses"] == {"succeeded": 1}
     assert rep["extra"]["steps_in_documents"] == 5
-    for key in ("wall_s", "steps_per_s", "dispatch_p50_ms", "dispatch_p99_ms"):
+    for key in ("wall_s", "steps_per_s"):
         assert rep["figures"][key] > 0
-        assert key in rep["baseline"]
+    for key in ("wall_s", "steps_per_s", "dispatch_p50_ms", "dispatch_p99_ms"):
+        assert rep["figures"][key] >= 0 and rep["baseline"][key] >= 0
     assert {"orchestrator", "dispatcher", "gateway", "nats-server"} <= set(rep["cpu_s"])
     assert chain["peak_rss_mb"]["orchestrator"] > 0
 
