@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from shared.timefmt import parse
 from tests.conftest import StackFactory
 from tests.stack import step_of
@@ -111,7 +113,12 @@ async def test_runners_document(stack: StackFactory) -> None:
         assert r["status"] == "idle" and r["pid"] > 0 and r["lastSeenAt"].endswith("Z")
     run_id = await s.submit({"steps": [{"id": "long", "command": "sleep 2"}]})
     await s.wait_step(run_id, "long", {"running"})
-    status, pods = await s.request("GET", "/pods")
+    # The registry shows a status change within its coalescing window (0.1 s).
+    for _ in range(40):
+        status, pods = await s.request("GET", "/pods")
+        if pods["available"] == 1:
+            break
+        await asyncio.sleep(0.05)
     assert pods["available"] == 1
     assert pods["leased"][0]["runId"] == run_id and pods["leased"][0]["stepId"] == "long"
     busy = next(r for r in pods["runners"] if r["status"] == "busy")

@@ -67,3 +67,26 @@ def test_leaving_drops_the_lease_and_busy_runners_are_leased_on_sight() -> None:
     lease = pool.remove("a")
     assert lease is not None and lease.run_id == "r"
     assert pool.free(now=0) == [] and "a" not in pool.runners
+
+
+def test_finish_that_overtakes_the_acceptance_leaves_no_lease() -> None:
+    pool = Pool()
+    pool.update(info("a", jobs=0))
+    assert pool.reserve(now=0) == "a"
+    assert not pool.release("a", "r", "s", 1)  # the finished event came first
+    pool.accepted("a", "r", "s", 1, jobs=1)
+    assert pool.leases == {} and pool.free(now=0) == ["a"]
+    # A late registry entry saying busy with that job does not bring the lease back.
+    pool.update(info("a", status="busy", jobs=1, run="r"))
+    assert pool.free(now=0) == ["a"]
+
+
+def test_a_restarted_process_under_the_same_name_drops_the_old_lease() -> None:
+    pool = Pool()
+    pool.update(info("runner-0", jobs=0))
+    assert pool.reserve(now=0) == "runner-0"
+    pool.accepted("runner-0", "r", "s", 1, jobs=1)  # then the pod dies mid-step
+    reborn = info("runner-0", jobs=0)
+    reborn.pid, reborn.started_at = 2, "later"
+    pool.update(reborn)
+    assert pool.leases == {} and pool.free(now=0) == ["runner-0"]

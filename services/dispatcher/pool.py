@@ -1,9 +1,12 @@
 """The dispatcher's view of the runner pool, and its leases. Pure: no I/O.
 
-A runner is free when the registry lists it idle and the dispatcher holds no lease on it.
-A lease starts when a runner accepts an assignment and ends when that attempt's finished
-event arrives, when the registry shows the runner idle after having accepted it (its
-``jobs`` counter reached the lease's), or when the runner leaves the pool.
+A runner is free when it is in the registry and the dispatcher holds no lease on it (the
+registry's own busy/idle is refreshed lazily; leases are the truth, and a runner refuses an
+assignment while busy anyway). A lease starts when a runner accepts an assignment and ends
+when that attempt's finished event arrives (even one that overtook the acceptance reply),
+when the registry shows the runner idle after having accepted it (its ``jobs`` counter
+reached the lease's), when a new process registers under the same name (a restarted pod),
+or when the runner leaves the pool.
 """
 
 from __future__ import annotations
@@ -31,15 +34,29 @@ class Pool:
         self._suspect_until: dict[str, float] = {}
         self.suspect_for = suspect_for
         self._order: list[str] = []  # least recently used first
+        self._released_jobs: dict[str, int] = {}
+        # Finished events that overtook the runner's acceptance reply: runner -> attempt.
+        self._early: dict[str, tuple[str, str, int]] = {}
 
     def update(self, info: RunnerInfo) -> None:
-        if info.name not in self.runners:
+        known = self.runners.get(info.name)
+        if known is None:
             self._order.append(info.name)
+        elif (known.pid, known.started_at) != (info.pid, info.started_at):
+            # Same name, new process (a restarted pod): nothing of the old one holds.
+            self.leases.pop(info.name, None)
+            self._released_jobs.pop(info.name, None)
+            self._early.pop(info.name, None)
         self.runners[info.name] = info
         lease = self.leases.get(info.name)
         if lease is not None and info.status == "idle" and info.jobs >= lease.jobs:
             del self.leases[info.name]
-        if info.status == "busy" and info.name not in self.leases and info.run_id:
+        if (
+            info.status == "busy"
+            and info.name not in self.leases
+            and info.run_id
+            and info.jobs > self._released_jobs.get(info.name, 0)
+        ):
             # Busy with work leased before this dispatcher started.
             self.leases[info.name] = Lease(
                 info.name, info.run_id, info.step_id or "", info.attempt or 0, info.jobs
@@ -49,6 +66,8 @@ class Pool:
         self.runners.pop(name, None)
         self.reserved.discard(name)
         self._suspect_until.pop(name, None)
+        self._released_jobs.pop(name, None)
+        self._early.pop(name, None)
         if name in self._order:
             self._order.remove(name)
         return self.leases.pop(name, None)
@@ -60,7 +79,6 @@ class Pool:
             for n in self._order
             if n not in self.leases
             and n not in self.reserved
-            and self.runners[n].status == "idle"
             and self._suspect_until.get(n, 0.0) <= now
         ]
 
@@ -77,6 +95,9 @@ class Pool:
 
     def accepted(self, name: str, run_id: str, step_id: str, attempt: int, jobs: int) -> None:
         self.reserved.discard(name)
+        if self._early.pop(name, None) == (run_id, step_id, attempt):
+            self._released_jobs[name] = max(self._released_jobs.get(name, 0), jobs)
+            return  # it finished before we heard it accepted
         if name in self.runners:
             self.leases[name] = Lease(name, run_id, step_id, attempt, jobs)
 
@@ -90,7 +111,10 @@ class Pool:
     def release(self, name: str, run_id: str, step_id: str, attempt: int) -> bool:
         lease = self.leases.get(name)
         if lease and (lease.run_id, lease.step_id, lease.attempt) == (run_id, step_id, attempt):
+            self._released_jobs[name] = max(self._released_jobs.get(name, 0), lease.jobs)
             del self.leases[name]
             self._suspect_until.pop(name, None)
             return True
+        if name in self.reserved:
+            self._early[name] = (run_id, step_id, attempt)
         return False

@@ -41,6 +41,7 @@ from shared.timefmt import now_rfc3339
 
 log = logging.getLogger("heddle.runner")
 VERSION = "0.1.0"
+REGISTRY_COALESCE = 0.1  # seconds
 
 
 @dataclass
@@ -69,6 +70,7 @@ class RunnerAgent:
         self.started_at = now_rfc3339()
         self._subs: list = []
         self._tasks: list[asyncio.Task] = []
+        self._registering: asyncio.Task | None = None
         self._stopping = False
         self._base_env = dict(os.environ)
         self._hb_ttl = max(10, math.ceil(settings.silence_limit * 2))
@@ -111,6 +113,8 @@ class RunnerAgent:
                     current.process.kill("cancelled", f"runner {self.runner} shut down")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(current.done.wait(), self.settings.kill_grace + 5)
+        if self._registering is not None:
+            self._tasks.append(self._registering)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -151,11 +155,14 @@ class RunnerAgent:
         )
 
     def _register_soon(self) -> None:
-        task = asyncio.create_task(self._register_quietly())
-        self._tasks.append(task)
-        task.add_done_callback(self._tasks.remove)
+        """Show a status change in the registry shortly. Changes within the coalescing
+        window share one write, so short steps cost no registry write each: the registry
+        is for people and for a restarted dispatcher; live leases follow the events."""
+        if self._registering is None or self._registering.done():
+            self._registering = asyncio.create_task(self._register_later())
 
-    async def _register_quietly(self) -> None:
+    async def _register_later(self) -> None:
+        await asyncio.sleep(REGISTRY_COALESCE)
         with contextlib.suppress(Exception):
             await self._register()
 
