@@ -184,3 +184,14 @@ async def test_orchestrator_restart_gives_no_false_verdicts(stack: StackFactory)
     run = await s.wait_run(run_id, timeout=20)
     assert run["status"] == "succeeded"
     assert all(len(st["attempts"]) == 1 for st in run["steps"])
+
+
+async def test_pod_restarted_under_the_same_name_takes_work_again(stack: StackFactory) -> None:
+    s = await stack(runners=1, HEDDLE_REGISTRY_TTL="30")  # the old entry outlives the pod
+    run_id = await s.submit({"steps": [{"id": "work", "command": "sleep 1", "retries": 1}]})
+    await running_on(s, run_id)
+    s.kill("runner-0", with_group=True)
+    s.start("runner-0")  # a StatefulSet pod comes back with its name
+    run = await s.wait_run(run_id, timeout=20)
+    work = step_of(run, "work")
+    assert (work["status"], work["attempt"], work["runner"]) == ("succeeded", 2, "runner-0")
