@@ -147,3 +147,36 @@ async def test_submit_without_orchestrator_is_accepted_then_created(stack: Stack
     s.start("orchestrator")
     run = await s.wait_run("later", timeout=20)
     assert run["status"] == "succeeded" and step_of(run, "x")["stdoutTail"] == "late"
+
+
+async def test_resubmitting_a_finished_run_after_a_restart_changes_nothing(
+    stack: StackFactory,
+) -> None:
+    import nats
+
+    from shared import names
+    from shared.contracts import StepSpec, SubmitRun, encode
+
+    s = await stack(runners=1)
+    done = await s.wait_run(
+        await s.submit({"runId": "old", "steps": [{"id": "x", "command": "echo first"}]})
+    )
+    s.kill("orchestrator")
+    s.start("orchestrator")  # forgets what it finished; only KV remembers
+    nc = await nats.connect(s.nats_url)
+    try:
+        again = SubmitRun(
+            run_id="old",
+            steps=[StepSpec(id="x", command="echo second")],
+            submitted_at="2026-01-01T00:00:00Z",
+        )
+        stored = await nc.subscribe(names.run_stored("old"), max_msgs=1)
+        # A different message id, as a retry after the dedupe window would have.
+        await nc.jetstream().publish(
+            names.CMD_SUBMIT, encode(again), headers={"Nats-Msg-Id": "later-retry"}
+        )
+        await stored.next_msg(timeout=10)  # answered as a duplicate
+    finally:
+        await nc.close()
+    run = await s.run("old")
+    assert run == done

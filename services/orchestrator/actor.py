@@ -55,6 +55,7 @@ class Create:
 
     effects: list[Effect]
     announce: Callable[[str], Awaitable[None]]
+    exists: Callable[[str], Awaitable[bool]]
 
 
 Message = StepStarted | StepFinished | Silent | Accepted | RetryTimer | Cancel | Create
@@ -74,6 +75,7 @@ class RunActor:
         # reference when no heartbeat has been seen, and the backstop deadline's start.
         self.running_since: dict[str, float] = {}
         self.verdicts: set[tuple[str, int]] = set()
+        self.duplicate = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name=f"run-{self.run_id}")
@@ -82,9 +84,13 @@ class RunActor:
         self._mailbox.put_nowait((message, msg))
 
     def post_init(
-        self, effects: list[Effect], msg: Msg, announce: Callable[[str], Awaitable[None]]
+        self,
+        effects: list[Effect],
+        msg: Msg,
+        announce: Callable[[str], Awaitable[None]],
+        exists: Callable[[str], Awaitable[bool]],
     ) -> None:
-        self.post(Create(effects, announce), msg)
+        self.post(Create(effects, announce, exists), msg)
 
     async def stop(self) -> None:
         if self._task:
@@ -110,7 +116,7 @@ class RunActor:
                     await msg.nak(delay=1.0)
             finally:
                 self._mailbox.task_done()
-            if self.state.done and self._mailbox.empty():
+            if self.duplicate or (self.state.done and self._mailbox.empty()):
                 self._on_done(self)
                 return
 
@@ -118,8 +124,13 @@ class RunActor:
         state = self.state
         now = time.time()
         match message:
-            case Create(effects=effects, announce=announce):
-                await self._effects.apply(self.run_id, effects, create_run=True)
+            case Create(effects=effects, announce=announce, exists=exists):
+                # Checked here, in the run's own task, so submits of different runs are
+                # checked concurrently rather than one by one in the command consumer.
+                if await exists(self.run_id):
+                    self.duplicate = True  # stored before, long finished: nothing to do
+                else:
+                    await self._effects.apply(self.run_id, effects, create_run=True)
                 await announce(self.run_id)
                 return
             case StepStarted():

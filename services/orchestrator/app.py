@@ -180,6 +180,9 @@ class Orchestrator:
     def _actor_done(self, actor: RunActor) -> None:
         self.actors.pop(actor.run_id, None)
         self.view.forget_run(actor.run_id)
+        if actor.duplicate:
+            event(log, "duplicate submit", run=actor.run_id)
+            return
         self.finished[actor.run_id] = actor.state.run.status
         while len(self.finished) > FINISHED_MEMORY:
             self.finished.popitem(last=False)
@@ -250,14 +253,14 @@ class Orchestrator:
 
     async def _submit(self, cmd: SubmitRun, msg: Msg) -> None:
         run_id = cmd.run_id
-        if run_id in self.actors or run_id in self.finished or await self._stored(run_id):
+        if run_id in self.actors or run_id in self.finished:
             event(log, "duplicate submit", run=run_id)
             await self.nc.publish(names.run_stored(run_id), b"")
             await msg.ack()
             return
         state, effects = RunState.new(cmd, self.policy, time.time())
         actor = self._spawn(state)
-        actor.post_init(effects, msg, self._announce)
+        actor.post_init(effects, msg, self._announce, self._stored)
 
     async def _announce(self, run_id: str) -> None:
         event(log, "run stored", run=run_id)
