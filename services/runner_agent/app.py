@@ -337,8 +337,7 @@ class RunnerAgent:
             stdout_tail=result.stdout_tail,
             stderr_tail=result.stderr_tail,
         )
-        await logs.note(_summary(finished))
-        await logs.close()
+        await logs.close(_summary(finished))
         # Free before reporting, so the dispatcher's next assignment finds us idle.
         self.current = None
         try:

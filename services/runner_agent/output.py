@@ -21,7 +21,6 @@ bytes, cut at a UTF-8 character boundary where there is one; each piece is a lin
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from nats.js import JetStreamContext
@@ -83,14 +82,14 @@ class LogPublisher:
         """A transition, written into the same log as the output. Output still waiting for
         its newline goes first, so the final note follows the command's last line."""
         await self._flush_partial()
-        await self._send("heddle", text, confirm=True)
+        await self._send("heddle", text)
 
-    async def close(self) -> None:
-        """Send what is left and wait (briefly) until the stream has stored every line."""
+    async def close(self, text: str) -> None:
+        """Send what is left and the final note, and wait (briefly) until the stream has
+        stored every line: the step's outcome is reported after its whole log."""
         await self._flush_partial()
+        await self._send("heddle", text, confirm=True)
         await self._confirm()
-        with contextlib.suppress(Exception):
-            await self._nc.flush(timeout=5)
 
     async def _flush_partial(self) -> None:
         for stream, buf in self._partial.items():
