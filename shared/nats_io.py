@@ -14,6 +14,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import (
+    AckPolicy,
     ConsumerConfig,
     DeliverPolicy,
     DiscardPolicy,
@@ -373,6 +374,25 @@ async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> lis
     finally:
         with contextlib.suppress(Exception):
             await sub.unsubscribe()
+
+
+async def count_keys(js: JetStreamContext, bucket: str, pattern: str) -> int:
+    """How many keys of ``bucket`` match ``pattern``, counted by the server: the pending
+    count of a short-lived consumer that delivers the last message per key."""
+    stream = names.kv_stream(bucket)
+    info = await js.add_consumer(
+        stream,
+        ConsumerConfig(
+            filter_subject=names.kv_subject(bucket, pattern),
+            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            ack_policy=AckPolicy.NONE,
+            inactive_threshold=5.0,
+            mem_storage=True,
+        ),
+    )
+    with contextlib.suppress(Exception):
+        await js.delete_consumer(stream, info.name)
+    return info.num_pending or 0
 
 
 def stored_at(entry: KeyValue.Entry) -> float | None:

@@ -180,3 +180,21 @@ async def test_resubmitting_a_finished_run_after_a_restart_changes_nothing(
         await nc.close()
     run = await s.run("old")
     assert run == done
+
+
+async def test_large_run_is_stored_in_bulk_and_completes(stack: StackFactory) -> None:
+    s = await stack(runners=4)
+    steps = [{"id": "root", "command": "true"}]
+    steps += [{"id": f"s{i}", "command": "true", "dependsOn": ["root"]} for i in range(600)]
+    steps.append({"id": "join", "command": "true", "dependsOn": [f"s{i}" for i in range(600)]})
+    run_id = await s.submit({"steps": steps})
+    created = await s.run(run_id)  # 201 means every step record is readable at once
+    assert len(created["steps"]) == 602
+    assert {st["status"] for st in created["steps"][1:]} <= {
+        "pending",
+        "queued",
+        "running",
+        "succeeded",
+    }
+    run = await s.wait_run(run_id, timeout=60)
+    assert run["status"] == "succeeded" and run["counts"] == {"succeeded": 602}
