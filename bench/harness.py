@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from bench.probe import Probe, new_run_id
-from bench.stack import BenchStack, ProcSample
+from bench.procfs import ProcSample
+from bench.stack import BenchStack
 from bench.stats import percentile
 from bench.workloads import Workload
 

@@ -18,66 +18,10 @@ from pathlib import Path
 
 import aiohttp
 
+from bench.procfs import ProcSample, descendants, proc_sample
 from services.embedded_nats import EmbeddedNats, free_port
 
 REPO = Path(__file__).resolve().parent.parent
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
-
-
-@dataclass(frozen=True, slots=True)
-class ProcSample:
-    """One process's counters at one moment: peak and current RSS (MB), CPU seconds."""
-
-    peak_rss_mb: float
-    rss_mb: float
-    cpu_s: float
-
-
-def proc_sample(pid: int) -> ProcSample | None:
-    """VmHWM and VmRSS from /proc/<pid>/status, utime + stime from /proc/<pid>/stat (the
-    process itself, not the commands it started and reaped)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            status = f.read()
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    kb = {}
-    for line in status.splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmHWM", "VmRSS"):
-            kb[key] = int(value.split()[0])
-    fields = stat.rsplit(")", 1)[1].split()
-    # Fields after the command name start at field 3 (state): utime is 14, stime 15.
-    utime, stime = int(fields[11]), int(fields[12])
-    return ProcSample(
-        peak_rss_mb=kb.get("VmHWM", 0) / 1024,
-        rss_mb=kb.get("VmRSS", 0) / 1024,
-        cpu_s=(utime + stime) / CLK_TCK,
-    )
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children of children included), from /proc."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        parents.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.procfs import descendants
 from services.embedded_nats import EmbeddedNats, free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -217,52 +218,6 @@ class Stack:
 
 def step_of(run: dict[str, Any], step_id: str) -> dict[str, Any]:
     return next(s for s in run["steps"] if s["id"] == step_id)
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children of children included), from /proc."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        parents.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def process_exists(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live processes whose process group is ``pgid`` (read from /proc)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            out.append(int(entry))
-    return out
 
 
 class _quiet:

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.procfs import group_members
 from shared.backoff import backoff_bounds
 from shared.timefmt import parse
 from tests.conftest import StackFactory
-from tests.stack import group_members, step_of
+from tests.stack import step_of
 
 pytestmark = pytest.mark.fault
 KILL_GRACE = 1.0  # tests/conftest.py FAST

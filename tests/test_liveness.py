@@ -13,8 +13,9 @@ import time
 
 import pytest
 
+from bench.procfs import descendants, group_members, process_exists
 from tests.conftest import StackFactory
-from tests.stack import descendants, group_members, process_exists, step_of
+from tests.stack import step_of
 
 INTERVAL, GRACE, SCAN = 0.2, 3, 0.2
 pytestmark = pytest.mark.fault

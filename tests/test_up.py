@@ -12,8 +12,9 @@ from pathlib import Path
 
 import aiohttp
 
+from bench.procfs import descendants, process_exists
 from services.embedded_nats import free_port
-from tests.stack import REPO, descendants, process_exists
+from tests.stack import REPO
 from tests.test_e2e_basic import EXAMPLE
 
 

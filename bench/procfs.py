@@ -1,0 +1,89 @@
+"""Reading processes from /proc: trees, process groups, CPU and memory. Used by the
+benchmark harness and the fault tests to see what a service and its commands left running."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcSample:
+    """One process's counters at one moment: peak and current RSS (MB), CPU seconds."""
+
+    peak_rss_mb: float
+    rss_mb: float
+    cpu_s: float
+
+
+def proc_sample(pid: int) -> ProcSample | None:
+    """VmHWM and VmRSS from /proc/<pid>/status, utime + stime from /proc/<pid>/stat (the
+    process itself, not the commands it started and reaped)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            status = f.read()
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    kb = {}
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmHWM", "VmRSS"):
+            kb[key] = int(value.split()[0])
+    fields = stat.rsplit(")", 1)[1].split()
+    # Fields after the command name start at field 3 (state): utime is 14, stime 15.
+    utime, stime = int(fields[11]), int(fields[12])
+    return ProcSample(
+        peak_rss_mb=kb.get("VmHWM", 0) / 1024,
+        rss_mb=kb.get("VmRSS", 0) / 1024,
+        cpu_s=(utime + stime) / CLK_TCK,
+    )
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children of children included), from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes whose process group is ``pgid`` (read from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(entry))
+    return out
