@@ -163,7 +163,7 @@ class Orchestrator:
         self.view.disconnected()
 
     async def _reconnected(self) -> None:
-        self.view.reconnected()
+        # The heartbeat watch restarts and resumes the watchdog once it has caught up.
         for pull in self._pulls:
             pull.reset()
             await pull.top_up()
@@ -318,11 +318,18 @@ class Orchestrator:
 
     async def _watch_heartbeats(self) -> None:
         while True:
+            # No verdicts until the watch has replayed the current heartbeats: a view that
+            # is behind (just started, just reconnected, a slow replay) would see silence
+            # that is not there. Caught up, every attempt gets a full grace from now.
+            self.view.disconnected()
             try:
                 watcher = await self.hb_kv.watchall(ignore_deletes=True)
                 while True:
                     entry = await watcher.updates(timeout=3600)
-                    if entry is None or entry.value is None:
+                    if entry is None:
+                        self.view.reconnected()
+                        continue
+                    if entry.value is None:
                         continue
                     self._on_heartbeat(entry)
             except asyncio.CancelledError:
