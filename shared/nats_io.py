@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -322,44 +323,62 @@ async def ensure_resources(
 
 
 async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> list[KeyValue.Entry]:
-    """Current values of every key matching ``pattern``: one ordered replay of the bucket's
-    stream (last message per key), not a get per key.
+    """Current values of every key matching ``pattern``: one replay of the bucket's stream
+    (last message per key), not a get per key.
 
-    nats-py's ``kv.watch`` decides "no more initial values" from how many messages the
-    *client* has processed, so under load it can report an empty bucket while the values are
-    still in flight. Here the end is read from the server: the consumer's own delivered
-    count for an empty match, else the message whose ``num_pending`` is 0.
+    A short-lived pull consumer is created on the server, which says at creation how many
+    keys match (``num_pending``); exactly that many are pulled in one no-wait request, and
+    the consumer is deleted. The end of the replay is thus the server's count, not a guess:
+    nats-py's ``kv.watch`` judges it from what the client has processed so far, and under
+    load reported runs with no steps. Its push consumers also linger after unsubscribing,
+    which a gateway polling runs would pile up.
     """
     js: JetStreamContext = kv._js  # nats-py exposes no public accessors for these
-    queue: asyncio.Queue[Msg] = asyncio.Queue()
-
-    async def collect(msg: Msg) -> None:
-        queue.put_nowait(msg)
-
-    sub = await js.subscribe(
-        f"{kv._pre}{pattern}",
-        stream=kv._stream,
-        cb=collect,
-        ordered_consumer=True,
-        deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-        inactive_threshold=60,
+    nc: Client = js._nc
+    prefix: str = kv._pre
+    info = await js.add_consumer(
+        kv._stream,
+        ConsumerConfig(
+            filter_subject=f"{prefix}{pattern}",
+            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            ack_policy=AckPolicy.NONE,
+            inactive_threshold=10.0,
+            mem_storage=True,
+            num_replicas=1,
+        ),
     )
     try:
-        info = await sub.consumer_info()
-        if info.num_pending == 0 and info.delivered.consumer_seq == 0:
+        expected = info.num_pending or 0
+        if expected == 0:
             return []
-        latest: dict[str, KeyValue.Entry] = {}
-        while True:
-            msg = await asyncio.wait_for(queue.get(), timeout)
-            meta = msg.metadata
-            key = msg.subject[len(kv._pre) :]
-            headers = msg.headers or {}
-            deleted = headers.get("KV-Operation") in ("DEL", "PURGE") or (
-                "Nats-Marker-Reason" in headers
+        inbox = nc.new_inbox()
+        queue: asyncio.Queue[Msg] = asyncio.Queue()
+
+        async def collect(msg: Msg) -> None:
+            queue.put_nowait(msg)
+
+        sub = await nc.subscribe(inbox, cb=collect)
+        try:
+            request = json.dumps({"batch": expected, "no_wait": True}).encode()
+            await nc.publish(
+                f"$JS.API.CONSUMER.MSG.NEXT.{kv._stream}.{info.name}", request, reply=inbox
             )
-            if deleted or not msg.data:
-                latest.pop(key, None)
-            else:
+            latest: dict[str, KeyValue.Entry] = {}
+            seen = 0
+            while seen < expected:
+                msg = await asyncio.wait_for(queue.get(), timeout)
+                headers = msg.headers or {}
+                if not msg.data and "Status" in headers:
+                    break  # 404/408: nothing more (a key deleted meanwhile)
+                seen += 1
+                key = msg.subject[len(prefix) :]
+                deleted = headers.get("KV-Operation") in ("DEL", "PURGE") or (
+                    "Nats-Marker-Reason" in headers
+                )
+                if deleted or not msg.data:
+                    latest.pop(key, None)
+                    continue
+                meta = msg.metadata
                 latest[key] = KeyValue.Entry(
                     bucket=kv._name,
                     key=key,
@@ -369,11 +388,13 @@ async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> lis
                     created=meta.timestamp,
                     operation=None,
                 )
-            if meta.num_pending == 0:
-                return list(latest.values())
+            return list(latest.values())
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
     finally:
         with contextlib.suppress(Exception):
-            await sub.unsubscribe()
+            await js.delete_consumer(kv._stream, info.name)
 
 
 async def count_keys(js: JetStreamContext, bucket: str, pattern: str) -> int:
