@@ -9,18 +9,24 @@ processes do not outlive the step.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import sys
 import warnings
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from shared.contracts import Outcome
 
+log = logging.getLogger("heddle.runner")
+
 READ_CHUNK = 64 * 1024
 # After the shell exits, output still in the pipes is read for at most this long.
 DRAIN_TIMEOUT = 2.0
+# Output read but not yet through the sink; past this the pipes are not read.
+MAX_BUFFERED = 256 * 1024
 
 OutputSink = Callable[[str, bytes], Awaitable[None]]  # (stream name, raw bytes as read)
 
@@ -62,11 +68,17 @@ def kill_group(pgid: int, sig: int) -> bool:
 
 
 class StepProcess:
+    """The command spawned with ``posix_spawn`` (no asyncio transports, no thread, no
+    child watcher): its exit is learnt from a pidfd and its output read with ``os.read`` when
+    the event loop sees the pipes readable, all in one coroutine, so the sink gets each
+    stream's bytes in order and the command's output waits while the sink does (up to
+    ``MAX_BUFFERED`` bytes read ahead)."""
+
     def __init__(
         self,
         command: str,
         env: dict[str, str],
-        timeout: float,
+        timeout: float | None,
         kill_grace: float,
         tail_bytes: int,
         sink: OutputSink | None = None,
@@ -77,45 +89,89 @@ class StepProcess:
         self.kill_grace = kill_grace
         self.sink = sink
         self.tails = {"stdout": Tail(tail_bytes), "stderr": Tail(tail_bytes)}
-        self.proc: asyncio.subprocess.Process | None = None
+        self.pid: int | None = None
+        self.returncode: int | None = None
         self._kill_reason: tuple[Outcome, str] | None = None
-        self._killer: asyncio.Task | None = None
         self.started = asyncio.Event()
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pipes: dict[int, str] = {}  # read ends still open -> stream name
+        self._chunks: deque[tuple[str, bytes]] = deque()
+        self._buffered = 0
+        self._paused = False
+        self._pidfd: int | None = None
+        self._exited = False
+        self._drained = False  # the drain after the exit has run out of time
+        self._waiter: asyncio.Future | None = None
+        self._timers: list[asyncio.TimerHandle] = []
 
     async def run(self) -> ProcessResult:
-        self.proc = await asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
-            self.command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-            start_new_session=True,
-        )
-        self.started.set()
-        readers = [
-            asyncio.create_task(self._read("stdout", self.proc.stdout)),
-            asyncio.create_task(self._read("stderr", self.proc.stderr)),
-        ]
+        self.start()
+        return await self.wait()
+
+    def start(self) -> None:
+        """Spawn the command (at once, in this call): ``pid`` is known on return."""
+        loop = self._loop = asyncio.get_running_loop()
         try:
-            await asyncio.wait_for(asyncio.shield(self.proc.wait()), self.timeout)
-        except TimeoutError:
-            self.kill("timed_out", f"timed out after {self.timeout:g} s")
-            await self.proc.wait()
-        # Background children die with the step; this also closes the pipes they held.
-        kill_group(self.proc.pid, signal.SIGKILL)
-        await asyncio.wait(readers, timeout=DRAIN_TIMEOUT)
-        for reader in readers:
-            reader.cancel()
-        if self._killer:
-            self._killer.cancel()
-        code = self.proc.returncode
-        stdout, stderr = self.tails["stdout"].text(), self.tails["stderr"].text()
+            self._spawn()
+        finally:
+            self.started.set()  # also on failure: a kill request must not wait forever
+        pid = self.pid
+        assert pid is not None
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except OSError:  # cannot happen for our own unreaped child; never leave it running
+            kill_group(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)  # killed: at once
+            self._close_pipes()
+            raise
+        loop.add_reader(self._pidfd, self._on_exit)
+        for fd in self._pipes:
+            loop.add_reader(fd, self._on_output, fd)
+        if self.timeout is not None:
+            self._timers.append(
+                loop.call_later(
+                    max(0.0, self.timeout),
+                    self.kill,
+                    "timed_out",
+                    f"timed out after {self.timeout:g} s",
+                )
+            )
+
+    async def wait(self) -> ProcessResult:
+        """Until the shell has exited and its output is read (or the drain ran out of time).
+        Cancelled, it kills the group at once."""
+        loop, pid = self._loop, self.pid
+        assert loop is not None and pid is not None
+        tails, sink, chunks = self.tails, self.sink, self._chunks
+        try:
+            while True:
+                while chunks:
+                    name, data = chunks.popleft()
+                    self._buffered -= len(data)
+                    tails[name].add(data)
+                    if sink is not None:
+                        try:
+                            await sink(name, data)
+                        except Exception:  # the command is still read, its tails kept
+                            log.exception("output of pid %s: sink failed; not sent", pid)
+                            sink = None
+                if self._paused:
+                    self._paused = False
+                    for fd in self._pipes:
+                        loop.add_reader(fd, self._on_output, fd)
+                if self._exited and (not self._pipes or self._drained):
+                    break
+                self._waiter = loop.create_future()
+                await self._waiter
+        finally:
+            self._waiter = None
+            for timer in self._timers:
+                timer.cancel()
+            self._close_pipes()
+            if not self._exited:  # cancelled: the group dies, the exit callback reaps
+                kill_group(pid, signal.SIGKILL)
+        code = self.returncode
+        stdout, stderr = tails["stdout"].text(), tails["stderr"].text()
         if self._kill_reason:
             outcome, reason = self._kill_reason
             return ProcessResult(outcome, code, reason, stdout, stderr)
@@ -130,30 +186,102 @@ class StepProcess:
         )
         return ProcessResult("failed", code, reason, stdout, stderr)
 
+    def _spawn(self) -> None:
+        out_r, out_w = os.pipe()  # both ends close-on-exec; dup2 onto 1 and 2 clears it
+        err_r, err_w = os.pipe()
+        try:
+            self.pid = os.posix_spawn(
+                "/bin/sh",
+                ["/bin/sh", "-c", self.command],
+                self.env,
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, out_w, 1),
+                    (os.POSIX_SPAWN_DUP2, err_w, 2),
+                ],
+                setsid=True,
+                # What Python ignores, the command gets back (as subprocess does).
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+            )
+        except BaseException:
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        os.set_blocking(out_r, False)
+        os.set_blocking(err_r, False)
+        self._pipes = {out_r: "stdout", err_r: "stderr"}
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _on_output(self, fd: int) -> None:
+        try:
+            data = os.read(fd, READ_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if data:
+            self._chunks.append((self._pipes[fd], data))
+            self._buffered += len(data)
+            if self._buffered >= MAX_BUFFERED and not self._paused:
+                self._paused = True  # the sink is behind: stop reading until it catches up
+                for pipe in self._pipes:
+                    self._loop.remove_reader(pipe)
+        else:
+            self._loop.remove_reader(fd)
+            del self._pipes[fd]
+            os.close(fd)
+        self._wake()
+
+    def _on_exit(self) -> None:
+        loop, pid = self._loop, self.pid
+        loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        self._pidfd = None
+        # The shell is a zombie until reaped, so its group id cannot be reused yet: whatever
+        # it left running dies now, which also closes the pipes those processes held.
+        kill_group(pid, signal.SIGKILL)
+        try:
+            _, status = os.waitpid(pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:
+            self.returncode = None
+        self._exited = True
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.append(loop.call_later(DRAIN_TIMEOUT, self._drain_expired))
+        self._wake()
+
+    def _drain_expired(self) -> None:
+        self._drained = True
+        self._wake()
+
+    def _close_pipes(self) -> None:
+        loop = self._loop
+        for fd in self._pipes:
+            if loop is not None:
+                loop.remove_reader(fd)
+            os.close(fd)
+        self._pipes = {}
+        self._chunks.clear()
+
     def kill(self, outcome: Outcome, reason: str) -> None:
         """SIGTERM the group now, SIGKILL it after the grace. The first reason given wins."""
-        if self._kill_reason is not None or self.proc is None:
+        if self._kill_reason is not None or self.pid is None:
             return
         self._kill_reason = (outcome, reason)
-        kill_group(self.proc.pid, signal.SIGTERM)
-        self._killer = asyncio.create_task(self._kill_after_grace(self.proc.pid))
-
-    async def _kill_after_grace(self, pgid: int) -> None:
-        await asyncio.sleep(self.kill_grace)
-        kill_group(pgid, signal.SIGKILL)
-
-    async def _read(self, name: str, stream: asyncio.StreamReader | None) -> None:
-        if stream is None:
+        if self._exited:  # the shell is reaped and its group already killed
             return
-        tail = self.tails[name]
-        sink = self.sink
-        while True:
-            data = await stream.read(READ_CHUNK)
-            if not data:
-                return
-            tail.add(data)
-            if sink is not None:
-                await sink(name, data)
+        kill_group(self.pid, signal.SIGTERM)
+        self._timers.append(
+            self._loop.call_later(self.kill_grace, kill_group, self.pid, signal.SIGKILL)
+        )
 
 
 def step_env(base: dict[str, str], run_id: str, step_id: str, attempt: int) -> dict[str, str]:
