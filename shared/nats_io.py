@@ -27,6 +27,7 @@ from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
 from shared import names
+from shared.contracts import RunRecord, StepRecord, step_record_decoder
 from shared.errors import JetStreamUnavailable, NatsTooOld, ResourceMismatch
 from shared.settings import Settings
 
@@ -46,6 +47,7 @@ ALL_BUCKETS = (
 )
 ALL_STREAMS = (names.CMD_STREAM, names.STEPS_STREAM, names.EVENTS_STREAM, names.LOGS_STREAM)
 DAY = 86400.0
+PULL_EXPIRES = 2.0  # seconds a replay's pull waits at most for keys deleted meanwhile
 
 
 async def connect(
@@ -327,7 +329,7 @@ async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> lis
     (last message per key), not a get per key.
 
     A short-lived pull consumer is created on the server, which says at creation how many
-    keys match (``num_pending``); exactly that many are pulled in one no-wait request, and
+    keys match (``num_pending``); exactly that many are pulled in one request, and
     the consumer is deleted. The end of the replay is thus the server's count, not a guess:
     nats-py's ``kv.watch`` judges it from what the client has processed so far, and under
     load reported runs with no steps. Its push consumers also linger after unsubscribing,
@@ -359,7 +361,11 @@ async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> lis
 
         sub = await nc.subscribe(inbox, cb=collect)
         try:
-            request = json.dumps({"batch": expected, "no_wait": True}).encode()
+            # Not no_wait: right after creation a consumer may answer "no messages" before
+            # it has caught up with its own count. With an expiry, the request waits for the
+            # messages and returns as soon as the batch is full; it only runs out when a key
+            # was deleted meanwhile.
+            request = json.dumps({"batch": expected, "expires": int(PULL_EXPIRES * 1e9)}).encode()
             await nc.publish(
                 f"$JS.API.CONSUMER.MSG.NEXT.{kv._stream}.{info.name}", request, reply=inbox
             )
@@ -369,7 +375,7 @@ async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> lis
                 msg = await asyncio.wait_for(queue.get(), timeout)
                 headers = msg.headers or {}
                 if not msg.data and "Status" in headers:
-                    break  # 404/408: nothing more (a key deleted meanwhile)
+                    break  # 408: the request expired (a key was deleted meanwhile)
                 seen += 1
                 key = msg.subject[len(prefix) :]
                 deleted = headers.get("KV-Operation") in ("DEL", "PURGE") or (
@@ -395,6 +401,28 @@ async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> lis
     finally:
         with contextlib.suppress(Exception):
             await js.delete_consumer(kv._stream, info.name)
+
+
+async def read_steps(runs_kv: KeyValue, run: RunRecord, attempts: int = 5) -> list[StepRecord]:
+    """Every step record of ``run``, in document order. The run record says how many there
+    are: a replay that comes back short (it has been seen once under heavy load, cause not
+    pinned down) is read again rather than shown or acted on."""
+    steps: list[StepRecord] = []
+    for attempt in range(attempts):
+        entries = await read_current(runs_kv, names.steps_of_run(run.run_id))
+        steps = [step_record_decoder.decode(e.value) for e in entries]
+        if len(steps) >= run.step_count:
+            break
+        log.warning(
+            "run %s: read %d of %d step records (try %d); reading again",
+            run.run_id,
+            len(steps),
+            run.step_count,
+            attempt + 1,
+        )
+        await asyncio.sleep(0.05 * (attempt + 1))
+    steps.sort(key=lambda s: s.index)
+    return steps
 
 
 async def count_keys(js: JetStreamContext, bucket: str, pattern: str) -> int:

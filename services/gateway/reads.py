@@ -20,9 +20,8 @@ from shared.contracts import (
     heartbeat_decoder,
     run_record_decoder,
     runner_info_decoder,
-    step_record_decoder,
 )
-from shared.nats_io import read_current, stored_at
+from shared.nats_io import read_current, read_steps, stored_at
 from shared.timefmt import from_epoch
 
 _to_builtins = msgspec.to_builtins
@@ -69,8 +68,7 @@ def step_document(step: StepRecord, heartbeat_at: float | None) -> dict[str, Any
 
 
 async def run_document(runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord) -> dict[str, Any]:
-    entries = await read_current(runs_kv, names.steps_of_run(run.run_id))
-    steps = sorted((step_record_decoder.decode(e.value) for e in entries), key=lambda s: s.index)
+    steps = await read_steps(runs_kv, run)
     live = any(s.status in ("queued", "running") for s in steps)
     beats: dict[str, float] = {}
     if live:

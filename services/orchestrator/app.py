@@ -35,7 +35,6 @@ from shared.contracts import (
     event_decoder,
     heartbeat_decoder,
     run_record_decoder,
-    step_record_decoder,
 )
 from shared.nats_io import (
     close,
@@ -43,6 +42,7 @@ from shared.nats_io import (
     ensure_consumer,
     ensure_resources,
     read_current,
+    read_steps,
     stored_at,
 )
 from shared.pull import ContinuousPull
@@ -195,10 +195,7 @@ class Orchestrator:
         live = [r for r in runs if r.status not in TERMINAL_RUN]
         now = time.time()
         for run in live:
-            steps = [
-                step_record_decoder.decode(e.value)
-                for e in await read_current(self.runs_kv, names.steps_of_run(run.run_id))
-            ]
+            steps = await read_steps(self.runs_kv, run)
             if len(steps) < run.step_count:
                 log.error(
                     "run %s has %d of %d step records; leaving it",
