@@ -17,6 +17,7 @@ from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
+    ConsumerInfo,
     DeliverPolicy,
     DiscardPolicy,
     RetentionPolicy,
@@ -324,6 +325,24 @@ async def ensure_resources(
     return Resources(js=js, kv=kv)
 
 
+async def _last_per_key_consumer(
+    js: JetStreamContext, stream: str, filter_subject: str
+) -> ConsumerInfo:
+    """A short-lived pull consumer over the last message of each matching key; its
+    ``num_pending`` at creation is the server's count of those keys. Callers delete it."""
+    return await js.add_consumer(
+        stream,
+        ConsumerConfig(
+            filter_subject=filter_subject,
+            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            ack_policy=AckPolicy.NONE,
+            inactive_threshold=10.0,
+            mem_storage=True,
+            num_replicas=1,
+        ),
+    )
+
+
 async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> list[KeyValue.Entry]:
     """Current values of every key matching ``pattern``: one replay of the bucket's stream
     (last message per key), not a get per key.
@@ -338,17 +357,7 @@ async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> lis
     js: JetStreamContext = kv._js  # nats-py exposes no public accessors for these
     nc: Client = js._nc
     prefix: str = kv._pre
-    info = await js.add_consumer(
-        kv._stream,
-        ConsumerConfig(
-            filter_subject=f"{prefix}{pattern}",
-            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-            ack_policy=AckPolicy.NONE,
-            inactive_threshold=10.0,
-            mem_storage=True,
-            num_replicas=1,
-        ),
-    )
+    info = await _last_per_key_consumer(js, kv._stream, f"{prefix}{pattern}")
     try:
         expected = info.num_pending or 0
         if expected == 0:
@@ -429,16 +438,7 @@ async def count_keys(js: JetStreamContext, bucket: str, pattern: str) -> int:
     """How many keys of ``bucket`` match ``pattern``, counted by the server: the pending
     count of a short-lived consumer that delivers the last message per key."""
     stream = names.kv_stream(bucket)
-    info = await js.add_consumer(
-        stream,
-        ConsumerConfig(
-            filter_subject=names.kv_subject(bucket, pattern),
-            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-            ack_policy=AckPolicy.NONE,
-            inactive_threshold=5.0,
-            mem_storage=True,
-        ),
-    )
+    info = await _last_per_key_consumer(js, stream, names.kv_subject(bucket, pattern))
     with contextlib.suppress(Exception):
         await js.delete_consumer(stream, info.name)
     return info.num_pending or 0

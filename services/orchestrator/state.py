@@ -21,7 +21,7 @@ from shared.contracts import (
     StepStarted,
     SubmitRun,
 )
-from shared.dag import Graph, downstream
+from shared.dag import Graph, downstream, newly_ready
 from shared.timefmt import from_epoch
 
 # ---- effects ----------------------------------------------------------------------------
@@ -93,6 +93,7 @@ class RunState:
         self.policy = policy
         self._rand = rand
         self.terminal = sum(1 for s in steps if s.status in TERMINAL_STEP)
+        self.succeeded = {s.id for s in steps if s.status == "succeeded"}
 
     # ---- construction ----
 
@@ -287,13 +288,12 @@ class RunState:
         step.status = "succeeded"
         step.reason = None
         self.terminal += 1
+        self.succeeded.add(step.id)
         effects: list[Effect] = [PersistStep(step, prev)]
         if not self.run.cancel_requested:
-            for child_id in self.graph.children[step.id]:
+            for child_id in newly_ready(self.graph, step.id, self.succeeded):
                 child = self.steps[child_id]
-                if child.status == "pending" and all(
-                    self.steps[p].status == "succeeded" for p in self.graph.parents[child_id]
-                ):
+                if child.status == "pending":
                     effects.extend(self._queue(child, 1, stamp))
         return effects + self._maybe_finish(stamp)
 
@@ -344,7 +344,7 @@ class RunState:
             return []
         if self.run.cancel_requested:
             self.run.status = "cancelled"
-        elif all(s.status == "succeeded" for s in self.steps.values()):
+        elif len(self.succeeded) == len(self.steps):
             self.run.status = "succeeded"
         else:
             self.run.status = "failed"
@@ -365,7 +365,6 @@ class RunState:
         if self.run.cancel_requested and not self.done:
             self.run.cancel_requested = False  # cancel again: finishes what a crash cut short
             effects.extend(self.cancel(now))
-        succeeded = {s.id for s in self.steps.values() if s.status == "succeeded"}
         for step in self.steps.values():
             if step.status == "queued":
                 effects.append(
@@ -383,7 +382,7 @@ class RunState:
             elif (
                 step.status == "pending"
                 and not self.run.cancel_requested
-                and all(p in succeeded for p in self.graph.parents[step.id])
+                and all(p in self.succeeded for p in self.graph.parents[step.id])
             ):
                 effects.extend(self._queue(step, 1, stamp))
             elif step.status == "retrying":
