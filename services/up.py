@@ -13,7 +13,7 @@ import contextlib
 import os
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from services.embedded_nats import EmbeddedNats, NatsServerError, port_open
@@ -30,7 +30,6 @@ class Child:
     proc: asyncio.subprocess.Process | None = None
     pump: asyncio.Task | None = None
     restarts: int = 0
-    tasks: list[asyncio.Task] = field(default_factory=list)
 
 
 def service_argv(service: str) -> list[str]:
