@@ -22,6 +22,10 @@ from bench.procfs import ProcSample, descendants, proc_sample
 from services.embedded_nats import EmbeddedNats, free_port
 
 REPO = Path(__file__).resolve().parent.parent
+# Services to run under cProfile on a CPU clock, e.g. HEDDLE_BENCH_CPROFILE=orchestrator,runner-0:
+# each writes bench/results/profiles/<service>.prof when it stops (read it with pstats).
+CPROFILE = {n for n in os.environ.get("HEDDLE_BENCH_CPROFILE", "").split(",") if n}
+PROFILES_DIR = REPO / "bench" / "results" / "profiles"
 
 
 @dataclass
@@ -95,9 +99,19 @@ class BenchStack:
             name, kind, self._env(**extra), self.tmp / f"{name}.log"
         )
         svc.killed = False
+        argv = [sys.executable, "-m", "services.cli", kind]
+        if name in CPROFILE:
+            PROFILES_DIR.mkdir(parents=True, exist_ok=True)
+            argv = [
+                sys.executable,
+                "-m",
+                "bench.cpu_profile",
+                str(PROFILES_DIR / f"{name}.prof"),
+                kind,
+            ]
         with open(svc.log_path, "ab") as log:
             svc.popen = subprocess.Popen(
-                [sys.executable, "-m", "services.cli", kind],
+                argv,
                 env=svc.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

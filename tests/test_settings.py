@@ -53,6 +53,7 @@ def test_a_given_mapping_replaces_the_process_environment(monkeypatch: pytest.Mo
         ("POD_NAME", "heddle-runner-abc", "pod_name", "heddle-runner-abc"),
         ("NODE_NAME", "node-1", "node_name", "node-1"),
         ("HEDDLE_LOG_LEVEL", "debug", "log_level", "debug"),
+        ("HEDDLE_EVENT_LOOP", "asyncio", "event_loop", "asyncio"),
     ],
 )
 def test_each_variable_overrides_its_default(var: str, raw: str, attr: str, value: object) -> None:
@@ -115,6 +116,7 @@ def problems_of(env: dict[str, str]) -> list[str]:
         ("HEDDLE_WATCHDOG_SCAN", "0", ["HEDDLE_WATCHDOG_SCAN", "positive"]),
         ("HEDDLE_DEFAULT_TIMEOUT", "-0.5", ["HEDDLE_DEFAULT_TIMEOUT", "positive"]),
         ("HEDDLE_REGISTRY_TTL", "0.5", ["HEDDLE_REGISTRY_TTL", "at least 1"]),
+        ("HEDDLE_EVENT_LOOP", "trio", ["HEDDLE_EVENT_LOOP", "uvloop or asyncio", "'trio'"]),
     ],
 )
 def test_each_bad_value_is_named(var: str, raw: str, words: list[str]) -> None:
@@ -170,3 +172,19 @@ def test_bad_numbers_and_a_bad_storage_are_listed_together() -> None:
     )
     for var in ("HEDDLE_STORAGE", "HEDDLE_REPLICAS", "HEDDLE_GATEWAY_PORT", "HEDDLE_RETRY_BASE"):
         assert any(var in p for p in problems), (var, problems)
+
+
+def test_the_event_loop_setting_picks_the_loop_each_service_runs_on() -> None:
+
+    import uvloop
+
+    from shared.service import loop_factory
+
+    assert loop_factory(Settings.from_env({"HEDDLE_EVENT_LOOP": "asyncio"})) is None
+    factory = loop_factory(Settings())
+    assert factory is not None
+    loop = factory()
+    try:
+        assert isinstance(loop, uvloop.Loop)
+    finally:
+        loop.close()

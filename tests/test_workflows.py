@@ -189,15 +189,11 @@ async def test_history_of_thousands_of_runs_reads_only_their_summaries(
         subject = names.kv_subject(names.RUNS_BUCKET, names.hist_key("big", run))
         futures.append(await js.publish_async(subject, encode(summary)))
     await asyncio.gather(*futures)
-    t0 = time.perf_counter()
     status, body = await s.request("GET", "/api/workflows/big/runs?limit=1000")
-    took = time.perf_counter() - t0
     await nc.close()
     assert status == 200 and len(body["runs"]) == 1000
     assert [r["runId"] for r in body["runs"][:2]] == ["big-02999", "big-02998"]
     assert body["runs"][-1]["runId"] == "big-02000"
-    print(f"history of 3000 runs, limit 1000: {took * 1000:.0f} ms")
-    assert took < 5, took  # a generous bound: one replay of small summaries, no step reads
 
 
 async def stored(js: JetStreamContext, stream: str, subjects: str) -> int:

@@ -21,7 +21,7 @@ from shared.contracts import (
     StepStarted,
     SubmitRun,
 )
-from shared.dag import Graph, downstream, newly_ready
+from shared.dag import Graph, Readiness, downstream
 from shared.timefmt import from_epoch
 
 # ---- effects ----------------------------------------------------------------------------
@@ -94,6 +94,7 @@ class RunState:
         self._rand = rand
         self.terminal = sum(1 for s in steps if s.status in TERMINAL_STEP)
         self.succeeded = {s.id for s in steps if s.status == "succeeded"}
+        self.readiness = Readiness(self.graph, self.succeeded)
 
     # ---- construction ----
 
@@ -289,9 +290,10 @@ class RunState:
         step.reason = None
         self.terminal += 1
         self.succeeded.add(step.id)
+        ready = self.readiness.succeed(step.id)
         effects: list[Effect] = [PersistStep(step, prev)]
         if not self.run.cancel_requested:
-            for child_id in newly_ready(self.graph, step.id, self.succeeded):
+            for child_id in ready:
                 child = self.steps[child_id]
                 if child.status == "pending":
                     effects.extend(self._queue(child, 1, stamp))
@@ -382,7 +384,7 @@ class RunState:
             elif (
                 step.status == "pending"
                 and not self.run.cancel_requested
-                and all(p in self.succeeded for p in self.graph.parents[step.id])
+                and self.readiness.waiting(step.id) == 0
             ):
                 effects.extend(self._queue(step, 1, stamp))
             elif step.status == "retrying":
