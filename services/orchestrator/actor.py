@@ -20,6 +20,7 @@ from services.orchestrator.state import Effect, RunState
 from shared.contracts import StepFinished, StepStarted
 
 log = logging.getLogger("heddle.orchestrator")
+BATCH_MAX = 256  # messages of one run decided and stored together
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,36 +104,67 @@ class RunActor:
 
     async def _loop(self) -> None:
         while True:
-            message, msg = await self._mailbox.get()
+            batch = [await self._mailbox.get()]
+            if not isinstance(batch[0][0], Create):  # a run's first message, only ever
+                # Group commit: what queued up while the last batch was being stored is
+                # decided together and its writes go out as one pipeline (a record changed
+                # twice is written once), then every message of it is acknowledged.
+                while len(batch) < BATCH_MAX and not self._mailbox.empty():
+                    batch.append(self._mailbox.get_nowait())
             try:
-                await self._handle(message)
-                if msg is not None:
-                    await msg.ack()
+                await self._handle_batch(batch)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("run %s: handling %r failed", self.run_id, message)
-                if msg is not None:
-                    await msg.nak(delay=1.0)
+                log.exception("run %s: handling %d messages failed", self.run_id, len(batch))
+                for _, msg in batch:
+                    if msg is not None:
+                        await msg.nak(delay=1.0)
             finally:
-                self._mailbox.task_done()
+                for _ in batch:
+                    self._mailbox.task_done()
             if self.duplicate or (self.state.done and self._mailbox.empty()):
                 self._on_done(self)
                 return
 
-    async def _handle(self, message: Message) -> None:
-        state = self.state
+    async def _handle_batch(self, batch: list[tuple[Message, Msg | None]]) -> None:
+        if isinstance(batch[0][0], Create):
+            [(create, msg)] = batch
+            await self._create(create)  # type: ignore[arg-type]
+            if msg is not None:
+                await msg.ack()
+            return
+        effects: list[Effect] = []
+        decided: list[Msg] = []
         now = time.time()
+        for message, msg in batch:
+            try:
+                effects.extend(self._decide(message, now))
+            except Exception:
+                log.exception("run %s: handling %r failed", self.run_id, message)
+                if msg is not None:
+                    await msg.nak(delay=1.0)
+                continue
+            if msg is not None:
+                decided.append(msg)
+        if effects:
+            await self._effects.apply(self.run_id, effects)
+        for msg in decided:
+            await msg.ack()
+
+    async def _create(self, create: Create) -> None:
+        # Checked here, in the run's own task, so submits of different runs are checked
+        # concurrently rather than one by one in the command consumer.
+        if await create.exists(self.run_id):
+            self.duplicate = True  # stored before, long finished: nothing to do
+        else:
+            await self._effects.apply(self.run_id, create.effects, create_run=True)
+        await create.announce(self.run_id)
+
+    def _decide(self, message: Message, now: float) -> list[Effect]:
+        """The state machine's answer to one message (no I/O)."""
+        state = self.state
         match message:
-            case Create(effects=effects, announce=announce, exists=exists):
-                # Checked here, in the run's own task, so submits of different runs are
-                # checked concurrently rather than one by one in the command consumer.
-                if await exists(self.run_id):
-                    self.duplicate = True  # stored before, long finished: nothing to do
-                else:
-                    await self._effects.apply(self.run_id, effects, create_run=True)
-                await announce(self.run_id)
-                return
             case StepStarted():
                 effects = state.on_started(message, now)
             case StepFinished():
@@ -146,11 +178,12 @@ class RunActor:
             case Accepted(step_id=step_id, attempt=attempt, runner=runner):
                 state.on_accepted(step_id, attempt, runner)
                 effects = []
+            case _:
+                raise TypeError(f"unexpected message {message!r}")
         step_id = getattr(message, "step_id", None)
         if step_id is not None:
             self._track_running(step_id)
-        if effects:
-            await self._effects.apply(self.run_id, effects)
+        return effects
 
     def _track_running(self, step_id: str) -> None:
         step = self.state.steps.get(step_id)

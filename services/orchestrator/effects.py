@@ -71,6 +71,7 @@ class EffectRunner:
     async def _apply_once(self, run_id: str, effects: list[Effect], create_run: bool) -> None:
         # A step written twice in one batch is written once, in its final state.
         last_write = {id(e.step): i for i, e in enumerate(effects) if isinstance(e, PersistStep)}
+        last_run = max((i for i, e in enumerate(effects) if isinstance(e, PersistRun)), default=-1)
         if create_run:
             written = await self._write_new_steps(run_id, effects)
             for i in written:
@@ -82,16 +83,16 @@ class EffectRunner:
                 case PersistStep(step=step, previous=previous):
                     if id(step) not in last_write:
                         continue
-                    if previous != step.status:
+                    if previous != eff.status:
                         event(
                             log,
                             "step",
                             run=run_id,
                             step=step.id,
-                            attempt=step.attempt,
-                            status=step.status,
+                            attempt=eff.attempt,
+                            status=eff.status,
                             was=previous,
-                            reason=step.reason,
+                            reason=eff.reason,
                         )
                     if last_write[id(step)] != i:
                         continue
@@ -110,9 +111,11 @@ class EffectRunner:
                         log,
                         "run",
                         run=run_id,
-                        status=run.status,
-                        cancel_requested=run.cancel_requested,
+                        status=eff.status,
+                        cancel_requested=eff.cancel_requested,
                     )
+                    if i != last_run:
+                        continue
                     futures.append(
                         await js.publish_async(
                             names.kv_subject(names.RUNS_BUCKET, names.run_key(run_id)),

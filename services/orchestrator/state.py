@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shared.backoff import backoff
 from shared.contracts import (
@@ -31,11 +31,27 @@ from shared.timefmt import from_epoch
 class PersistStep:
     step: StepRecord
     previous: str  # the status before, for the one log line per transition
+    # The transition as it was when decided: the record itself may move on within the same
+    # batch (it is written once, in its final state, but each transition is logged).
+    status: str = field(default="", compare=False)
+    attempt: int = field(default=0, compare=False)
+    reason: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", self.step.status)
+        object.__setattr__(self, "attempt", self.step.attempt)
+        object.__setattr__(self, "reason", self.step.reason)
 
 
 @dataclass(frozen=True, slots=True)
 class PersistRun:
     run: RunRecord
+    status: str = field(default="", compare=False)  # as decided, for the log line
+    cancel_requested: bool = field(default=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", self.run.status)
+        object.__setattr__(self, "cancel_requested", self.run.cancel_requested)
 
 
 @dataclass(frozen=True, slots=True)
