@@ -81,8 +81,8 @@ async def test_follower_sees_lines_live_then_the_end(stack: StackFactory) -> Non
     cursors = [int(e["id"]) for e in lines]
     assert cursors == sorted(cursors) and cursors == [e["data"]["cursor"] for e in lines]
     notes = texts([e["data"] for e in lines], "heddle")
-    assert notes[0] == "accepted by runner runner-0" and notes[2] == "succeeded"
-    assert notes[1].startswith("started (pid ") and len(notes) == 3
+    assert notes[0].startswith("started on runner runner-0 (pid ") and notes[0].endswith(")")
+    assert notes[1] == "succeeded" and len(notes) == 2
     end = events[-1]
     assert end["event"] == "end"
     assert (end["data"]["status"], end["data"]["exitCode"]) == ("succeeded", 0)
@@ -188,7 +188,8 @@ async def test_200k_lines_all_stored_in_order(stack: StackFactory) -> None:
     assert [x["seq"] for x in lines] == list(range(1, len(lines) + 1))
     tail = await step_doc(s, run_id, "seq", "?tail=3")
     assert [x["text"] for x in tail["logs"][0]["lines"]] == ["199999", "200000", "succeeded"]
-    assert tail["logs"][0]["lineCount"] == 200003 and tail["logs"][0]["truncated"]
+    # 200,000 lines and two notes: started on runner X (pid N), succeeded.
+    assert tail["logs"][0]["lineCount"] == 200002 and tail["logs"][0]["truncated"]
     default = await step_doc(s, run_id, "seq")
     assert len(default["logs"][0]["lines"]) == 1000  # the default cap
     # A raw message, as `nats stream view HEDDLE_LOGS` shows it, is readable JSON.
@@ -198,7 +199,7 @@ async def test_200k_lines_all_stored_in_order(stack: StackFactory) -> None:
     finally:
         await nc.close()
     assert raw.subject == f"heddle.log.{run_id}.seq.1"
-    assert json.loads(raw.data) == {"stream": "stdout", "seq": 501, "text": "499"}
+    assert json.loads(raw.data) == {"stream": "stdout", "seq": 501, "text": "500"}
     took = {st["id"]: parse(st["finishedAt"]) - parse(st["startedAt"]) for st in run["steps"]}
     print(
         f"\n200k lines: step {took['seq'].total_seconds():.2f} s, same without logs "
@@ -229,12 +230,12 @@ async def test_runner_killed_mid_step_keeps_its_lines(stack: StackFactory) -> No
     doc = await step_doc(s, run_id, "victim")
     first, second = doc["logs"]
     assert (first["attempt"], second["attempt"]) == (1, 2)
-    assert first["lines"][0]["text"] == f"accepted by runner {victim}"
-    assert {x["text"] for x in first["lines"][2:4]} == {"before-1", "before-2"}
+    assert first["lines"][0]["text"].startswith(f"started on runner {victim} (pid ")
+    assert {x["text"] for x in first["lines"][1:3]} == {"before-1", "before-2"}
     assert first["lines"][-2]["text"].startswith(f"killed by the watchdog: runner {victim} silent")
     assert first["lines"][-1]["text"] == "retrying now (attempt 2 of 2)"
     other = next(r for r in ("runner-0", "runner-1") if r != victim)
-    assert texts(second["lines"], "heddle")[0] == f"accepted by runner {other}"
+    assert texts(second["lines"], "heddle")[0].startswith(f"started on runner {other} (pid ")
     assert texts(second["lines"], "stdout") == ["second"]
 
 

@@ -1,6 +1,6 @@
 """The orchestrator's decisions, written into the step's own log as transition notes.
 
-A runner writes what it sees (accepted, started, succeeded, failed: reason, timed out,
+A runner writes what it sees (started, succeeded, failed: reason, timed out,
 cancelled); the orchestrator writes what only it decides: killed by the watchdog, retrying in
 N ms (attempt k of n), skipped because an upstream step failed, cancelled. Together a step's
 log is a complete account of its life, even when the command printed nothing or its runner

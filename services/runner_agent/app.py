@@ -21,7 +21,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from services.runner_agent.output import LogPublisher
-from services.runner_agent.process import StepProcess, step_env
+from services.runner_agent.process import ProcessResult, StepProcess, step_env
 from shared import failpoints, names
 from shared.contracts import (
     AssignReply,
@@ -42,12 +42,15 @@ from shared.timefmt import now_rfc3339
 log = logging.getLogger("heddle.runner")
 VERSION = "0.1.0"
 REGISTRY_COALESCE = 0.1  # seconds
+REPORT_ACK_TIMEOUT = 5.0  # seconds before the outcome is published again (deduplicated)
 
 
 @dataclass
 class Current:
     ready: StepReady
     process: StepProcess | None = None
+    logs: LogPublisher | None = None
+    failure: str | None = None  # the command could not be started
     task: asyncio.Task | None = None
     seq: int = 0
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -222,7 +225,10 @@ class RunnerAgent:
         if failpoints.active("runner.after_accept"):
             await self.nc.flush()  # the acceptance reaches the dispatcher, then we die
             failpoints.hit("runner.after_accept")
-        current.task = asyncio.create_task(self._run(current))
+        # Spawned in this same turn of the loop, so the reply, the log's first note and
+        # the started event leave in one write to the server.
+        pending = await self._start(current)
+        current.task = asyncio.create_task(self._run(current, pending))
         self._register_soon()
 
     async def _on_cancel(self, msg: Msg) -> None:
@@ -277,51 +283,62 @@ class RunnerAgent:
             except Exception as exc:
                 log.warning("heartbeat failed: %s", exc)
 
-    async def _run(self, current: Current) -> None:
+    async def _start(self, current: Current) -> list[asyncio.Future]:
+        """Spawn the command and announce it: a note in its log and the started event,
+        published without waiting (the acknowledgement is collected with the outcome's)."""
         ready = current.ready
-        logs = LogPublisher(
+        current.logs = LogPublisher(
             self.js, ready.run_id, ready.step_id, ready.attempt, self.settings.log_line_max_bytes
         )
-        process = StepProcess(
+        process = current.process = StepProcess(
             ready.command,
             step_env(self._base_env, ready.run_id, ready.step_id, ready.attempt),
             ready.timeout_seconds,
             self.settings.kill_grace,
             self.settings.output_tail_bytes,
-            sink=logs.write,
+            sink=current.logs.write,
         )
-        current.process = process
-        beating = asyncio.create_task(self._heartbeat_loop(current))
-        pending: list[asyncio.Future] = []
         try:
-            await logs.note(f"accepted by runner {self.runner}")
-            runner_task = asyncio.create_task(process.run())
-            await process.started.wait()
-            await logs.note(f"started (pid {process.pid})")
-            started = StepStarted(
-                run_id=ready.run_id,
-                step_id=ready.step_id,
-                attempt=ready.attempt,
-                runner=self.runner,
-                pid=process.pid or 0,
-                started_at=now_rfc3339(),
+            process.start()
+        except Exception as exc:
+            log.exception("step %s/%s could not start", ready.run_id, ready.step_id)
+            current.failure = f"could not run: {exc}"
+            return []
+        await current.logs.note(f"started on runner {self.runner} (pid {process.pid})")
+        started = StepStarted(
+            run_id=ready.run_id,
+            step_id=ready.step_id,
+            attempt=ready.attempt,
+            runner=self.runner,
+            pid=process.pid or 0,
+            started_at=now_rfc3339(),
+        )
+        try:
+            ack = await self.js.publish_async(
+                names.evt(ready.run_id, ready.step_id),
+                encode(started),
+                headers={
+                    "Nats-Msg-Id": names.event_msg_id(
+                        "started", ready.run_id, ready.step_id, ready.attempt
+                    )
+                },
             )
-            pending.append(
-                await self.js.publish_async(
-                    names.evt(ready.run_id, ready.step_id),
-                    encode(started),
-                    headers={
-                        "Nats-Msg-Id": names.event_msg_id(
-                            "started", ready.run_id, ready.step_id, ready.attempt
-                        )
-                    },
-                )
-            )
-            result = await runner_task
+        except Exception as exc:  # the finished event still tells the whole story
+            log.warning("started event of %s/%s not sent: %s", ready.run_id, ready.step_id, exc)
+            return []
+        return [ack]
+
+    async def _run(self, current: Current, pending: list[asyncio.Future]) -> None:
+        ready, process, logs = current.ready, current.process, current.logs
+        assert process is not None and logs is not None
+        beating = asyncio.create_task(self._heartbeat_loop(current))
+        try:
+            if current.failure is not None:
+                result = ProcessResult("failed", None, current.failure, "", "")
+            else:
+                result = await process.wait()
         except Exception as exc:
             log.exception("step %s/%s failed to run", ready.run_id, ready.step_id)
-            from services.runner_agent.process import ProcessResult
-
             result = ProcessResult("failed", None, f"could not run: {exc}", "", "")
         finally:
             beating.cancel()
@@ -351,13 +368,15 @@ class RunnerAgent:
         msg_id = names.event_msg_id("finished", finished.run_id, finished.step_id, finished.attempt)
         delay = 0.2
         t0 = time.monotonic()
+        payload = encode(finished)
         while True:
             try:
-                await self.js.publish(
+                ack = await self.js.publish_async(
                     names.evt(finished.run_id, finished.step_id),
-                    encode(finished),
+                    payload,
                     headers={"Nats-Msg-Id": msg_id},
                 )
+                await asyncio.wait_for(ack, REPORT_ACK_TIMEOUT)
                 break
             except Exception as exc:
                 log.warning("reporting %s failed (%s); retrying", msg_id, exc)

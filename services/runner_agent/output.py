@@ -6,8 +6,8 @@ acknowledgements. Whatever was written to the socket before a crash is stored.
 
 Core messages are not flow-controlled, and a stream drops what arrives while its ingest
 queue is full (nats-server's ``max_buffered_msgs``, 10,000 by default): an unchecked
-``seq 1 200000`` lost 40% of its lines. So every ``CHECKPOINT_LINES``-th message, and every
-transition note, is published with an acknowledgement, and the next checkpoint waits for
+``seq 1 200000`` lost 40% of its lines. So every ``CHECKPOINT_LINES``-th message (and the final
+note, if the command wrote anything) is published with an acknowledgement, and the next checkpoint waits for
 the previous one's: a stream stores one connection's messages in order, so an acknowledged
 checkpoint means every line before it is stored, and at most ``2 x CHECKPOINT_LINES`` lines
 of one attempt are ever in flight. The wait costs one round trip per 256 lines, overlapped
@@ -54,6 +54,7 @@ class LogPublisher:
         self.subject = names.log(run_id, step_id, attempt)
         self.max_line_bytes = max_line_bytes
         self.seq = 0
+        self.output_lines = 0  # lines of the command's own (not notes)
         self._partial: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         self._since_checkpoint = 0
         self._checkpoint: asyncio.Future | None = None
@@ -85,11 +86,16 @@ class LogPublisher:
         await self._send("heddle", text)
 
     async def close(self, text: str) -> None:
-        """Send what is left and the final note, and wait (briefly) until the stream has
-        stored every line: the step's outcome is reported after its whole log."""
+        """Send what is left and the final note. If the command wrote anything, wait
+        (briefly) until the stream has stored every line: its output is stored before its
+        outcome is reported. A command that wrote nothing has only the runner's own notes
+        at stake, and the final one leaves with the outcome, in the same write."""
         await self._flush_partial()
-        await self._send("heddle", text, confirm=True)
-        await self._confirm()
+        if self.output_lines:
+            await self._send("heddle", text, confirm=True)
+            await self._confirm()
+        else:
+            await self._send("heddle", text)
 
     async def _flush_partial(self) -> None:
         for stream, buf in self._partial.items():
@@ -107,6 +113,8 @@ class LogPublisher:
 
     async def _send(self, stream: str, text: str, confirm: bool = False) -> None:
         self.seq += 1
+        if stream != "heddle":
+            self.output_lines += 1
         payload = encode(LogLine(stream=stream, seq=self.seq, text=text))
         self._since_checkpoint += 1
         if confirm or self._since_checkpoint >= CHECKPOINT_LINES:
