@@ -6,12 +6,12 @@ acknowledgements. Whatever was written to the socket before a crash is stored.
 
 Core messages are not flow-controlled, and a stream drops what arrives while its ingest
 queue is full (nats-server's ``max_buffered_msgs``, 10,000 by default): an unchecked
-``seq 1 200000`` lost 40% of its lines. So every ``CHECKPOINT_LINES``-th message (and the final
-note, if the command wrote anything) is published with an acknowledgement, and the next checkpoint waits for
-the previous one's: a stream stores one connection's messages in order, so an acknowledged
-checkpoint means every line before it is stored, and at most ``2 x CHECKPOINT_LINES`` lines
-of one attempt are ever in flight. The wait costs one round trip per 256 lines, overlapped
-with the next 256.
+``seq 1 200000`` lost 40% of its lines. So every ``CHECKPOINT_LINES``-th message (and the
+final note, if the command wrote anything) is published with an acknowledgement, and the
+next checkpoint waits for the previous one's: a stream stores one connection's messages in
+order, so an acknowledged checkpoint means every line before it is stored, and at most
+``2 x CHECKPOINT_LINES`` lines of one attempt are ever in flight. The wait costs one round
+trip per 256 lines, overlapped with the next 256.
 
 A line longer than ``HEDDLE_LOG_LINE_MAX_BYTES`` is split into pieces of at most that many
 bytes, cut at a UTF-8 character boundary where there is one; each piece is a line of its own
