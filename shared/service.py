@@ -8,13 +8,14 @@ Only ``run_service`` installs signal handlers.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import signal
 import sys
 import time
 from collections.abc import Callable
 from typing import Protocol
+
+import msgspec
 
 from shared.settings import Settings
 
@@ -31,19 +32,52 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: easy to grep, easy to ship to a log store."""
 
     def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, object] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        fields = getattr(record, "fields", None)
-        if fields:
-            out.update(fields)
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str)
+        exc = self.formatException(record.exc_info) if record.exc_info else None
+        return json_line(
+            record.created,
+            record.levelname.lower(),
+            record.name,
+            record.getMessage(),
+            getattr(record, "fields", None),
+            exc,
+        )
+
+
+_encoder = msgspec.json.Encoder(enc_hook=str)  # anything unusual in a field: its str()
+_second: tuple[int, str] = (-1, "")
+
+
+def utc_stamp(epoch: float) -> str:
+    """``2026-11-30T07:41:52.123Z``; the part to the second is formatted once a second."""
+    global _second
+    whole = int(epoch)
+    if _second[0] != whole:
+        _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
+    return f"{_second[1]}.{int((epoch - whole) * 1000):03d}Z"
+
+
+def json_line(
+    epoch: float,
+    level: str,
+    logger: str,
+    msg: str,
+    fields: dict[str, object] | None = None,
+    exc: str | None = None,
+) -> str:
+    out: dict[str, object] = {"ts": utc_stamp(epoch), "level": level, "logger": logger, "msg": msg}
+    if fields:
+        out.update(fields)
+    if exc:
+        out["exc"] = exc
+    return _encoder.encode(out).decode()
+
+
+class _EventStream:
+    """Where ``event`` writes directly once ``setup_logging`` has installed the one JSON
+    handler: a state change is logged on every step transition, and the logging module's
+    record, lock and formatter cost more than the line itself."""
+
+    handler: logging.StreamHandler | None = None
 
 
 def setup_logging(settings: Settings) -> None:
@@ -54,11 +88,16 @@ def setup_logging(settings: Settings) -> None:
     root.setLevel(settings.log_level.upper())
     logging.getLogger("nats").setLevel(logging.WARNING)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    _EventStream.handler = handler
 
 
 def event(logger: logging.Logger, msg: str, **fields: object) -> None:
     """Log one structured line (a state change) with its fields."""
-    logger.info(msg, extra={"fields": fields})
+    handler = _EventStream.handler
+    if handler is None or logging.getLogger().handlers != [handler]:
+        logger.info(msg, extra={"fields": fields})  # someone else's logging set-up
+    elif logger.isEnabledFor(logging.INFO):
+        handler.stream.write(json_line(time.time(), "info", logger.name, msg, fields) + "\n")
 
 
 async def serve(service: Service) -> None:
