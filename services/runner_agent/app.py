@@ -157,6 +157,15 @@ class RunnerAgent:
             msg_ttl=max(1, self.settings.registry_ttl),
         )
 
+    async def _register_unconfirmed(self) -> None:
+        """A status change, without waiting for (or reading) an acknowledgement: if it is
+        lost, the next refresh (every ``HEDDLE_REGISTRY_INTERVAL``) says the same."""
+        await self.nc.publish(
+            names.kv_subject(names.RUNNERS_BUCKET, self.runner),
+            encode(self._info()),
+            headers={"Nats-TTL": str(int(max(1, self.settings.registry_ttl)))},
+        )
+
     def _register_soon(self) -> None:
         """Show a status change in the registry shortly. Changes within the coalescing
         window share one write, so short steps cost no registry write each: the registry
@@ -167,7 +176,7 @@ class RunnerAgent:
     async def _register_later(self) -> None:
         await asyncio.sleep(REGISTRY_COALESCE)
         with contextlib.suppress(Exception):
-            await self._register()
+            await self._register_unconfirmed()
 
     async def _registry_loop(self) -> None:
         while True:
@@ -227,8 +236,8 @@ class RunnerAgent:
             failpoints.hit("runner.after_accept")
         # Spawned in this same turn of the loop, so the reply, the log's first note and
         # the started event leave in one write to the server.
-        pending = await self._start(current)
-        current.task = asyncio.create_task(self._run(current, pending))
+        await self._start(current)
+        current.task = asyncio.create_task(self._run(current))
         self._register_soon()
 
     async def _on_cancel(self, msg: Msg) -> None:
@@ -283,9 +292,14 @@ class RunnerAgent:
             except Exception as exc:
                 log.warning("heartbeat failed: %s", exc)
 
-    async def _start(self, current: Current) -> list[asyncio.Future]:
-        """Spawn the command and announce it: a note in its log and the started event,
-        published without waiting (the acknowledgement is collected with the outcome's)."""
+    async def _start(self, current: Current) -> None:
+        """Spawn the command and announce it: a note in its log and the started event.
+
+        The started event is a plain publish into the stream, with no acknowledgement to
+        wait for or read: it only moves the step from queued to running for people to see,
+        while the heartbeat already stored makes the attempt known to the watchdog, and the
+        outcome (acknowledged, re-sent until it lands) tells the whole story if a started
+        event is ever lost (docs/architecture.md)."""
         ready = current.ready
         current.logs = LogPublisher(
             self.js, ready.run_id, ready.step_id, ready.attempt, self.settings.log_line_max_bytes
@@ -303,7 +317,7 @@ class RunnerAgent:
         except Exception as exc:
             log.exception("step %s/%s could not start", ready.run_id, ready.step_id)
             current.failure = f"could not run: {exc}"
-            return []
+            return
         await current.logs.note(f"started on runner {self.runner} (pid {process.pid})")
         started = StepStarted(
             run_id=ready.run_id,
@@ -314,7 +328,7 @@ class RunnerAgent:
             started_at=now_rfc3339(),
         )
         try:
-            ack = await self.js.publish_async(
+            await self.nc.publish(
                 names.evt(ready.run_id, ready.step_id),
                 encode(started),
                 headers={
@@ -323,12 +337,10 @@ class RunnerAgent:
                     )
                 },
             )
-        except Exception as exc:  # the finished event still tells the whole story
+        except Exception as exc:  # closed connection: the outcome is re-sent until it lands
             log.warning("started event of %s/%s not sent: %s", ready.run_id, ready.step_id, exc)
-            return []
-        return [ack]
 
-    async def _run(self, current: Current, pending: list[asyncio.Future]) -> None:
+    async def _run(self, current: Current) -> None:
         ready, process, logs = current.ready, current.process, current.logs
         assert process is not None and logs is not None
         beating = asyncio.create_task(self._heartbeat_loop(current))
@@ -358,12 +370,12 @@ class RunnerAgent:
         # Free before reporting, so the dispatcher's next assignment finds us idle.
         self.current = None
         try:
-            await self._report(finished, pending)
+            await self._report(finished)
         finally:
             current.done.set()
         self._register_soon()
 
-    async def _report(self, finished: StepFinished, pending: list[asyncio.Future]) -> None:
+    async def _report(self, finished: StepFinished) -> None:
         """Publish the outcome until it lands: an outcome is never lost to an outage."""
         msg_id = names.event_msg_id("finished", finished.run_id, finished.step_id, finished.attempt)
         delay = 0.2
@@ -382,9 +394,6 @@ class RunnerAgent:
                 log.warning("reporting %s failed (%s); retrying", msg_id, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
-        for fut in pending:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(fut, 1.0)
         event(
             log,
             "finished",
