@@ -1,0 +1,117 @@
+"""A run actor's group commit, against a real nats-server: messages that queued up while the
+actor was busy are decided together and their writes stored as one pipeline, each record
+once, in its final state, with every transition still logged."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+
+import nats
+import pytest
+from nats.aio.client import Client
+
+from services.embedded_nats import EmbeddedNats
+from services.orchestrator.actor import RunActor
+from services.orchestrator.effects import EffectRunner
+from services.orchestrator.state import Policy, RunState
+from shared import names
+from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
+from shared.nats_io import ensure_resources
+from shared.settings import Settings
+from shared.timefmt import from_epoch
+
+T0 = 1_800_000_000.0
+
+
+@pytest.fixture
+async def nc(nats_server: EmbeddedNats) -> AsyncIterator[Client]:
+    client = await nats.connect(nats_server.url)
+    await ensure_resources(client, Settings(nats_url=nats_server.url))
+    yield client
+    await client.close()
+
+
+async def writes(nc: Client) -> int:
+    """How many records heddle-runs has stored so far (its last sequence)."""
+    info = await nc.jetstream().stream_info(f"KV_{names.RUNS_BUCKET}")
+    return info.state.last_seq
+
+
+async def record(nc: Client, key: str) -> dict:
+    kv = await nc.jetstream().key_value(names.RUNS_BUCKET)
+    return json.loads((await kv.get(key)).value)
+
+
+async def new_run(nc: Client, steps: list[StepSpec]) -> RunActor:
+    cmd = SubmitRun(run_id="gc", submitted_at=from_epoch(T0), steps=steps)
+    state, effects = RunState.new(cmd, Policy(), T0)
+    runner = EffectRunner(nc, nc.jetstream())
+    await runner.apply("gc", effects, create_run=True)
+    return RunActor(state, runner, on_done=lambda actor: None)
+
+
+def started(step: str, runner: str = "r1") -> StepStarted:
+    return StepStarted(
+        run_id="gc", step_id=step, attempt=1, runner=runner, pid=42, started_at=from_epoch(T0)
+    )
+
+
+def finished(step: str, runner: str = "r1") -> StepFinished:
+    return StepFinished(
+        run_id="gc",
+        step_id=step,
+        attempt=1,
+        runner=runner,
+        outcome="succeeded",
+        finished_at=from_epoch(T0 + 1),
+        exit_code=0,
+    )
+
+
+def transitions(caplog: pytest.LogCaptureFixture, step: str) -> list[tuple[str, str]]:
+    return [
+        (r.fields["was"], r.fields["status"])
+        for r in caplog.records
+        if r.getMessage() == "step" and r.fields["step"] == step
+    ]
+
+
+async def test_queued_messages_are_stored_together_each_record_once(
+    nc: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    actor = await new_run(
+        nc, [StepSpec(id="a", command="true"), StepSpec(id="b", command="true", depends_on=["a"])]
+    )
+    before = await writes(nc)
+    caplog.set_level(logging.INFO, logger="heddle.orchestrator")
+    # Both arrive before the actor runs: one batch, so a's running record is never written.
+    actor.post(started("a"))
+    actor.post(finished("a"))
+    actor.start()
+    await actor.drain()
+    assert await writes(nc) - before == 2  # a, once, in its final state; b, now queued
+    a = await record(nc, names.step_key("gc", "a"))
+    assert (a["status"], a["runner"], a["exitCode"]) == ("succeeded", "r1", 0)
+    assert a["startedAt"] == from_epoch(T0)
+    assert (await record(nc, names.step_key("gc", "b")))["status"] == "queued"
+    # Every transition is still logged, as it was decided.
+    assert transitions(caplog, "a") == [("queued", "running"), ("running", "succeeded")]
+    assert transitions(caplog, "b") == [("pending", "queued")]
+    await actor.stop()
+
+
+async def test_a_message_alone_is_stored_alone(nc: Client) -> None:
+    actor = await new_run(nc, [StepSpec(id="a", command="true")])
+    actor.start()
+    before = await writes(nc)
+    actor.post(started("a"))
+    await actor.drain()
+    assert await writes(nc) - before == 1
+    assert (await record(nc, names.step_key("gc", "a")))["status"] == "running"
+    actor.post(finished("a"))
+    await actor.drain()
+    assert await writes(nc) - before == 3  # the step, then the run: succeeded
+    assert (await record(nc, names.run_key("gc")))["status"] == "succeeded"
+    await actor.stop()
