@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import nats
+
+from services.dispatcher.app import LOOKAHEAD
+from shared import names
 from shared.timefmt import parse
 from tests.conftest import StackFactory
 from tests.stack import step_of
@@ -69,6 +73,26 @@ async def test_saturated_pool_queues_and_never_overbooks(stack: StackFactory) ->
         peak = max(peak, running)
     assert peak == 2
     assert len({st["runner"] for st in run["steps"]}) == 2
+
+
+async def test_the_dispatcher_holds_the_next_steps_while_every_runner_is_busy(
+    stack: StackFactory,
+) -> None:
+    s = await stack(runners=1)
+    doc = {"steps": [{"id": f"s{i}", "command": "sleep 1"} for i in range(5)]}
+    run_id = await s.submit(doc)
+    await s.wait_step(run_id, "s0", {"running"})
+    nc = await nats.connect(s.nats_url)
+    try:
+        info = await nc.jetstream().consumer_info(names.STEPS_STREAM, names.DISPATCHER_DURABLE)
+    finally:
+        await nc.close()
+    # Two ready steps in hand (LOOKAHEAD) for when the runner frees up; the rest wait on
+    # the server, where another dispatcher could take them.
+    assert (info.num_ack_pending, info.num_pending) == (LOOKAHEAD, 4 - LOOKAHEAD)
+    run = await s.wait_run(run_id, timeout=30)
+    assert run["status"] == "succeeded"
+    assert len({st["runner"] for st in run["steps"]}) == 1
 
 
 async def test_step_environment(stack: StackFactory) -> None:
