@@ -50,7 +50,7 @@ class Dispatcher:
         self._free = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._inflight: set[asyncio.Task] = set()
-        self._waiting = 0  # ready messages held while no runner is free
+        self._unplaced = 0  # ready messages in hand that no runner is reserved for
         self._stopping = False
         self._pull: ContinuousPull | None = None
         self.nc: Client | None = None
@@ -111,16 +111,23 @@ class Dispatcher:
             self._tasks[0] = asyncio.create_task(self._watch_runners(asyncio.Event()))
 
     def _wake(self) -> None:
-        free = len(self.pool.free())
+        free = self._recredit()
         if free:
             self._free.set()
         else:
             self._free.clear()
         if self._pull is not None and not self._stopping:
-            self._pull.set_credit(max(free + LOOKAHEAD - self._waiting, 0))
             task = asyncio.ensure_future(self._pull.top_up())
             self._inflight.add(task)
             task.add_done_callback(self._inflight.discard)
+
+    def _recredit(self) -> int:
+        """Ask the server for as many steps as there are free runners, plus LOOKAHEAD,
+        minus the steps in hand that no runner is reserved for yet. Returns the free count."""
+        free = len(self.pool.free())
+        if self._pull is not None:
+            self._pull.set_credit(max(free + LOOKAHEAD - self._unplaced, 0))
+        return free
 
     # ---- the pool ----
 
@@ -168,6 +175,8 @@ class Dispatcher:
     async def _on_ready(self, msg: Msg) -> None:
         if self._stopping:
             return  # unacknowledged: redelivered to the next dispatcher
+        self._unplaced += 1
+        self._recredit()  # before the pull tops itself up after this message
         task = asyncio.create_task(self._assign(msg))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
@@ -176,21 +185,20 @@ class Dispatcher:
         try:
             ready = step_ready_decoder.decode(msg.data)
         except msgspec.DecodeError as exc:
+            self._unplaced -= 1
             log.error("dropping undecodable ready message %s: %s", msg.subject, exc)
             await msg.term()
             return
         while True:
             name = self.pool.reserve()
             if name is None:
-                self._waiting += 1
                 self._wake()
                 try:
                     await asyncio.wait_for(self._free.wait(), ACK_WAIT / 3)
                 except TimeoutError:
                     await msg.in_progress()  # still waiting for a runner, not lost
-                finally:
-                    self._waiting -= 1
                 continue
+            self._unplaced -= 1
             try:
                 reply_msg = await self.nc.request(
                     names.runner_assign(name), msg.data, timeout=self.settings.assign_timeout
@@ -205,9 +213,11 @@ class Dispatcher:
                     step=ready.step_id,
                     error=type(exc).__name__,
                 )
+                self._unplaced += 1
                 self.pool.refused(name, silent=True)
                 continue
             if not reply.accepted:
+                self._unplaced += 1
                 self.pool.refused(name, silent=False)
                 continue
             self.pool.accepted(name, ready.run_id, ready.step_id, ready.attempt, reply.jobs)
