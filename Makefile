@@ -18,13 +18,18 @@ install: $(BIN)/heddle
 up: install  ## install, then start NATS, the four services and $(RUNNERS) runners
 	$(BIN)/heddle up --port $(PORT) --runners $(RUNNERS)
 
-# The clock-skew test runs a runner under faketime (Debian's package).
+# Debian packages the tests use: the clock-skew test runs a runner under faketime; the web
+# page's tests drive Chromium (/usr/bin/chromium) through Playwright, with no browser download.
+TEST_TOOLS := faketime chromium
+
 test-tools:
-	@command -v faketime >/dev/null 2>&1 || { \
+	@missing=""; for tool in $(TEST_TOOLS); do \
+	  command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get install -y -q faketime >/dev/null || \
-	      { apt-get update -q >/dev/null && apt-get install -y -q faketime >/dev/null; }; \
-	  else echo "please install faketime (apt-get install faketime)"; exit 1; fi; }
+	    apt-get install -y -q $$missing >/dev/null || \
+	      { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; }; \
+	  else echo "please install$$missing (apt-get install$$missing, as root)"; exit 1; fi; fi
 
 test: install test-tools  ## install, then run the whole test suite
 	$(BIN)/ruff check shared services tests bench

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from services.gateway import logs, views, workflows
+from services.gateway import web as page
 from services.gateway.keys import METRICS, NATS, RESOURCES, SETTINGS, GatewayResources
 from services.gateway.metrics import Metrics
 from shared import names
@@ -73,6 +74,7 @@ def setup_routes(app: web.Application) -> None:
     r.add_get("/readyz", views.readyz)
     r.add_get("/metrics", metrics)
     workflows.setup_routes(app)
+    page.setup_routes(app)  # the web page, its assets, GET /api/runs
     # The route names older scripts use.
     r.add_post("/workflow", views.create_run)
     r.add_get("/workflow/{id}", views.get_run_legacy)

@@ -1,0 +1,827 @@
+// Heddle's web page: runs, a run's steps, a step's log (live), the runner pool, and a form
+// to submit a workflow. Plain JavaScript, no build step. Every string that comes from the
+// API is put into the page as text (textContent, attributes), never as HTML.
+"use strict";
+
+(() => {
+  const STEP_STATES = ["pending", "queued", "running", "retrying", "succeeded", "failed",
+    "skipped", "cancelled"];
+  const RUN_STATES = ["running", "succeeded", "failed", "cancelled"];
+  const TERMINAL_RUN = new Set(["succeeded", "failed", "cancelled"]);
+  const TERMINAL_STEP = new Set(["succeeded", "failed", "skipped", "cancelled"]);
+  const KNOWN = new Set([...STEP_STATES, "idle", "busy"]);
+  const RUNS_POLL_MS = 2000;
+  const RUN_POLL_MS = 1000;
+  const RUNNERS_POLL_MS = 2000;
+  const LOG_TAIL = 1000;           // lines per attempt read before following
+  const MAX_DOM_LINES = 5000;      // lines per attempt kept on the page
+  const DAG_MAX_STEPS = 300;       // larger runs get the table only
+  const DRAFT_KEY = "heddle.submit.draft";
+  const EXAMPLE = {
+    steps: [
+      { id: "A", command: "echo hello" },
+      { id: "B", command: "sleep 0.5", dependsOn: ["A"] },
+      { id: "C", command: "sleep 0.5", dependsOn: ["A"] },
+      { id: "D", command: "date", dependsOn: ["B", "C"] },
+    ],
+  };
+
+  const main = document.getElementById("main");
+  const conn = document.getElementById("conn");
+
+  // ---- DOM helpers: text only ------------------------------------------------------------
+
+  function add(el, children) {
+    for (const c of children) {
+      if (c === null || c === undefined || c === false) continue;
+      if (Array.isArray(c)) add(el, c);
+      else if (c instanceof Node) el.appendChild(c);
+      else el.appendChild(document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  function setAttrs(el, attrs) {
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
+      else if (k === "class") el.setAttribute("class", v);
+      else el.setAttribute(k, v === true ? "" : String(v));
+    }
+    return el;
+  }
+
+  function h(tag, attrs, ...children) {
+    return add(setAttrs(document.createElement(tag), attrs), children);
+  }
+
+  // Replaces el's children (null and false leave nothing, unlike replaceChildren).
+  function put(el, ...children) {
+    el.replaceChildren();
+    return add(el, children);
+  }
+
+  function s(tag, attrs, ...children) {
+    return add(setAttrs(document.createElementNS("http://www.w3.org/2000/svg", tag), attrs),
+      children);
+  }
+
+  const stateClass = (st) => "st-" + (KNOWN.has(st) || RUN_STATES.includes(st) ? st : "unknown");
+  const badge = (st) => h("span", { class: "badge " + stateClass(st) }, st || "unknown");
+  const enc = encodeURIComponent;
+  const runHref = (run) => "#/runs/" + enc(run);
+  const stepHref = (run, step) => runHref(run) + "/steps/" + enc(step);
+  const dash = () => h("span", { class: "muted" }, "–");
+
+  // ---- time ------------------------------------------------------------------------------
+
+  const pad = (n, w = 2) => String(n).padStart(w, "0");
+
+  function fmtTime(iso) {
+    if (!iso) return dash();
+    const d = new Date(iso);
+    if (isNaN(d)) return h("span", {}, iso);
+    const text = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+      `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+    return h("time", { datetime: iso, title: iso }, text);
+  }
+
+  function clock(iso) {
+    const d = new Date(iso);
+    if (isNaN(d)) return "";
+    return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.` +
+      pad(d.getMilliseconds(), 3);
+  }
+
+  function fmtMs(ms) {
+    if (ms < 0) ms = 0;
+    if (ms < 1000) return `${Math.round(ms)} ms`;
+    const sec = ms / 1000;
+    if (sec < 60) return `${sec.toFixed(1)} s`;
+    const m = Math.floor(sec / 60);
+    if (m < 60) return `${m} m ${pad(Math.floor(sec % 60))} s`;
+    return `${Math.floor(m / 60)} h ${pad(m % 60)} m`;
+  }
+
+  function duration(start, end) {
+    if (!start) return dash();
+    const a = Date.parse(start);
+    const b = end ? Date.parse(end) : Date.now();
+    if (isNaN(a) || isNaN(b)) return dash();
+    return h("span", { class: end ? "" : "live" }, fmtMs(b - a));
+  }
+
+  // ---- HTTP ------------------------------------------------------------------------------
+
+  function setConn(ok, text) {
+    conn.textContent = text;
+    conn.className = "conn " + (ok ? "ok" : "bad");
+  }
+
+  // {status, body}: body is the decoded JSON (or text); status 0 when the gateway was not
+  // reached.
+  async function api(method, path, body) {
+    const init = { method, headers: { Accept: "application/json" }, cache: "no-store" };
+    if (body !== undefined) {
+      init.body = body;
+      init.headers["Content-Type"] = "application/json";
+    }
+    let resp;
+    try {
+      resp = await fetch(path, init);
+    } catch (err) {
+      setConn(false, "gateway unreachable");
+      return { status: 0, body: { error: `the gateway did not answer: ${err.message}` } };
+    }
+    setConn(resp.status < 500, resp.status < 500 ? "connected" : `gateway error ${resp.status}`);
+    const type = resp.headers.get("Content-Type") || "";
+    let data;
+    try {
+      data = type.includes("application/json") ? await resp.json() : { error: await resp.text() };
+    } catch (err) {
+      data = { error: `unreadable answer: ${err.message}` };
+    }
+    return { status: resp.status, body: data };
+  }
+
+  const errorText = (r) => (r.body && r.body.error) || `HTTP ${r.status}`;
+
+  // Calls fn, waits `interval` after it settles, again; pauses while the tab is hidden. fn
+  // returns false to stop. The returned object stops it or runs it at once.
+  function poller(fn, interval) {
+    let timer = null;
+    let busy = false;
+    let stopped = false;
+    async function tick() {
+      timer = null;
+      if (stopped || busy || document.hidden) return;
+      busy = true;
+      let again = true;
+      try {
+        again = (await fn()) !== false;
+      } catch (err) {
+        console.error(err);
+      } finally {
+        busy = false;
+      }
+      if (!again) stop();
+      else if (!stopped && !document.hidden) timer = setTimeout(tick, interval);
+    }
+    function onVisible() {
+      if (!document.hidden && !stopped && timer === null && !busy) tick();
+    }
+    function stop() {
+      stopped = true;
+      clearTimeout(timer);
+      document.removeEventListener("visibilitychange", onVisible);
+    }
+    document.addEventListener("visibilitychange", onVisible);
+    tick();
+    return {
+      stop,
+      now() {
+        if (stopped) {
+          stopped = false;
+          document.addEventListener("visibilitychange", onVisible);
+        }
+        if (!busy) {
+          clearTimeout(timer);
+          tick();
+        }
+      },
+    };
+  }
+
+  function problemList(body) {
+    const problems = (body && Array.isArray(body.problems)) ? body.problems : [];
+    if (!problems.length) return null;
+    return h("ul", { class: "problems", id: "problems" },
+      problems.map((p) => h("li", {},
+        h("code", { class: "path" }, p.path || "(document)"), " ", h("span", {}, p.message))));
+  }
+
+  function errorBox(r) {
+    return h("div", { class: "error" }, h("strong", {}, errorText(r)), problemList(r.body));
+  }
+
+  // ---- Runs ------------------------------------------------------------------------------
+
+  function countsCell(run) {
+    const counts = run.counts;
+    if (!counts) return h("span", { class: "muted" }, `${run.stepCount} steps`);
+    const parts = STEP_STATES.filter((st) => counts[st])
+      .map((st) => h("span", { class: "chip " + stateClass(st), title: st }, `${counts[st]} ${st}`));
+    return h("span", { class: "chips" }, parts, h("span", { class: "muted" }, ` of ${run.stepCount}`));
+  }
+
+  function viewRuns(query) {
+    const status = RUN_STATES.includes(query.get("status")) ? query.get("status") : "";
+    const limit = ["20", "50", "100", "500", "1000"].includes(query.get("limit"))
+      ? query.get("limit") : "50";
+    const go = (st, lim) => {
+      const q = new URLSearchParams();
+      if (st) q.set("status", st);
+      if (lim !== "50") q.set("limit", lim);
+      location.hash = "#/runs" + (q.toString() ? "?" + q : "");
+    };
+    const statusSel = h("select", { id: "runs-status", onchange: () => go(statusSel.value, limit) },
+      h("option", { value: "" }, "every status"),
+      RUN_STATES.map((st) => h("option", { value: st, selected: st === status }, st)));
+    const limitSel = h("select", { id: "runs-limit", onchange: () => go(status, limitSel.value) },
+      ["20", "50", "100", "500", "1000"].map((n) => h("option", { value: n, selected: n === limit },
+        `${n} newest`)));
+    const info = h("span", { class: "muted", id: "runs-info" });
+    const tbody = h("tbody", { id: "runs-body" });
+    const problem = h("div");
+    add(main, [
+      h("div", { class: "title" }, h("h1", {}, "Runs"),
+        h("div", { class: "controls" }, statusSel, limitSel, info)),
+      problem,
+      h("table", { class: "grid", id: "runs" },
+        h("thead", {}, h("tr", {}, ["Run", "Status", "Workflow", "Trigger", "Steps", "Created",
+          "Finished", "Duration"].map((t) => h("th", {}, t)))),
+        tbody),
+    ]);
+    const q = new URLSearchParams({ limit });
+    if (status) q.set("status", status);
+    const p = poller(async () => {
+      const r = await api("GET", "/api/runs?" + q);
+      if (r.status !== 200) {
+        put(problem, errorBox(r));
+        return true;
+      }
+      problem.replaceChildren();
+      const runs = r.body.runs || [];
+      info.textContent = `${runs.length} shown of ${r.body.matching} ` +
+        (status ? `${status} ` : "") + `(${r.body.total} stored)`;
+      if (!runs.length) {
+        put(tbody, h("tr", {}, h("td", { colspan: 8, class: "empty" },
+          status ? `No ${status} runs. ` : "No runs yet. ",
+          h("a", { href: "#/submit" }, "Submit one"), ".")));
+        return true;
+      }
+      put(tbody, ...runs.map((run) => h("tr", { "data-run": run.runId },
+        h("td", {}, h("a", { href: runHref(run.runId), class: "mono" }, run.runId)),
+        h("td", {}, badge(run.status), run.cancelRequested && run.status === "running"
+          ? h("span", { class: "muted" }, " cancelling") : null),
+        h("td", {}, run.workflowName
+          ? [run.workflowName, run.version ? h("span", { class: "muted" }, ` v${run.version}`) : null]
+          : dash()),
+        h("td", {}, run.trigger || dash()),
+        h("td", {}, countsCell(run)),
+        h("td", {}, fmtTime(run.createdAt)),
+        h("td", {}, fmtTime(run.finishedAt)),
+        h("td", {}, duration(run.createdAt, run.finishedAt)))));
+      return true;
+    }, RUNS_POLL_MS);
+    return p.stop;
+  }
+
+  // ---- Submit ----------------------------------------------------------------------------
+
+  function viewSubmit() {
+    const example = JSON.stringify(EXAMPLE, null, 2);
+    const area = h("textarea", { id: "doc", spellcheck: "false", rows: 20, "aria-label": "workflow JSON" });
+    area.value = sessionStorage.getItem(DRAFT_KEY) || example;
+    area.addEventListener("input", () => sessionStorage.setItem(DRAFT_KEY, area.value));
+    const result = h("div", { id: "submit-result", "aria-live": "polite" });
+    const button = h("button", { id: "submit", class: "primary", type: "submit" }, "Submit");
+
+    async function submit(ev) {
+      ev.preventDefault();
+      button.disabled = true;
+      put(result, h("p", { class: "muted" }, "Submitting…"));
+      const r = await api("POST", "/api/runs", area.value);
+      button.disabled = false;
+      if ([200, 201, 202].includes(r.status) && r.body.runId) {
+        location.hash = runHref(r.body.runId);
+        return;
+      }
+      let title = errorText(r);
+      if (r.status === 400 && Array.isArray(r.body.problems)) {
+        const n = r.body.problems.length;
+        title = `${title}: ${n} problem${n === 1 ? "" : "s"}`;
+      }
+      put(result, h("div", { class: "error", id: "submit-error" },
+        h("strong", {}, `${r.status || "no answer"}: ${title}`), problemList(r.body)));
+    }
+
+    function format() {
+      try {
+        area.value = JSON.stringify(JSON.parse(area.value), null, 2);
+        sessionStorage.setItem(DRAFT_KEY, area.value);
+        result.replaceChildren();
+      } catch (err) {
+        put(result, h("div", { class: "error" }, `Not JSON: ${err.message}`));
+      }
+    }
+
+    area.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) submit(ev);
+    });
+    add(main, [
+      h("div", { class: "title" }, h("h1", {}, "Submit a run")),
+      h("p", { class: "muted" }, "The body of ", h("code", {}, "POST /api/runs"),
+        ": steps with ", h("code", {}, "id"), ", ", h("code", {}, "command"), ", optional ",
+        h("code", {}, "dependsOn"), ", ", h("code", {}, "retries"), ", ",
+        h("code", {}, "timeoutSeconds"), "; an optional ", h("code", {}, "runId"),
+        " makes it idempotent and ", h("code", {}, "name"), " files it under a workflow. ",
+        "Ctrl+Enter submits."),
+      h("form", { id: "submit-form", onsubmit: submit },
+        area,
+        h("div", { class: "actions" }, button,
+          h("button", { type: "button", onclick: format }, "Format"),
+          h("button", { type: "button", onclick: () => {
+            area.value = example;
+            sessionStorage.removeItem(DRAFT_KEY);
+            result.replaceChildren();
+          } }, "Reset to the example"))),
+      result,
+    ]);
+    return null;
+  }
+
+  // ---- Run -------------------------------------------------------------------------------
+
+  // Depth of each step: 0 without dependencies, else one more than its deepest parent.
+  function depths(steps) {
+    const byId = new Map(steps.map((st) => [st.id, st]));
+    const depth = new Map();
+    const visiting = new Set();
+    function of(id) {
+      if (depth.has(id)) return depth.get(id);
+      if (visiting.has(id) || !byId.has(id)) return 0;
+      visiting.add(id);
+      const d = Math.max(-1, ...(byId.get(id).dependsOn || []).map(of)) + 1;
+      visiting.delete(id);
+      depth.set(id, d);
+      return d;
+    }
+    steps.forEach((st) => of(st.id));
+    return depth;
+  }
+
+  function drawDag(runId, steps) {
+    const W = 132, H = 30, GX = 56, GY = 14, M = 10;
+    const depth = depths(steps);
+    const layers = [];
+    for (const st of steps) (layers[depth.get(st.id)] ||= []).push(st);
+    const pos = new Map();
+    layers.forEach((layer, d) => layer.forEach((st, i) => {
+      pos.set(st.id, { x: M + d * (W + GX), y: M + i * (H + GY) });
+    }));
+    const width = M * 2 + layers.length * W + (layers.length - 1) * GX;
+    const height = M * 2 + Math.max(...layers.map((l) => l.length)) * (H + GY) - GY;
+    const edges = [];
+    for (const st of steps) {
+      for (const dep of st.dependsOn || []) {
+        const a = pos.get(dep), b = pos.get(st.id);
+        if (!a || !b) continue;
+        const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
+        edges.push(s("path", { class: "edge", d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}` }));
+      }
+    }
+    const nodes = new Map();
+    const groups = steps.map((st) => {
+      const p = pos.get(st.id);
+      const label = st.id.length > 16 ? st.id.slice(0, 15) + "…" : st.id;
+      const g = s("g", { class: "node " + stateClass(st.status), "data-node": st.id,
+        transform: `translate(${p.x},${p.y})`, tabindex: 0, role: "link" },
+        s("title", {}, `${st.id}: ${st.status}`),
+        s("rect", { width: W, height: H, rx: 6 }),
+        s("text", { x: W / 2, y: H / 2 + 4, "text-anchor": "middle" }, label));
+      const open = () => { location.hash = stepHref(runId, st.id); };
+      g.addEventListener("click", open);
+      g.addEventListener("keydown", (ev) => { if (ev.key === "Enter") open(); });
+      nodes.set(st.id, g);
+      return g;
+    });
+    const svg = s("svg", { class: "dag", width, height, viewBox: `0 0 ${width} ${height}`,
+      role: "img", "aria-label": "the run's steps by depth" }, edges, groups);
+    return {
+      svg,
+      update(steps2) {
+        for (const st of steps2) {
+          const g = nodes.get(st.id);
+          if (!g) continue;
+          g.setAttribute("class", "node " + stateClass(st.status));
+          g.firstChild.textContent = `${st.id}: ${st.status}`;
+        }
+      },
+    };
+  }
+
+  function stepCells(runId, st) {
+    return [
+      h("td", {}, h("a", { href: stepHref(runId, st.id), class: "mono step-link" }, st.id),
+        h("div", { class: "command mono", title: st.command }, st.command)),
+      h("td", { class: "status" }, badge(st.status)),
+      h("td", { class: "num" }, st.attempt || dash()),
+      h("td", {}, st.runner || dash()),
+      h("td", { class: "num" }, st.exitCode ?? dash()),
+      h("td", { class: "num" }, duration(st.startedAt, st.finishedAt)),
+      h("td", {}, (st.dependsOn || []).length
+        ? st.dependsOn.map((d, i) => [i ? ", " : "", h("a", { href: stepHref(runId, d), class: "mono" }, d)])
+        : dash()),
+      h("td", { class: "reason" }, st.reason || (st.status === "retrying" && st.retryAt
+        ? ["retry at ", fmtTime(st.retryAt)] : dash())),
+    ];
+  }
+
+  function viewRun(runId) {
+    const head = h("div", { class: "title" }, h("h1", { class: "mono" }, runId));
+    const meta = h("dl", { class: "meta", id: "run-meta" });
+    const outcome = h("span", { id: "cancel-outcome", class: "outcome", "aria-live": "polite" });
+    const cancel = h("button", { id: "cancel", class: "danger", disabled: true }, "Cancel run");
+    const notice = h("div", { id: "run-notice" });
+    const dagBox = h("div", { class: "dag-box", id: "dag" });
+    const tbody = h("tbody", { id: "steps-body" });
+    const rows = new Map();
+    let dag = null;
+    let misses = 0;
+    add(main, [
+      h("nav", { class: "crumbs" }, h("a", { href: "#/runs" }, "Runs"), " / ", runId),
+      head, h("div", { class: "actions" }, cancel, outcome), notice, meta, dagBox,
+      h("table", { class: "grid", id: "steps" },
+        h("thead", {}, h("tr", {}, ["Step", "Status", "Attempt", "Runner", "Exit", "Duration",
+          "Depends on", "Reason"].map((t) => h("th", {}, t)))),
+        tbody),
+    ]);
+
+    function render(run) {
+      put(head, h("h1", { class: "mono" }, run.runId), badge(run.status));
+      head.querySelector(".badge").id = "run-status";
+      const counts = STEP_STATES.filter((st) => run.counts && run.counts[st])
+        .map((st) => h("span", { class: "chip " + stateClass(st) }, `${run.counts[st]} ${st}`));
+      const item = (k, ...v) => [h("dt", {}, k), h("dd", {}, ...v)];
+      put(meta, ...[
+        item("Workflow", run.workflowName
+          ? [run.workflowName, run.version ? ` v${run.version}` : ""] : dash()),
+        item("Trigger", run.trigger || dash(), run.scheduledFor ? [" for ", fmtTime(run.scheduledFor)] : null),
+        item("Created", fmtTime(run.createdAt)),
+        item("Finished", fmtTime(run.finishedAt)),
+        item("Duration", duration(run.createdAt, run.finishedAt)),
+        item("Steps", `${run.steps.length} `, h("span", { class: "chips" }, counts)),
+      ].flat());
+      cancel.disabled = TERMINAL_RUN.has(run.status);
+      put(notice, run.cancelRequested && !TERMINAL_RUN.has(run.status)
+        ? h("p", { class: "muted" }, "Cancel requested: running steps are being stopped.") : null);
+      if (!dag && run.steps.length && run.steps.length <= DAG_MAX_STEPS) {
+        dag = drawDag(run.runId, run.steps);
+        put(dagBox, dag.svg);
+      } else if (dag) {
+        dag.update(run.steps);
+      }
+      for (const st of run.steps) {
+        const key = JSON.stringify(st) + (TERMINAL_STEP.has(st.status) ? "" : Date.now());
+        let row = rows.get(st.id);
+        if (!row) {
+          row = { tr: h("tr", { "data-step": st.id }), key: "" };
+          rows.set(st.id, row);
+          tbody.appendChild(row.tr);
+        }
+        if (row.key !== key) {
+          row.key = key;
+          row.tr.className = stateClass(st.status);
+          put(row.tr, ...stepCells(run.runId, st));
+        }
+      }
+    }
+
+    const p = poller(async () => {
+      const r = await api("GET", "/api/runs/" + enc(runId));
+      if (r.status === 200) {
+        misses = 0;
+        render(r.body);
+        return !TERMINAL_RUN.has(r.body.status);
+      }
+      if (r.status === 404) {
+        // A run answered with 202 is stored a moment later: keep looking, more slowly.
+        misses += 1;
+        put(notice, h("p", { class: "muted" }, `${errorText(r)}; looking again…`));
+        await new Promise((ok) => setTimeout(ok, misses > 10 ? 3000 : 0));
+        return true;
+      }
+      put(notice, errorBox(r));
+      return r.status === 0 || r.status >= 500;
+    }, RUN_POLL_MS);
+
+    cancel.addEventListener("click", async () => {
+      cancel.disabled = true;
+      outcome.className = "outcome";
+      outcome.textContent = "Cancelling…";
+      const r = await api("POST", "/api/runs/" + enc(runId) + "/cancel");
+      const text = {
+        202: "Cancel requested: the run is stopping (202).",
+        200: "The run was already cancelled (200).",
+        409: `Not cancelled: ${errorText(r)} (409).`,
+      }[r.status] || `Cancel failed: ${errorText(r)} (${r.status || "no answer"}).`;
+      outcome.textContent = text;
+      outcome.className = "outcome " + (r.status === 202 || r.status === 200 ? "ok" : "bad");
+      p.now();
+    });
+    return p.stop;
+  }
+
+  // ---- Step ------------------------------------------------------------------------------
+
+  function viewStep(runId, stepId) {
+    const head = h("div", { class: "title" }, h("h1", { class: "mono" }, stepId));
+    const meta = h("dl", { class: "meta", id: "step-meta" });
+    const command = h("pre", { class: "command-full", id: "step-command" });
+    const state = h("span", { id: "log-state", class: "muted" }, "Reading the log…");
+    const follow = h("input", { type: "checkbox", id: "autoscroll", checked: true });
+    const logBox = h("div", { class: "log", id: "log" });
+    const notice = h("div");
+    const attempts = new Map();   // attempt -> {lines, hidden, hiddenNote, count}
+    const seen = new Set();       // cursors already shown (opaque strings)
+    let pending = [];
+    let flushTimer = null;
+    let source = null;
+    let closed = false;
+    let retry = null;
+    let lastCursor = null;
+
+    add(main, [
+      h("nav", { class: "crumbs" }, h("a", { href: "#/runs" }, "Runs"), " / ",
+        h("a", { href: runHref(runId), class: "mono" }, runId), " / ", stepId),
+      head, notice, meta, command,
+      h("div", { class: "log-bar" }, h("h2", {}, "Log"), state,
+        h("label", {}, follow, " follow the end"),
+        h("span", { class: "legend" }, h("span", { class: "line-stdout" }, "stdout"),
+          h("span", { class: "line-stderr" }, "stderr"), h("span", { class: "line-heddle" }, "heddle"))),
+      logBox,
+    ]);
+
+    function renderStep(st) {
+      put(head, h("h1", { class: "mono" }, st.id), badge(st.status));
+      head.querySelector(".badge").id = "step-status";
+      const item = (k, ...v) => [h("dt", {}, k), h("dd", {}, ...v)];
+      put(meta, ...[
+        item("Attempt", st.attempt ? `${st.attempt} of ${(st.retries || 0) + 1}` : dash()),
+        item("Runner", st.runner || dash()),
+        item("Exit code", st.exitCode ?? dash()),
+        item("Started", fmtTime(st.startedAt)),
+        item("Finished", fmtTime(st.finishedAt)),
+        item("Duration", duration(st.startedAt, st.finishedAt)),
+        item("Depends on", (st.dependsOn || []).length
+          ? st.dependsOn.map((d, i) => [i ? ", " : "", h("a", { href: stepHref(runId, d), class: "mono" }, d)])
+          : dash()),
+        item("Reason", st.reason || dash()),
+      ].flat());
+      command.textContent = st.command || "";
+    }
+
+    function setStatus(status) {
+      const b = head.querySelector(".badge");
+      if (b) {
+        b.className = "badge " + stateClass(status);
+        b.textContent = status;
+      }
+    }
+
+    function group(attempt) {
+      let g = attempts.get(attempt);
+      if (g) return g;
+      const hiddenNote = h("div", { class: "hidden-note muted" });
+      const lines = h("div", { class: "lines" });
+      const section = h("section", { class: "attempt", "data-attempt": attempt },
+        h("h3", {}, attempt ? `Attempt ${attempt}` : "Notes (no attempt)"), hiddenNote, lines);
+      g = { section, lines, hiddenNote, hidden: 0, count: 0 };
+      attempts.set(attempt, g);
+      // Attempts in order, whatever order their lines arrive in.
+      const after = [...attempts.keys()].filter((a) => a > attempt).sort((a, b) => a - b)[0];
+      logBox.insertBefore(section, after === undefined ? null : attempts.get(after).section);
+      return g;
+    }
+
+    function hide(g, n, why) {
+      g.hidden += n;
+      g.hiddenNote.textContent = `${g.hidden} earlier line${g.hidden === 1 ? "" : "s"} ${why}`;
+    }
+
+    function lineEl(line) {
+      const stream = ["stdout", "stderr", "heddle"].includes(line.stream) ? line.stream : "other";
+      return h("div", { class: "line line-" + stream, "data-cursor": line.cursor },
+        h("span", { class: "time", title: line.time || "" }, clock(line.time)),
+        h("span", { class: "stream" }, line.stream),
+        h("span", { class: "text" }, line.text));
+    }
+
+    function flush() {
+      flushTimer = null;
+      const atEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+      const batch = pending;
+      pending = [];
+      const frags = new Map();
+      for (const line of batch) {
+        const g = group(line.attempt || 0);
+        if (!frags.has(g)) frags.set(g, document.createDocumentFragment());
+        frags.get(g).appendChild(lineEl(line));
+        g.count += 1;
+      }
+      for (const [g, frag] of frags) {
+        g.lines.appendChild(frag);
+        const extra = g.lines.childElementCount - MAX_DOM_LINES;
+        if (extra > 0) {
+          for (let i = 0; i < extra; i++) g.lines.firstChild.remove();
+          hide(g, extra, "not kept on the page");
+        }
+      }
+      if (follow.checked && atEnd && batch.length) window.scrollTo(0, document.body.scrollHeight);
+    }
+
+    function push(line) {
+      const key = String(line.cursor);
+      if (line.cursor !== undefined && line.cursor !== null) {
+        if (seen.has(key)) return;
+        seen.add(key);
+        lastCursor = line.cursor;
+      }
+      pending.push(line);
+      if (flushTimer === null) flushTimer = setTimeout(flush, 50);
+    }
+
+    async function refresh() {
+      const r = await api("GET", `/api/runs/${enc(runId)}/steps/${enc(stepId)}?tail=0`);
+      if (r.status === 200) renderStep(r.body);
+    }
+
+    function openStream() {
+      if (closed) return;
+      let url = `/api/runs/${enc(runId)}/steps/${enc(stepId)}/logs?follow=1`;
+      if (lastCursor !== null) url += "&after=" + enc(String(lastCursor));
+      source = new EventSource(url);
+      source.onopen = () => { state.textContent = "Following live"; state.className = "live-state"; };
+      source.onmessage = (ev) => {
+        try {
+          push(JSON.parse(ev.data));
+        } catch (err) {
+          console.error("unreadable log line", err);
+        }
+      };
+      source.addEventListener("status", (ev) => {
+        const st = JSON.parse(ev.data);
+        setStatus(st.status);
+        refresh();
+      });
+      source.addEventListener("end", (ev) => {
+        const end = JSON.parse(ev.data);
+        source.close();
+        source = null;
+        flush();
+        setStatus(end.status);
+        state.className = "ended";
+        state.textContent = `Step ended: ${end.status}` +
+          (end.exitCode !== null && end.exitCode !== undefined ? ` (exit code ${end.exitCode})` : "") +
+          (end.reason ? ` — ${end.reason}` : "");
+        refresh();
+      });
+      source.onerror = () => {
+        if (!source) return;
+        if (source.readyState === EventSource.CLOSED) {
+          // Not an event stream (an error answer): ask again in a while, from the last line.
+          source = null;
+          state.textContent = "Log stream lost; trying again…";
+          state.className = "bad-state";
+          retry = setTimeout(openStream, 3000);
+        } else {
+          state.textContent = "Reconnecting…";
+          state.className = "bad-state";
+        }
+      };
+    }
+
+    async function start() {
+      const r = await api("GET", `/api/runs/${enc(runId)}/steps/${enc(stepId)}?tail=${LOG_TAIL}`);
+      if (closed) return;
+      if (r.status !== 200) {
+        put(notice, errorBox(r));
+        if (r.status === 404 || r.status === 0 || r.status >= 500) retry = setTimeout(start, 2000);
+        return;
+      }
+      notice.replaceChildren();
+      const st = r.body;
+      renderStep(st);
+      for (const grp of st.logs || []) {
+        const g = group(grp.attempt || 0);
+        const shown = (grp.lines || []).length;
+        if (grp.expired) hide(g, Math.max(grp.lineCount - shown, 0), "expired (log retention)");
+        else if (grp.truncated) hide(g, grp.lineCount - shown, "not shown (the page reads the last " +
+          `${LOG_TAIL} of each attempt)`);
+        for (const line of grp.lines || []) push({ ...line, attempt: line.attempt ?? grp.attempt });
+      }
+      if (st.logsExpired) put(notice, h("p", { class: "muted" },
+        "This step's log lines have expired (log retention)."));
+      if (st.logsCursor !== null && st.logsCursor !== undefined) lastCursor = st.logsCursor;
+      flush();
+      openStream();
+    }
+
+    start();
+    return () => {
+      closed = true;
+      clearTimeout(retry);
+      clearTimeout(flushTimer);
+      if (source) source.close();
+    };
+  }
+
+  // ---- Runners ---------------------------------------------------------------------------
+
+  function viewRunners() {
+    const summary = h("div", { class: "cards", id: "pool-summary" });
+    const problem = h("div");
+    const tbody = h("tbody", { id: "runners-body" });
+    add(main, [
+      h("div", { class: "title" }, h("h1", {}, "Runners")),
+      summary, problem,
+      h("table", { class: "grid", id: "runners" },
+        h("thead", {}, h("tr", {}, ["Runner", "Status", "Current step", "Node", "Pid", "Version",
+          "Started", "Last seen"].map((t) => h("th", {}, t)))),
+        tbody),
+    ]);
+    const card = (label, value, id) => h("div", { class: "card" },
+      h("div", { class: "value", id }, String(value)), h("div", { class: "label" }, label));
+    const p = poller(async () => {
+      const r = await api("GET", "/api/runners");
+      if (r.status !== 200) {
+        put(problem, errorBox(r));
+        return true;
+      }
+      problem.replaceChildren();
+      const pool = r.body;
+      put(summary, card("total", pool.total, "pool-total"),
+        card("available", pool.available, "pool-available"),
+        card("leased", (pool.leased || []).length, "pool-leased"));
+      const runners = pool.runners || [];
+      if (!runners.length) {
+        put(tbody, h("tr", {}, h("td", { colspan: 8, class: "empty" },
+          "No runner in the pool: start one with heddle runner.")));
+        return true;
+      }
+      put(tbody, ...runners.map((rn) => h("tr", { "data-runner": rn.name },
+        h("td", { class: "mono" }, rn.name),
+        h("td", {}, badge(rn.status)),
+        h("td", {}, rn.runId && rn.stepId
+          ? [h("a", { href: stepHref(rn.runId, rn.stepId), class: "mono" }, `${rn.runId} / ${rn.stepId}`),
+            rn.attempt ? h("span", { class: "muted" }, ` attempt ${rn.attempt}`) : null]
+          : dash()),
+        h("td", {}, rn.node || dash()),
+        h("td", { class: "num" }, rn.pid ?? dash()),
+        h("td", {}, rn.version || dash()),
+        h("td", {}, fmtTime(rn.startedAt)),
+        h("td", {}, rn.secondsSinceSeen !== null && rn.secondsSinceSeen !== undefined
+          ? h("span", { title: rn.lastSeenAt || "" }, `${fmtMs(rn.secondsSinceSeen * 1000)} ago`)
+          : fmtTime(rn.lastSeenAt)))));
+      return true;
+    }, RUNNERS_POLL_MS);
+    return p.stop;
+  }
+
+  // ---- routing ---------------------------------------------------------------------------
+
+  let cleanup = null;
+
+  function route() {
+    if (cleanup) cleanup();
+    cleanup = null;
+    const raw = (location.hash || "#/runs").replace(/^#\/?/, "");
+    const [path, search] = raw.split("?", 2);
+    let parts;
+    try {
+      parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+    } catch {
+      parts = ["?"];
+    }
+    const query = new URLSearchParams(search || "");
+    const top = parts[0] || "runs";
+    for (const a of document.querySelectorAll("[data-nav]")) {
+      a.classList.toggle("active", a.dataset.nav === top);
+    }
+    main.replaceChildren();
+    window.scrollTo(0, 0);
+    if (top === "runs" && parts.length <= 1) {
+      document.title = "Runs · Heddle";
+      cleanup = viewRuns(query);
+    } else if (top === "runs" && parts.length === 2) {
+      document.title = `${parts[1]} · Heddle`;
+      cleanup = viewRun(parts[1]);
+    } else if (top === "runs" && parts.length === 4 && parts[2] === "steps") {
+      document.title = `${parts[3]} of ${parts[1]} · Heddle`;
+      cleanup = viewStep(parts[1], parts[3]);
+    } else if (top === "submit") {
+      document.title = "Submit · Heddle";
+      cleanup = viewSubmit();
+    } else if (top === "runners") {
+      document.title = "Runners · Heddle";
+      cleanup = viewRunners();
+    } else {
+      add(main, [h("h1", {}, "Not found"), h("p", {}, "No page at ", h("code", {}, location.hash),
+        ". ", h("a", { href: "#/runs" }, "See the runs"), ".")]);
+    }
+  }
+
+  window.addEventListener("hashchange", route);
+  route();
+})();

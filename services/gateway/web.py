@@ -1,0 +1,201 @@
+"""The gateway's web page and the recent-runs list it shows.
+
+- ``GET /`` is the page (``static/index.html``), ``GET /static/{name}`` its assets: a fixed set
+  of files read once at start, each with its content type, an ETag, and a version (a digest of
+  its content). The page refers to its assets by versioned URL (``/static/app.js?v=<digest>``),
+  so a versioned asset may be cached for a year and a new build is fetched at once; the page
+  itself is revalidated on every load (``no-cache`` with its ETag: a 304 while unchanged).
+- ``GET /api/runs?limit=N&status=S``: recent runs, newest first by ``createdAt``, as
+  summaries. One replay of the ``run.*`` keys of heddle-runs (``read_current``), plus one of
+  the ``hist.*.*`` index when a listed run belongs to a named workflow: the orchestrator
+  keeps that run's step counts by state there (a run record has only its step count). No
+  step is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args
+
+import msgspec
+from aiohttp import web
+
+from services.gateway import views
+from services.gateway.keys import RESOURCES
+from shared import names
+from shared.contracts import RunRecord, RunStatus, run_record_decoder, run_summary_decoder
+from shared.nats_io import read_current
+
+log = logging.getLogger("heddle.gateway")
+STATIC_DIR = Path(__file__).with_name("static")
+CONTENT_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+# Scripts, styles and requests only from the gateway itself: no inline script, no CDN.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+IMMUTABLE = "public, max-age=31536000, immutable"
+REVALIDATE = "no-cache"
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 1000
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+RUN_ALL = names.run_key("*")
+ASSET_REF = re.compile(r"\{\{asset:([A-Za-z0-9_.-]+)\}\}")
+
+
+@dataclass(frozen=True, slots=True)
+class Asset:
+    body: bytes
+    content_type: str
+    version: str  # a digest of the body
+
+    @property
+    def etag(self) -> str:
+        return f'"{self.version}"'
+
+
+def _asset(body: bytes, suffix: str) -> Asset:
+    return Asset(body, CONTENT_TYPES[suffix], hashlib.sha256(body).hexdigest()[:16])
+
+
+def load_assets(directory: Path = STATIC_DIR) -> tuple[Asset, dict[str, Asset]]:
+    """The page and its assets by name. ``{{asset:app.js}}`` in the page becomes the asset's
+    versioned URL."""
+    assets = {
+        p.name: _asset(p.read_bytes(), p.suffix)
+        for p in sorted(directory.iterdir())
+        if p.is_file() and p.suffix in CONTENT_TYPES and p.name != "index.html"
+    }
+
+    def ref(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in assets:
+            raise ValueError(f"index.html refers to a missing asset {name!r}")
+        return f"/static/{name}?v={assets[name].version}"
+
+    page = ASSET_REF.sub(ref, (directory / "index.html").read_text("utf-8"))
+    return _asset(page.encode(), ".html"), assets
+
+
+def _serve(request: web.Request, asset: Asset, cache: str) -> web.Response:
+    headers = {
+        "Cache-Control": cache,
+        "ETag": asset.etag,
+        "X-Content-Type-Options": "nosniff",
+    }
+    if asset.content_type.startswith("text/html"):
+        headers["Content-Security-Policy"] = CSP
+        headers["Referrer-Policy"] = "same-origin"
+    if asset.etag in request.headers.get("If-None-Match", ""):
+        return web.Response(status=304, headers=headers)
+    return web.Response(body=asset.body, headers=headers | {"Content-Type": asset.content_type})
+
+
+class Site:
+    def __init__(self, directory: Path = STATIC_DIR) -> None:
+        self.page: Asset | None = None
+        self.assets: dict[str, Asset] = {}
+        if (directory / "index.html").is_file():
+            self.page, self.assets = load_assets(directory)
+        else:  # an install without the package's data files: the API still works
+            log.warning("no web page: %s/index.html is missing", directory)
+
+    async def index(self, request: web.Request) -> web.Response:
+        if self.page is None:
+            return views.error(404, "this gateway was installed without its web page")
+        return _serve(request, self.page, REVALIDATE)
+
+    async def static(self, request: web.Request) -> web.Response:
+        asset = self.assets.get(request.match_info["name"])
+        if asset is None:
+            raise web.HTTPNotFound()
+        versioned = request.query.get("v") == asset.version
+        return _serve(request, asset, IMMUTABLE if versioned else REVALIDATE)
+
+
+# ---- GET /api/runs -----------------------------------------------------------------------
+
+
+def _bad_query(problems: list[dict[str, str]]) -> web.HTTPBadRequest:
+    what = " and ".join(p["path"] for p in problems)
+    return web.HTTPBadRequest(
+        text=msgspec.json.encode({"error": f"invalid {what}", "problems": problems}).decode(),
+        content_type="application/json",
+    )
+
+
+def list_params(request: web.Request) -> tuple[int, str | None]:
+    """``limit`` and ``status`` from the query, or a 400 naming every problem."""
+    problems: list[dict[str, str]] = []
+    limit = DEFAULT_LIMIT
+    raw = request.query.get("limit")
+    if raw is not None:
+        if raw.isascii() and raw.isdigit() and 1 <= int(raw) <= MAX_LIMIT:
+            limit = int(raw)
+        else:
+            problems.append(
+                {
+                    "path": "limit",
+                    "message": f"limit must be an integer from 1 to {MAX_LIMIT}, not {raw!r}",
+                }
+            )
+    status = request.query.get("status")
+    if status is not None and status not in RUN_STATUSES:
+        problems.append(
+            {
+                "path": "status",
+                "message": f"status must be one of {', '.join(RUN_STATUSES)}, not {status!r}",
+            }
+        )
+    if problems:
+        raise _bad_query(problems)
+    return limit, status
+
+
+def run_summary(run: RunRecord, counts: dict[str, int] | None) -> dict[str, Any]:
+    """Every field of the run record by its JSON name (defaults included), and the counts."""
+    doc = {f.encode_name: getattr(run, f.name) for f in msgspec.structs.fields(run)}
+    doc["counts"] = counts
+    return doc
+
+
+async def list_runs(request: web.Request) -> web.Response:
+    limit, status = list_params(request)
+    runs_kv = request.app[RESOURCES].runs
+    runs = [run_record_decoder.decode(e.value) for e in await read_current(runs_kv, RUN_ALL)]
+    matching = [r for r in runs if status is None or r.status == status]
+    matching.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
+    shown = matching[:limit]
+    counts: dict[str, dict[str, int]] = {}
+    wanted = {r.run_id for r in shown if r.workflow_name is not None}
+    if wanted:  # only runs of named workflows have counts kept, in the history index
+        for e in await read_current(runs_kv, names.HIST_ALL):
+            summary = run_summary_decoder.decode(e.value)
+            if summary.run_id in wanted:
+                counts[summary.run_id] = summary.counts
+    return views.json_response(
+        {
+            "runs": [run_summary(r, counts.get(r.run_id)) for r in shown],
+            "total": len(runs),
+            "matching": len(matching),
+            "limit": limit,
+        }
+    )
+
+
+def setup_routes(app: web.Application) -> None:
+    site = Site()
+    r = app.router
+    r.add_get("/", site.index)
+    r.add_get("/static/{name}", site.static)
+    r.add_get("/api/runs", list_runs)

@@ -1,0 +1,291 @@
+"""The gateway's web page and ``GET /api/runs``, against a real stack: the page and its
+assets over HTTP, the runs list, and a real browser (headless Chromium through Playwright)
+submitting, watching, following a log live and cancelling."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from multidict import CIMultiDict
+from playwright.async_api import Browser, Locator, Page, async_playwright, expect
+
+from tests.conftest import StackFactory
+from tests.stack import Stack
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+WAIT = 30_000  # ms: how long the browser waits for a condition before failing
+
+
+# ---- HTTP ---------------------------------------------------------------------------------
+
+
+async def fetch(s: Stack, path: str, **headers: str) -> tuple[int, CIMultiDict[str], bytes]:
+    session = await s.http()
+    async with session.get(s.base + path, headers=headers) as resp:
+        return resp.status, resp.headers.copy(), await resp.read()
+
+
+async def test_page_and_assets(stack: StackFactory) -> None:
+    s = await stack(runners=1)
+    status, headers, body = await fetch(s, "/")
+    assert status == 200
+    assert headers["Content-Type"] == "text/html; charset=utf-8"
+    assert headers["Cache-Control"] == "no-cache"
+    assert "script-src 'self'" in headers["Content-Security-Policy"]
+    page = body.decode()
+    # Every asset is the gateway's own, by a versioned root-relative URL: no CDN, no host.
+    refs = re.findall(r'(?:src|href)="([^"]*)"', page)
+    assets = [r for r in refs if r.startswith("/static/")]
+    assert {r.split("?")[0] for r in assets} == {"/static/app.js", "/static/style.css"}
+    assert all(r.startswith(("/static/", "#", "data:")) for r in refs), refs
+    # The page is revalidated: same ETag, 304.
+    status, _, _ = await fetch(s, "/", **{"If-None-Match": headers["ETag"]})
+    assert status == 304
+
+    types = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+    for ref in assets:
+        status, headers, body = await fetch(s, ref)
+        assert status == 200, ref
+        assert headers["Content-Type"] == types[Path(ref.split("?")[0]).suffix]
+        assert headers["Cache-Control"] == "public, max-age=31536000, immutable"
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert body
+        # Without its version (or with another one) an asset is revalidated, not kept.
+        for unversioned in (ref.split("?")[0], ref.split("?")[0] + "?v=old"):
+            status, headers, again = await fetch(s, unversioned)
+            assert (status, headers["Cache-Control"], again) == (200, "no-cache", body)
+        status, _, _ = await fetch(s, ref, **{"If-None-Match": headers["ETag"]})
+        assert status == 304
+
+    for missing in ("/static/nope.js", "/static/index.html", "/static/..%2Fweb.py"):
+        status, headers, body = await fetch(s, missing)
+        assert status == 404, missing
+        assert headers["Content-Type"].startswith("application/json")
+        assert "error" in json.loads(body)
+
+
+async def runs_list(s: Stack, query: str = "") -> dict[str, Any]:
+    status, body = await s.request("GET", "/api/runs" + query)
+    assert status == 200, body
+    return body
+
+
+async def test_runs_list(stack: StackFactory) -> None:
+    s = await stack(runners=2)
+    assert await runs_list(s) == {"runs": [], "total": 0, "matching": 0, "limit": 50}
+
+    await s.wait_run(await s.submit({"runId": "r1", "steps": [{"id": "a", "command": "true"}]}))
+    await s.wait_run(await s.submit({"runId": "r2", "steps": [{"id": "a", "command": "exit 1"}]}))
+    named = {
+        "runId": "r3",
+        "name": "listed",
+        "steps": [{"id": "a", "command": "true"}, {"id": "b", "command": "true"}],
+    }
+    await s.wait_run(await s.submit(named))
+    await s.submit({"runId": "r4", "steps": [{"id": "a", "command": "sleep 30"}]})
+    await s.wait_step("r4", "a", {"running"})
+
+    body = await runs_list(s)
+    assert [r["runId"] for r in body["runs"]] == ["r4", "r3", "r2", "r1"]
+    assert (body["total"], body["matching"], body["limit"]) == (4, 4, 50)
+    by_id = {r["runId"]: r for r in body["runs"]}
+    assert [by_id[r]["status"] for r in ("r1", "r2", "r3", "r4")] == [
+        "succeeded",
+        "failed",
+        "succeeded",
+        "running",
+    ]
+    r3 = by_id["r3"]
+    assert (r3["workflowName"], r3["stepCount"], r3["trigger"]) == ("listed", 2, "api")
+    assert r3["createdAt"] < r3["finishedAt"]
+    assert by_id["r1"]["counts"] is None and by_id["r1"]["workflowName"] is None
+    assert by_id["r4"]["finishedAt"] is None
+    # A named run's counts come from the history index, which follows the run record.
+    deadline = time.monotonic() + 30
+    while (await runs_list(s, "?status=succeeded&limit=1"))["runs"][0]["counts"] != {
+        "succeeded": 2
+    }:
+        assert time.monotonic() < deadline, await runs_list(s)
+        await asyncio.sleep(0.05)
+
+    assert [r["runId"] for r in (await runs_list(s, "?limit=2"))["runs"]] == ["r4", "r3"]
+    for status, ids in {
+        "running": ["r4"],
+        "succeeded": ["r3", "r1"],
+        "failed": ["r2"],
+        "cancelled": [],
+    }.items():
+        body = await runs_list(s, f"?status={status}")
+        assert [r["runId"] for r in body["runs"]] == ids, status
+        assert body["matching"] == len(ids) and body["total"] == 4
+    assert [r["runId"] for r in (await runs_list(s, "?status=succeeded&limit=1"))["runs"]] == ["r3"]
+    assert len((await runs_list(s, "?limit=1000"))["runs"]) == 4
+
+    bad = {
+        "?limit=0": ["limit"],
+        "?limit=1001": ["limit"],
+        "?limit=-1": ["limit"],
+        "?limit=abc": ["limit"],
+        "?limit=1.5": ["limit"],
+        "?limit=": ["limit"],
+        "?status=bogus": ["status"],
+        "?status=pending": ["status"],  # a step state, not a run's
+        "?status=": ["status"],
+        "?limit=0&status=nope": ["limit", "status"],
+    }
+    for query, paths in bad.items():
+        status, body = await s.request("GET", "/api/runs" + query)
+        assert status == 400, query
+        assert [p["path"] for p in body["problems"]] == paths, (query, body)
+        for p in body["problems"]:
+            assert p["message"].startswith(f"{p['path']} must be"), body
+        assert body["error"] == "invalid " + " and ".join(paths)
+
+    status, _ = await s.request("POST", "/api/runs/r4/cancel")
+    assert status == 202
+
+
+# ---- a real browser -----------------------------------------------------------------------
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("the browser tests need Chromium: make test-tools (apt-get install chromium)")
+    async with async_playwright() as p:
+        b = await p.chromium.launch(executable_path=CHROMIUM, headless=True)
+        yield b
+        await b.close()
+
+
+async def open_page(browser: Browser, url: str, errors: list[str]) -> Page:
+    page = await browser.new_page()
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    await page.goto(url)
+    return page
+
+
+async def submit_in_page(page: Page, doc: dict[str, Any] | str) -> None:
+    await page.locator("a[data-nav=submit]").click()
+    await page.locator("#doc").fill(doc if isinstance(doc, str) else json.dumps(doc))
+    await page.locator("#submit").click()
+
+
+def log_line(page: Page, stream: str, text: str) -> Locator:
+    return page.locator(f"#log .line-{stream} .text", has_text=text)
+
+
+@pytest.mark.timeout(240)
+async def test_browser_submit_watch_follow_and_runners(
+    stack: StackFactory, browser: Browser, tmp_path: Path
+) -> None:
+    s = await stack(runners=2)
+    gate = tmp_path / "go"
+    doc = {
+        "name": "web-flow",
+        "steps": [
+            {"id": "hello", "command": "echo hello-from-the-page; echo '<b>not-bold</b>' >&2"},
+            {
+                "id": "gate",
+                "command": f"echo waiting; while [ ! -e '{gate}' ]; do sleep 0.05; done; "
+                "echo released",
+                "dependsOn": ["hello"],
+            },
+        ],
+    }
+    errors: list[str] = []
+    page = await open_page(browser, s.base + "/", errors)
+    await expect(page.locator("#runs-body")).to_contain_text("No runs yet", timeout=WAIT)
+
+    await submit_in_page(page, doc)
+    await page.wait_for_url(re.compile(r"#/runs/[A-Za-z0-9_-]+$"), timeout=WAIT)
+    run_id = page.url.rsplit("/", 1)[1]
+    await expect(page.locator('tr[data-step="hello"] .badge')).to_have_text(
+        "succeeded", timeout=WAIT
+    )
+    await expect(page.locator("#run-status")).to_have_text("running")
+    await expect(page.locator('#dag [data-node="gate"]')).to_have_count(1)
+
+    # The runs list shows it, and leads back to it.
+    await page.locator("a[data-nav=runs]").click()
+    row = page.locator(f'tr[data-run="{run_id}"]')
+    await expect(row).to_contain_text("web-flow", timeout=WAIT)
+    await expect(row.locator(".badge")).to_have_text("running")
+    await row.locator("a").click()
+
+    # The gate step's log, followed live: "released" is printed only once the page follows.
+    await page.locator('tr[data-step="gate"] a.step-link').click()
+    await expect(log_line(page, "stdout", "waiting")).to_have_count(1, timeout=WAIT)
+    await expect(page.locator("#log-state")).to_have_text("Following live", timeout=WAIT)
+    gate.touch()
+    await expect(log_line(page, "stdout", "released")).to_have_count(1, timeout=WAIT)
+    await expect(page.locator("#log-state")).to_contain_text("Step ended: succeeded", timeout=WAIT)
+    await expect(page.locator("#step-status")).to_have_text("succeeded")
+    await expect(page.locator('#log section[data-attempt="1"] .line-heddle').first).to_be_visible()
+
+    # The run, then the first step's log: stdout, and stderr shown as text, not markup.
+    await page.locator(".crumbs a", has_text=run_id).click()
+    await expect(page.locator("#run-status")).to_have_text("succeeded", timeout=WAIT)
+    await expect(page.locator("#steps-body .badge")).to_have_text(["succeeded", "succeeded"])
+    await expect(page.locator("#cancel")).to_be_disabled()
+    await page.locator('tr[data-step="hello"] a.step-link').click()
+    await expect(log_line(page, "stdout", "hello-from-the-page")).to_have_count(1, timeout=WAIT)
+    await expect(log_line(page, "stderr", "<b>not-bold</b>")).to_have_count(1)
+    assert await page.locator("#log b").count() == 0
+
+    await page.locator("a[data-nav=runs]").click()
+    await expect(row.locator(".badge")).to_have_text("succeeded", timeout=WAIT)
+
+    await page.locator("a[data-nav=runners]").click()
+    await expect(page.locator("#pool-total")).to_have_text("2", timeout=WAIT)
+    await expect(page.locator("#runners-body tr[data-runner]")).to_have_count(2)
+    for name in ("runner-0", "runner-1"):
+        await expect(page.locator(f'tr[data-runner="{name}"] .badge')).to_have_text("idle")
+    assert errors == []
+
+
+@pytest.mark.timeout(240)
+async def test_browser_problems_and_cancel(stack: StackFactory, browser: Browser) -> None:
+    s = await stack(runners=1, HEDDLE_MAX_BODY_BYTES="4000")
+    errors: list[str] = []
+    page = await open_page(browser, s.base + "/#/submit", errors)
+
+    bad = {
+        "steps": [
+            {"id": "a", "command": "true"},
+            {"id": "a", "command": "true"},
+            {"id": "b", "dependsOn": ["nope"]},
+        ],
+        "extra": 1,
+    }
+    status, answer = await s.request("POST", "/api/runs", json=bad)
+    assert status == 400 and len(answer["problems"]) == 4, answer
+    await submit_in_page(page, bad)
+    items = page.locator("#submit-error #problems li")
+    await expect(items).to_have_count(4, timeout=WAIT)
+    await expect(items).to_have_text(
+        [f"{p['path']} {p['message']}" for p in answer["problems"]], use_inner_text=True
+    )
+    await expect(page.locator("#submit-error")).to_contain_text("400")
+
+    await submit_in_page(page, {"steps": [{"id": "big", "command": "x" * 5000}]})
+    await expect(page.locator("#submit-error")).to_contain_text("limit is 4000 bytes", timeout=WAIT)
+    await expect(page.locator("#submit-error")).to_contain_text("413")
+
+    await submit_in_page(page, {"steps": [{"id": "long", "command": "sleep 30"}]})
+    await page.wait_for_url(re.compile(r"#/runs/[A-Za-z0-9_-]+$"), timeout=WAIT)
+    await expect(page.locator('tr[data-step="long"] .badge')).to_have_text("running", timeout=WAIT)
+    await page.locator("#cancel").click()
+    await expect(page.locator("#cancel-outcome")).to_contain_text("(202)", timeout=WAIT)
+    await expect(page.locator("#run-status")).to_have_text("cancelled", timeout=WAIT)
+    await expect(page.locator('tr[data-step="long"] .badge')).to_have_text("cancelled")
+    await expect(page.locator("#cancel")).to_be_disabled()
+    assert errors == []
