@@ -205,8 +205,8 @@ async def measure_heddle(
         span = await _log_span(probe, run_ids[0], w.lines)
         extra["log_span"] = span
         seconds = span["last"] - span["first"]
-        figures["lines_in_stream"] = float(span["messages"])
-        figures["lines_per_s"] = span["messages"] / seconds if seconds > 0 else None
+        figures["lines_in_stream"] = float(span["lines"])
+        figures["lines_per_s"] = span["lines"] / seconds if seconds > 0 else None
 
     if w.kind == "diamonds" and not w.accept_only:
         # The same diamonds one at a time: a run's latency on an otherwise idle system.
@@ -226,19 +226,20 @@ ALONE_RUNS = 20
 
 async def _log_span(probe: Probe, run_id: str, lines: int) -> dict[str, Any]:
     """The attempt's log as stored, once the stream has taken every line (the stream takes
-    core publishes asynchronously, so it may trail the run's end a little)."""
+    core publishes asynchronously, so it may trail the run's end a little). Lines, not
+    messages: a message holds a chunk of lines."""
     deadline = time.monotonic() + 10
     last_count = -1
     while True:
         span = await probe.log_span(run_id, "seq")
-        if span["messages"] >= lines or time.monotonic() > deadline:
+        if span["lines"] >= lines or time.monotonic() > deadline:
             return span
-        if span["messages"] == last_count:
+        if span["lines"] == last_count:
             await asyncio.sleep(0.5)
             span = await probe.log_span(run_id, "seq")
-            if span["messages"] == last_count:
+            if span["lines"] == last_count:
                 return span
-        last_count = span["messages"]
+        last_count = span["lines"]
         await asyncio.sleep(0.1)
 
 

@@ -163,21 +163,43 @@ class Probe:
         return out
 
     async def log_span(self, run_id: str, step_id: str, attempt: int = 1) -> dict[str, Any]:
-        """How many lines an attempt's log subject holds, and when the server stored the
-        first and the last of them."""
+        """How many lines (and messages) an attempt's log subject holds, and when the server
+        stored the first and the last message. A message holds one line (``text``) or a
+        chunk of them (``lines``), so the lines are summed over a replay of the subject."""
         assert self.nc is not None
         js = self.nc.jetstream()
         subject = f"heddle.log.{run_id}.{step_id}.{attempt}"
-        first = await js.get_msg(LOGS_STREAM, seq=1, subject=subject, next=True)
-        last = await js.get_last_msg(LOGS_STREAM, subject)
         info = await js.stream_info(LOGS_STREAM, subjects_filter=subject)
         count = (info.state.subjects or {}).get(subject, 0)
-        assert first.time is not None and last.time is not None
+        messages = lines = 0
+        first = last = None
+        last_seq = None
+        if count:
+            sub = await js.subscribe(subject, stream=LOGS_STREAM, ordered_consumer=True)
+            try:
+                while messages < count:
+                    try:
+                        msg = await sub.next_msg(timeout=5.0)
+                    except (TimeoutError, nats.errors.TimeoutError):
+                        break
+                    body = msgspec.json.decode(msg.data)
+                    n = len(body["lines"]) if "lines" in body else 1
+                    messages += 1
+                    lines += n
+                    first = first if first is not None else server_time(msg)
+                    last = server_time(msg)
+                    last_seq = body.get("seq", 0) + n - 1
+                    if msg.metadata.num_pending == 0:
+                        break
+            finally:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
         return {
-            "messages": count,
-            "first": first.time.timestamp(),
-            "last": last.time.timestamp(),
-            "lastSeqInAttempt": msgspec.json.decode(last.data or b"{}").get("seq"),
+            "lines": lines,
+            "messages": messages,
+            "first": first or 0.0,
+            "last": last or 0.0,
+            "lastSeqInAttempt": last_seq,
         }
 
 

@@ -167,12 +167,28 @@ class RunnerInfo(Wire):
 
 
 class LogLine(Wire, frozen=True):
-    """One line of a step's log (HEDDLE_LOGS). ``stream`` is stdout, stderr, or heddle for
-    the transitions the services write; ``seq`` orders all three within an attempt."""
+    """One message of a step's log (HEDDLE_LOGS, ``heddle.log.<run>.<step>.<attempt>``):
+    one line, or the complete lines of one pipe read (docs/logs.md).
+
+    ``stream`` is stdout, stderr, or heddle for the transitions the services write. ``seq``
+    is the runner's number of the (first) line within the attempt, 1, 2, 3 ...; the lines
+    of a chunk follow it (seq + 1, ...); the orchestrator's notes have seq 0. A single line
+    has ``text`` (``{"stream","seq","text"}``), a chunk of several has ``lines`` instead
+    (``{"stream","seq","lines":[...]}``, at most ``MAX_CHUNK_LINES``). ``texts()`` gives the
+    lines of either shape."""
 
     stream: str
     seq: int
-    text: str
+    text: str | None = None
+    lines: list[str] | None = None
+
+    def texts(self) -> list[str]:
+        if self.lines is not None:
+            return self.lines
+        return [self.text] if self.text is not None else []
+
+
+MAX_CHUNK_LINES = 1000  # lines in one log message at most (readers rely on it: cursors)
 
 
 class AttemptRecord(Wire):

@@ -1,12 +1,14 @@
 """Step logs over HTTP: a step with its lines grouped by attempt, the lines as JSON, and the
 lines followed live as server-sent events.
 
-Lines live in HEDDLE_LOGS, one message per line on ``heddle.log.<run>.<step>.<attempt>``
-(docs/logs.md). Every read is one filtered, ordered replay of the step's subjects (an
-ordered push consumer), never a request per line. A line's ``cursor`` is its stream
-sequence: global, increasing, and the order the server stored the lines in, which is the
-order they were written (the runner's and the orchestrator's alike). ``?after=CURSOR`` and
-the SSE ``Last-Event-ID`` resume after it.
+Lines live in HEDDLE_LOGS on ``heddle.log.<run>.<step>.<attempt>``, one message per line
+or per chunk of lines (the complete lines of one pipe read; docs/logs.md). Every read is one
+filtered, ordered replay of the step's subjects (an ordered push consumer), never a request
+per line. A line's ``cursor`` is its message's stream sequence times ``CURSOR_SPAN`` plus
+its index in the message (services/gateway/log_reader.py): unique, increasing, opaque, and
+the order the server stored the lines in, which is the order they were written (the
+runner's and the orchestrator's alike). ``?after=CURSOR`` and the SSE ``Last-Event-ID``
+resume after it, in the middle of a chunk if need be.
 
 - ``GET /api/runs/{run}/steps/{step}[?tail=N]``: the step as in the run document, plus
   ``logs``: one group per attempt, oldest first, each with its last N lines (default
@@ -239,7 +241,7 @@ async def follow_logs(
             if terminal is not None and cursor >= end:
                 break
             try:
-                items = await feed.batch(DRAIN_WAIT if terminal is not None else KEEPALIVE)
+                lines, _ = await feed.batch(DRAIN_WAIT if terminal is not None else KEEPALIVE)
             except TimeoutError:
                 if terminal is not None:
                     break  # the last lines are gone (expired meanwhile): end anyway
@@ -248,11 +250,11 @@ async def follow_logs(
                 if fresh is not None:
                     states.put_nowait(fresh)
                 continue
-            if items:
+            if lines:
                 out = bytearray()
-                for line, _ in items:
+                for line in lines:
                     out += b"id: %d\ndata: %s\n\n" % (line.cursor, encode_json(line))
-                cursor = items[-1][0].cursor
+                cursor = lines[-1].cursor
                 await resp.write(out)
         await resp.write(_event("end", _end(terminal, cursor)))
         await resp.write_eof()

@@ -1,0 +1,324 @@
+"""Step logs in chunks (docs/logs.md): the lines of one pipe read are one message, and every
+reader still sees lines: cursors inside a chunk, exact counts with the orchestrator's notes
+anywhere, tails that read about N lines, ``after`` and ``Last-Event-ID`` mid-chunk.
+
+The chunking itself is tested without I/O; the publisher and the reader against a real
+nats-server (the same connection publishes the runner's messages and the notes, so their
+order in the stream is known); the HTTP API through a whole stack."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import nats
+import pytest
+from nats.js import JetStreamContext
+
+from services.embedded_nats import EmbeddedNats
+from services.gateway import log_reader
+from services.gateway.log_reader import (
+    CURSOR_SPAN,
+    attempt_messages,
+    read_attempt,
+    read_lines,
+)
+from services.runner_agent.output import (
+    MSG_HEADER,
+    LogPublisher,
+    encode_chunks,
+    has_long_line,
+    split_lines,
+    split_long,
+)
+from shared import names
+from shared.contracts import LogLine, encode, log_line_decoder
+from shared.nats_io import ensure_resources
+from shared.settings import Settings
+from tests.conftest import StackFactory
+from tests.test_logs import all_lines, sse
+
+# ---- chunking, no I/O ----------------------------------------------------------------------
+
+
+def line_by_line(block: bytes, limit: int) -> list[str]:
+    """What the runner did before chunks: each line decoded and split on its own."""
+    out: list[str] = []
+    for raw in block.split(b"\n"):
+        out.extend(split_long(raw, limit))
+    return out
+
+
+def test_split_lines_is_the_same_as_line_by_line() -> None:
+    rng = random.Random(7)
+    pieces = [b"a", b"bc", b"\n", b"\n", b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80"]
+    pieces += [b"\xff", b"\xc3", b"\x80", b"\xe2\x82"]  # invalid or cut sequences
+    for _ in range(3000):
+        block = b"".join(rng.choice(pieces) for _ in range(rng.randrange(0, 60)))
+        limit = rng.choice([4, 5, 7, 16, 64])
+        assert split_lines(block, limit) == line_by_line(block, limit), (block, limit)
+        longest = max(map(len, block.split(b"\n")))
+        assert has_long_line(block, limit) == (longest > limit), (block, limit)
+    # Lines of exactly the limit stay whole; one byte more is split between characters.
+    assert split_lines(b"abcd\nefgh", 4) == ["abcd", "efgh"]
+    assert split_lines(b"abcde\n\xc3\xa9\xc3\xa9\xc3\xa9", 4) == ["abcd", "e", "éé", "é"]
+    assert split_lines(b"ok \xff\xfe!\n", 64) == ["ok \ufffd\ufffd!", ""]
+
+
+def decoded(messages: list[tuple[bytes, int]]) -> list[LogLine]:
+    out = [log_line_decoder.decode(payload) for payload, _ in messages]
+    assert [len(m.texts()) for m in out] == [n for _, n in messages]
+    return out
+
+
+def test_encode_chunks_caps_messages() -> None:
+    lines = [str(i) for i in range(2500)]
+    chunks = decoded(encode_chunks("stdout", 10, lines))
+    assert [len(m.texts()) for m in chunks] == [1000, 1000, 500]
+    assert [m.seq for m in chunks] == [10, 1010, 2010]
+    assert [x for m in chunks for x in m.texts()] == lines
+    # About 64 KiB of JSON at most: 1000 lines of 100 characters take two messages or more.
+    wide = ["y" * 100] * 1000
+    messages = encode_chunks("stderr", 1, wide)
+    assert len(messages) > 1 and all(len(p) <= 64 * 1024 for p, _ in messages)
+    chunks = decoded(messages)
+    assert [x for m in chunks for x in m.texts()] == wide
+    sizes = [len(m.texts()) for m in chunks]
+    assert [m.seq for m in chunks] == [1 + sum(sizes[:i]) for i in range(len(chunks))]
+    # One line keeps the shape of a line; a line longer than the cap is a message alone.
+    assert json.loads(encode_chunks("stdout", 7, ["hi"])[0][0]) == {
+        "stream": "stdout",
+        "seq": 7,
+        "text": "hi",
+    }
+    huge = "z" * 70_000
+    assert [json.loads(p) for p, _ in encode_chunks("stdout", 1, ["a", "b", huge, "c"])] == [
+        {"stream": "stdout", "seq": 1, "lines": ["a", "b"]},
+        {"stream": "stdout", "seq": 3, "text": huge},
+        {"stream": "stdout", "seq": 4, "text": "c"},
+    ]
+    # A note of the orchestrator's, and an old one-line message, read as one line.
+    assert log_line_decoder.decode(encode(LogLine(stream="heddle", seq=0, text="x"))).texts() == [
+        "x"
+    ]
+
+
+# ---- publisher and reader against a real nats-server --------------------------------------
+
+
+@pytest.fixture
+async def js(nats_server: EmbeddedNats) -> AsyncIterator[JetStreamContext]:
+    nc = await nats.connect(nats_server.url)
+    res = await ensure_resources(nc, Settings.from_env({}, nats_url=nats_server.url))
+    yield res.js
+    await nc.close()
+
+
+class Attempt:
+    """One attempt's log written the way the services write it, and what it should read."""
+
+    def __init__(self, js: JetStreamContext, attempt: int, max_line_bytes: int = 16384) -> None:
+        self.js = js
+        self.attempt = attempt
+        self.subject = names.log("run", "step", attempt)
+        self.pub = LogPublisher(js, "run", "step", attempt, max_line_bytes)
+        self.expected: list[tuple[str, int, str]] = []  # (stream, seq, text)
+
+    async def orchestrator(self, text: str) -> None:
+        """A note as the orchestrator writes it (same connection: its place is known)."""
+        await self.js._nc.publish(self.subject, encode(LogLine(stream="heddle", seq=0, text=text)))
+        self.expected.append(("heddle", 0, text))
+
+    async def note(self, text: str) -> None:
+        await self.pub.note(text)
+        self.expected.append(("heddle", self.pub.seq, text))
+
+    async def lines(self, stream: str, texts: list[str], reads: int = 1) -> None:
+        """Complete lines, written as ``reads`` pipe reads."""
+        data = "".join(t + "\n" for t in texts).encode()
+        step = -(-len(data) // reads)
+        first = self.pub.seq + 1
+        for i in range(0, len(data), step):
+            await self.pub.write(stream, data[i : i + step])
+        self.expected += [(stream, first + i, t) for i, t in enumerate(texts)]
+
+    async def close(self, text: str) -> None:
+        await self.pub.close(text)
+        self.expected.append(("heddle", self.pub.seq, text))
+
+    async def check(self, tails: list[int]) -> int:
+        """Everything reads back as written: all of it, from any cursor, and every tail;
+        returns the number of messages the lines took."""
+        await self.js._nc.flush()
+        messages = (await attempt_messages(self.js, "run", "step")).get(self.attempt, 0)
+        whole = await read_attempt(self.js, "run", "step", self.attempt, messages, 10**6)
+        got = [(x.stream, x.seq, x.text) for x in whole.lines]
+        assert got == self.expected
+        assert whole.count == len(self.expected)
+        cursors = [x.cursor for x in whole.lines]
+        assert cursors == sorted(set(cursors)) and whole.last == cursors[-1]
+        for tail in tails:
+            part = await read_attempt(self.js, "run", "step", self.attempt, messages, tail)
+            assert part.count == len(self.expected), tail
+            assert part.lines == (whole.lines[-tail:] if tail else []), tail
+        # From any cursor: the lines after it, in the middle of a chunk or not.
+        some = {0, 1, 2, len(cursors) // 2, len(cursors) - 2} | set(range(0, len(cursors), 997))
+        for i in sorted(some):
+            if 0 <= i < len(cursors):
+                after = await read_lines(self.js, self.subject, cursors[i], whole.last)
+                assert after == whole.lines[i + 1 :], i
+        return messages
+
+
+async def test_chunks_read_back_with_notes_anywhere(
+    js: JetStreamContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = Attempt(js, 1)
+    await a.orchestrator("cancel requested early")  # before the runner's first message
+    await a.note("started on runner r (pid 1)")
+    for i in range(12):
+        await a.lines("stdout", [f"{i}-{j}" for j in range(1700)], reads=2)
+        if i in (3, 7):
+            await a.orchestrator(f"a note among the chunks ({i})")
+        await a.lines("stderr", [f"err {i}"])
+    await a.close("failed: exit code 1")
+    await a.orchestrator("retrying in 200 ms (attempt 2 of 2)")
+    await a.orchestrator("another note after the runner's last line")
+    total = len(a.expected)
+    tails = [0, 1, 2, 3, 4, 5, 999, 1000, 1001, 1699, 1700, 1701, 5000, total - 1, total]
+    messages = await a.check([*tails, total + 1])
+    assert messages < total / 100  # chunks, not a message per line
+    # A tail reads about its own lines (and the rest of one chunk), not the attempt.
+    read: list[int] = []
+    replay = log_reader.read_lines
+
+    async def counted(*args: Any) -> list[Any]:
+        lines = await replay(*args)
+        read.append(len(lines))
+        return lines
+
+    monkeypatch.setattr(log_reader, "read_lines", counted)
+    for tail in (1, 5, 1000, 1001, 3000):
+        part = await read_attempt(js, "run", "step", 1, messages, tail)
+        assert len(part.lines) == tail and read[-1] <= tail + 1000 + 4, (tail, read)
+    # The runner numbers its messages: a header on each.
+    first = await js.get_msg(names.LOGS_STREAM, seq=1, subject=a.subject, next=True)
+    assert first.headers is None  # the orchestrator's
+    started = await js.get_msg(names.LOGS_STREAM, seq=first.seq + 1, subject=a.subject, next=True)
+    assert started.headers == {MSG_HEADER: "1"}
+    last = await js.get_last_msg(names.LOGS_STREAM, a.subject)
+    assert json.loads(last.data) == {
+        "stream": "heddle",
+        "seq": 0,
+        "text": "another note after the runner's last line",
+    }
+
+
+async def test_single_lines_and_notes_only(js: JetStreamContext) -> None:
+    # A line per read (a command that prints slowly): a message per line, as before.
+    slow = Attempt(js, 1)
+    await slow.note("started")
+    for i in range(20):
+        await slow.lines("stdout", [f"line {i}"])
+        if i % 7 == 3:
+            await slow.orchestrator(f"note {i}")
+    await slow.close("succeeded")
+    await slow.check(list(range(0, 30)))
+    # Many notes before the runner's few lines; and notes alone (a skipped step).
+    early = Attempt(js, 2)
+    for i in range(12):
+        await early.orchestrator(f"note {i}")
+    await early.note("started")
+    await early.lines("stdout", ["a", "b", "c"])
+    await early.close("succeeded")
+    await early.check(list(range(0, 20)))
+    only = Attempt(js, 3)
+    for i in range(10):
+        await only.orchestrator(f"note {i}")
+    await only.check([0, 1, 5, 9, 10, 11])
+
+
+async def test_long_lines_and_partial_lines(js: JetStreamContext) -> None:
+    a = Attempt(js, 1, max_line_bytes=16)
+    await a.note("started")
+    await a.pub.write("stdout", b"one\ntw")  # a partial line waits for its newline
+    await a.pub.write("stdout", b"o\n" + b"x" * 40 + b"\n\xff\xfe\n")
+    a.expected += [("stdout", 2 + i, t) for i, t in enumerate(["one", "two"])]
+    a.expected += [("stdout", 4 + i, t) for i, t in enumerate(["x" * 16, "x" * 16, "x" * 8])]
+    a.expected.append(("stdout", 7, "\ufffd\ufffd"))
+    await a.pub.write("stderr", "no newline: é".encode())  # goes out before the final note
+    a.expected.append(("stderr", 8, "no newline: é"))
+    await a.close("succeeded")
+    await js._nc.flush()
+    lines = await read_lines(js, a.subject, 0, 10**12)
+    assert [(x.stream, x.seq, x.text) for x in lines] == a.expected
+    assert a.pub.output_lines == 7
+
+
+# ---- over HTTP -------------------------------------------------------------------------------
+
+
+async def test_http_cursors_tails_and_counts_over_chunks(stack: StackFactory) -> None:
+    s = await stack(runners=2)
+    doc = {
+        "steps": [
+            {"id": "seq", "command": "seq 1 30000"},
+            {"id": "flaky", "command": "seq 1 20000; echo oops >&2; exit 1", "retries": 1},
+        ]
+    }
+    run_id = await s.submit(doc)
+    run = await s.wait_run(run_id, timeout=60)
+    assert run["status"] == "failed"
+    lines = await all_lines(s, run_id, "seq")
+    assert [x["text"] for x in lines if x["stream"] == "stdout"] == [
+        str(i) for i in range(1, 30001)
+    ]
+    assert [x["seq"] for x in lines] == list(range(1, 30003))
+    cursors = [x["cursor"] for x in lines]
+    assert cursors == sorted(set(cursors))
+    # Chunks: lines share a message (the same cursor // CURSOR_SPAN).
+    same = [i for i in range(1, len(lines) - 1) if cursors[i] // 4096 == cursors[i + 1] // 4096]
+    inside = same[len(same) // 2]
+    assert cursors[inside] % CURSOR_SPAN < cursors[inside + 1] % CURSOR_SPAN
+    # ?after= in the middle of a chunk resumes at the next line.
+    assert await all_lines(s, run_id, "seq", cursors[inside]) == lines[inside + 1 :]
+    # SSE from the middle of a chunk: ?after= and Last-Event-ID.
+    session = await s.http()
+    url = f"{s.base}/api/runs/{run_id}/steps/seq/logs?follow=1"
+    resume = [(f"&after={cursors[inside]}", {}), ("", {"Last-Event-ID": str(cursors[inside])})]
+    for extra, headers in resume:
+        async with session.get(url + extra, headers=headers) as resp:
+            events = [e async for e in sse(resp)]
+        got = [e for e in events if e["event"] == "message"]
+        assert [int(e["id"]) for e in got] == cursors[inside + 1 :]
+        assert [e["data"] for e in got] == lines[inside + 1 :]
+        assert events[-1]["event"] == "end" and events[-1]["data"]["cursor"] == cursors[-1]
+    # The step document: exact counts, tails across chunk boundaries.
+    for tail in (0, 1, 2, 999, 1000, 1001, 2500, 30001, 30002, 30003):
+        status, body = await s.request("GET", f"/api/runs/{run_id}/steps/seq?tail={tail}")
+        assert status == 200
+        (group,) = body["logs"]
+        assert group["lineCount"] == 30002 and group["truncated"] == (tail < 30002)
+        assert group["lines"] == (lines[-tail:] if tail else [])
+        assert body["logsCursor"] == cursors[-1]
+    # Two attempts, each ending with notes of the orchestrator's after the runner's last.
+    every = await all_lines(s, run_id, "flaky")
+    for tail in (1, 2, 3, 1000, 1001):
+        status, body = await s.request("GET", f"/api/runs/{run_id}/steps/flaky?tail={tail}")
+        assert [g["attempt"] for g in body["logs"]] == [1, 2]
+        for group in body["logs"]:
+            mine = [x for x in every if x["attempt"] == group["attempt"]]
+            assert group["lineCount"] == len(mine) == 20004  # 20,000 + oops + 3 notes
+            assert group["lines"] == mine[-tail:]
+    notes = [x["text"] for x in every if x["attempt"] == 1 and x["stream"] == "heddle"]
+    assert notes[-1].startswith("retrying") and notes[-2] == "failed: exit code 1"
+
+
+def test_cursor_span_fits_a_chunk() -> None:
+    from shared.contracts import MAX_CHUNK_LINES
+
+    assert MAX_CHUNK_LINES < CURSOR_SPAN
+    assert log_reader.start_of(0) == 0 and log_reader.start_of(CURSOR_SPAN - 1) == 1
+    assert log_reader.start_of(5 * CURSOR_SPAN + 3) == 5
