@@ -147,7 +147,8 @@
   const errorText = (r) => (r.body && r.body.error) || `HTTP ${r.status}`;
 
   // Calls fn, waits `interval` after it settles, again; pauses while the tab is hidden. fn
-  // returns false to stop. The returned object stops it or runs it at once.
+  // returns false to stop, or a number of ms to wait this time instead. The returned object
+  // stops it or runs it at once.
   function poller(fn, interval) {
     let timer = null;
     let busy = false;
@@ -156,16 +157,18 @@
       timer = null;
       if (stopped || busy || document.hidden) return;
       busy = true;
-      let again = true;
+      let next = interval;
       try {
-        again = (await fn()) !== false;
+        const result = await fn();
+        if (result === false) next = null;
+        else if (typeof result === "number") next = result;
       } catch (err) {
         console.error(err);
       } finally {
         busy = false;
       }
-      if (!again) stop();
-      else if (!stopped && !document.hidden) timer = setTimeout(tick, interval);
+      if (next === null) stop();
+      else if (!stopped && !document.hidden) timer = setTimeout(tick, next);
     }
     function onVisible() {
       if (!document.hidden && !stopped && timer === null && !busy) tick();
@@ -417,7 +420,7 @@
         h("div", { class: "command mono", title: st.command }, st.command)),
       h("td", { class: "status" }, badge(st.status)),
       h("td", { class: "num" }, st.attempt || dash()),
-      h("td", {}, st.runner || dash()),
+      h("td", { class: "nowrap" }, st.runner || dash()),
       h("td", { class: "num" }, st.exitCode ?? dash()),
       h("td", { class: "num" }, duration(st.startedAt, st.finishedAt)),
       h("td", {}, (st.dependsOn || []).length
@@ -473,7 +476,9 @@
         dag.update(run.steps);
       }
       for (const st of run.steps) {
-        const key = JSON.stringify(st) + (TERMINAL_STEP.has(st.status) ? "" : Date.now());
+        // A running step's row shows a growing duration; any other changes with its record.
+        const ticking = st.startedAt && !st.finishedAt && !TERMINAL_STEP.has(st.status);
+        const key = JSON.stringify(st) + (ticking ? Date.now() : "");
         let row = rows.get(st.id);
         if (!row) {
           row = { tr: h("tr", { "data-step": st.id }), key: "" };
@@ -493,14 +498,15 @@
       if (r.status === 200) {
         misses = 0;
         render(r.body);
-        return !TERMINAL_RUN.has(r.body.status);
+        // A large run is read less often: its document grows with its steps.
+        const every = RUN_POLL_MS * Math.max(1, Math.ceil(r.body.steps.length / 2000));
+        return TERMINAL_RUN.has(r.body.status) ? false : every;
       }
       if (r.status === 404) {
         // A run answered with 202 is stored a moment later: keep looking, more slowly.
         misses += 1;
         put(notice, h("p", { class: "muted" }, `${errorText(r)}; looking again…`));
-        await new Promise((ok) => setTimeout(ok, misses > 10 ? 3000 : 0));
-        return true;
+        return misses > 10 ? 4 * RUN_POLL_MS : RUN_POLL_MS;
       }
       put(notice, errorBox(r));
       return r.status === 0 || r.status >= 500;
