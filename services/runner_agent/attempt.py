@@ -1,0 +1,230 @@
+"""One accepted assignment, from its first heartbeat to its reported outcome.
+
+An attempt writes its first heartbeat before the runner answers "accepted" (so the watchdog
+always knows an accepted attempt), spawns the command in the same turn of the event loop as
+that answer (so the answer, the log's first note and the started event leave in one write),
+heartbeats while the command runs, streams its output, and publishes the outcome until it
+lands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from services.runner_agent.output import LogPublisher
+from services.runner_agent.process import ProcessResult, StepProcess, step_env
+from shared import names
+from shared.contracts import Heartbeat, StepFinished, StepReady, StepStarted, encode
+from shared.service import event
+from shared.settings import Settings
+from shared.timefmt import now_rfc3339
+
+log = logging.getLogger("heddle.runner")
+REPORT_ACK_TIMEOUT = 5.0  # seconds before the outcome is published again (deduplicated)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptContext:
+    """What every attempt of one runner shares."""
+
+    runner: str
+    nc: Client
+    js: JetStreamContext
+    settings: Settings
+    base_env: dict[str, str]
+    heartbeat_ttl: int
+
+
+class Attempt:
+    def __init__(self, ctx: AttemptContext, ready: StepReady) -> None:
+        self.ctx = ctx
+        self.ready = ready
+        self.process: StepProcess | None = None
+        self.logs: LogPublisher | None = None
+        self.failure: str | None = None  # the command could not be started
+        self.task: asyncio.Task | None = None
+        self.done = asyncio.Event()
+        self._beats = 0
+        self._beat_timer: asyncio.TimerHandle | None = None
+        self._beating: asyncio.Task | None = None
+
+    def same(self, run_id: str, step_id: str, attempt: int) -> bool:
+        r = self.ready
+        return (r.run_id, r.step_id, r.attempt) == (run_id, step_id, attempt)
+
+    # ---- heartbeats ----
+
+    async def heartbeat(self) -> None:
+        """Store one heartbeat (acknowledged)."""
+        ready = self.ready
+        self._beats += 1
+        hb = Heartbeat(
+            runner=self.ctx.runner,
+            run_id=ready.run_id,
+            step_id=ready.step_id,
+            attempt=ready.attempt,
+            seq=self._beats,
+            pid=self.process.pid if self.process else None,
+        )
+        await self.ctx.js.publish(
+            names.kv_subject(
+                names.HEARTBEATS_BUCKET, names.heartbeat_key(ready.run_id, ready.step_id)
+            ),
+            encode(hb),
+            msg_ttl=self.ctx.heartbeat_ttl,
+        )
+
+    def _schedule_beat(self) -> None:
+        # A timer, not a task per attempt: most steps end long before their first beat.
+        loop = asyncio.get_running_loop()
+        self._beat_timer = loop.call_later(self.ctx.settings.heartbeat_interval, self._beat)
+
+    def _beat(self) -> None:
+        self._beating = asyncio.create_task(self._beat_once())
+        self._schedule_beat()
+
+    async def _beat_once(self) -> None:
+        try:
+            await self.heartbeat()
+        except Exception as exc:
+            log.warning("heartbeat failed: %s", exc)
+
+    def _stop_beating(self) -> None:
+        if self._beat_timer is not None:
+            self._beat_timer.cancel()
+        if self._beating is not None:
+            self._beating.cancel()
+
+    # ---- the command ----
+
+    async def start(self) -> None:
+        """Spawn the command and announce it: a note in its log and the started event.
+
+        The started event is a plain publish into the stream, with no acknowledgement to
+        wait for or read: it only moves the step from queued to running for people to see,
+        while the heartbeat already stored makes the attempt known to the watchdog, and the
+        outcome (acknowledged, re-sent until it lands) tells the whole story if a started
+        event is ever lost (docs/architecture.md)."""
+        ctx, ready = self.ctx, self.ready
+        logs = self.logs = LogPublisher(
+            ctx.js, ready.run_id, ready.step_id, ready.attempt, ctx.settings.log_line_max_bytes
+        )
+        process = self.process = StepProcess(
+            ready.command,
+            step_env(ctx.base_env, ready.run_id, ready.step_id, ready.attempt),
+            ready.timeout_seconds,
+            ctx.settings.kill_grace,
+            ctx.settings.output_tail_bytes,
+            sink=logs.write,
+        )
+        self._schedule_beat()
+        try:
+            process.start()
+        except Exception as exc:
+            log.exception("step %s/%s could not start", ready.run_id, ready.step_id)
+            self.failure = f"could not run: {exc}"
+            return
+        await logs.note(f"started on runner {ctx.runner} (pid {process.pid})")
+        started = StepStarted(
+            run_id=ready.run_id,
+            step_id=ready.step_id,
+            attempt=ready.attempt,
+            runner=ctx.runner,
+            pid=process.pid or 0,
+            started_at=now_rfc3339(),
+        )
+        try:
+            await ctx.nc.publish(
+                names.evt(ready.run_id, ready.step_id),
+                encode(started),
+                headers={
+                    "Nats-Msg-Id": names.event_msg_id(
+                        "started", ready.run_id, ready.step_id, ready.attempt
+                    )
+                },
+            )
+        except Exception as exc:  # closed connection: the outcome is re-sent until it lands
+            log.warning("started event of %s/%s not sent: %s", ready.run_id, ready.step_id, exc)
+
+    async def run(self, free: Callable[[], None]) -> None:
+        """Wait for the command, then report its outcome. ``free`` is called once the log
+        is complete and before the outcome is published, so the dispatcher's next
+        assignment (which follows the outcome) finds the runner idle."""
+        ready, process, logs = self.ready, self.process, self.logs
+        assert process is not None and logs is not None
+        try:
+            if self.failure is not None:
+                result = ProcessResult("failed", None, self.failure, "", "")
+            else:
+                result = await process.wait()
+        except Exception as exc:
+            log.exception("step %s/%s failed to run", ready.run_id, ready.step_id)
+            result = ProcessResult("failed", None, f"could not run: {exc}", "", "")
+        finally:
+            self._stop_beating()
+        finished = StepFinished(
+            run_id=ready.run_id,
+            step_id=ready.step_id,
+            attempt=ready.attempt,
+            runner=self.ctx.runner,
+            outcome=result.outcome,
+            finished_at=now_rfc3339(),
+            exit_code=result.exit_code,
+            reason=result.reason,
+            stdout_tail=result.stdout_tail,
+            stderr_tail=result.stderr_tail,
+        )
+        await logs.close(_summary(finished))
+        free()
+        try:
+            await self._report(finished)
+        finally:
+            self.done.set()
+
+    def kill(self, outcome: str, reason: str) -> None:
+        if self.process is not None:
+            self.process.kill(outcome, reason)  # type: ignore[arg-type]
+
+    async def _report(self, finished: StepFinished) -> None:
+        """Publish the outcome until it lands: an outcome is never lost to an outage."""
+        msg_id = names.event_msg_id("finished", finished.run_id, finished.step_id, finished.attempt)
+        delay = 0.2
+        t0 = time.monotonic()
+        payload = encode(finished)
+        while True:
+            try:
+                ack = await self.ctx.js.publish_async(
+                    names.evt(finished.run_id, finished.step_id),
+                    payload,
+                    headers={"Nats-Msg-Id": msg_id},
+                )
+                await asyncio.wait_for(ack, REPORT_ACK_TIMEOUT)
+                break
+            except Exception as exc:
+                log.warning("reporting %s failed (%s); retrying", msg_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        event(
+            log,
+            "finished",
+            runner=self.ctx.runner,
+            run=finished.run_id,
+            step=finished.step_id,
+            attempt=finished.attempt,
+            outcome=finished.outcome,
+            exit_code=finished.exit_code,
+            ms=round((time.monotonic() - t0) * 1000, 1),
+        )
+
+
+def _summary(ev: StepFinished) -> str:
+    if ev.outcome == "succeeded":
+        return "succeeded"
+    return f"{ev.outcome.replace('_', ' ')}: {ev.reason}"
