@@ -355,9 +355,10 @@ def table(rows: list[Row]) -> str:
 
 
 def resources_table(results: list[dict[str, Any]]) -> str:
-    """Peak RSS over the workload's stack lifetime and CPU seconds per repetition (median),
-    per service; the runners summed (CPU) and maxed (RSS)."""
-    head = ("workload", "service", "peak RSS MB", "CPU s per rep (median)")
+    """Peak RSS over the workload's stack lifetime, CPU seconds per repetition (median) and
+    CPU milliseconds per step (where steps ran: where the time goes), per service; the
+    runners summed (CPU) and maxed (RSS)."""
+    head = ("workload", "service", "peak RSS MB", "CPU s per rep (median)", "CPU ms per step")
     body = []
     for res in results:
         if not res.get("reps"):
@@ -371,7 +372,9 @@ def resources_table(results: list[dict[str, Any]]) -> str:
             cpu = Spread.of(sum(rep["cpu_s"].get(m, 0.0) for m in members) for rep in res["reps"])
             peak = max((rss.get(m, 0.0) for m in members), default=0.0)
             label = f"{group} ({len(members)}, summed)" if group == "runners" else group
-            body.append((res["workload"], label, fmt(peak), fmt_spread(cpu)))
+            ran = res.get("mode") == "run" and res.get("steps")
+            per_step = fmt(cpu.median * 1000 / res["steps"]) if ran and cpu else "-"
+            body.append((res["workload"], label, fmt(peak), fmt_spread(cpu), per_step))
     widths = [max(len(str(x[i])) for x in (head, *body)) for i in range(len(head))]
     lines = [" | ".join(c.ljust(w) for c, w in zip(head, widths, strict=True))]
     lines.append("-+-".join("-" * w for w in widths))
