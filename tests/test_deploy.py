@@ -13,8 +13,10 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -705,3 +707,38 @@ def test_kind_script() -> None:
         "runners.replicas",
     ):
         assert needed in script, needed
+
+
+def test_an_installed_package_carries_the_web_page(tmp_path: Path) -> None:
+    """The image installs Heddle as a wheel (not editable): the page's files must be in it."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        (src / name).write_bytes((ROOT / name).read_bytes())
+    for package in ("services", "shared"):
+        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path / "wheel"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    [wheel] = out.glob("heddle-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+    shipped = {
+        f"services/gateway/static/{p.name}" for p in (ROOT / "services/gateway/static").iterdir()
+    }
+    assert shipped and shipped <= names
+    assert "services/gateway/web.py" in names
