@@ -29,7 +29,9 @@ from services.runner_agent.output import (
     MSG_HEADER,
     LogPublisher,
     encode_chunks,
+    encode_plain,
     has_long_line,
+    is_plain,
     split_lines,
     split_long,
 )
@@ -103,6 +105,36 @@ def test_encode_chunks_caps_messages() -> None:
     assert log_line_decoder.decode(encode(LogLine(stream="heddle", seq=0, text="x"))).texts() == [
         "x"
     ]
+
+
+def flat(messages: list[tuple[bytes, int]]) -> list[tuple[int, str]]:
+    """(seq, text) of every line of encoded messages."""
+    return [(m.seq + i, x) for m in decoded(messages) for i, x in enumerate(m.texts())]
+
+
+def test_plain_lines_are_encoded_from_their_bytes() -> None:
+    rng = random.Random(11)
+    assert is_plain(b"a b\n~\x7f") and not is_plain(b'say "hi"') and not is_plain(b"a\tb")
+    assert not is_plain(b"back\\slash") and not is_plain("é".encode())
+    for _ in range(200):
+        lines = [
+            "ab 0{}"[: rng.choice([0, 1, 3, 6])] * rng.choice([1, 1, 1, 7, 50])
+            for _ in range(rng.randrange(1, 3000))
+        ]
+        block = "\n".join(lines).encode()
+        assert is_plain(block)
+        max_lines = rng.choice([1, 2, 7, 1000])
+        max_bytes = rng.choice([3000, 8000, 64 * 1024])
+        messages = encode_plain("stdout", 5, block, max_lines, max_bytes)
+        assert flat(messages) == flat(encode_chunks("stdout", 5, lines))
+        assert all(n <= max_lines for _, n in messages)
+        assert all(len(p) <= max_bytes for p, n in messages if n > 1)
+        # One line keeps the shape of a line.
+        assert all(("text" in json.loads(p)) == (n == 1) for p, n in messages)
+    # Short lines: messages of 1,000 lines at most, and not many fewer.
+    block = "\n".join(str(i) for i in range(2500)).encode()
+    sizes = [n for _, n in encode_plain("stdout", 1, block)]
+    assert len(sizes) == 3 and sum(sizes) == 2500 and max(sizes) == 1000
 
 
 # ---- publisher and reader against a real nats-server --------------------------------------

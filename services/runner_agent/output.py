@@ -135,6 +135,62 @@ def encode_chunks(
     return out
 
 
+# Bytes a JSON string holds as they are: printable ASCII but the quote and the backslash.
+_PLAIN = bytes(b for b in range(0x20, 0x80) if b not in b'"\\') + b"\n"
+_OVERHEAD = 64  # the JSON around the lines: {"stream":"stdout","seq":N,"lines":[""]}
+
+
+def is_plain(block: bytes) -> bool:
+    """Whether ``block`` is lines of printable ASCII with nothing to escape in JSON."""
+    return block.isascii() and not block.translate(None, _PLAIN)
+
+
+def encode_plain(
+    stream: str,
+    seq: int,
+    block: bytes,
+    max_lines: int = MAX_CHUNK_LINES,
+    max_bytes: int = MAX_CHUNK_BYTES,
+) -> list[tuple[bytes, int]]:
+    """``encode_chunks`` for a block of plain lines (``is_plain``, none longer than the
+    line limit), built from the bytes as they are: no string per line, so the usual output
+    of a chatty command costs a few passes over its bytes. The same messages, but for where
+    a chunk ends."""
+    out: list[tuple[bytes, int]] = []
+    head = b'{"stream":"%s","seq":' % stream.encode()
+    window = max_bytes - 2 * max_lines - _OVERHEAD  # bytes of lines that fit in a message
+    aim = max_lines - max_lines // 50 or 1  # lines to aim a cut at (a little under the cap)
+    start, end_all = 0, len(block)
+    left = block.count(b"\n") + 1  # lines from ``start`` on
+    while True:
+        if left <= max_lines and end_all - start <= window:
+            end, count = end_all, left
+        else:  # cut where ``aim`` lines of the average length end, then count
+            reach = min(window, (end_all - start) * aim // left)
+            end = block.rfind(b"\n", start, start + reach + 1)
+            if end < start:  # no newline that near: the next line alone
+                end = block.find(b"\n", start)
+                end = end_all if end < 0 else end
+            count = block.count(b"\n", start, end) + 1
+            while count > max_lines:  # lines shorter than the average: cut again
+                guess = start + (end - start) * max_lines // count
+                cut = block.rfind(b"\n", start, guess + 1)
+                end = cut if cut > start else block.find(b"\n", start)
+                count = block.count(b"\n", start, end) + 1
+        left -= count
+        piece = block[start:end]
+        if count == 1:
+            payload = encode(LogLine(stream=stream, seq=seq, text=piece.decode("ascii")))
+        else:
+            lines = piece.replace(b"\n", b'","')
+            payload = b"".join((head, b"%d" % seq, b',"lines":["', lines, b'"]}'))
+        out.append((payload, count))
+        seq += count
+        if end >= end_all:
+            return out
+        start = end + 1
+
+
 class LogPublisher:
     def __init__(
         self, js: JetStreamContext, run_id: str, step_id: str, attempt: int, max_line_bytes: int
@@ -159,8 +215,13 @@ class LogPublisher:
         end = buf.rfind(b"\n")
         lines: list[str] = []
         if end >= 0:
-            lines = split_lines(bytes(buf[:end]), self.max_line_bytes)
+            block = bytes(buf[:end])
             del buf[: end + 1]
+            limit = self.max_line_bytes
+            if len(buf) <= limit and is_plain(block) and not has_long_line(block, limit):
+                await self._messages(encode_plain(stream, self.seq + 1, block))
+                return
+            lines = split_lines(block, limit)
         # A line longer than the limit goes out in pieces as soon as a piece is complete
         # (only once more bytes follow it, so a line of exactly the limit stays one line).
         limit = self.max_line_bytes
@@ -197,9 +258,12 @@ class LogPublisher:
                 await self._lines(stream, lines)
 
     async def _lines(self, stream: str, lines: list[str]) -> None:
-        self.output_lines += len(lines)
-        for payload, count in encode_chunks(stream, self.seq + 1, lines):
+        await self._messages(encode_chunks(stream, self.seq + 1, lines))
+
+    async def _messages(self, messages: list[tuple[bytes, int]]) -> None:
+        for payload, count in messages:
             self.seq += count
+            self.output_lines += count
             await self._publish(payload)
 
     async def _note(self, text: str, confirm: bool = False) -> None:
