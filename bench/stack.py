@@ -172,7 +172,8 @@ class BenchStack:
         """SIGKILL a service and every process it started, as a pod dying takes them."""
         svc = self.services[name]
         svc.killed = True
-        for pid in [*descendants(svc.pid), svc.pid]:
+        # The service first, so it cannot see its command die and report it.
+        for pid in [svc.pid, *descendants(svc.pid)]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         assert svc.popen is not None

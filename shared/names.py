@@ -37,6 +37,9 @@ CMD_CANCEL = "heddle.cmd.cancel"
 SCHED_ALL = "heddle.sched.>"
 STEP_READY_ALL = "heddle.step.ready.>"
 EVT_ALL = "heddle.evt.>"
+# On each log message of a runner: its number among the attempt's runner messages, so a
+# reader counts the lines of chunks without reading them (services/gateway/log_index.py).
+LOG_MSG_HEADER = "Heddle-Msg"
 LOG_ALL = "heddle.log.>"
 RUNNER_ALL = "heddle.runner.>"
 

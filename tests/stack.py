@@ -105,13 +105,15 @@ class Stack:
 
     def kill(self, name: str, sig: int = signal.SIGKILL, with_group: bool = False) -> None:
         proc = self.procs[name]
-        if with_group:
-            # The runner and the commands it started, as a pod dying would take them.
-            for pid in descendants(proc.pid):
-                with _quiet():
-                    os.kill(pid, sig)
+        # The runner and the commands it started, as a pod dying would take them: the
+        # service first, so it cannot see its command die and report it; the commands
+        # (found before, while they are still its descendants) right after.
+        children = descendants(proc.pid) if with_group else []
         # The service's own process group: the service, and a wrapper such as faketime.
         os.killpg(proc.pid, sig)
+        for pid in children:
+            with _quiet():
+                os.kill(pid, sig)
         if sig in (signal.SIGKILL, signal.SIGTERM):
             proc.popen.wait(30)  # type: ignore[union-attr]
 

@@ -18,13 +18,10 @@ import pytest
 from nats.js import JetStreamContext
 
 from services.embedded_nats import EmbeddedNats
-from services.gateway import log_reader
-from services.gateway.log_reader import (
-    CURSOR_SPAN,
-    attempt_messages,
-    read_attempt,
-    read_lines,
-)
+from services.gateway import log_lines, log_reader
+from services.gateway.log_index import attempt_messages
+from services.gateway.log_lines import CURSOR_SPAN
+from services.gateway.log_reader import read_attempt, read_lines
 from services.runner_agent.output import (
     MSG_HEADER,
     LogPublisher,
@@ -352,5 +349,5 @@ def test_cursor_span_fits_a_chunk() -> None:
     from shared.contracts import MAX_CHUNK_LINES
 
     assert MAX_CHUNK_LINES < CURSOR_SPAN
-    assert log_reader.start_of(0) == 0 and log_reader.start_of(CURSOR_SPAN - 1) == 1
-    assert log_reader.start_of(5 * CURSOR_SPAN + 3) == 5
+    assert log_lines.start_of(0) == 0 and log_lines.start_of(CURSOR_SPAN - 1) == 1
+    assert log_lines.start_of(5 * CURSOR_SPAN + 3) == 5

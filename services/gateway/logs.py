@@ -5,7 +5,7 @@ Lines live in HEDDLE_LOGS on ``heddle.log.<run>.<step>.<attempt>``, one message 
 or per chunk of lines (the complete lines of one pipe read; docs/logs.md). Every read is one
 filtered, ordered replay of the step's subjects (an ordered push consumer), never a request
 per line. A line's ``cursor`` is its message's stream sequence times ``CURSOR_SPAN`` plus
-its index in the message (services/gateway/log_reader.py): unique, increasing, opaque, and
+its index in the message (services/gateway/log_lines.py): unique, increasing, opaque, and
 the order the server stored the lines in, which is the order they were written (the
 runner's and the orchestrator's alike). ``?after=CURSOR`` and the SSE ``Last-Event-ID``
 resume after it, in the middle of a chunk if need be.
@@ -34,14 +34,14 @@ from nats.js.errors import KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
 from services.gateway.keys import RESOURCES
+from services.gateway.log_index import last_cursor
+from services.gateway.log_lines import encode_json
 from services.gateway.log_reader import (
     DEFAULT_TAIL,
     DRAIN_WAIT,
     KEEPALIVE,
     MAX_TAIL,
     Feed,
-    encode_json,
-    last_cursor,
     step_logs,
 )
 from services.gateway.reads import get_run_record, step_document

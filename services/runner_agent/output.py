@@ -26,7 +26,7 @@ most twice those amounts of one attempt are ever in flight.
 Every runner message carries a ``Heddle-Msg`` header, its number among the runner's
 messages of the attempt (1, 2, 3 ...). With the line numbers it lets a reader count an
 attempt's lines exactly from two messages, the orchestrator's notes included
-(services/gateway/log_reader.py).
+(services/gateway/log_index.py).
 
 A line longer than ``HEDDLE_LOG_LINE_MAX_BYTES`` is split into pieces of at most that many
 bytes, cut at a UTF-8 character boundary where there is one; each piece is a line of its own
@@ -49,7 +49,7 @@ MAX_CHUNK_BYTES = 64 * 1024  # JSON in one message (a longer line is a message o
 CHECKPOINT_MESSAGES = 256
 CHECKPOINT_BYTES = 1024 * 1024
 CHECKPOINT_WAIT = 2.0  # seconds; past this the lines are not waited for (never fatal)
-MSG_HEADER = "Heddle-Msg"  # the message's number among the runner's messages of the attempt
+MSG_HEADER = names.LOG_MSG_HEADER
 
 
 def cut_point(data: bytes | bytearray, limit: int) -> int:

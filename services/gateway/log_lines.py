@@ -1,0 +1,89 @@
+"""Log messages as the HTTP API's lines: decoding, cursors and times. Pure: no I/O.
+
+**Cursors.** A line's cursor is ``stream sequence * CURSOR_SPAN + index within its
+message``: unique, increasing in the order the server stored the lines, and opaque to
+clients. A message holds at most 1,000 lines (``MAX_CHUNK_LINES``), so the index fits.
+``after=C`` replays from the message of ``C`` on and skips its lines up to ``C``: it
+resumes at the next line, in the middle of a message if need be.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from nats.aio.msg import Msg
+
+from shared.contracts import log_line_decoder
+from shared.timefmt import from_epoch
+
+CURSOR_SPAN = 4096  # cursor = stream sequence * CURSOR_SPAN + index within the message
+
+
+class Line(msgspec.Struct):
+    """One line as the HTTP API shows it."""
+
+    cursor: int  # stream sequence * CURSOR_SPAN + index within the message
+    attempt: int
+    seq: int  # the runner's per-attempt sequence; 0 for the orchestrator's notes
+    stream: str  # stdout, stderr or heddle
+    time: str  # when the server stored it (RFC 3339, UTC, milliseconds)
+    text: str
+
+
+encode_json = msgspec.json.Encoder().encode
+
+
+def cursor_of(sseq: int, index: int = 0) -> int:
+    return sseq * CURSOR_SPAN + index
+
+
+def start_of(after: int) -> int:
+    """The stream sequence to replay from to get the lines after cursor ``after``."""
+    return (after + 1) // CURSOR_SPAN
+
+
+class Clock:
+    """Stream timestamps (ns) as RFC 3339, formatted once per millisecond."""
+
+    __slots__ = ("ms", "text")
+
+    def __init__(self) -> None:
+        self.ms = -1
+        self.text = ""
+
+    def __call__(self, ns: int) -> str:
+        ms = ns // 1_000_000
+        if ms != self.ms:
+            self.ms, self.text = ms, from_epoch(ms / 1000)
+        return self.text
+
+
+def decode(data: bytes) -> tuple[str, int, list[str]]:
+    """A message body as (stream, seq of its first line, lines)."""
+    try:
+        rec = log_line_decoder.decode(data)
+        texts = rec.texts()
+        if len(texts) > CURSOR_SPAN:  # not the runner's (it sends 1,000 at most)
+            texts = texts[:CURSOR_SPAN]
+        return rec.stream, rec.seq, texts
+    except msgspec.DecodeError:  # published by someone else: show it as it is
+        return "unknown", 0, [data.decode("utf-8", errors="replace")]
+
+
+def parse_message(msg: Msg, clock: Clock, after: int = 0) -> tuple[list[Line], int]:
+    """A delivered message as its lines with a cursor above ``after``, and the consumer's
+    count of messages still pending. The stream sequence, time and pending count come from
+    the reply subject
+    (``$JS.ACK.[<domain>.<hash>.]<stream>.<consumer>.<n>.<sseq>.<cseq>.<ns>.<pending>``)."""
+    tokens = msg.reply.split(".")
+    i = 5 if len(tokens) == 9 else 7
+    name = msg.subject.rsplit(".", 1)[1]
+    attempt = int(name) if name.isdigit() else 0
+    stream, seq, texts = decode(msg.data)
+    base = int(tokens[i]) * CURSOR_SPAN
+    time = clock(int(tokens[i + 2]))
+    first = after - base + 1 if after >= base else 0
+    lines = [
+        Line(base + j, attempt, seq + j if seq > 0 else 0, stream, time, texts[j])
+        for j in range(first, len(texts))
+    ]
+    return lines, int(tokens[i + 3])
