@@ -143,7 +143,7 @@ class Probe:
         """(step, attempt) -> when the server stored the runner's started event."""
         assert self.nc is not None
         js = self.nc.jetstream()
-        sub = await js.subscribe(f"heddle.evt.{run_id}.*", ordered_consumer=True)
+        sub = await js.subscribe(f"heddle.evt.{run_id}.*.started", ordered_consumer=True)
         out: dict[tuple[str, int], float] = {}
         deadline = time.monotonic() + timeout
         try:

@@ -37,6 +37,7 @@ CMD_CANCEL = "heddle.cmd.cancel"
 SCHED_ALL = "heddle.sched.>"
 STEP_READY_ALL = "heddle.step.ready.>"
 EVT_ALL = "heddle.evt.>"
+EVT_FINISHED_ALL = "heddle.evt.*.*.finished"
 # On each log message of a runner: its number among the attempt's runner messages, so a
 # reader counts the lines of chunks without reading them (services/gateway/log_index.py).
 LOG_MSG_HEADER = "Heddle-Msg"
@@ -56,8 +57,10 @@ def step_ready(run: str, step: str) -> str:
     return f"heddle.step.ready.{run}.{step}"
 
 
-def evt(run: str, step: str) -> str:
-    return f"heddle.evt.{run}.{step}"
+def evt(run: str, step: str, kind: str) -> str:
+    """A runner's event about a step: kind is ``started`` or ``finished``. The kind is in the
+    subject so the dispatcher, which only needs outcomes, subscribes to those alone."""
+    return f"heddle.evt.{run}.{step}.{kind}"
 
 
 def log(run: str, step: str, attempt: int) -> str:
@@ -154,7 +157,7 @@ def log_run_filter(run: str) -> str:
 
 
 def evt_run_filter(run: str) -> str:
-    return f"heddle.evt.{run}.*"
+    return f"heddle.evt.{run}.>"
 
 
 # Message ids (Nats-Msg-Id), so a re-sent command or event is stored once.

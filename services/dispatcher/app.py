@@ -67,7 +67,7 @@ class Dispatcher:
         )
         self.js = res.js
         self.runners_kv: KeyValue = res.kv[names.RUNNERS_BUCKET]
-        self._events_sub = await self.nc.subscribe(names.EVT_ALL, cb=self._on_event)
+        self._events_sub = await self.nc.subscribe(names.EVT_FINISHED_ALL, cb=self._on_event)
         await ensure_consumer(
             self.js,
             names.STEPS_STREAM,

@@ -3,7 +3,7 @@ finished longer ago than ``HEDDLE_RETENTION_AGE``, are deleted with everything t
 
 - ``step.<run>.*``, ``run.<run>`` and ``hist.<workflow>.<run>`` in heddle-runs,
 - ``<run>.*`` in heddle-heartbeats,
-- ``heddle.log.<run>.>`` in HEDDLE_LOGS and ``heddle.evt.<run>.*`` in HEDDLE_EVENTS,
+- ``heddle.log.<run>.>`` in HEDDLE_LOGS and ``heddle.evt.<run>.>`` in HEDDLE_EVENTS,
 - the cron slot key ``<workflow>.<slot>`` of a scheduled run (the cursor is past it, so the
   slot is never planned again).
 

@@ -142,7 +142,7 @@ class Attempt:
         )
         try:
             await ctx.nc.publish(
-                names.evt(ready.run_id, ready.step_id),
+                names.evt(ready.run_id, ready.step_id, "started"),
                 encode(started),
                 headers={
                     "Nats-Msg-Id": names.event_msg_id(
@@ -201,7 +201,7 @@ class Attempt:
         while True:
             try:
                 ack = await self.ctx.js.publish_async(
-                    names.evt(finished.run_id, finished.step_id),
+                    names.evt(finished.run_id, finished.step_id, "finished"),
                     payload,
                     headers={"Nats-Msg-Id": msg_id},
                 )
