@@ -17,6 +17,7 @@ from services.orchestrator.actor import RunActor
 from services.orchestrator.effects import EffectRunner
 from services.orchestrator.state import Policy, RunState
 from shared import names
+from shared.acked import AckedPublisher
 from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
 from shared.nats_io import ensure_resources
 from shared.settings import Settings
@@ -47,7 +48,7 @@ async def record(nc: Client, key: str) -> dict:
 async def new_run(nc: Client, steps: list[StepSpec]) -> RunActor:
     cmd = SubmitRun(run_id="gc", submitted_at=from_epoch(T0), steps=steps)
     state, effects = RunState.new(cmd, Policy(), T0)
-    runner = EffectRunner(nc, nc.jetstream())
+    runner = EffectRunner(nc, nc.jetstream(), await AckedPublisher(nc).start())
     await runner.apply("gc", effects, create_run=True)
     return RunActor(state, runner, on_done=lambda actor: None)
 

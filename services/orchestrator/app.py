@@ -26,6 +26,7 @@ from services.orchestrator.state import Policy, RunState
 from services.orchestrator.watchdog import HeartbeatView
 from services.orchestrator.workflows import WorkflowFeatures
 from shared import names
+from shared.acked import AckedPublisher
 from shared.contracts import (
     TERMINAL_RUN,
     CancelRun,
@@ -86,7 +87,8 @@ class Orchestrator:
         self.js = res.js
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self.hb_kv: KeyValue = res.kv[names.HEARTBEATS_BUCKET]
-        self.effects = EffectRunner(self.nc, self.js, local_timer=self._local_timer)
+        acked = await AckedPublisher(self.nc).start()
+        self.effects = EffectRunner(self.nc, self.js, acked, local_timer=self._local_timer)
         self.workflows = WorkflowFeatures(self.settings, res, self.actors, self.effects)
         self.effects = self.workflows.effects  # the same runner, also feeding run history
         await self._rebuild()

@@ -26,6 +26,7 @@ from services.orchestrator.state import (
     ScheduleRetry,
 )
 from shared import names
+from shared.acked import AckedPublisher
 from shared.contracts import CancelAttempt, LogLine, RetryDue, encode
 from shared.nats_io import count_keys
 from shared.service import event
@@ -41,10 +42,12 @@ class EffectRunner:
         self,
         nc: Client,
         js: JetStreamContext,
+        acked: AckedPublisher,
         local_timer: Callable[[str, str, int, float], None] | None = None,
     ) -> None:
         self.nc = nc
         self.js = js
+        self.acked = acked  # every write here is acknowledged: memory is ahead of KV
         # The server's schedule fires up to ~250 ms late and survives restarts; a local
         # timer fires on time while this process lives. Whichever comes first queues the
         # attempt; the state machine ignores the other.
@@ -77,7 +80,7 @@ class EffectRunner:
             for i in written:
                 last_write.pop(id(effects[i].step), None)  # type: ignore[union-attr]
         futures: list[asyncio.Future] = []
-        js = self.js
+        publish = self.acked.publish
         for i, eff in enumerate(effects):
             match eff:
                 case PersistStep(step=step, previous=previous):
@@ -97,7 +100,7 @@ class EffectRunner:
                     if last_write[id(step)] != i:
                         continue
                     futures.append(
-                        await js.publish_async(
+                        await publish(
                             names.kv_subject(names.RUNS_BUCKET, names.step_key(run_id, step.id)),
                             encode(step),
                         )
@@ -117,7 +120,7 @@ class EffectRunner:
                     if i != last_run:
                         continue
                     futures.append(
-                        await js.publish_async(
+                        await publish(
                             names.kv_subject(names.RUNS_BUCKET, names.run_key(run_id)),
                             encode(run),
                             headers=headers,
@@ -125,7 +128,7 @@ class EffectRunner:
                     )
                 case Enqueue(ready=ready):
                     futures.append(
-                        await js.publish_async(
+                        await publish(
                             names.step_ready(ready.run_id, ready.step_id),
                             encode(ready),
                             headers={
@@ -194,7 +197,7 @@ class EffectRunner:
             step = effects[i].step  # type: ignore[union-attr]
             subject = names.kv_subject(names.RUNS_BUCKET, names.step_key(run_id, step.id))
             if n % CHECKPOINT == 0 or n == len(new):
-                ack = await self.js.publish_async(subject, encode(step))
+                ack = await self.acked.publish(subject, encode(step))
                 if checkpoint is not None:
                     await asyncio.wait_for(checkpoint, ACK_TIMEOUT)
                 checkpoint = ack
@@ -208,7 +211,7 @@ class EffectRunner:
                 "run %s: %d of %d step records stored; writing them again", run_id, stored, len(new)
             )
             futures = [
-                await self.js.publish_async(
+                await self.acked.publish(
                     names.kv_subject(names.RUNS_BUCKET, names.step_key(run_id, e.step.id)),
                     encode(e.step),
                 )
@@ -222,7 +225,7 @@ class EffectRunner:
     ) -> asyncio.Future:
         # The server holds the timer: it survives an orchestrator restart and fires once.
         # One pending schedule per subject, so re-sending it after a restart replaces it.
-        return await self.js.publish_async(
+        return await self.acked.publish(
             names.sched_timer(run_id, step_id),
             encode(RetryDue(run_id=run_id, step_id=step_id, attempt=attempt)),
             headers={

@@ -21,6 +21,7 @@ from nats.aio.msg import Msg
 from services.runner_agent.attempt import Attempt, AttemptContext
 from services.runner_agent.registration import Registration
 from shared import failpoints, names
+from shared.acked import AckedPublisher
 from shared.contracts import (
     AssignReply,
     RunnerInfo,
@@ -75,6 +76,7 @@ class RunnerAgent:
             runner=self.runner,
             nc=self.nc,
             js=self.js,
+            acked=await AckedPublisher(self.nc).start(),
             settings=settings,
             base_env=dict(os.environ),
             heartbeat_ttl=max(10, math.ceil(settings.silence_limit * 2)),

@@ -21,6 +21,7 @@ from nats.js import JetStreamContext
 from services.runner_agent.output import LogPublisher
 from services.runner_agent.process import ProcessResult, StepProcess, step_env
 from shared import names
+from shared.acked import AckedPublisher
 from shared.contracts import Heartbeat, StepFinished, StepReady, StepStarted, encode
 from shared.service import event
 from shared.settings import Settings
@@ -28,6 +29,7 @@ from shared.timefmt import now_rfc3339
 
 log = logging.getLogger("heddle.runner")
 REPORT_ACK_TIMEOUT = 5.0  # seconds before the outcome is published again (deduplicated)
+HEARTBEAT_ACK_TIMEOUT = 5.0  # seconds; the first one unconfirmed by then refuses the step
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,7 @@ class AttemptContext:
     runner: str
     nc: Client
     js: JetStreamContext
+    acked: AckedPublisher
     settings: Settings
     base_env: dict[str, str]
     heartbeat_ttl: int
@@ -73,13 +76,14 @@ class Attempt:
             seq=self._beats,
             pid=self.process.pid if self.process else None,
         )
-        await self.ctx.js.publish(
+        stored = await self.ctx.acked.publish(
             names.kv_subject(
                 names.HEARTBEATS_BUCKET, names.heartbeat_key(ready.run_id, ready.step_id)
             ),
             encode(hb),
-            msg_ttl=self.ctx.heartbeat_ttl,
+            headers={"Nats-TTL": str(self.ctx.heartbeat_ttl)},
         )
+        await asyncio.wait_for(stored, HEARTBEAT_ACK_TIMEOUT)
 
     def _schedule_beat(self) -> None:
         # A timer, not a task per attempt: most steps end long before their first beat.
@@ -200,7 +204,7 @@ class Attempt:
         payload = encode(finished)
         while True:
             try:
-                ack = await self.ctx.js.publish_async(
+                ack = await self.ctx.acked.publish(
                     names.evt(finished.run_id, finished.step_id, "finished"),
                     payload,
                     headers={"Nats-Msg-Id": msg_id},

@@ -1,0 +1,73 @@
+"""JetStream publishes whose acknowledgements are matched by a counter.
+
+The protocol is nats-py's ``publish_async``: each message carries its own reply subject
+under one wildcard inbox subscription, and the server's acknowledgement arrives there. What
+differs is the cost per message: nats-py draws a random token for every message (a
+``getrandom`` system call) and builds a ``PubAck`` dataclass from ``json.loads`` for every
+acknowledgement; here a token is a counter and an acknowledgement is only decoded when it
+carries an error. About 19 instead of 33-40 us of CPU per acknowledged publish on the
+development machine, on the paths that write several records per step (the orchestrator's
+effects, the runner's heartbeat and outcome).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.errors import APIError, NoStreamResponseError
+
+
+class AckedPublisher:
+    def __init__(self, nc: Client) -> None:
+        self._nc = nc
+        self._prefix = ""
+        self._count = 0
+        self._pending: dict[str, asyncio.Future[bytes]] = {}
+
+    async def start(self) -> AckedPublisher:
+        self._prefix = self._nc.new_inbox() + "."
+        await self._nc.subscribe(self._prefix + "*", cb=self._on_ack)
+        return self
+
+    async def publish(
+        self, subject: str, payload: bytes, headers: dict[str, str] | None = None
+    ) -> asyncio.Future[bytes]:
+        """Send now; the future resolves to the acknowledgement's body once the stream
+        stored the message, or fails with the server's error. A caller that stops waiting
+        (cancels it) leaves nothing behind."""
+        self._count += 1
+        token = str(self._count)
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._pending[token] = future
+        future.add_done_callback(lambda _: self._pending.pop(token, None))
+        try:
+            await self._nc.publish(subject, payload, reply=self._prefix + token, headers=headers)
+        except BaseException:
+            future.cancel()
+            raise
+        return future
+
+    async def _on_ack(self, msg: Msg) -> None:
+        future = self._pending.get(msg.subject[len(self._prefix) :])
+        if future is None or future.done():
+            return
+        if msg.headers and msg.headers.get("Status") == "503":
+            future.set_exception(NoStreamResponseError())  # no stream takes this subject
+            return
+        data = msg.data
+        if b'"error"' in data:
+            try:
+                found = json.loads(data).get("error") or {}
+            except ValueError:
+                found = {"description": data.decode(errors="replace")}
+            error = {k: found[k] for k in ("code", "err_code", "description") if k in found}
+            error.setdefault("code", 500)
+            try:
+                APIError.from_error(error)  # raises the server's error as nats-py types it
+            except APIError as exc:
+                future.set_exception(exc)
+            return
+        future.set_result(data)

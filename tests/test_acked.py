@@ -1,0 +1,59 @@
+"""shared/acked.py against a real nats-server: acknowledgements matched to their messages,
+the server's errors raised as nats-py types them, nothing left behind by a caller that stops
+waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.js.errors import BadRequestError, NoStreamResponseError
+
+from services.embedded_nats import EmbeddedNats
+from shared.acked import AckedPublisher
+
+
+@pytest.fixture
+async def nc(nats_server: EmbeddedNats) -> AsyncIterator[Client]:
+    client = await nats.connect(nats_server.url)
+    await client.jetstream().add_stream(name="T", subjects=["t.>"])
+    yield client
+    await client.close()
+
+
+async def test_each_acknowledgement_resolves_its_own_message(nc: Client) -> None:
+    acked = await AckedPublisher(nc).start()
+    futures = [await acked.publish(f"t.{i % 3}", f"m{i}".encode()) for i in range(200)]
+    acks = [json.loads(a) for a in await asyncio.gather(*futures)]
+    assert [a["seq"] for a in acks] == list(range(1, 201))
+    assert {a["stream"] for a in acks} == {"T"}
+    assert acked._pending == {}
+    stored = await nc.jetstream().get_msg("T", seq=117)
+    assert stored.data == b"m116"
+
+
+async def test_the_servers_error_is_raised_as_nats_py_types_it(nc: Client) -> None:
+    acked = await AckedPublisher(nc).start()
+    await (await acked.publish("t.k", b"first"))
+    second = await acked.publish(
+        "t.k", b"second", headers={"Nats-Expected-Last-Subject-Sequence": "0"}
+    )
+    with pytest.raises(BadRequestError) as info:
+        await second
+    assert "wrong last sequence" in str(info.value)
+    nowhere = await acked.publish("elsewhere.x", b"lost")
+    with pytest.raises(NoStreamResponseError):
+        await asyncio.wait_for(nowhere, 5)
+
+
+async def test_a_caller_that_stops_waiting_leaves_nothing_behind(nc: Client) -> None:
+    acked = await AckedPublisher(nc).start()
+    future = await acked.publish("t.a", b"x")
+    future.cancel()
+    await asyncio.sleep(0.2)  # its acknowledgement arrives for no one
+    assert acked._pending == {}
+    assert (await nc.jetstream().stream_info("T")).state.messages == 1
