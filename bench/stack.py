@@ -5,11 +5,8 @@ process accounting the report needs (peak RSS, CPU seconds) read from /proc."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -18,32 +15,14 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.procfs import ProcSample, descendants, proc_sample
+from bench.processes import REPO, ServiceProcess, service_argv, service_env, stop_all
+from bench.procfs import ProcSample, proc_sample
 from services.embedded_nats import EmbeddedNats, free_port
 
-REPO = Path(__file__).resolve().parent.parent
 # Services to run under cProfile on a CPU clock, e.g. HEDDLE_BENCH_CPROFILE=orchestrator,runner-0:
 # each writes bench/results/profiles/<service>.prof when it stops (read it with pstats).
 CPROFILE = {n for n in os.environ.get("HEDDLE_BENCH_CPROFILE", "").split(",") if n}
 PROFILES_DIR = REPO / "bench" / "results" / "profiles"
-
-
-@dataclass
-class Service:
-    name: str  # orchestrator, dispatcher, gateway, runner-0 ...
-    kind: str  # the `heddle` subcommand
-    env: dict[str, str]
-    log_path: Path
-    popen: subprocess.Popen | None = None
-    killed: bool = False  # by the harness, on purpose
-
-    @property
-    def pid(self) -> int:
-        assert self.popen is not None
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
 
 
 @dataclass
@@ -56,7 +35,7 @@ class BenchStack:
     keep: bool = False
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="heddle-bench-")))
     nats: EmbeddedNats | None = None
-    services: dict[str, Service] = field(default_factory=dict)
+    services: dict[str, ServiceProcess] = field(default_factory=dict)
     gateway_port: int = 0
 
     @property
@@ -69,16 +48,12 @@ class BenchStack:
         return self.nats.url
 
     def _env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
-        env.update(self.settings)
-        env.update(
+        return service_env(
+            self.settings,
             HEDDLE_NATS_URL=self.nats_url,
             HEDDLE_GATEWAY_PORT=str(self.gateway_port),
-            PYTHONUNBUFFERED="1",
+            **extra,
         )
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-        env.update(extra)
-        return env
 
     def start(self) -> None:
         self.gateway_port = free_port()
@@ -92,34 +67,19 @@ class BenchStack:
             self.start_service(f"runner-{i}")
         self.start_service("gateway")
 
-    def start_service(self, name: str) -> Service:
+    def start_service(self, name: str) -> ServiceProcess:
         kind = "runner" if name.startswith("runner") else name
         extra = {"HEDDLE_RUNNER_NAME": name} if kind == "runner" else {}
-        svc = self.services.get(name) or Service(
-            name, kind, self._env(**extra), self.tmp / f"{name}.log"
-        )
-        svc.killed = False
-        argv = [sys.executable, "-m", "services.cli", kind]
+        argv = service_argv(kind)
         if name in CPROFILE:
             PROFILES_DIR.mkdir(parents=True, exist_ok=True)
-            argv = [
-                sys.executable,
-                "-m",
-                "bench.cpu_profile",
-                str(PROFILES_DIR / f"{name}.prof"),
-                kind,
-            ]
-        with open(svc.log_path, "ab") as log:
-            svc.popen = subprocess.Popen(
-                argv,
-                env=svc.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=REPO,
-                start_new_session=True,
-            )
-        self.services[name] = svc
+            profile = str(PROFILES_DIR / f"{name}.prof")
+            argv = [sys.executable, "-m", "bench.cpu_profile", profile, kind]
+        svc = self.services.get(name) or ServiceProcess(
+            name, argv, self._env(**extra), self.tmp / f"{name}.log"
+        )
+        svc.argv = argv
+        self.services[name] = svc.start()
         return svc
 
     async def wait_ready(
@@ -170,35 +130,13 @@ class BenchStack:
 
     def kill_with_children(self, name: str) -> None:
         """SIGKILL a service and every process it started, as a pod dying takes them."""
-        svc = self.services[name]
-        svc.killed = True
-        # The service first, so it cannot see its command die and report it.
-        for pid in [svc.pid, *descendants(svc.pid)]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        assert svc.popen is not None
-        svc.popen.wait(30)
+        self.services[name].kill(with_children=True)
 
     def tail(self, name: str, chars: int = 3000) -> str:
-        try:
-            return self.services[name].log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
+        return self.services[name].tail(chars)
 
     def stop(self) -> None:
-        for svc in self.services.values():
-            if svc.alive():
-                with contextlib.suppress(ProcessLookupError):
-                    svc.popen.terminate()  # type: ignore[union-attr]
-        deadline = time.monotonic() + 15
-        for svc in self.services.values():
-            if svc.popen is None:
-                continue
-            try:
-                svc.popen.wait(max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                svc.popen.kill()
-                svc.popen.wait()
+        stop_all(self.services.values())
         if self.nats is not None:
             self.nats.stop()
         if not self.keep:

@@ -4,10 +4,7 @@ each service as its own process, started, SIGKILLed and restarted at will."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,29 +12,13 @@ from typing import Any
 
 import aiohttp
 
-from bench.procfs import descendants
+from bench.processes import REPO as REPO  # what tests import from here
+from bench.processes import ServiceProcess, service_argv, service_env, stop_all
 from services.embedded_nats import EmbeddedNats, free_port
 
-REPO = Path(__file__).resolve().parent.parent
+Proc = ServiceProcess
 TERMINAL_RUN = {"succeeded", "failed", "cancelled"}
 TERMINAL_STEP = {"succeeded", "failed", "skipped", "cancelled"}
-
-
-@dataclass
-class Proc:
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    log_path: Path
-    popen: subprocess.Popen | None = None
-
-    @property
-    def pid(self) -> int:
-        assert self.popen is not None
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
 
 
 @dataclass
@@ -64,16 +45,12 @@ class Stack:
         return self.nats.url
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
-        env.update(self.settings)
-        env.update(
+        return service_env(
+            self.settings,
             HEDDLE_NATS_URL=self.nats_url,
-            PYTHONUNBUFFERED="1",
             HEDDLE_GATEWAY_PORT=str(self.gateway_port),
-            PYTHONPATH=str(REPO),
+            **extra,
         )
-        env.update(extra)
-        return env
 
     def start(
         self,
@@ -86,55 +63,20 @@ class Stack:
         service = service or ("runner" if name.startswith("runner") else name)
         if service == "runner":
             extra_env.setdefault("HEDDLE_RUNNER_NAME", name)
-        argv = [*(argv_prefix or []), sys.executable, "-m", "services.cli", service]
+        argv = [*(argv_prefix or []), *service_argv(service)]
         proc = self.procs.get(name) or Proc(name, argv, {}, self.tmp / f"{name}.log")
         proc.argv = argv
         proc.env = self.env(**extra_env)
-        log = open(proc.log_path, "ab")
-        proc.popen = subprocess.Popen(
-            proc.argv,
-            env=proc.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            start_new_session=True,
-        )
-        log.close()
-        self.procs[name] = proc
+        self.procs[name] = proc.start()
         return proc
 
     def kill(self, name: str, sig: int = signal.SIGKILL, with_group: bool = False) -> None:
-        proc = self.procs[name]
-        # The runner and the commands it started, as a pod dying would take them: the
-        # service first, so it cannot see its command die and report it; the commands
-        # (found before, while they are still its descendants) right after.
-        children = descendants(proc.pid) if with_group else []
-        # The service's own process group: the service, and a wrapper such as faketime.
-        os.killpg(proc.pid, sig)
-        for pid in children:
-            with _quiet():
-                os.kill(pid, sig)
-        if sig in (signal.SIGKILL, signal.SIGTERM):
-            proc.popen.wait(30)  # type: ignore[union-attr]
+        """Signal a service (SIGKILL by default); ``with_group`` also every process it
+        started, as a pod dying would take them."""
+        self.procs[name].kill(sig, with_children=with_group)
 
     def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.alive():
-                with _quiet():
-                    os.killpg(proc.pid, signal.SIGCONT)
-                    os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for proc in self.procs.values():
-            if proc.popen is None:
-                continue
-            try:
-                proc.popen.wait(max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                with _quiet():
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.popen.wait()
-            with _quiet():  # whatever is left of the group (a wrapper's child)
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_all(self.procs.values())
         if self.nats:
             self.nats.stop()
 
@@ -220,11 +162,3 @@ class Stack:
 
 def step_of(run: dict[str, Any], step_id: str) -> dict[str, Any]:
     return next(s for s in run["steps"] if s["id"] == step_id)
-
-
-class _quiet:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return exc[0] is not None and issubclass(exc[0], ProcessLookupError | PermissionError)

@@ -1,0 +1,117 @@
+"""Heddle's services as separate local processes, for the benchmark and the test suite:
+started in their own session with their output in a file, killed as a pod dies (the service
+and every command it started), stopped gracefully with a deadline.
+
+Both ``bench/stack.py`` and ``tests/stack.py`` build their stacks from this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.procfs import descendants
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def service_argv(service: str) -> list[str]:
+    """How a service is started: as ``heddle up`` does, ``python -m services.cli <service>``."""
+    return [sys.executable, "-m", "services.cli", service]
+
+
+def service_env(settings: dict[str, str], **extra: str) -> dict[str, str]:
+    """This process's environment without any HEDDLE_ setting of the caller's, then
+    ``settings``, unbuffered output, the repository importable, then ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
+    env.update(settings)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env.update(extra)
+    return env
+
+
+@dataclass
+class ServiceProcess:
+    name: str  # orchestrator, dispatcher, gateway, runner-0 ...
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    popen: subprocess.Popen | None = None
+    killed: bool = False  # on purpose, by whoever runs it
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def start(self) -> ServiceProcess:
+        """Start (or start again), appending to its log file."""
+        self.killed = False
+        with open(self.log_path, "ab") as log:
+            self.popen = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=REPO,
+                start_new_session=True,
+            )
+        return self
+
+    def kill(self, sig: int = signal.SIGKILL, with_children: bool = False) -> None:
+        """Signal the service's process group (the service, and a wrapper such as faketime)
+        and, with ``with_children``, every process it started, as a dying pod takes them:
+        the service first, so it cannot see its command die and report it; the commands,
+        found before while they are still its descendants, right after. Waits for the
+        service to end after SIGKILL or SIGTERM."""
+        self.killed = True
+        children = descendants(self.pid) if with_children else []
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, sig)
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            assert self.popen is not None
+            self.popen.wait(30)
+
+    def tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+def stop_all(procs: Iterable[ServiceProcess], grace: float = 15.0) -> None:
+    """SIGTERM every live service (woken first, if stopped), wait up to ``grace`` seconds in
+    all, SIGKILL what is left, and whatever remains of each process group."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.alive():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGCONT)
+                os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        if proc.popen is None:
+            continue
+        try:
+            proc.popen.wait(max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.popen.wait()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # a wrapper's leftover child
