@@ -7,16 +7,15 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from services.orchestrator.state import (
+from services.orchestrator.decisions import (
     Enqueue,
     Ignored,
     KillAttempt,
     PersistRun,
     PersistStep,
-    Policy,
-    RunState,
     ScheduleRetry,
 )
+from services.orchestrator.state import Policy, RunState
 from shared.backoff import backoff_bounds
 from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
 from shared.timefmt import from_epoch

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from nats.aio.msg import Msg
 
+from services.orchestrator.decisions import Effect
 from services.orchestrator.effects import EffectRunner
-from services.orchestrator.state import Effect, RunState
+from services.orchestrator.state import RunState
 from shared.contracts import StepFinished, StepStarted
 
 log = logging.getLogger("heddle.orchestrator")

@@ -15,8 +15,7 @@ from collections.abc import Callable
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from services.orchestrator.notes import transition_notes
-from services.orchestrator.state import (
+from services.orchestrator.decisions import (
     Effect,
     Enqueue,
     Ignored,
@@ -25,6 +24,7 @@ from services.orchestrator.state import (
     PersistStep,
     ScheduleRetry,
 )
+from services.orchestrator.notes import transition_notes
 from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import CancelAttempt, LogLine, RetryDue, encode

@@ -31,8 +31,9 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
+from services.orchestrator.decisions import Effect, PersistRun, PersistStep
 from services.orchestrator.effects import EffectRunner
-from services.orchestrator.state import Effect, PersistRun, PersistStep, RunState
+from services.orchestrator.state import RunState
 from shared import names
 from shared.contracts import TERMINAL_RUN, RunRecord, RunSummary, encode, run_summary_decoder
 

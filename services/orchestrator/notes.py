@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.orchestrator.state import Effect, KillAttempt, PersistStep, ScheduleRetry
+from services.orchestrator.decisions import Effect, KillAttempt, PersistStep, ScheduleRetry
 from shared.contracts import StepRecord
 
 ACTIVE = ("queued", "running")

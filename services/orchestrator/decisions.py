@@ -1,0 +1,67 @@
+"""What the state machine decides: the effects of one message, for the run actor to carry
+out in order (``effects.py`` does the I/O). Plain values: no I/O, no clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shared.contracts import RunRecord, StepReady, StepRecord
+
+
+@dataclass(frozen=True, slots=True)
+class PersistStep:
+    step: StepRecord
+    previous: str  # the status before, for the one log line per transition
+    # The transition as it was when decided: the record itself may move on within the same
+    # batch (it is written once, in its final state, but each transition is logged).
+    status: str = field(default="", compare=False)
+    attempt: int = field(default=0, compare=False)
+    reason: str | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", self.step.status)
+        object.__setattr__(self, "attempt", self.step.attempt)
+        object.__setattr__(self, "reason", self.step.reason)
+
+
+@dataclass(frozen=True, slots=True)
+class PersistRun:
+    run: RunRecord
+    status: str = field(default="", compare=False)  # as decided, for the log line
+    cancel_requested: bool = field(default=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", self.run.status)
+        object.__setattr__(self, "cancel_requested", self.run.cancel_requested)
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    ready: StepReady
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRetry:
+    step_id: str
+    attempt: int  # the attempt that will run when the timer fires
+    at: float  # epoch seconds
+    delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class KillAttempt:
+    """Tell a runner to kill one attempt's process group (cancel, or fencing a dead attempt)."""
+
+    runner: str
+    step_id: str
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    step_id: str
+    reason: str
+
+
+Effect = PersistStep | PersistRun | Enqueue | ScheduleRetry | KillAttempt | Ignored
