@@ -30,7 +30,7 @@ from shared.contracts import (
     workflow_latest_decoder,
     workflow_version_decoder,
 )
-from shared.nats_io import read_current
+from shared.kv_reads import read_current
 from shared.timefmt import from_epoch
 
 KEEP_PAUSES = 10  # closed pause intervals remembered per workflow

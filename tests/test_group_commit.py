@@ -19,7 +19,7 @@ from services.orchestrator.state import Policy, RunState
 from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
-from shared.nats_io import ensure_resources
+from shared.resources import ensure_resources
 from shared.settings import Settings
 from shared.timefmt import from_epoch
 

@@ -34,7 +34,7 @@ from services.runner_agent.output import (
 )
 from shared import names
 from shared.contracts import LogLine, encode, log_line_decoder
-from shared.nats_io import ensure_resources
+from shared.resources import ensure_resources
 from shared.settings import Settings
 from tests.conftest import StackFactory
 from tests.test_logs import all_lines, sse

@@ -9,7 +9,7 @@ import pytest
 from services.embedded_nats import EmbeddedNats
 from shared import names
 from shared.errors import ResourceMismatch
-from shared.nats_io import MIN_API_LEVEL, ensure_resources, require_server
+from shared.resources import MIN_API_LEVEL, ensure_resources, require_server
 from shared.settings import Settings
 
 

@@ -21,7 +21,8 @@ from services.orchestrator.scheduler import Scheduler
 from shared import names, registry
 from shared.contracts import SubmitRun, command_decoder
 from shared.cron_plan import keyed_run_id, plan, scheduled_run_id
-from shared.nats_io import ensure_resources, read_current
+from shared.kv_reads import read_current
+from shared.resources import ensure_resources
 from shared.settings import Settings
 from shared.timefmt import parse
 from shared.validation import Limits, parse_workflow

@@ -11,7 +11,7 @@ import pytest
 
 from services.embedded_nats import find_binary, free_port, port_open
 from shared.errors import NatsTooOld
-from shared.nats_io import MIN_API_LEVEL, check_api_level
+from shared.resources import MIN_API_LEVEL, check_api_level
 from tests.stack import REPO
 
 

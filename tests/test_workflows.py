@@ -13,7 +13,7 @@ from nats.js import JetStreamContext
 from services.orchestrator.retention import Retention
 from shared import names
 from shared.contracts import RunSummary, encode
-from shared.nats_io import read_current
+from shared.kv_reads import read_current
 from tests.conftest import StackFactory
 from tests.stack import TERMINAL_RUN, Stack
 

@@ -28,8 +28,9 @@ from shared.contracts import (
     runner_info_decoder,
     step_ready_decoder,
 )
-from shared.nats_io import close, connect_until_ready, ensure_consumer, ensure_resources
+from shared.nats_io import close, connect_until_ready
 from shared.pull import ContinuousPull
+from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
 from shared.settings import Settings
 

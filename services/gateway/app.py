@@ -14,7 +14,8 @@ from services.gateway import web as page
 from services.gateway.keys import METRICS, NATS, RESOURCES, SETTINGS, GatewayResources
 from services.gateway.metrics import Metrics
 from shared import names
-from shared.nats_io import close, connect_until_ready, ensure_resources
+from shared.nats_io import close, connect_until_ready
+from shared.resources import ensure_resources
 from shared.settings import Settings
 
 log = logging.getLogger("heddle.gateway")

@@ -21,7 +21,7 @@ from shared.contracts import (
     run_record_decoder,
     runner_info_decoder,
 )
-from shared.nats_io import read_current, read_steps, stored_at
+from shared.kv_reads import read_current, read_steps, stored_at
 from shared.timefmt import from_epoch
 
 _to_builtins = msgspec.to_builtins

@@ -28,7 +28,7 @@ from services.gateway import views
 from services.gateway.keys import RESOURCES
 from shared import names
 from shared.contracts import RunRecord, RunStatus, run_record_decoder, run_summary_decoder
-from shared.nats_io import read_current
+from shared.kv_reads import read_current
 
 log = logging.getLogger("heddle.gateway")
 STATIC_DIR = Path(__file__).with_name("static")

@@ -26,7 +26,7 @@ from shared.contracts import (
 )
 from shared.cron_plan import keyed_run_id
 from shared.errors import InvalidWorkflow, Problem
-from shared.nats_io import read_current
+from shared.kv_reads import read_current
 from shared.timefmt import epoch, now_rfc3339
 from shared.validation import parse_workflow
 

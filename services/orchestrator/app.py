@@ -37,16 +37,10 @@ from shared.contracts import (
     heartbeat_decoder,
     run_record_decoder,
 )
-from shared.nats_io import (
-    close,
-    connect_until_ready,
-    ensure_consumer,
-    ensure_resources,
-    read_current,
-    read_steps,
-    stored_at,
-)
+from shared.kv_reads import read_current, read_steps, stored_at
+from shared.nats_io import close, connect_until_ready
 from shared.pull import ContinuousPull
+from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
 from shared.settings import Settings
 

@@ -28,7 +28,7 @@ from services.orchestrator.notes import transition_notes
 from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import CancelAttempt, LogLine, RetryDue, encode
-from shared.nats_io import count_keys
+from shared.kv_reads import count_keys
 from shared.service import event
 from shared.timefmt import from_epoch
 

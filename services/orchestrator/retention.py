@@ -42,7 +42,7 @@ from shared.contracts import (
     step_record_decoder,
 )
 from shared.cron_plan import slot_stamp
-from shared.nats_io import read_current
+from shared.kv_reads import read_current
 from shared.periodic import Periodic
 from shared.service import event
 from shared.timefmt import parse

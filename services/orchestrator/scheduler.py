@@ -46,7 +46,7 @@ from shared.contracts import (
     workflow_latest_decoder,
 )
 from shared.cron_plan import plan, scheduled_run_id, slot_stamp
-from shared.nats_io import read_current
+from shared.kv_reads import read_current
 from shared.periodic import Periodic
 from shared.service import event
 from shared.timefmt import now_rfc3339, parse, rfc3339

@@ -12,7 +12,7 @@ from services.orchestrator.retention import Retention
 from services.orchestrator.scheduler import Clock, ScaledClock, Scheduler, WallClock
 from services.orchestrator.state import RunState
 from shared import names
-from shared.nats_io import Resources
+from shared.resources import Resources
 from shared.settings import Settings
 
 

@@ -29,7 +29,8 @@ from shared.contracts import (
     encode,
     step_ready_decoder,
 )
-from shared.nats_io import close, connect_until_ready, ensure_resources
+from shared.nats_io import close, connect_until_ready
+from shared.resources import ensure_resources
 from shared.service import event
 from shared.settings import Settings
 from shared.timefmt import now_rfc3339

@@ -1,0 +1,156 @@
+"""Reading the current values of a KV bucket's keys in one replay, with the end of the
+replay counted by the server (not guessed from what the client has seen so far)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    ConsumerInfo,
+    DeliverPolicy,
+)
+from nats.js.kv import KeyValue
+
+from shared import names
+from shared.contracts import RunRecord, StepRecord, step_record_decoder
+
+log = logging.getLogger("heddle.nats")
+
+PULL_EXPIRES = 2.0  # seconds a replay's pull waits at most for keys deleted meanwhile
+
+
+async def _last_per_key_consumer(
+    js: JetStreamContext, stream: str, filter_subject: str
+) -> ConsumerInfo:
+    """A short-lived pull consumer over the last message of each matching key; its
+    ``num_pending`` at creation is the server's count of those keys. Callers delete it."""
+    return await js.add_consumer(
+        stream,
+        ConsumerConfig(
+            filter_subject=filter_subject,
+            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            ack_policy=AckPolicy.NONE,
+            inactive_threshold=10.0,
+            mem_storage=True,
+            num_replicas=1,
+        ),
+    )
+
+
+async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> list[KeyValue.Entry]:
+    """Current values of every key matching ``pattern``: one replay of the bucket's stream
+    (last message per key), not a get per key.
+
+    A short-lived pull consumer is created on the server, which says at creation how many
+    keys match (``num_pending``); exactly that many are pulled in one request, and
+    the consumer is deleted. The end of the replay is thus the server's count, not a guess:
+    nats-py's ``kv.watch`` judges it from what the client has processed so far, and under
+    load reported runs with no steps. Its push consumers also linger after unsubscribing,
+    which a gateway polling runs would pile up.
+    """
+    js: JetStreamContext = kv._js  # nats-py exposes no public accessors for these
+    nc: Client = js._nc
+    prefix: str = kv._pre
+    info = await _last_per_key_consumer(js, kv._stream, f"{prefix}{pattern}")
+    try:
+        expected = info.num_pending or 0
+        if expected == 0:
+            return []
+        inbox = nc.new_inbox()
+        queue: asyncio.Queue[Msg] = asyncio.Queue()
+
+        async def collect(msg: Msg) -> None:
+            queue.put_nowait(msg)
+
+        sub = await nc.subscribe(inbox, cb=collect)
+        try:
+            # Not no_wait: right after creation a consumer may answer "no messages" before
+            # it has caught up with its own count. With an expiry, the request waits for the
+            # messages and returns as soon as the batch is full; it only runs out when a key
+            # was deleted meanwhile.
+            request = json.dumps({"batch": expected, "expires": int(PULL_EXPIRES * 1e9)}).encode()
+            await nc.publish(
+                f"$JS.API.CONSUMER.MSG.NEXT.{kv._stream}.{info.name}", request, reply=inbox
+            )
+            latest: dict[str, KeyValue.Entry] = {}
+            seen = 0
+            while seen < expected:
+                msg = await asyncio.wait_for(queue.get(), timeout)
+                headers = msg.headers or {}
+                if not msg.data and "Status" in headers:
+                    break  # 408: the request expired (a key was deleted meanwhile)
+                seen += 1
+                key = msg.subject[len(prefix) :]
+                deleted = headers.get("KV-Operation") in ("DEL", "PURGE") or (
+                    "Nats-Marker-Reason" in headers
+                )
+                if deleted or not msg.data:
+                    latest.pop(key, None)
+                    continue
+                meta = msg.metadata
+                latest[key] = KeyValue.Entry(
+                    bucket=kv._name,
+                    key=key,
+                    value=msg.data,
+                    revision=meta.sequence.stream,
+                    delta=meta.num_pending,
+                    created=meta.timestamp,
+                    operation=None,
+                )
+            return list(latest.values())
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+    finally:
+        with contextlib.suppress(Exception):
+            await js.delete_consumer(kv._stream, info.name)
+
+
+async def read_steps(runs_kv: KeyValue, run: RunRecord, attempts: int = 5) -> list[StepRecord]:
+    """Every step record of ``run``, in document order. The run record says how many there
+    are: a replay that comes back short (it has been seen once under heavy load, cause not
+    pinned down) is read again rather than shown or acted on."""
+    steps: list[StepRecord] = []
+    for attempt in range(attempts):
+        entries = await read_current(runs_kv, names.steps_of_run(run.run_id))
+        steps = [step_record_decoder.decode(e.value) for e in entries]
+        if len(steps) >= run.step_count:
+            break
+        log.warning(
+            "run %s: read %d of %d step records (try %d); reading again",
+            run.run_id,
+            len(steps),
+            run.step_count,
+            attempt + 1,
+        )
+        await asyncio.sleep(0.05 * (attempt + 1))
+    steps.sort(key=lambda s: s.index)
+    return steps
+
+
+async def count_keys(js: JetStreamContext, bucket: str, pattern: str) -> int:
+    """How many keys of ``bucket`` match ``pattern``, counted by the server: the pending
+    count of a short-lived consumer that delivers the last message per key."""
+    stream = names.kv_stream(bucket)
+    info = await _last_per_key_consumer(js, stream, names.kv_subject(bucket, pattern))
+    with contextlib.suppress(Exception):
+        await js.delete_consumer(stream, info.name)
+    return info.num_pending or 0
+
+
+def stored_at(entry: KeyValue.Entry) -> float | None:
+    """When the server stored a KV entry (epoch seconds), from a watch entry's metadata."""
+    created = entry.created
+    if created is None:
+        return None
+    if isinstance(created, int | float):
+        return float(created)
+    return created.timestamp()

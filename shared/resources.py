@@ -1,0 +1,253 @@
+"""Heddle's streams and KV buckets: their configuration from the settings, the server
+version check, and their idempotent creation (created if missing, left alone if equal,
+updated in place if a setting changed, a clear error if a change cannot be made in place)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import nats
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import (
+    ConsumerConfig,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import NotFoundError
+from nats.js.kv import KeyValue
+
+from shared import names
+from shared.errors import JetStreamUnavailable, NatsTooOld, ResourceMismatch
+from shared.settings import Settings
+
+log = logging.getLogger("heddle.nats")
+
+# Message schedules (retry timers) need 2.12; per-key TTL with limit markers 2.11. The
+# schedule and TTL semantics Heddle relies on were checked on 2.14+.
+MIN_API_LEVEL = 4
+MIN_SERVER_VERSION = "2.14"
+
+ALL_BUCKETS = (
+    names.WORKFLOWS_BUCKET,
+    names.RUNS_BUCKET,
+    names.HEARTBEATS_BUCKET,
+    names.RUNNERS_BUCKET,
+    names.CRON_BUCKET,
+)
+ALL_STREAMS = (names.CMD_STREAM, names.STEPS_STREAM, names.EVENTS_STREAM, names.LOGS_STREAM)
+DAY = 86400.0
+
+
+async def require_server(js: JetStreamContext) -> int:
+    """The server's JetStream API level, or NatsTooOld naming the version Heddle needs."""
+    try:
+        info = await js.account_info()
+    except (nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError) as exc:
+        raise JetStreamUnavailable(
+            "JetStream is not enabled on this NATS server: start nats-server with -js "
+            f"(Heddle needs nats-server {MIN_SERVER_VERSION} or newer with JetStream)"
+        ) from exc
+    level = (info.api.level if info.api else 0) or 0
+    check_api_level(level)
+    return level
+
+
+def check_api_level(level: int) -> None:
+    if level < MIN_API_LEVEL:
+        raise NatsTooOld(level, MIN_API_LEVEL, MIN_SERVER_VERSION)
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    js: JetStreamContext
+    kv: dict[str, KeyValue]
+
+
+def _storage(settings: Settings) -> StorageType:
+    return StorageType.FILE if settings.storage == "file" else StorageType.MEMORY
+
+
+def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
+    storage = _storage(settings)
+    common = {"storage": storage, "num_replicas": settings.replicas}
+    return {
+        names.CMD_STREAM: StreamConfig(
+            name=names.CMD_STREAM,
+            subjects=[names.CMD_ALL, names.SCHED_ALL],
+            retention=RetentionPolicy.LIMITS,
+            max_age=7 * DAY,
+            duplicate_window=120,
+            allow_msg_schedules=True,
+            description="Heddle commands and retry timers",
+            **common,
+        ),
+        names.STEPS_STREAM: StreamConfig(
+            name=names.STEPS_STREAM,
+            subjects=[names.STEP_READY_ALL],
+            retention=RetentionPolicy.WORK_QUEUE,
+            duplicate_window=120,
+            description="Steps ready to run, consumed by the dispatcher",
+            **common,
+        ),
+        names.EVENTS_STREAM: StreamConfig(
+            name=names.EVENTS_STREAM,
+            subjects=[names.EVT_ALL],
+            retention=RetentionPolicy.LIMITS,
+            max_age=7 * DAY,
+            duplicate_window=120,
+            description="Step lifecycle events from runners",
+            **common,
+        ),
+        names.LOGS_STREAM: StreamConfig(
+            name=names.LOGS_STREAM,
+            subjects=[names.LOG_ALL],
+            retention=RetentionPolicy.LIMITS,
+            max_age=settings.log_max_age,
+            max_bytes=settings.log_max_bytes,
+            discard=DiscardPolicy.OLD,
+            description="Step output lines and transitions",
+            **common,
+        ),
+    }
+
+
+def bucket_configs(settings: Settings) -> dict[str, StreamConfig]:
+    """KV buckets as the streams behind them, built as nats-py's create_key_value does, so
+    that one comparison path handles streams and buckets alike."""
+    storage = _storage(settings)
+
+    def kv(bucket: str, description: str, marker_ttl: float | None = None) -> StreamConfig:
+        return StreamConfig(
+            name=names.kv_stream(bucket),
+            subjects=[f"$KV.{bucket}.>"],
+            description=description,
+            allow_rollup_hdrs=True,
+            allow_msg_ttl=True,
+            deny_delete=True,
+            discard=DiscardPolicy.NEW,
+            duplicate_window=120,
+            max_msgs=-1,
+            max_consumers=-1,
+            max_msgs_per_subject=1,
+            storage=storage,
+            num_replicas=settings.replicas,
+            allow_direct=True,
+            subject_delete_marker_ttl=marker_ttl,
+        )
+
+    return {
+        names.WORKFLOWS_BUCKET: kv(names.WORKFLOWS_BUCKET, "Versioned workflow definitions"),
+        names.RUNS_BUCKET: kv(names.RUNS_BUCKET, "Run and step state, owned by the orchestrator"),
+        names.HEARTBEATS_BUCKET: kv(names.HEARTBEATS_BUCKET, "Step heartbeats from runners"),
+        # Registry entries carry a TTL; the marker tells watchers when a runner left.
+        names.RUNNERS_BUCKET: kv(names.RUNNERS_BUCKET, "Runner registry", marker_ttl=1.0),
+        names.CRON_BUCKET: kv(names.CRON_BUCKET, "Cron slots, each created at most once"),
+    }
+
+
+# Fields compared against the server's copy; the rest are server defaults.
+_COMPARED = (
+    "subjects",
+    "retention",
+    "max_age",
+    "max_bytes",
+    "storage",
+    "num_replicas",
+    "allow_msg_schedules",
+    "allow_msg_ttl",
+    "subject_delete_marker_ttl",
+    "max_msgs_per_subject",
+    "discard",
+    "allow_direct",
+)
+_IMMUTABLE = ("retention", "storage")
+
+
+def _plain(value: object) -> object:
+    return getattr(value, "value", value)  # enums compare and print as their wire value
+
+
+def _differences(want: StreamConfig, have: StreamConfig) -> dict[str, tuple[object, object]]:
+    out = {}
+    for name in _COMPARED:
+        w = _plain(getattr(want, name))
+        if w is None:
+            continue
+        h = _plain(getattr(have, name))
+        if isinstance(w, float) or isinstance(h, float):
+            if abs(float(w or 0) - float(h or 0)) > 1e-6:
+                out[name] = (h, w)
+        elif w != h and not (name == "allow_direct" and not w):
+            out[name] = (h, w)
+    return out
+
+
+async def ensure_stream(js: JetStreamContext, want: StreamConfig) -> None:
+    """Create the stream, or bring an existing one to ``want``: a second start changes
+    nothing; a changed setting is applied and logged; an unchangeable one is an error."""
+    assert want.name
+    for _ in range(3):
+        try:
+            have = (await js.stream_info(want.name)).config
+        except NotFoundError:
+            try:
+                have = (await js.add_stream(want)).config
+                log.info("created stream %s", want.name)
+            except nats.js.errors.BadRequestError:
+                continue  # another service created it at the same moment: compare again
+        diff = _differences(want, have)
+        if not diff:
+            return
+        frozen = [
+            f"{k} is {h!r} on the server, settings want {w!r} (cannot be changed in "
+            f"place; delete the stream or change the setting back)"
+            for k, (h, w) in diff.items()
+            if k in _IMMUTABLE
+        ]
+        if frozen:
+            raise ResourceMismatch(want.name, frozen)
+        updated = (await js.update_stream(want)).config
+        left = _differences(want, updated)
+        if left:
+            raise ResourceMismatch(
+                want.name,
+                [
+                    f"server did not apply {k} (has {h!r}, wanted {w!r}); is the server too old?"
+                    for k, (h, w) in left.items()
+                ],
+            )
+        log.info(
+            "updated stream %s: %s",
+            want.name,
+            ", ".join(f"{k} {h!r} -> {w!r}" for k, (h, w) in diff.items()),
+        )
+        return
+    raise ResourceMismatch(want.name, ["could not create or read the stream"])
+
+
+async def ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:
+    """Create or update a durable consumer (idempotent)."""
+    await js.add_consumer(stream, config)
+
+
+async def ensure_resources(
+    nc: Client,
+    settings: Settings,
+    streams: tuple[str, ...] = ALL_STREAMS,
+    buckets: tuple[str, ...] = ALL_BUCKETS,
+) -> Resources:
+    js = nc.jetstream(timeout=10)
+    await require_server(js)
+    s_cfg = stream_configs(settings)
+    b_cfg = bucket_configs(settings)
+    await asyncio.gather(
+        *(ensure_stream(js, s_cfg[s]) for s in streams),
+        *(ensure_stream(js, b_cfg[b]) for b in buckets),
+    )
+    kv = {b: await js.key_value(b) for b in buckets}
+    return Resources(js=js, kv=kv)
