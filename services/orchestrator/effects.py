@@ -126,10 +126,11 @@ class EffectRunner:
                             headers=headers,
                         )
                     )
-                case Enqueue(ready=ready):
+                case Enqueue(ready=ready, continuing=continuing):
+                    subject = names.step_next if continuing else names.step_ready
                     futures.append(
                         await publish(
-                            names.step_ready(ready.run_id, ready.step_id),
+                            subject(ready.run_id, ready.step_id),
                             encode(ready),
                             headers={
                                 "Nats-Msg-Id": names.ready_msg_id(
