@@ -26,8 +26,7 @@ CRON_BUCKET = "heddle-cron"
 # Durable consumers
 ORCH_CMD_DURABLE = "orchestrator-cmd"
 ORCH_EVENTS_DURABLE = "orchestrator-events"
-DISPATCHER_DURABLE = "dispatcher"  # the first steps of new runs
-DISPATCHER_NEXT_DURABLE = "dispatcher-next"  # the steps of runs under way, served first
+DISPATCHER_DURABLE = "dispatcher"
 
 # Subjects
 CMD_ALL = "heddle.cmd.>"
@@ -37,7 +36,6 @@ CMD_CANCEL = "heddle.cmd.cancel"
 # so the orchestrator's consumer (filtered on heddle.cmd.>) sees only fired timers.
 SCHED_ALL = "heddle.sched.>"
 STEP_READY_ALL = "heddle.step.ready.>"
-STEP_NEXT_ALL = "heddle.step.next.>"
 EVT_ALL = "heddle.evt.>"
 EVT_FINISHED_ALL = "heddle.evt.*.*.finished"
 # On each log message of a runner: its number among the attempt's runner messages, so a
@@ -56,13 +54,7 @@ def sched_timer(run: str, step: str) -> str:
 
 
 def step_ready(run: str, step: str) -> str:
-    """A ready step that starts a run (a root, first attempt)."""
     return f"heddle.step.ready.{run}.{step}"
-
-
-def step_next(run: str, step: str) -> str:
-    """A ready step of a run under way (it has parents, or it is a retry)."""
-    return f"heddle.step.next.{run}.{step}"
 
 
 def evt(run: str, step: str, kind: str) -> str:

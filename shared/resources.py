@@ -88,7 +88,7 @@ def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
         ),
         names.STEPS_STREAM: StreamConfig(
             name=names.STEPS_STREAM,
-            subjects=[names.STEP_READY_ALL, names.STEP_NEXT_ALL],
+            subjects=[names.STEP_READY_ALL],
             retention=RetentionPolicy.WORK_QUEUE,
             duplicate_window=120,
             description="Steps ready to run, consumed by the dispatcher",

@@ -1,11 +1,9 @@
 """The dispatcher: one free runner per ready step, never two steps on one runner.
 
-It pulls ready steps from the HEDDLE_STEPS work queue only while runners are free (plus a
-small lookahead), so a saturated pool leaves steps in the stream (nothing dropped) and a
-runner that frees up gets the next one at once. Steps of runs under way come from their own
-consumer and are served before the first steps of new runs (``turns.py``). An assignment is
-a request to the runner's own subject; the ready message is acknowledged only once a runner
-accepted it.
+It pulls ready steps from the HEDDLE_STEPS work queue only while runners are free, so a
+saturated pool leaves steps in the stream (nothing dropped) and a runner that frees up gets
+the next one at once. An assignment is a request to the runner's own subject; the ready
+message is acknowledged only once a runner accepted it.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.kv import KeyValue
 
 from services.dispatcher.pool import Pool
-from services.dispatcher.turns import CONTINUING, PRIORITIES, STARTING, Turns
 from shared import names
 from shared.contracts import (
     StepFinished,
@@ -51,13 +48,12 @@ class Dispatcher:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.pool = Pool(suspect_for=max(settings.assign_timeout * 2, 2.0))
-        self._turns = Turns()
+        self._free = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._inflight: set[asyncio.Task] = set()
-        # Ready messages in hand that no runner is reserved for, per priority.
-        self._unplaced = dict.fromkeys(PRIORITIES, 0)
+        self._unplaced = 0  # ready messages in hand that no runner is reserved for
         self._stopping = False
-        self._pulls: dict[int, ContinuousPull] = {}
+        self._pull: ContinuousPull | None = None
         self.nc: Client | None = None
 
     async def start(self) -> None:
@@ -73,32 +69,22 @@ class Dispatcher:
         self.js = res.js
         self.runners_kv: KeyValue = res.kv[names.RUNNERS_BUCKET]
         self._events_sub = await self.nc.subscribe(names.EVT_FINISHED_ALL, cb=self._on_event)
-        consumers = {
-            CONTINUING: (names.DISPATCHER_NEXT_DURABLE, names.STEP_NEXT_ALL),
-            STARTING: (names.DISPATCHER_DURABLE, names.STEP_READY_ALL),
-        }
-        for priority, (durable, subjects) in consumers.items():
-            await ensure_consumer(
-                self.js,
-                names.STEPS_STREAM,
-                ConsumerConfig(
-                    durable_name=durable,
-                    filter_subject=subjects,
-                    ack_policy=AckPolicy.EXPLICIT,
-                    ack_wait=ACK_WAIT,
-                    max_ack_pending=-1,
-                ),
-            )
-            # Credit follows the free runners: a saturated pool leaves steps in the stream.
-            self._pulls[priority] = ContinuousPull(
-                self.nc,
-                names.STEPS_STREAM,
-                durable,
-                lambda msg, priority=priority: self._on_ready(msg, priority),
-                credit=0,
-            )
-        for pull in self._pulls.values():
-            await pull.start()
+        await ensure_consumer(
+            self.js,
+            names.STEPS_STREAM,
+            ConsumerConfig(
+                durable_name=names.DISPATCHER_DURABLE,
+                filter_subject=names.STEP_READY_ALL,
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=ACK_WAIT,
+                max_ack_pending=-1,
+            ),
+        )
+        # Credit follows the free runners: a saturated pool leaves steps in the stream.
+        self._pull = ContinuousPull(
+            self.nc, names.STEPS_STREAM, names.DISPATCHER_DURABLE, self._on_ready, credit=0
+        )
+        await self._pull.start()
         initial = asyncio.Event()
         self._tasks = [asyncio.create_task(self._watch_runners(initial), name="runners")]
         await asyncio.wait_for(initial.wait(), 10)
@@ -107,8 +93,8 @@ class Dispatcher:
         if self._stopping:
             return
         self._stopping = True
-        for pull in self._pulls.values():
-            await pull.stop()
+        if self._pull is not None:
+            await self._pull.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -117,31 +103,32 @@ class Dispatcher:
         await close(self.nc)
 
     async def _reconnected(self) -> None:
-        for pull in self._pulls.values():
-            pull.reset()
-            await pull.top_up()
+        if self._pull is not None:
+            self._pull.reset()
+            await self._pull.top_up()
         # KV watchers are ephemeral: start the registry watch again.
         if self._tasks and not self._stopping:
             self._tasks[0].cancel()
             self._tasks[0] = asyncio.create_task(self._watch_runners(asyncio.Event()))
 
     def _wake(self) -> None:
-        """A runner may be free, or a step waits: serve the lines, then ask the server for
-        what the free runners can take."""
-        self._turns.grant(self.pool.reserve)
-        self._recredit()
-        if not self._stopping:
-            for pull in self._pulls.values():
-                task = asyncio.ensure_future(pull.top_up())
-                self._inflight.add(task)
-                task.add_done_callback(self._inflight.discard)
+        free = self._recredit()
+        if free:
+            self._free.set()
+        else:
+            self._free.clear()
+        if self._pull is not None and not self._stopping:
+            task = asyncio.ensure_future(self._pull.top_up())
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
 
-    def _recredit(self) -> None:
-        """Ask each consumer for as many steps as there are free runners, plus LOOKAHEAD,
-        minus its steps in hand that no runner is reserved for yet."""
+    def _recredit(self) -> int:
+        """Ask the server for as many steps as there are free runners, plus LOOKAHEAD,
+        minus the steps in hand that no runner is reserved for yet. Returns the free count."""
         free = len(self.pool.free())
-        for priority, pull in self._pulls.items():
-            pull.set_credit(max(free + LOOKAHEAD - self._unplaced[priority], 0))
+        if self._pull is not None:
+            self._pull.set_credit(max(free + LOOKAHEAD - self._unplaced, 0))
+        return free
 
     # ---- the pool ----
 
@@ -186,26 +173,33 @@ class Dispatcher:
 
     # ---- dispatching ----
 
-    async def _on_ready(self, msg: Msg, priority: int) -> None:
+    async def _on_ready(self, msg: Msg) -> None:
         if self._stopping:
             return  # unacknowledged: redelivered to the next dispatcher
-        self._unplaced[priority] += 1
+        self._unplaced += 1
         self._recredit()  # before the pull tops itself up after this message
-        task = asyncio.create_task(self._assign(msg, priority))
+        task = asyncio.create_task(self._assign(msg))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
-    async def _assign(self, msg: Msg, priority: int) -> None:
+    async def _assign(self, msg: Msg) -> None:
         try:
             ready = step_ready_decoder.decode(msg.data)
         except msgspec.DecodeError as exc:
-            self._unplaced[priority] -= 1
+            self._unplaced -= 1
             log.error("dropping undecodable ready message %s: %s", msg.subject, exc)
             await msg.term()
             return
         while True:
-            name = await self._runner_for(msg, priority)
-            self._unplaced[priority] -= 1
+            name = self.pool.reserve()
+            if name is None:
+                self._wake()
+                try:
+                    await asyncio.wait_for(self._free.wait(), ACK_WAIT / 3)
+                except TimeoutError:
+                    await msg.in_progress()  # still waiting for a runner, not lost
+                continue
+            self._unplaced -= 1
             try:
                 reply_msg = await self.nc.request(
                     names.runner_assign(name), msg.data, timeout=self.settings.assign_timeout
@@ -220,11 +214,11 @@ class Dispatcher:
                     step=ready.step_id,
                     error=type(exc).__name__,
                 )
-                self._unplaced[priority] += 1
+                self._unplaced += 1
                 self.pool.refused(name, silent=True)
                 continue
             if not reply.accepted:
-                self._unplaced[priority] += 1
+                self._unplaced += 1
                 self.pool.refused(name, silent=False)
                 continue
             self.pool.accepted(name, ready.run_id, ready.step_id, ready.attempt, reply.jobs)
@@ -239,28 +233,3 @@ class Dispatcher:
                 attempt=ready.attempt,
             )
             return
-
-    async def _runner_for(self, msg: Msg, priority: int) -> str:
-        """A runner reserved for this step: at once if one is free and no step of this
-        priority or a higher one waits, else when its turn comes (telling the server every
-        ACK_WAIT / 3 that the step is still in hand)."""
-        if not self._turns.ahead(priority):
-            name = self.pool.reserve()
-            if name is not None:
-                return name
-        turn = self._turns.wait(priority)
-        self._wake()
-        try:
-            while True:
-                done, _ = await asyncio.wait({turn}, timeout=ACK_WAIT / 3)
-                if done:
-                    return turn.result()
-                self._wake()  # a runner set aside after a refusal may be back
-                if not turn.done():
-                    await msg.in_progress()
-        except BaseException:
-            if turn.done() and not turn.cancelled():
-                self.pool.unreserve(turn.result())  # served, but going away
-            else:
-                turn.cancel()
-            raise

@@ -93,10 +93,6 @@ class Pool:
         self._order.append(name)
         return name
 
-    def unreserve(self, name: str) -> None:
-        """A reservation not used after all: the runner is free again."""
-        self.reserved.discard(name)
-
     def accepted(self, name: str, run_id: str, step_id: str, attempt: int, jobs: int) -> None:
         self.reserved.discard(name)
         if self._early.pop(name, None) == (run_id, step_id, attempt):

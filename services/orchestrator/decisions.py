@@ -38,9 +38,6 @@ class PersistRun:
 @dataclass(frozen=True, slots=True)
 class Enqueue:
     ready: StepReady
-    # A step of a run already under way (it has parents, or it is a retry), dispatched
-    # before the first steps of runs not started yet: runs finish in the order they began.
-    continuing: bool = False
 
 
 @dataclass(frozen=True, slots=True)

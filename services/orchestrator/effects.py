@@ -126,11 +126,10 @@ class EffectRunner:
                             headers=headers,
                         )
                     )
-                case Enqueue(ready=ready, continuing=continuing):
-                    subject = names.step_next if continuing else names.step_ready
+                case Enqueue(ready=ready):
                     futures.append(
                         await publish(
-                            subject(ready.run_id, ready.step_id),
+                            names.step_ready(ready.run_id, ready.step_id),
                             encode(ready),
                             headers={
                                 "Nats-Msg-Id": names.ready_msg_id(

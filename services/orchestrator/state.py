@@ -236,7 +236,7 @@ class RunState:
             timeout_seconds=step.timeout_seconds,
             ready_at=stamp,
         )
-        return [PersistStep(step, prev), Enqueue(ready, continuing(step, attempt))]
+        return [PersistStep(step, prev), Enqueue(ready)]
 
     def _close_attempt(
         self, step: StepRecord, at: str, exit_code: int | None, reason: str | None
@@ -342,8 +342,7 @@ class RunState:
                             command=step.command,
                             timeout_seconds=step.timeout_seconds,
                             ready_at=step.queued_at or stamp,
-                        ),
-                        continuing(step, step.attempt),
+                        )
                     )
                 )
             elif (
@@ -356,9 +355,3 @@ class RunState:
                 at = parse(step.retry_at).timestamp() if step.retry_at else now
                 effects.append(ScheduleRetry(step.id, step.attempt + 1, at, max(at - now, 0.0)))
         return effects + self._maybe_finish(stamp)
-
-
-def continuing(step: StepRecord, attempt: int) -> bool:
-    """Whether a queued step continues a run under way (see ``Enqueue``): the same answer
-    every time for the same attempt, so a re-sent ready message lands on the same subject."""
-    return bool(step.depends_on) or attempt > 1
