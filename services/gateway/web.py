@@ -6,14 +6,17 @@
   so a versioned asset may be cached for a year and a new build is fetched at once; the page
   itself is revalidated on every load (``no-cache`` with its ETag: a 304 while unchanged).
 - ``GET /api/runs?limit=N&status=S``: recent runs, newest first by ``createdAt``, as
-  summaries. One replay of the ``run.*`` keys of heddle-runs (``read_current``), plus one of
-  the ``hist.*.*`` index when a listed run belongs to a named workflow: the orchestrator
-  keeps that run's step counts by state there (a run record has only its step count). No
-  step is read.
+  summaries. One replay of the ``run.*`` keys of heddle-runs (``read_current``), plus a get
+  of the ``hist.<workflow>.<run>`` entry of each listed run of a named workflow: the
+  orchestrator keeps that run's step counts by state there (a run record has only its step
+  count). No step is read. The replay grows with the runs kept (retention); a gateway-side
+  index kept by a watch would make the list independent of it, at the price of a list
+  that trails the records by a moment.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import re
@@ -23,11 +26,19 @@ from typing import Any, get_args
 
 import msgspec
 from aiohttp import web
+from nats.js.errors import KeyNotFoundError
+from nats.js.kv import KeyValue
 
 from services.gateway import views
 from services.gateway.keys import RESOURCES
 from shared import names
-from shared.contracts import RunRecord, RunStatus, run_record_decoder, run_summary_decoder
+from shared.contracts import (
+    RunRecord,
+    RunStatus,
+    RunSummary,
+    run_record_decoder,
+    run_summary_decoder,
+)
 from shared.kv_reads import read_current
 
 log = logging.getLogger("heddle.gateway")
@@ -176,13 +187,13 @@ async def list_runs(request: web.Request) -> web.Response:
     matching = [r for r in runs if status is None or r.status == status]
     matching.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
     shown = matching[:limit]
-    counts: dict[str, dict[str, int]] = {}
-    wanted = {r.run_id for r in shown if r.workflow_name is not None}
-    if wanted:  # only runs of named workflows have counts kept, in the history index
-        for e in await read_current(runs_kv, names.HIST_ALL):
-            summary = run_summary_decoder.decode(e.value)
-            if summary.run_id in wanted:
-                counts[summary.run_id] = summary.counts
+    # Only runs of named workflows have counts kept, in the history index: one get per
+    # shown run (at most ``limit``), not a replay of every workflow's history.
+    named = [r for r in shown if r.workflow_name is not None]
+    found = await asyncio.gather(
+        *(_history_entry(runs_kv, r.workflow_name, r.run_id) for r in named)  # type: ignore[arg-type]
+    )
+    counts = {r.run_id: summary.counts for r, summary in zip(named, found, strict=True) if summary}
     return views.json_response(
         {
             "runs": [run_summary(r, counts.get(r.run_id)) for r in shown],
@@ -191,6 +202,14 @@ async def list_runs(request: web.Request) -> web.Response:
             "limit": limit,
         }
     )
+
+
+async def _history_entry(kv: KeyValue, workflow: str, run_id: str) -> RunSummary | None:
+    try:
+        entry = await kv.get(names.hist_key(workflow, run_id))
+    except KeyNotFoundError:
+        return None  # not written yet: the orchestrator writes it shortly after the run
+    return run_summary_decoder.decode(entry.value) if entry.value else None
 
 
 def setup_routes(app: web.Application) -> None:
