@@ -43,6 +43,7 @@ from shared.pull import ContinuousPull
 from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
 from shared.settings import Settings
+from shared.timefmt import from_epoch
 
 log = logging.getLogger("heddle.orchestrator")
 FINISHED_MEMORY = 50_000
@@ -365,6 +366,4 @@ class Orchestrator:
 
 
 def _stamp(epoch: float) -> str | None:
-    from shared.timefmt import from_epoch
-
     return from_epoch(epoch) if epoch else None
