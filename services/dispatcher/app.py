@@ -111,16 +111,17 @@ class Dispatcher:
             self._tasks[0].cancel()
             self._tasks[0] = asyncio.create_task(self._watch_runners(asyncio.Event()))
 
-    def _wake(self) -> None:
+    async def _wake(self) -> None:
+        """A runner may have become free (or busy): wake the steps waiting for one, and ask
+        for more. The pull request is written in this turn of the loop, so it leaves in the
+        same write as whatever else this turn sends (an acknowledgement, usually)."""
         free = self._recredit()
         if free:
             self._free.set()
         else:
             self._free.clear()
         if self._pull is not None and not self._stopping:
-            task = asyncio.ensure_future(self._pull.top_up())
-            self._inflight.add(task)
-            task.add_done_callback(self._inflight.discard)
+            await self._pull.top_up()
 
     def _recredit(self) -> int:
         """Ask the server for as many steps as there are free runners, plus LOOKAHEAD,
@@ -154,7 +155,7 @@ class Dispatcher:
                         if info.name not in self.pool.runners:
                             event(log, "runner joined", runner=info.name)
                         self.pool.update(info)
-                    self._wake()
+                    await self._wake()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -169,7 +170,7 @@ class Dispatcher:
         if isinstance(ev, StepFinished) and self.pool.release(
             ev.runner, ev.run_id, ev.step_id, ev.attempt
         ):
-            self._wake()
+            await self._wake()
 
     # ---- dispatching ----
 
@@ -193,7 +194,7 @@ class Dispatcher:
         while True:
             name = self.pool.reserve()
             if name is None:
-                self._wake()
+                await self._wake()
                 try:
                     await asyncio.wait_for(self._free.wait(), ACK_WAIT / 3)
                 except TimeoutError:
@@ -222,7 +223,7 @@ class Dispatcher:
                 self.pool.refused(name, silent=False)
                 continue
             self.pool.accepted(name, ready.run_id, ready.step_id, ready.attempt, reply.jobs)
-            self._wake()
+            await self._wake()
             await msg.ack()
             event(
                 log,
