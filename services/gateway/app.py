@@ -11,8 +11,16 @@ from aiohttp import web
 
 from services.gateway import logs, views, workflows
 from services.gateway import web as page
-from services.gateway.keys import METRICS, NATS, RESOURCES, SETTINGS, GatewayResources
+from services.gateway.keys import (
+    METRICS,
+    NATS,
+    RESOURCES,
+    RUN_INDEX,
+    SETTINGS,
+    GatewayResources,
+)
 from services.gateway.metrics import Metrics
+from services.gateway.run_index import RunIndex
 from shared import names
 from shared.nats_io import close, connect_until_ready
 from shared.resources import ensure_resources
@@ -94,7 +102,10 @@ async def nats_context(app: web.Application) -> AsyncIterator[None]:
         runners=res.kv[names.RUNNERS_BUCKET],
         workflows=res.kv[names.WORKFLOWS_BUCKET],
     )
+    index = app[RUN_INDEX] = RunIndex(res.js, res.kv[names.RUNS_BUCKET])
+    index.start()
     yield
+    await index.stop()
     await close(nc)
 
 

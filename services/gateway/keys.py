@@ -10,6 +10,7 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
 from services.gateway.metrics import Metrics
+from services.gateway.run_index import RunIndex
 from shared.settings import Settings
 
 
@@ -26,3 +27,4 @@ SETTINGS = web.AppKey("settings", Settings)
 NATS = web.AppKey("nats", Client)
 RESOURCES = web.AppKey("resources", GatewayResources)
 METRICS = web.AppKey("metrics", Metrics)
+RUN_INDEX = web.AppKey("run_index", RunIndex)

@@ -6,12 +6,10 @@
   so a versioned asset may be cached for a year and a new build is fetched at once; the page
   itself is revalidated on every load (``no-cache`` with its ETag: a 304 while unchanged).
 - ``GET /api/runs?limit=N&status=S``: recent runs, newest first by ``createdAt``, as
-  summaries. One replay of the ``run.*`` keys of heddle-runs (``read_current``), plus a get
-  of the ``hist.<workflow>.<run>`` entry of each listed run of a named workflow: the
-  orchestrator keeps that run's step counts by state there (a run record has only its step
-  count). No step is read. The replay grows with the runs kept (retention); a gateway-side
-  index kept by a watch would make the list independent of it, at the price of a list
-  that trails the records by a moment.
+  summaries, from the gateway's index of run records (``run_index.py``: kept by a consumer
+  of ``run.*``, caught up to each request), plus a get of the ``hist.<workflow>.<run>``
+  entry of each listed run of a named workflow: the orchestrator keeps that run's step
+  counts by state there (a run record has only its step count). No step is read.
 """
 
 from __future__ import annotations
@@ -30,16 +28,14 @@ from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from services.gateway import views
-from services.gateway.keys import RESOURCES
+from services.gateway.keys import RESOURCES, RUN_INDEX
 from shared import names
 from shared.contracts import (
     RunRecord,
     RunStatus,
     RunSummary,
-    run_record_decoder,
     run_summary_decoder,
 )
-from shared.kv_reads import read_current
 
 log = logging.getLogger("heddle.gateway")
 STATIC_DIR = Path(__file__).with_name("static")
@@ -60,7 +56,6 @@ REVALIDATE = "no-cache"
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
-RUN_ALL = names.run_key("*")
 ASSET_REF = re.compile(r"\{\{asset:([A-Za-z0-9_.-]+)\}\}")
 
 
@@ -183,10 +178,8 @@ def run_summary(run: RunRecord, counts: dict[str, int] | None) -> dict[str, Any]
 async def list_runs(request: web.Request) -> web.Response:
     limit, status = list_params(request)
     runs_kv = request.app[RESOURCES].runs
-    runs = [run_record_decoder.decode(e.value) for e in await read_current(runs_kv, RUN_ALL)]
-    matching = [r for r in runs if status is None or r.status == status]
-    matching.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
-    shown = matching[:limit]
+    runs = await request.app[RUN_INDEX].caught_up()
+    shown = runs.newest(limit, status)
     # Only runs of named workflows have counts kept, in the history index: one get per
     # shown run (at most ``limit``), not a replay of every workflow's history.
     named = [r for r in shown if r.workflow_name is not None]
@@ -197,8 +190,8 @@ async def list_runs(request: web.Request) -> web.Response:
     return views.json_response(
         {
             "runs": [run_summary(r, counts.get(r.run_id)) for r in shown],
-            "total": len(runs),
-            "matching": len(matching),
+            "total": runs.total,
+            "matching": runs.matching(status),
             "limit": limit,
         }
     )
