@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
+import nats
 import pytest
+from nats.aio.client import Client
 
 from services.embedded_nats import EmbeddedNats, free_port
+from shared.resources import ensure_resources
+from shared.settings import Settings
 from tests.stack import Stack
 
 # Short intervals for every stack a test starts: nothing waits for the defaults.
@@ -34,6 +38,15 @@ def nats_server(tmp_path: Path) -> Iterator[EmbeddedNats]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+async def heddle_nc(nats_server: EmbeddedNats) -> AsyncIterator[Client]:
+    """A connection to ``nats_server`` with every Heddle stream and bucket created."""
+    client = await nats.connect(nats_server.url)
+    await ensure_resources(client, Settings(nats_url=nats_server.url))
+    yield client
+    await client.close()
 
 
 @pytest.fixture

@@ -6,32 +6,24 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
 
-import nats
 import pytest
 from nats.aio.client import Client
 
-from services.embedded_nats import EmbeddedNats
 from services.orchestrator.actor import RunActor
 from services.orchestrator.effects import EffectRunner
 from services.orchestrator.state import Policy, RunState
 from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
-from shared.resources import ensure_resources
-from shared.settings import Settings
 from shared.timefmt import from_epoch
 
 T0 = 1_800_000_000.0
 
 
 @pytest.fixture
-async def nc(nats_server: EmbeddedNats) -> AsyncIterator[Client]:
-    client = await nats.connect(nats_server.url)
-    await ensure_resources(client, Settings(nats_url=nats_server.url))
-    yield client
-    await client.close()
+def nc(heddle_nc: Client) -> Client:
+    return heddle_nc
 
 
 async def writes(nc: Client) -> int:

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 
-import nats
 import pytest
 from nats.aio.client import Client
 
@@ -16,8 +14,6 @@ from services.embedded_nats import EmbeddedNats
 from services.gateway.run_index import RunIndex, RunList
 from shared import names
 from shared.contracts import RunRecord, encode
-from shared.resources import ensure_resources
-from shared.settings import Settings
 from tests.stack import REPO
 
 
@@ -69,11 +65,8 @@ def test_status_filter_counts_and_removal() -> None:
 
 
 @pytest.fixture
-async def nc(nats_server: EmbeddedNats) -> AsyncIterator[Client]:
-    client = await nats.connect(nats_server.url)
-    await ensure_resources(client, Settings(nats_url=nats_server.url))
-    yield client
-    await client.close()
+def nc(heddle_nc: Client) -> Client:
+    return heddle_nc
 
 
 async def test_the_index_follows_the_records_and_is_caught_up_to_each_request(
