@@ -18,9 +18,10 @@ import msgspec
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
-from services.orchestrator.actor import Accepted, Cancel, RetryTimer, RunActor
+from services.orchestrator.actor import Accepted, Cancel, RetryTimer, RunActor, Silent
 from services.orchestrator.effects import EffectRunner
 from services.orchestrator.state import Policy, RunState
 from services.orchestrator.watchdog import HeartbeatView
@@ -31,6 +32,7 @@ from shared.contracts import (
     TERMINAL_RUN,
     CancelRun,
     RetryDue,
+    StepFinished,
     SubmitRun,
     command_decoder,
     event_decoder,
@@ -354,6 +356,20 @@ class Orchestrator:
             await asyncio.sleep(self.settings.watchdog_scan)
             for actor in list(self.actors.values()):
                 for verdict in self.view.verdicts(actor.state, actor.running_since, actor.verdicts):
+                    outcome = await self._stored_outcome(actor.run_id, verdict)
+                    if outcome is not None:
+                        # The runner reported before it went quiet: its outcome is stored
+                        # and waits in this service's backlog (a restart, or a busy moment).
+                        event(
+                            log,
+                            "watchdog verdict withdrawn",
+                            run=actor.run_id,
+                            step=verdict.step_id,
+                            attempt=verdict.attempt,
+                            reason="its outcome is stored",
+                        )
+                        actor.post(outcome)
+                        continue
                     event(
                         log,
                         "watchdog verdict",
@@ -363,6 +379,23 @@ class Orchestrator:
                         reason=verdict.reason,
                     )
                     actor.post(verdict)
+
+    async def _stored_outcome(self, run_id: str, verdict: Silent) -> StepFinished | None:
+        """The judged attempt's finished event if the stream holds it: silence after an
+        outcome is not a dead runner. One direct get of the last message on the step's
+        finished subject."""
+        subject = names.evt(run_id, verdict.step_id, "finished")
+        try:
+            raw = await self.js.get_last_msg(names.EVENTS_STREAM, subject)
+            ev = event_decoder.decode(raw.data or b"")
+        except NotFoundError:
+            return None
+        except Exception as exc:  # cannot tell: the verdict stands
+            log.warning("checking %s before a verdict failed: %s", subject, exc)
+            return None
+        if isinstance(ev, StepFinished) and ev.attempt == verdict.attempt:
+            return ev
+        return None
 
 
 def _stamp(epoch: float) -> str | None:
