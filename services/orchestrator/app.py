@@ -356,29 +356,18 @@ class Orchestrator:
             await asyncio.sleep(self.settings.watchdog_scan)
             for actor in list(self.actors.values()):
                 for verdict in self.view.verdicts(actor.state, actor.running_since, actor.verdicts):
+                    # If the runner reported before it went quiet, its outcome is stored
+                    # and waits in this service's backlog (a restart, or a busy moment).
                     outcome = await self._stored_outcome(actor.run_id, verdict)
-                    if outcome is not None:
-                        # The runner reported before it went quiet: its outcome is stored
-                        # and waits in this service's backlog (a restart, or a busy moment).
-                        event(
-                            log,
-                            "watchdog verdict withdrawn",
-                            run=actor.run_id,
-                            step=verdict.step_id,
-                            attempt=verdict.attempt,
-                            reason="its outcome is stored",
-                        )
-                        actor.post(outcome)
-                        continue
                     event(
                         log,
-                        "watchdog verdict",
+                        "watchdog verdict" if outcome is None else "watchdog verdict withdrawn",
                         run=actor.run_id,
                         step=verdict.step_id,
                         attempt=verdict.attempt,
-                        reason=verdict.reason,
+                        reason=verdict.reason if outcome is None else "its outcome is stored",
                     )
-                    actor.post(verdict)
+                    actor.post(verdict if outcome is None else outcome)
 
     async def _stored_outcome(self, run_id: str, verdict: Silent) -> StepFinished | None:
         """The judged attempt's finished event if the stream holds it: silence after an
