@@ -16,7 +16,7 @@ import pytest
 
 from bench.procfs import descendants, group_members, process_exists
 from tests.conftest import StackFactory
-from tests.stack import step_of
+from tests.stack import Stack, step_of
 
 INTERVAL, GRACE, SCAN = 0.2, 3, 0.2
 pytestmark = pytest.mark.fault
@@ -199,18 +199,17 @@ async def test_pod_restarted_under_the_same_name_takes_work_again(stack: StackFa
     assert (work["status"], work["attempt"], work["runner"]) == ("succeeded", 2, "runner-0")
 
 
-async def test_orchestrator_killed_mid_fan_out_loses_and_repeats_nothing(
-    stack: StackFactory, tmp_path: Path
-) -> None:
-    """SIGKILL in the middle of a busy fan-out, while its run actor stores batches of
-    events together (group commit): the restarted orchestrator finishes the run from what
-    was stored and what is redelivered, every step once, on its first attempt."""
-    s = await stack(runners=4)
-    ran = tmp_path / "ran"
+async def fan_out_under_way(s: Stack, ran: Path, width: int) -> str:
+    """Submit root -> ``width`` steps -> join, each middle step leaving one file per process
+    that ran it (``m<i>.<attempt>.<pid>`` in ``ran``), and return once a fifth of them ran."""
     ran.mkdir()
     mids = [
-        {"id": f"m{i}", "command": f"touch {ran}/m{i}.$HEDDLE_ATTEMPT", "dependsOn": ["root"]}
-        for i in range(300)
+        {
+            "id": f"m{i}",
+            "command": f"touch {ran}/m{i}.$HEDDLE_ATTEMPT.$$",
+            "dependsOn": ["root"],
+        }
+        for i in range(width)
     ]
     doc = {
         "steps": [
@@ -221,9 +220,29 @@ async def test_orchestrator_killed_mid_fan_out_loses_and_repeats_nothing(
     }
     run_id = await s.submit(doc)
     deadline = time.monotonic() + 30
-    while len(list(ran.iterdir())) < 60:  # well under way
+    while len(list(ran.iterdir())) < width // 5:
         assert time.monotonic() < deadline
         await asyncio.sleep(0.01)
+    return run_id
+
+
+def runs_per_attempt(ran: Path) -> dict[str, int]:
+    """``m<i>.<attempt>`` -> how many processes ran it."""
+    out: dict[str, int] = {}
+    for p in ran.iterdir():
+        key = p.name.rsplit(".", 1)[0]
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+async def test_orchestrator_killed_mid_fan_out_loses_and_repeats_nothing(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """SIGKILL in the middle of a busy fan-out, while its run actor stores batches of
+    events together (group commit): the restarted orchestrator finishes the run from what
+    was stored and what is redelivered, every step once, on its first attempt."""
+    s = await stack(runners=4)
+    run_id = await fan_out_under_way(s, tmp_path / "ran", 300)
     s.kill("orchestrator")
     s.start("orchestrator")
     run = await s.wait_run(run_id, timeout=60)
@@ -235,4 +254,19 @@ async def test_orchestrator_killed_mid_fan_out_loses_and_repeats_nothing(
         if (st["status"], st["attempt"]) != ("succeeded", 1)
     ]
     assert run["status"] == "succeeded" and wrong == [], wrong[:5]
-    assert sorted(p.name for p in ran.iterdir()) == sorted(f"m{i}.1" for i in range(300))
+    assert runs_per_attempt(tmp_path / "ran") == {f"m{i}.1": 1 for i in range(300)}
+
+
+async def test_dispatcher_killed_mid_fan_out_runs_no_step_twice(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """SIGKILL the dispatcher while it assigns a busy fan-out: the ready messages it held
+    come back after their acknowledgement wait (10 s), including those a runner had already
+    accepted; the new dispatcher sees the attempt's heartbeat and drops them."""
+    s = await stack(runners=4)
+    run_id = await fan_out_under_way(s, tmp_path / "ran", 200)
+    s.kill("dispatcher")
+    s.start("dispatcher")
+    run = await s.wait_run(run_id, timeout=60)
+    assert run["status"] == "succeeded"
+    assert runs_per_attempt(tmp_path / "ran") == {f"m{i}.1": 1 for i in range(200)}

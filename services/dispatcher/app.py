@@ -17,16 +17,20 @@ from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from services.dispatcher.pool import Pool
 from shared import names
 from shared.contracts import (
     StepFinished,
+    StepReady,
     assign_reply_decoder,
     event_decoder,
+    heartbeat_decoder,
     runner_info_decoder,
     step_ready_decoder,
+    step_record_decoder,
 )
 from shared.nats_io import close, connect_until_ready
 from shared.pull import ContinuousPull
@@ -64,10 +68,12 @@ class Dispatcher:
             self.nc,
             self.settings,
             streams=(names.STEPS_STREAM, names.EVENTS_STREAM),
-            buckets=(names.RUNNERS_BUCKET,),
+            buckets=(names.RUNNERS_BUCKET, names.HEARTBEATS_BUCKET, names.RUNS_BUCKET),
         )
         self.js = res.js
         self.runners_kv: KeyValue = res.kv[names.RUNNERS_BUCKET]
+        self.heartbeats_kv: KeyValue = res.kv[names.HEARTBEATS_BUCKET]
+        self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self._events_sub = await self.nc.subscribe(names.EVT_FINISHED_ALL, cb=self._on_event)
         await ensure_consumer(
             self.js,
@@ -191,6 +197,19 @@ class Dispatcher:
             log.error("dropping undecodable ready message %s: %s", msg.subject, exc)
             await msg.term()
             return
+        if msg.metadata.num_delivered > 1 and await self._already_taken(ready):
+            # Redelivered because a dispatcher died between a runner's acceptance and its
+            # acknowledgement: that runner has it (or the watchdog will say it died).
+            self._unplaced -= 1
+            event(
+                log,
+                "already taken",
+                run=ready.run_id,
+                step=ready.step_id,
+                attempt=ready.attempt,
+            )
+            await msg.ack()
+            return
         while True:
             name = self.pool.reserve()
             if name is None:
@@ -234,3 +253,26 @@ class Dispatcher:
                 attempt=ready.attempt,
             )
             return
+
+    async def _already_taken(self, ready: StepReady) -> bool:
+        """Whether a runner accepted this attempt already: its heartbeat, written before a
+        runner accepts, is there (or the step has moved past it). When in doubt, no: a step
+        runs twice rather than never."""
+        try:
+            entry = await self.heartbeats_kv.get(names.heartbeat_key(ready.run_id, ready.step_id))
+            if entry.value and heartbeat_decoder.decode(entry.value).attempt >= ready.attempt:
+                return True
+        except (KeyNotFoundError, msgspec.DecodeError):
+            pass
+        except Exception as exc:
+            log.warning("checking %s/%s failed: %s", ready.run_id, ready.step_id, exc)
+            return False
+        try:
+            entry = await self.runs_kv.get(names.step_key(ready.run_id, ready.step_id))
+            step = step_record_decoder.decode(entry.value or b"")
+        except (KeyNotFoundError, msgspec.DecodeError):
+            return False
+        except Exception as exc:
+            log.warning("checking %s/%s failed: %s", ready.run_id, ready.step_id, exc)
+            return False
+        return step.attempt > ready.attempt or step.status != "queued"
