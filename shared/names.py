@@ -165,8 +165,11 @@ def submit_msg_id(run: str) -> str:
     return f"submit.{run}"
 
 
-def event_msg_id(kind: str, run: str, step: str, attempt: int) -> str:
-    return f"{kind}.{run}.{step}.{attempt}"
+def event_msg_id(kind: str, run: str, step: str, attempt: int, runner: str) -> str:
+    """A runner's event is stored once however often it is re-sent; two runners' events
+    about the same attempt (a redelivered assignment) are both kept, and the state machine
+    decides which one counts."""
+    return f"{kind}.{run}.{step}.{attempt}.{runner}"
 
 
 def ready_msg_id(run: str, step: str, attempt: int) -> str:

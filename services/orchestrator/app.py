@@ -358,7 +358,9 @@ class Orchestrator:
                 for verdict in self.view.verdicts(actor.state, actor.running_since, actor.verdicts):
                     # If the runner reported before it went quiet, its outcome is stored
                     # and waits in this service's backlog (a restart, or a busy moment).
-                    outcome = await self._stored_outcome(actor.run_id, verdict)
+                    step = actor.state.steps.get(verdict.step_id)
+                    runner = step.runner if step is not None else None
+                    outcome = await self._stored_outcome(actor.run_id, verdict, runner)
                     event(
                         log,
                         "watchdog verdict" if outcome is None else "watchdog verdict withdrawn",
@@ -369,10 +371,12 @@ class Orchestrator:
                     )
                     actor.post(verdict if outcome is None else outcome)
 
-    async def _stored_outcome(self, run_id: str, verdict: Silent) -> StepFinished | None:
-        """The judged attempt's finished event if the stream holds it: silence after an
-        outcome is not a dead runner. One direct get of the last message on the step's
-        finished subject."""
+    async def _stored_outcome(
+        self, run_id: str, verdict: Silent, runner: str | None
+    ) -> StepFinished | None:
+        """The judged attempt's finished event, from the runner that holds it, if the
+        stream holds it: silence after an outcome is not a dead runner. One direct get of the
+        last message on the step's finished subject."""
         subject = names.evt(run_id, verdict.step_id, "finished")
         try:
             raw = await self.js.get_last_msg(names.EVENTS_STREAM, subject)
@@ -382,9 +386,11 @@ class Orchestrator:
         except Exception as exc:  # cannot tell: the verdict stands
             log.warning("checking %s before a verdict failed: %s", subject, exc)
             return None
-        if isinstance(ev, StepFinished) and ev.attempt == verdict.attempt:
-            return ev
-        return None
+        if not isinstance(ev, StepFinished) or ev.attempt != verdict.attempt:
+            return None
+        if runner is not None and ev.runner != runner:
+            return None  # another runner's (a redelivered assignment): it does not count
+        return ev
 
 
 def _stamp(epoch: float) -> str | None:

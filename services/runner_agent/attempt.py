@@ -28,7 +28,7 @@ from shared.settings import Settings
 from shared.timefmt import now_rfc3339
 
 log = logging.getLogger("heddle.runner")
-REPORT_ACK_TIMEOUT = 5.0  # seconds before the outcome is published again (deduplicated)
+REPORT_ACK_TIMEOUT = 5.0  # seconds at most before the outcome is sent again (deduplicated)
 HEARTBEAT_ACK_TIMEOUT = 5.0  # seconds; the first one unconfirmed by then refuses the step
 
 
@@ -150,7 +150,7 @@ class Attempt:
                 encode(started),
                 headers={
                     "Nats-Msg-Id": names.event_msg_id(
-                        "started", ready.run_id, ready.step_id, ready.attempt
+                        "started", ready.run_id, ready.step_id, ready.attempt, ctx.runner
                     )
                 },
             )
@@ -171,8 +171,6 @@ class Attempt:
         except Exception as exc:
             log.exception("step %s/%s failed to run", ready.run_id, ready.step_id)
             result = ProcessResult("failed", None, f"could not run: {exc}", "", "")
-        finally:
-            self._stop_beating()
         finished = StepFinished(
             run_id=ready.run_id,
             step_id=ready.step_id,
@@ -190,7 +188,15 @@ class Attempt:
         try:
             await self._report(finished)
         finally:
+            # Heartbeats go on until the outcome is stored: a runner still trying to report
+            # (a broker that came back, an acknowledgement lost with it) is not silent.
+            self._stop_beating()
             self.done.set()
+
+    def _report_wait(self) -> float:
+        """How long an outcome waits for its acknowledgement before it is sent again: well
+        within the silence limit, so a publish lost with a crashed broker is re-sent soon."""
+        return min(REPORT_ACK_TIMEOUT, max(0.5, self.ctx.settings.silence_limit / 4))
 
     def kill(self, outcome: str, reason: str) -> None:
         if self.process is not None:
@@ -198,7 +204,9 @@ class Attempt:
 
     async def _report(self, finished: StepFinished) -> None:
         """Publish the outcome until it lands: an outcome is never lost to an outage."""
-        msg_id = names.event_msg_id("finished", finished.run_id, finished.step_id, finished.attempt)
+        msg_id = names.event_msg_id(
+            "finished", finished.run_id, finished.step_id, finished.attempt, finished.runner
+        )
         delay = 0.2
         t0 = time.monotonic()
         payload = encode(finished)
@@ -209,7 +217,7 @@ class Attempt:
                     payload,
                     headers={"Nats-Msg-Id": msg_id},
                 )
-                await asyncio.wait_for(ack, REPORT_ACK_TIMEOUT)
+                await asyncio.wait_for(ack, self._report_wait())
                 break
             except Exception as exc:
                 log.warning("reporting %s failed (%s); retrying", msg_id, exc)
