@@ -27,11 +27,16 @@ def service_argv(service: str) -> list[str]:
     return [sys.executable, "-m", "services.cli", service]
 
 
-def service_env(settings: dict[str, str], **extra: str) -> dict[str, str]:
+def service_env(
+    settings: dict[str, str], nats_url: str, gateway_port: int, **extra: str
+) -> dict[str, str]:
     """This process's environment without any HEDDLE_ setting of the caller's, then
-    ``settings``, unbuffered output, the repository importable, then ``extra``."""
+    ``settings``, the stack's NATS URL and gateway port, unbuffered output, the repository
+    importable, then ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
     env.update(settings)
+    env["HEDDLE_NATS_URL"] = nats_url
+    env["HEDDLE_GATEWAY_PORT"] = str(gateway_port)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env.update(extra)

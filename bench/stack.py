@@ -48,12 +48,7 @@ class BenchStack:
         return self.nats.url
 
     def _env(self, **extra: str) -> dict[str, str]:
-        return service_env(
-            self.settings,
-            HEDDLE_NATS_URL=self.nats_url,
-            HEDDLE_GATEWAY_PORT=str(self.gateway_port),
-            **extra,
-        )
+        return service_env(self.settings, self.nats_url, self.gateway_port, **extra)
 
     def start(self) -> None:
         self.gateway_port = free_port()
