@@ -93,6 +93,9 @@ class StepReady(Wire, frozen=True):
     command: str
     timeout_seconds: float
     ready_at: str
+    # How often this attempt was queued again because its assignment was lost with the
+    # broker (services/orchestrator/backstop.py): part of the message id, nothing else.
+    requeue: int = 0
 
 
 class AssignReply(Wire, frozen=True):
@@ -221,6 +224,7 @@ class StepRecord(Wire):
     stdout_tail: str = ""
     stderr_tail: str = ""
     attempts: list[AttemptRecord] = []
+    requeues: int = 0  # the current attempt queued again after its assignment was lost
 
 
 class RunRecord(Wire):

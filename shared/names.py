@@ -172,5 +172,8 @@ def event_msg_id(kind: str, run: str, step: str, attempt: int, runner: str) -> s
     return f"{kind}.{run}.{step}.{attempt}.{runner}"
 
 
-def ready_msg_id(run: str, step: str, attempt: int) -> str:
-    return f"ready.{run}.{step}.{attempt}"
+def ready_msg_id(run: str, step: str, attempt: int, requeue: int = 0) -> str:
+    """One ready message per attempt however often it is re-sent; an attempt queued again
+    after its assignment was lost gets a new one (the old id may still be remembered)."""
+    base = f"ready.{run}.{step}.{attempt}"
+    return f"{base}.r{requeue}" if requeue else base

@@ -13,6 +13,7 @@ from services.orchestrator.decisions import (
     KillAttempt,
     PersistRun,
     PersistStep,
+    Requeued,
     ScheduleRetry,
 )
 from services.orchestrator.state import Policy, RunState
@@ -74,6 +75,10 @@ def silent(step: str = "a", attempt: int = 1) -> Event:
     return lambda s: s.on_silent(step, attempt, "runner went silent", T0 + 4)
 
 
+def lost(step: str = "a", attempt: int = 1, requeue: int = 0) -> Event:
+    return lambda s: s.on_lost(step, attempt, requeue, T0 + 6)
+
+
 def accepted(step: str = "a", attempt: int = 1, runner: str = "r1") -> Event:
     return lambda s: s.on_accepted(step, attempt, runner) or []
 
@@ -97,13 +102,14 @@ def a_then_b(retries: int) -> list[tuple[str, list[str], int]]:
 
 
 FAIL_A = [started(), finished(outcome="failed")]
-PS, PR, EQ, SR, KA, IG = (
+PS, PR, EQ, SR, KA, IG, RQ = (
     "PersistStep",
     "PersistRun",
     "Enqueue",
     "ScheduleRetry",
     "KillAttempt",
     "Ignored",
+    "Requeued",
 )
 
 TRANSITIONS = [
@@ -205,6 +211,26 @@ TRANSITIONS = [
         silent(),
         [KA, PS, PS, PR],
         ("failed", 1, "skipped", "failed"),
+    ),
+    ("queued-lost", 0, [], lost(), [EQ, PS, RQ], ("queued", 1, "pending", "running")),
+    (
+        "queued-lost-again",
+        0,
+        [lost()],
+        lost(requeue=1),
+        [EQ, PS, RQ],
+        ("queued", 1, "pending", "running"),
+    ),
+    ("queued-lost-stale-finding", 0, [lost()], lost(), [IG], ("queued", 1, "pending", "running")),
+    ("accepted-lost", 0, [accepted()], lost(), [IG], ("queued", 1, "pending", "running")),
+    ("running-lost", 0, [started()], lost(), [IG], ("running", 1, "pending", "running")),
+    (
+        "lost-then-runs",
+        0,
+        [lost(), started()],
+        finished(),
+        [PS, PS, EQ],
+        ("succeeded", 1, "queued", "running"),
     ),
     ("queued-cancel", 0, [], cancel, [PR, PS, PS, PR], ("cancelled", 1, "cancelled", "cancelled")),
     (
@@ -451,6 +477,7 @@ def every_event(step: str, attempt: int) -> list[Event]:
         retry_due(step, attempt),
         retry_due(step, attempt + 1),
         silent(step, attempt),
+        lost(step, attempt),
         accepted(step, attempt),
     ]
 
@@ -504,7 +531,7 @@ def test_final_stale_and_foreign_events_are_ignored_and_change_nothing(
     assert snapshot(state) == snap  # every StepRecord and the RunRecord are unchanged
     assert all(isinstance(e, Ignored | KillAttempt) for e in out), out
     assert all(e.step_id == target for e in out)
-    if index % 8 != 7:  # on_accepted returns no effects at all
+    if index % 9 != 8:  # on_accepted returns no effects at all
         assert any(isinstance(e, Ignored) for e in out), out
 
 
@@ -516,3 +543,25 @@ def test_late_start_of_a_superseded_attempt_is_fenced() -> None:
     assert bag(out) == ["Ignored", "KillAttempt"]
     [kill] = [e for e in out if isinstance(e, KillAttempt)]
     assert (kill.runner, kill.step_id, kill.attempt) == ("r1", "a", 1)
+
+
+def test_a_lost_attempt_is_queued_again_under_a_new_message_id_and_not_counted() -> None:
+    state, _ = make([("a", [], 0)])
+    first = lost()(state)
+    second = lost(requeue=1)(state)
+    readies = [e.ready for e in first + second if isinstance(e, Enqueue)]
+    assert [(r.attempt, r.requeue) for r in readies] == [(1, 1), (1, 2)]
+    assert [e.requeue for e in first + second if isinstance(e, Requeued)] == [1, 2]
+    a = state.steps["a"]
+    assert (a.status, a.attempt, a.requeues, a.retries, a.attempts) == ("queued", 1, 2, 0, [])
+    # A restart re-sends the requeued message, not the lost one.
+    [again] = [e.ready for e in state.resume(T0 + 9) if isinstance(e, Enqueue)]
+    assert (again.attempt, again.requeue) == (1, 2)
+
+
+def test_a_retry_starts_with_no_requeues() -> None:
+    state, _ = make([("a", [], 1)])
+    lost()(state)
+    silent()(state)  # a runner took the requeued attempt, then died
+    a = state.steps["a"]
+    assert (a.status, a.attempt, a.requeues) == ("queued", 2, 0)

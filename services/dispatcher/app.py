@@ -46,6 +46,17 @@ ACK_WAIT = 10.0
 LOOKAHEAD = 2
 
 
+def ready_consumer() -> ConsumerConfig:
+    """The dispatchers' shared durable consumer of ready steps."""
+    return ConsumerConfig(
+        durable_name=names.DISPATCHER_DURABLE,
+        filter_subject=names.STEP_READY_ALL,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ACK_WAIT,
+        max_ack_pending=-1,
+    )
+
+
 class Dispatcher:
     name = "dispatcher"
 
@@ -75,17 +86,7 @@ class Dispatcher:
         self.heartbeats_kv: KeyValue = res.kv[names.HEARTBEATS_BUCKET]
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self._events_sub = await self.nc.subscribe(names.EVT_FINISHED_ALL, cb=self._on_event)
-        await ensure_consumer(
-            self.js,
-            names.STEPS_STREAM,
-            ConsumerConfig(
-                durable_name=names.DISPATCHER_DURABLE,
-                filter_subject=names.STEP_READY_ALL,
-                ack_policy=AckPolicy.EXPLICIT,
-                ack_wait=ACK_WAIT,
-                max_ack_pending=-1,
-            ),
-        )
+        await ensure_consumer(self.js, names.STEPS_STREAM, ready_consumer())
         # Credit follows the free runners: a saturated pool leaves steps in the stream.
         self._pull = ContinuousPull(
             self.nc, names.STEPS_STREAM, names.DISPATCHER_DURABLE, self._on_ready, credit=0

@@ -55,6 +55,7 @@ STEP_FIELDS = {
     "retries": "retries",
     "timeoutSeconds": "timeout_seconds",
     "queuedAt": "queued_at",
+    "requeues": "requeues",
     "retryAt": "retry_at",
 }
 

@@ -41,6 +41,15 @@ class Accepted:
 
 
 @dataclass(frozen=True, slots=True)
+class Lost:
+    """The backstop's finding on one queued attempt (services/orchestrator/backstop.py)."""
+
+    step_id: str
+    attempt: int
+    requeue: int  # the attempt's requeues when it was found lost
+
+
+@dataclass(frozen=True, slots=True)
 class RetryTimer:
     step_id: str
     attempt: int
@@ -60,7 +69,7 @@ class Create:
     exists: Callable[[str], Awaitable[bool]]
 
 
-Message = StepStarted | StepFinished | Silent | Accepted | RetryTimer | Cancel | Create
+Message = StepStarted | StepFinished | Silent | Lost | Accepted | RetryTimer | Cancel | Create
 
 
 class RunActor:
@@ -172,6 +181,8 @@ class RunActor:
                 effects = state.on_finished(message, now)
             case Silent(step_id=step_id, attempt=attempt, reason=reason):
                 effects = state.on_silent(step_id, attempt, reason, now)
+            case Lost(step_id=step_id, attempt=attempt, requeue=requeue):
+                effects = state.on_lost(step_id, attempt, requeue, now)
             case RetryTimer(step_id=step_id, attempt=attempt):
                 effects = state.on_retry_due(step_id, attempt, now)
             case Cancel():

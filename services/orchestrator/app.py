@@ -18,12 +18,13 @@ import msgspec
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
-from services.orchestrator.actor import Accepted, Cancel, RetryTimer, RunActor, Silent
+from services.orchestrator.actor import Accepted, Cancel, Lost, RetryTimer, RunActor
+from services.orchestrator.backstop import Backstop
 from services.orchestrator.effects import EffectRunner
 from services.orchestrator.state import Policy, RunState
+from services.orchestrator.stored import ready_steps, stored_outcome
 from services.orchestrator.watchdog import HeartbeatView
 from services.orchestrator.workflows import WorkflowFeatures
 from shared import names
@@ -32,7 +33,6 @@ from shared.contracts import (
     TERMINAL_RUN,
     CancelRun,
     RetryDue,
-    StepFinished,
     SubmitRun,
     command_decoder,
     event_decoder,
@@ -70,6 +70,7 @@ class Orchestrator:
         self._stopping = False
         self.nc: Client | None = None
         self.workflows: WorkflowFeatures | None = None  # history, cron, retention
+        self.backstop: Backstop | None = None
 
     # ---- lifecycle ----
 
@@ -132,7 +133,13 @@ class Orchestrator:
         ]
         for pull in self._pulls:
             await pull.start()
-        self._tasks = [asyncio.create_task(self._scan_loop(), name="watchdog")]
+        self.backstop = Backstop(
+            self.settings.silence_limit, lambda run_id: ready_steps(self.js, run_id)
+        )
+        self._tasks = [
+            asyncio.create_task(self._scan_loop(), name="watchdog"),
+            asyncio.create_task(self._backstop_loop(), name="backstop"),
+        ]
         await self.workflows.start()
 
     async def stop(self) -> None:
@@ -179,6 +186,8 @@ class Orchestrator:
     def _actor_done(self, actor: RunActor) -> None:
         self.actors.pop(actor.run_id, None)
         self.view.forget_run(actor.run_id)
+        if self.backstop is not None:
+            self.backstop.tracker.forget_run(actor.run_id)
         if actor.duplicate:
             event(log, "duplicate submit", run=actor.run_id)
             return
@@ -360,7 +369,9 @@ class Orchestrator:
                     # and waits in this service's backlog (a restart, or a busy moment).
                     step = actor.state.steps.get(verdict.step_id)
                     runner = step.runner if step is not None else None
-                    outcome = await self._stored_outcome(actor.run_id, verdict, runner)
+                    outcome = await stored_outcome(
+                        self.js, actor.run_id, verdict.step_id, verdict.attempt, runner
+                    )
                     event(
                         log,
                         "watchdog verdict" if outcome is None else "watchdog verdict withdrawn",
@@ -371,26 +382,30 @@ class Orchestrator:
                     )
                     actor.post(verdict if outcome is None else outcome)
 
-    async def _stored_outcome(
-        self, run_id: str, verdict: Silent, runner: str | None
-    ) -> StepFinished | None:
-        """The judged attempt's finished event, from the runner that holds it, if the
-        stream holds it: silence after an outcome is not a dead runner. One direct get of the
-        last message on the step's finished subject."""
-        subject = names.evt(run_id, verdict.step_id, "finished")
-        try:
-            raw = await self.js.get_last_msg(names.EVENTS_STREAM, subject)
-            ev = event_decoder.decode(raw.data or b"")
-        except NotFoundError:
-            return None
-        except Exception as exc:  # cannot tell: the verdict stands
-            log.warning("checking %s before a verdict failed: %s", subject, exc)
-            return None
-        if not isinstance(ev, StepFinished) or ev.attempt != verdict.attempt:
-            return None
-        if runner is not None and ev.runner != runner:
-            return None  # another runner's (a redelivered assignment): it does not count
-        return ev
+    async def _backstop_loop(self) -> None:
+        """Queued attempts nobody holds (services/orchestrator/backstop.py), once a period."""
+        assert self.backstop is not None
+        while True:
+            await asyncio.sleep(self.backstop.tracker.period)
+            if not self.view.connected:
+                self.backstop.tracker.reset()  # an outage, or a watch still catching up
+                continue
+            states = [a.state for a in list(self.actors.values())]
+            findings = await self.backstop.check(states, self.view.beats, time.monotonic())
+            for f in findings:
+                actor = self.actors.get(f.run_id)
+                if actor is None:
+                    continue
+                outcome = await stored_outcome(self.js, f.run_id, f.step_id, f.attempt, None)
+                event(
+                    log,
+                    "lost attempt",
+                    run=f.run_id,
+                    step=f.step_id,
+                    attempt=f.attempt,
+                    action="queue it again" if outcome is None else "apply its stored outcome",
+                )
+                actor.post(outcome or Lost(f.step_id, f.attempt, f.requeues))
 
 
 def _stamp(epoch: float) -> str | None:

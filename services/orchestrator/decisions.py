@@ -59,9 +59,19 @@ class KillAttempt:
 
 
 @dataclass(frozen=True, slots=True)
+class Requeued:
+    """An attempt queued again because no runner holds it and its ready message is gone
+    (services/orchestrator/backstop.py): for the log line and the step's log note."""
+
+    step_id: str
+    attempt: int
+    requeue: int
+
+
+@dataclass(frozen=True, slots=True)
 class Ignored:
     step_id: str
     reason: str
 
 
-Effect = PersistStep | PersistRun | Enqueue | ScheduleRetry | KillAttempt | Ignored
+Effect = PersistStep | PersistRun | Enqueue | ScheduleRetry | KillAttempt | Requeued | Ignored

@@ -22,6 +22,7 @@ from services.orchestrator.decisions import (
     KillAttempt,
     PersistRun,
     PersistStep,
+    Requeued,
     ScheduleRetry,
 )
 from services.orchestrator.notes import transition_notes
@@ -133,7 +134,7 @@ class EffectRunner:
                             encode(ready),
                             headers={
                                 "Nats-Msg-Id": names.ready_msg_id(
-                                    ready.run_id, ready.step_id, ready.attempt
+                                    ready.run_id, ready.step_id, ready.attempt, ready.requeue
                                 )
                             },
                         )
@@ -167,6 +168,16 @@ class EffectRunner:
                                 run_id=run_id, step_id=step_id, attempt=attempt, reason=reason
                             )
                         ),
+                    )
+                case Requeued(step_id=step_id, attempt=attempt, requeue=requeue):
+                    event(
+                        log,
+                        "step requeued",
+                        run=run_id,
+                        step=step_id,
+                        attempt=attempt,
+                        requeue=requeue,
+                        reason="no runner holds it and its ready message is gone",
                     )
                 case Ignored(step_id=step_id, reason=reason):
                     event(log, "ignored", run=run_id, step=step_id, reason=reason)

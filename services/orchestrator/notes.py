@@ -20,7 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.orchestrator.decisions import Effect, KillAttempt, PersistStep, ScheduleRetry
+from services.orchestrator.decisions import (
+    Effect,
+    KillAttempt,
+    PersistStep,
+    Requeued,
+    ScheduleRetry,
+)
 from shared.contracts import StepRecord
 
 ACTIVE = ("queued", "running")
@@ -40,6 +46,7 @@ def transition_notes(effects: list[Effect]) -> list[Note]:
     steps: dict[str, StepRecord] = {}
     kills: dict[tuple[str, int], KillAttempt] = {}
     timers: dict[str, ScheduleRetry] = {}
+    requeued: list[Requeued] = []
     for eff in effects:
         match eff:
             case PersistStep(step=step, previous=previous):
@@ -49,10 +56,22 @@ def transition_notes(effects: list[Effect]) -> list[Note]:
                 kills[(eff.step_id, eff.attempt)] = eff
             case ScheduleRetry():
                 timers[eff.step_id] = eff
-    notes: list[Note] = []
+            case Requeued():
+                requeued.append(eff)
+    notes: list[Note] = [
+        Note(
+            r.step_id,
+            r.attempt,
+            f"queued again: no runner holds attempt {r.attempt} and its ready message is gone",
+        )
+        for r in requeued
+    ]
     explained: set[tuple[str, int]] = set()
+    again = {r.step_id for r in requeued}
     for step_id, step in steps.items():
         was, now = before[step_id], step.status
+        if step_id in again and was == now == "queued":
+            continue  # the same attempt queued again: its note is above
         of = step.retries + 1
         if was in ACTIVE and now in ("retrying", "queued", "failed"):
             # The attempt that ended: an immediate requeue has already moved to the next one.

@@ -17,6 +17,7 @@ from services.orchestrator.decisions import (
     KillAttempt,
     PersistRun,
     PersistStep,
+    Requeued,
     ScheduleRetry,
 )
 from shared.backoff import backoff
@@ -185,6 +186,27 @@ class RunState:
         self._close_attempt(step, stamp, None, reason)
         return effects + self._attempt_failed(step, reason, now, immediate=True)
 
+    def on_lost(self, step_id: str, attempt: int, requeue: int, now: float) -> list[Effect]:
+        """The backstop's finding: this queued attempt has no runner, no heartbeat and no
+        ready message any more (lost with a broker that died). The same attempt is queued
+        again under a new message id; it does not count as a try."""
+        step = self.steps.get(step_id)
+        if (
+            step is None
+            or step.status != "queued"
+            or step.attempt != attempt
+            or step.requeues != requeue
+            or step.runner is not None
+        ):
+            return [Ignored(step_id, f"lost-assignment finding for attempt {attempt} ignored")]
+        step.requeues += 1
+        step.queued_at = from_epoch(now)
+        return [
+            PersistStep(step, step.status),
+            Requeued(step.id, attempt, step.requeues),
+            Enqueue(self._ready(step)),
+        ]
+
     def on_accepted(self, step_id: str, attempt: int, runner: str) -> None:
         """A heartbeat shows which runner holds a queued attempt (before it reported started),
         so a later verdict can fence that runner."""
@@ -228,15 +250,19 @@ class RunState:
         step.queued_at = stamp
         step.retry_at = None
         step.started_at = step.finished_at = step.exit_code = None
-        ready = StepReady(
+        step.requeues = 0
+        return [PersistStep(step, prev), Enqueue(self._ready(step))]
+
+    def _ready(self, step: StepRecord) -> StepReady:
+        return StepReady(
             run_id=self.run.run_id,
             step_id=step.id,
-            attempt=attempt,
+            attempt=step.attempt,
             command=step.command,
             timeout_seconds=step.timeout_seconds,
-            ready_at=stamp,
+            ready_at=step.queued_at or "",
+            requeue=step.requeues,
         )
-        return [PersistStep(step, prev), Enqueue(ready)]
 
     def _close_attempt(
         self, step: StepRecord, at: str, exit_code: int | None, reason: str | None
@@ -333,18 +359,8 @@ class RunState:
             effects.extend(self.cancel(now))
         for step in self.steps.values():
             if step.status == "queued":
-                effects.append(
-                    Enqueue(
-                        StepReady(
-                            run_id=self.run.run_id,
-                            step_id=step.id,
-                            attempt=step.attempt,
-                            command=step.command,
-                            timeout_seconds=step.timeout_seconds,
-                            ready_at=step.queued_at or stamp,
-                        )
-                    )
-                )
+                step.queued_at = step.queued_at or stamp
+                effects.append(Enqueue(self._ready(step)))
             elif (
                 step.status == "pending"
                 and not self.run.cancel_requested

@@ -1,0 +1,52 @@
+"""What the streams already hold about one attempt, read before the orchestrator acts on
+silence: an outcome stored but not yet seen here (waiting in this service's backlog after a
+restart, or past a consumer that lost its place with a crashed broker) must win over a
+verdict or a requeue."""
+
+from __future__ import annotations
+
+import logging
+
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from shared import names
+from shared.contracts import StepFinished, event_decoder
+
+log = logging.getLogger("heddle.orchestrator")
+
+
+async def stored_outcome(
+    js: JetStreamContext, run_id: str, step_id: str, attempt: int, runner: str | None
+) -> StepFinished | None:
+    """The attempt's finished event, if the stream holds it: one direct get of the last
+    message on the step's finished subject. With ``runner`` set, only that runner's counts
+    (another runner's is from a redelivered assignment, which the state machine fences)."""
+    subject = names.evt(run_id, step_id, "finished")
+    try:
+        raw = await js.get_last_msg(names.EVENTS_STREAM, subject)
+        ev = event_decoder.decode(raw.data or b"")
+    except NotFoundError:
+        return None
+    except Exception as exc:  # cannot tell: act as if there were none
+        log.warning("reading %s failed: %s", subject, exc)
+        return None
+    if not isinstance(ev, StepFinished) or ev.attempt != attempt:
+        return None
+    if runner is not None and ev.runner != runner:
+        return None
+    return ev
+
+
+async def ready_steps(js: JetStreamContext, run_id: str) -> set[str] | None:
+    """The steps of one run that have a ready message in HEDDLE_STEPS (waiting for a
+    runner, or held by a dispatcher that has not acknowledged it): one stream-info request
+    filtered to the run's ready subjects. None when the server could not say."""
+    prefix = names.step_ready(run_id, "")
+    try:
+        info = await js.stream_info(names.STEPS_STREAM, subjects_filter=prefix + "*")
+    except Exception as exc:
+        log.warning("listing the ready steps of run %s failed: %s", run_id, exc)
+        return None
+    subjects = info.state.subjects or {}
+    return {s[len(prefix) :] for s in subjects}
