@@ -7,14 +7,18 @@ ever sees it."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import nats
 import pytest
+from nats.js.errors import NotFoundError
 
 from services.dispatcher.app import ready_consumer
 from shared import names
+from shared.contracts import StepReady, encode
 from shared.resources import ensure_consumer
+from shared.timefmt import from_epoch
 from tests.conftest import StackFactory
 from tests.stack import step_of
 
@@ -86,3 +90,51 @@ async def test_a_step_waiting_for_a_busy_pool_is_left_alone(stack: StackFactory)
     assert run["status"] == "succeeded"
     assert [step_of(run, x).get("requeues", 0) for x in ("one", "two")] == [0, 0]
     assert "step requeued" not in s.logs("orchestrator")
+
+
+async def test_after_a_reconnect_a_step_whose_outcome_is_stored_is_not_run_again(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """A broker killed mid-flight can forget a consumer's deliveries and acknowledgements
+    and send a ready message again as a first delivery, its heartbeat lost with it. Once
+    reconnected, the dispatcher checks every ready message for a while, and finds the
+    runner's outcome stored. (No orchestrator here: the step record cannot tell.)"""
+    s = await stack(runners=1, services=("dispatcher", "gateway"))
+    ran = tmp_path / "ran"
+    ready = StepReady(
+        run_id="r1",
+        step_id="s",
+        attempt=1,
+        command=f"echo once >> {ran}",
+        timeout_seconds=30,
+        ready_at=from_epoch(time.time()),
+    )
+    finished = names.evt("r1", "s", "finished")
+    async with await nats.connect(s.nats_url) as nc:
+        js = nc.jetstream()
+        await js.publish(
+            names.step_ready("r1", "s"), encode(ready), headers={"Nats-Msg-Id": "first"}
+        )
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                await js.get_last_msg(names.EVENTS_STREAM, finished)
+                break
+            except NotFoundError:
+                assert time.monotonic() < deadline, "the step never finished"
+                await asyncio.sleep(0.05)
+    assert s.nats is not None
+    s.nats.kill()
+    s.nats.start()
+    async with await nats.connect(s.nats_url) as nc:
+        js = nc.jetstream()
+        hb = await js.key_value(names.HEARTBEATS_BUCKET)
+        await hb.delete(names.heartbeat_key("r1", "s"))
+        await js.publish(
+            names.step_ready("r1", "s"), encode(ready), headers={"Nats-Msg-Id": "again"}
+        )
+        deadline = time.monotonic() + 20
+        while '"msg":"already taken"' not in s.logs("dispatcher"):
+            assert time.monotonic() < deadline, "the ready message was not dropped"
+            await asyncio.sleep(0.05)
+    assert ran.read_text() == "once\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import msgspec
 from nats.aio.client import Client
@@ -17,7 +18,7 @@ from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.js.errors import KeyNotFoundError
+from nats.js.errors import KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
 from services.dispatcher.pool import Pool
@@ -44,6 +45,10 @@ ACK_WAIT = 10.0
 # already here, so the pull round trip is off the critical path (+8% steps/s on a saturated
 # 1,000-step fan-out). Few, because a step held here is not available to another dispatcher.
 LOOKAHEAD = 2
+# After a reconnect every ready message is checked, not only redelivered ones: a broker
+# killed mid-flight can forget a consumer's deliveries, and what it sends again then comes
+# as a first delivery, though a runner may have run it already.
+WARY_AFTER_RECONNECT = 2 * ACK_WAIT
 
 
 def ready_consumer() -> ConsumerConfig:
@@ -67,6 +72,7 @@ class Dispatcher:
         self._tasks: list[asyncio.Task] = []
         self._inflight: set[asyncio.Task] = set()
         self._unplaced = 0  # ready messages in hand that no runner is reserved for
+        self._wary_until = 0.0  # monotonic: check every ready message until then
         self._stopping = False
         self._pull: ContinuousPull | None = None
         self.nc: Client | None = None
@@ -110,6 +116,7 @@ class Dispatcher:
         await close(self.nc)
 
     async def _reconnected(self) -> None:
+        self._wary_until = time.monotonic() + WARY_AFTER_RECONNECT
         if self._pull is not None:
             self._pull.reset()
             await self._pull.top_up()
@@ -198,9 +205,11 @@ class Dispatcher:
             log.error("dropping undecodable ready message %s: %s", msg.subject, exc)
             await msg.term()
             return
-        if msg.metadata.num_delivered > 1 and await self._already_taken(ready):
+        wary = msg.metadata.num_delivered > 1 or time.monotonic() < self._wary_until
+        if wary and await self._already_taken(ready):
             # Redelivered because a dispatcher died between a runner's acceptance and its
-            # acknowledgement: that runner has it (or the watchdog will say it died).
+            # acknowledgement (or sent again by a broker that lost its consumer's state):
+            # that runner has it (or the watchdog will say it died).
             self._unplaced -= 1
             event(
                 log,
@@ -257,8 +266,10 @@ class Dispatcher:
 
     async def _already_taken(self, ready: StepReady) -> bool:
         """Whether a runner accepted this attempt already: its heartbeat, written before a
-        runner accepts, is there (or the step has moved past it). When in doubt, no: a step
-        runs twice rather than never."""
+        runner accepts, is there, or the step has moved past it, or a runner's outcome of it
+        is stored (a broker that lost the heartbeat kept the outcome a runner re-sent).
+        When in doubt, no: a step runs twice rather than never. The outcome is not looked
+        for when the orchestrator queued the attempt again (``requeue``): it found none."""
         try:
             entry = await self.heartbeats_kv.get(names.heartbeat_key(ready.run_id, ready.step_id))
             if entry.value and heartbeat_decoder.decode(entry.value).attempt >= ready.attempt:
@@ -268,6 +279,8 @@ class Dispatcher:
         except Exception as exc:
             log.warning("checking %s/%s failed: %s", ready.run_id, ready.step_id, exc)
             return False
+        if ready.requeue == 0 and await self._outcome_stored(ready):
+            return True
         try:
             entry = await self.runs_kv.get(names.step_key(ready.run_id, ready.step_id))
             step = step_record_decoder.decode(entry.value or b"")
@@ -276,4 +289,17 @@ class Dispatcher:
         except Exception as exc:
             log.warning("checking %s/%s failed: %s", ready.run_id, ready.step_id, exc)
             return False
-        return step.attempt > ready.attempt or step.status != "queued"
+        if step.attempt != ready.attempt:
+            return step.attempt > ready.attempt
+        return step.status != "queued" or step.requeues > ready.requeue
+
+    async def _outcome_stored(self, ready: StepReady) -> bool:
+        subject = names.evt(ready.run_id, ready.step_id, "finished")
+        try:
+            raw = await self.js.get_last_msg(names.EVENTS_STREAM, subject)
+            return event_decoder.decode(raw.data or b"").attempt >= ready.attempt
+        except (NotFoundError, msgspec.DecodeError):
+            return False
+        except Exception as exc:
+            log.warning("checking %s failed: %s", subject, exc)
+            return False
