@@ -2,6 +2,8 @@
 
 ``HEDDLE_FAILPOINTS="runner.after_accept=exit"`` makes a runner exit abruptly right after it
 accepted an assignment, before it starts the command: a death no signal can time precisely.
+``runner.answer_lost`` makes it run what it accepted without answering, as if the answer had
+been lost with a broker that died.
 Unset in production; each failpoint is one dictionary lookup.
 """
 

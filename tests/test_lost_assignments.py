@@ -138,3 +138,26 @@ async def test_after_a_reconnect_a_step_whose_outcome_is_stored_is_not_run_again
             assert time.monotonic() < deadline, "the ready message was not dropped"
             await asyncio.sleep(0.05)
     assert ran.read_text() == "once\n"
+
+
+async def test_an_assignment_whose_answer_was_lost_is_not_given_to_another_runner(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """The runner accepted and runs the step, but its answer never reaches the dispatcher
+    (a broker that died in between): before offering the step elsewhere the dispatcher
+    finds the attempt's heartbeat and lets it be."""
+    s = await stack(runners=0)
+    s.start("runner-lossy", HEDDLE_FAILPOINTS="runner.answer_lost")
+    ran = tmp_path / "ran"
+    await s.wait_ready(1)
+    run_id = await s.submit({"steps": [{"id": "work", "command": f"echo once >> {ran}"}]})
+    deadline = time.monotonic() + 15
+    while '"msg":"runner did not answer"' not in s.logs("dispatcher"):
+        assert time.monotonic() < deadline, "the dispatcher never gave up on the answer"
+        await asyncio.sleep(0.05)
+    s.start("runner-good")  # free, and in the pool: a second taker if the step were offered
+    run = await s.wait_run(run_id, timeout=20)
+    assert run["status"] == "succeeded" and step_of(run, "work")["runner"] == "runner-lossy"
+    await asyncio.sleep(1)  # time for a second offer, which must not come
+    assert ran.read_text() == "once\n"
+    assert '"msg":"already taken"' in s.logs("dispatcher")

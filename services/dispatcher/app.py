@@ -205,22 +205,24 @@ class Dispatcher:
             log.error("dropping undecodable ready message %s: %s", msg.subject, exc)
             await msg.term()
             return
-        wary = msg.metadata.num_delivered > 1 or time.monotonic() < self._wary_until
-        if wary and await self._already_taken(ready):
-            # Redelivered because a dispatcher died between a runner's acceptance and its
-            # acknowledgement (or sent again by a broker that lost its consumer's state):
-            # that runner has it (or the watchdog will say it died).
-            self._unplaced -= 1
-            event(
-                log,
-                "already taken",
-                run=ready.run_id,
-                step=ready.step_id,
-                attempt=ready.attempt,
-            )
-            await msg.ack()
-            return
+        # Redelivered because a dispatcher died between a runner's acceptance and its
+        # acknowledgement, or sent again by a broker that lost its consumer's state, or
+        # offered to a runner whose answer never came back: a runner may have it already.
+        check = msg.metadata.num_delivered > 1 or time.monotonic() < self._wary_until
         while True:
+            if check:
+                check = False
+                if await self._already_taken(ready):
+                    self._unplaced -= 1
+                    event(
+                        log,
+                        "already taken",
+                        run=ready.run_id,
+                        step=ready.step_id,
+                        attempt=ready.attempt,
+                    )
+                    await msg.ack()
+                    return
             name = self.pool.reserve()
             if name is None:
                 await self._wake()
@@ -246,6 +248,8 @@ class Dispatcher:
                 )
                 self._unplaced += 1
                 self.pool.refused(name, silent=True)
+                # The request may have arrived and only the answer been lost.
+                check = not isinstance(exc, NoRespondersError)
                 continue
             if not reply.accepted:
                 self._unplaced += 1
