@@ -161,3 +161,33 @@ async def test_an_assignment_whose_answer_was_lost_is_not_given_to_another_runne
     await asyncio.sleep(1)  # time for a second offer, which must not come
     assert ran.read_text() == "once\n"
     assert '"msg":"already taken"' in s.logs("dispatcher")
+
+
+async def test_two_copies_of_one_ready_attempt_run_it_once(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """Two ready messages for the same attempt (as a restarted broker can deliver, or a
+    re-send past the duplicate window), with two runners free: the second copy waits while
+    the first is offered, then is checked and dropped, instead of going to the other
+    runner."""
+    s = await stack(runners=2, services=("dispatcher", "gateway"))
+    ran = tmp_path / "ran"
+    ready = StepReady(
+        run_id="r2",
+        step_id="s",
+        attempt=1,
+        command=f"echo once >> {ran}",
+        timeout_seconds=30,
+        ready_at=from_epoch(time.time()),
+    )
+    async with await nats.connect(s.nats_url) as nc:
+        js = nc.jetstream()
+        for copy in ("one", "two"):
+            await js.publish(
+                names.step_ready("r2", "s"), encode(ready), headers={"Nats-Msg-Id": copy}
+            )
+    deadline = time.monotonic() + 20  # the held copy comes back after 10 s, and is dropped
+    while '"msg":"already taken"' not in s.logs("dispatcher"):
+        assert time.monotonic() < deadline, "the second copy was not dropped"
+        await asyncio.sleep(0.05)
+    assert ran.read_text() == "once\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 
 import msgspec
 from nats.aio.client import Client
@@ -40,6 +41,7 @@ from shared.service import event
 from shared.settings import Settings
 
 log = logging.getLogger("heddle.dispatcher")
+AttemptKey = tuple[str, str, int, int]  # run, step, attempt, requeue
 ACK_WAIT = 10.0
 # Ready steps fetched beyond the free runners: when a runner frees up, its next step is
 # already here, so the pull round trip is off the critical path (+8% steps/s on a saturated
@@ -49,6 +51,9 @@ LOOKAHEAD = 2
 # killed mid-flight can forget a consumer's deliveries, and what it sends again then comes
 # as a first delivery, though a runner may have run it already.
 WARY_AFTER_RECONNECT = 2 * ACK_WAIT
+# A second copy of an attempt this dispatcher holds or placed this recently is checked
+# before it is offered (two copies after a broker restart, a re-sent ready message).
+RECENT_FOR = ACK_WAIT
 
 
 def ready_consumer() -> ConsumerConfig:
@@ -73,6 +78,8 @@ class Dispatcher:
         self._inflight: set[asyncio.Task] = set()
         self._unplaced = 0  # ready messages in hand that no runner is reserved for
         self._wary_until = 0.0  # monotonic: check every ready message until then
+        self._in_hand: set[AttemptKey] = set()
+        self._recent: OrderedDict[AttemptKey, float] = OrderedDict()  # -> monotonic expiry
         self._stopping = False
         self._pull: ContinuousPull | None = None
         self.nc: Client | None = None
@@ -208,7 +215,25 @@ class Dispatcher:
         # Redelivered because a dispatcher died between a runner's acceptance and its
         # acknowledgement, or sent again by a broker that lost its consumer's state, or
         # offered to a runner whose answer never came back: a runner may have it already.
-        check = msg.metadata.num_delivered > 1 or time.monotonic() < self._wary_until
+        key = (ready.run_id, ready.step_id, ready.attempt, ready.requeue)
+        if key in self._in_hand:
+            # Another copy is being offered right now; this one is left unacknowledged and
+            # comes back, if ever, once that one is placed (and then is checked).
+            self._unplaced -= 1
+            return
+        now = time.monotonic()
+        while self._recent and next(iter(self._recent.values())) < now:
+            self._recent.popitem(last=False)
+        check = msg.metadata.num_delivered > 1 or now < self._wary_until or key in self._recent
+        self._in_hand.add(key)
+        try:
+            await self._place(msg, ready, check)
+        finally:
+            self._in_hand.discard(key)
+            self._recent[key] = time.monotonic() + RECENT_FOR
+            self._recent.move_to_end(key)
+
+    async def _place(self, msg: Msg, ready: StepReady, check: bool) -> None:
         while True:
             if check:
                 check = False

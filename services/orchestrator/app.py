@@ -391,7 +391,11 @@ class Orchestrator:
                 self.backstop.tracker.reset()  # an outage, or a watch still catching up
                 continue
             states = [a.state for a in list(self.actors.values())]
-            findings = await self.backstop.check(states, self.view.beats, time.monotonic())
+            try:
+                findings = await self.backstop.check(states, self.view.beats, time.monotonic())
+            except Exception:  # a bug here must not end the loop: the next look may do
+                log.exception("the backstop's look failed")
+                continue
             for f in findings:
                 actor = self.actors.get(f.run_id)
                 if actor is None:
