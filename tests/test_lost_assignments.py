@@ -40,6 +40,19 @@ async def take_ready_message(nats_url: str, run_id: str, step_id: str) -> None:
         await nc.close()
 
 
+def ready_once(run_id: str, ran: Path) -> StepReady:
+    """A ready message, as the orchestrator sends it, for a step that leaves a line in
+    ``ran`` each time it runs."""
+    return StepReady(
+        run_id=run_id,
+        step_id="s",
+        attempt=1,
+        command=f"echo once >> {ran}",
+        timeout_seconds=30,
+        ready_at=from_epoch(time.time()),
+    )
+
+
 async def test_a_queued_step_whose_assignment_was_lost_runs_once_and_the_run_ends(
     stack: StackFactory, tmp_path: Path
 ) -> None:
@@ -101,14 +114,7 @@ async def test_after_a_reconnect_a_step_whose_outcome_is_stored_is_not_run_again
     runner's outcome stored. (No orchestrator here: the step record cannot tell.)"""
     s = await stack(runners=1, services=("dispatcher", "gateway"))
     ran = tmp_path / "ran"
-    ready = StepReady(
-        run_id="r1",
-        step_id="s",
-        attempt=1,
-        command=f"echo once >> {ran}",
-        timeout_seconds=30,
-        ready_at=from_epoch(time.time()),
-    )
+    ready = ready_once("r1", ran)
     finished = names.evt("r1", "s", "finished")
     async with await nats.connect(s.nats_url) as nc:
         js = nc.jetstream()
@@ -172,14 +178,7 @@ async def test_two_copies_of_one_ready_attempt_run_it_once(
     runner."""
     s = await stack(runners=2, services=("dispatcher", "gateway"))
     ran = tmp_path / "ran"
-    ready = StepReady(
-        run_id="r2",
-        step_id="s",
-        attempt=1,
-        command=f"echo once >> {ran}",
-        timeout_seconds=30,
-        ready_at=from_epoch(time.time()),
-    )
+    ready = ready_once("r2", ran)
     async with await nats.connect(s.nats_url) as nc:
         js = nc.jetstream()
         for copy in ("one", "two"):
