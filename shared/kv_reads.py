@@ -17,6 +17,7 @@ from nats.js.api import (
     ConsumerInfo,
     DeliverPolicy,
 )
+from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from shared import names
@@ -144,6 +145,16 @@ async def count_keys(js: JetStreamContext, bucket: str, pattern: str) -> int:
     with contextlib.suppress(Exception):
         await js.delete_consumer(stream, info.name)
     return info.num_pending or 0
+
+
+async def value_of(kv: KeyValue, key: str) -> bytes | None:
+    """The current value of one key; None if it has none (never written, deleted, purged
+    or expired)."""
+    try:
+        entry = await kv.get(key)
+    except KeyNotFoundError:
+        return None
+    return entry.value or None
 
 
 def stored_at(entry: KeyValue.Entry) -> float | None:

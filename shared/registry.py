@@ -30,7 +30,7 @@ from shared.contracts import (
     workflow_latest_decoder,
     workflow_version_decoder,
 )
-from shared.kv_reads import read_current
+from shared.kv_reads import read_current, value_of
 from shared.timefmt import from_epoch
 
 KEEP_PAUSES = 10  # closed pause intervals remembered per workflow
@@ -65,13 +65,8 @@ async def get_latest(kv: KeyValue, name: str) -> tuple[WorkflowLatest, int] | No
 
 
 async def get_version(kv: KeyValue, name: str, version: int) -> WorkflowVersion | None:
-    try:
-        entry = await kv.get(names.workflow_version_key(name, version))
-    except KeyNotFoundError:
-        return None
-    if not entry.value:
-        return None
-    return workflow_version_decoder.decode(entry.value)
+    value = await value_of(kv, names.workflow_version_key(name, version))
+    return workflow_version_decoder.decode(value) if value else None
 
 
 async def list_latest(kv: KeyValue) -> list[WorkflowLatest]:

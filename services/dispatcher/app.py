@@ -9,6 +9,7 @@ message is acknowledged only once a runner accepted it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -19,7 +20,7 @@ from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.js.errors import KeyNotFoundError, NotFoundError
+from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
 from services.dispatcher.pool import Pool
@@ -34,6 +35,7 @@ from shared.contracts import (
     step_ready_decoder,
     step_record_decoder,
 )
+from shared.kv_reads import value_of
 from shared.nats_io import close, connect_until_ready
 from shared.pull import ContinuousPull
 from shared.resources import ensure_consumer, ensure_resources
@@ -300,23 +302,21 @@ class Dispatcher:
         When in doubt, no: a step runs twice rather than never. The outcome is not looked
         for when the orchestrator queued the attempt again (``requeue``): it found none."""
         try:
-            entry = await self.heartbeats_kv.get(names.heartbeat_key(ready.run_id, ready.step_id))
-            if entry.value and heartbeat_decoder.decode(entry.value).attempt >= ready.attempt:
+            beat = await value_of(
+                self.heartbeats_kv, names.heartbeat_key(ready.run_id, ready.step_id)
+            )
+            with contextlib.suppress(msgspec.DecodeError):
+                if beat and heartbeat_decoder.decode(beat).attempt >= ready.attempt:
+                    return True
+            if ready.requeue == 0 and await self._outcome_stored(ready):
                 return True
-        except (KeyNotFoundError, msgspec.DecodeError):
-            pass
+            record = await value_of(self.runs_kv, names.step_key(ready.run_id, ready.step_id))
         except Exception as exc:
             log.warning("checking %s/%s failed: %s", ready.run_id, ready.step_id, exc)
             return False
-        if ready.requeue == 0 and await self._outcome_stored(ready):
-            return True
         try:
-            entry = await self.runs_kv.get(names.step_key(ready.run_id, ready.step_id))
-            step = step_record_decoder.decode(entry.value or b"")
-        except (KeyNotFoundError, msgspec.DecodeError):
-            return False
-        except Exception as exc:
-            log.warning("checking %s/%s failed: %s", ready.run_id, ready.step_id, exc)
+            step = step_record_decoder.decode(record or b"")
+        except msgspec.DecodeError:
             return False
         if step.attempt != ready.attempt:
             return step.attempt > ready.attempt

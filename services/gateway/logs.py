@@ -30,8 +30,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError, NotFoundError
-from nats.js.kv import KeyValue
+from nats.js.errors import NotFoundError
 
 from services.gateway.keys import RESOURCES
 from services.gateway.log_index import last_cursor
@@ -44,7 +43,7 @@ from services.gateway.log_reader import (
     Feed,
     step_logs,
 )
-from services.gateway.reads import get_run_record, step_document
+from services.gateway.reads import get_run_record, get_step_record, step_document
 from services.gateway.views import error, json_response, path_id
 from shared import names
 from shared.contracts import TERMINAL_STEP, StepRecord, step_record_decoder
@@ -74,16 +73,6 @@ def flag_param(request: web.Request, name: str) -> bool:
     if raw in ("1", "true", "yes"):
         return True
     raise _bad(f"{name} must be 1 or 0 (true or false), not {raw!r}")
-
-
-async def get_step_record(runs: KeyValue, run_id: str, step_id: str) -> StepRecord | None:
-    try:
-        entry = await runs.get(names.step_key(run_id, step_id))
-    except KeyNotFoundError:
-        return None
-    if entry is None or not entry.value:
-        return None
-    return step_record_decoder.decode(entry.value)
 
 
 async def _lookup(request: web.Request) -> tuple[str, StepRecord] | web.Response:

@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 import msgspec
-from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from shared import names
@@ -20,21 +19,22 @@ from shared.contracts import (
     heartbeat_decoder,
     run_record_decoder,
     runner_info_decoder,
+    step_record_decoder,
 )
-from shared.kv_reads import read_current, read_steps, stored_at
+from shared.kv_reads import read_current, read_steps, stored_at, value_of
 from shared.timefmt import from_epoch
 
 _to_builtins = msgspec.to_builtins
 
 
 async def get_run_record(runs_kv: KeyValue, run_id: str) -> RunRecord | None:
-    try:
-        entry = await runs_kv.get(names.run_key(run_id))
-    except KeyNotFoundError:
-        return None
-    if entry is None or not entry.value:
-        return None
-    return run_record_decoder.decode(entry.value)
+    value = await value_of(runs_kv, names.run_key(run_id))
+    return run_record_decoder.decode(value) if value else None
+
+
+async def get_step_record(runs_kv: KeyValue, run_id: str, step_id: str) -> StepRecord | None:
+    value = await value_of(runs_kv, names.step_key(run_id, step_id))
+    return step_record_decoder.decode(value) if value else None
 
 
 # camelCase name in the document -> attribute of StepRecord, in the order shown.

@@ -24,7 +24,6 @@ from typing import Any, get_args
 
 import msgspec
 from aiohttp import web
-from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from services.gateway import views
@@ -36,6 +35,7 @@ from shared.contracts import (
     RunSummary,
     run_summary_decoder,
 )
+from shared.kv_reads import value_of
 
 log = logging.getLogger("heddle.gateway")
 STATIC_DIR = Path(__file__).with_name("static")
@@ -198,11 +198,9 @@ async def list_runs(request: web.Request) -> web.Response:
 
 
 async def _history_entry(kv: KeyValue, workflow: str, run_id: str) -> RunSummary | None:
-    try:
-        entry = await kv.get(names.hist_key(workflow, run_id))
-    except KeyNotFoundError:
-        return None  # not written yet: the orchestrator writes it shortly after the run
-    return run_summary_decoder.decode(entry.value) if entry.value else None
+    # None if not written yet: the orchestrator writes it shortly after the run.
+    value = await value_of(kv, names.hist_key(workflow, run_id))
+    return run_summary_decoder.decode(value) if value else None
 
 
 def setup_routes(app: web.Application) -> None:
