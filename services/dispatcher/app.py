@@ -20,7 +20,6 @@ from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.js.errors import NotFoundError
 from nats.js.kv import KeyValue
 
 from services.dispatcher.pool import Pool
@@ -41,6 +40,7 @@ from shared.pull import ContinuousPull
 from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
 from shared.settings import Settings
+from shared.stored_events import last_outcome
 
 log = logging.getLogger("heddle.dispatcher")
 AttemptKey = tuple[str, str, int, int]  # run, step, attempt, requeue
@@ -308,8 +308,10 @@ class Dispatcher:
             with contextlib.suppress(msgspec.DecodeError):
                 if beat and heartbeat_decoder.decode(beat).attempt >= ready.attempt:
                     return True
-            if ready.requeue == 0 and await self._outcome_stored(ready):
-                return True
+            if ready.requeue == 0:
+                outcome = await last_outcome(self.js, ready.run_id, ready.step_id)
+                if outcome is not None and outcome.attempt >= ready.attempt:
+                    return True
             record = await value_of(self.runs_kv, names.step_key(ready.run_id, ready.step_id))
         except Exception as exc:
             log.warning("checking %s/%s failed: %s", ready.run_id, ready.step_id, exc)
@@ -321,14 +323,3 @@ class Dispatcher:
         if step.attempt != ready.attempt:
             return step.attempt > ready.attempt
         return step.status != "queued" or step.requeues > ready.requeue
-
-    async def _outcome_stored(self, ready: StepReady) -> bool:
-        subject = names.evt(ready.run_id, ready.step_id, "finished")
-        try:
-            raw = await self.js.get_last_msg(names.EVENTS_STREAM, subject)
-            return event_decoder.decode(raw.data or b"").attempt >= ready.attempt
-        except (NotFoundError, msgspec.DecodeError):
-            return False
-        except Exception as exc:
-            log.warning("checking %s failed: %s", subject, exc)
-            return False

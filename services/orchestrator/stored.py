@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 
 from shared import names
-from shared.contracts import StepFinished, event_decoder
+from shared.contracts import StepFinished
+from shared.stored_events import last_outcome
 
 log = logging.getLogger("heddle.orchestrator")
 # nats-server lists at most this many subjects in one stream-info answer and pages the
@@ -22,19 +22,11 @@ SUBJECTS_PAGE = 100_000
 async def stored_outcome(
     js: JetStreamContext, run_id: str, step_id: str, attempt: int, runner: str | None
 ) -> StepFinished | None:
-    """The attempt's finished event, if the stream holds it: one direct get of the last
-    message on the step's finished subject. With ``runner`` set, only that runner's counts
-    (another runner's is from a redelivered assignment, which the state machine fences)."""
-    subject = names.evt(run_id, step_id, "finished")
-    try:
-        raw = await js.get_last_msg(names.EVENTS_STREAM, subject)
-        ev = event_decoder.decode(raw.data or b"")
-    except NotFoundError:
-        return None
-    except Exception as exc:  # cannot tell: act as if there were none
-        log.warning("reading %s failed: %s", subject, exc)
-        return None
-    if not isinstance(ev, StepFinished) or ev.attempt != attempt:
+    """The attempt's finished event, if the stream holds it. With ``runner`` set, only that
+    runner's counts (another runner's is from a redelivered assignment, which the state
+    machine fences)."""
+    ev = await last_outcome(js, run_id, step_id)
+    if ev is None or ev.attempt != attempt:
         return None
     if runner is not None and ev.runner != runner:
         return None

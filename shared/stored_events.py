@@ -1,0 +1,31 @@
+"""What HEDDLE_EVENTS holds about one step, read directly (a get of the last message on a
+subject, no consumer): for the services that must not act on silence or on a repeated
+message while a runner's outcome is already stored."""
+
+from __future__ import annotations
+
+import logging
+
+import msgspec
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from shared import names
+from shared.contracts import StepFinished, event_decoder
+
+log = logging.getLogger("heddle.nats")
+
+
+async def last_outcome(js: JetStreamContext, run_id: str, step_id: str) -> StepFinished | None:
+    """The step's last stored finished event (of any attempt and runner); None if there is
+    none, or if the server could not say (logged)."""
+    subject = names.evt(run_id, step_id, "finished")
+    try:
+        raw = await js.get_last_msg(names.EVENTS_STREAM, subject)
+        ev = event_decoder.decode(raw.data or b"")
+    except (NotFoundError, msgspec.DecodeError):
+        return None
+    except Exception as exc:
+        log.warning("reading %s failed: %s", subject, exc)
+        return None
+    return ev if isinstance(ev, StepFinished) else None
