@@ -41,6 +41,7 @@ from shared.contracts import (
 )
 from shared.kv_reads import read_current, read_steps, stored_at
 from shared.nats_io import close, connect_until_ready
+from shared.periodic import Periodic
 from shared.pull import ContinuousPull
 from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
@@ -64,7 +65,7 @@ class Orchestrator:
         self.actors: dict[str, RunActor] = {}
         self.finished: OrderedDict[str, str] = OrderedDict()  # run -> terminal status
         self.view = HeartbeatView(settings.silence_limit, settings.kill_grace)
-        self._tasks: list[asyncio.Task] = []
+        self._periodic: list[Periodic] = []  # the watchdog's scan, the backstop's look
         self._hb_task: asyncio.Task | None = None
         self._pulls: list[ContinuousPull] = []
         self._stopping = False
@@ -136,10 +137,12 @@ class Orchestrator:
         self.backstop = Backstop(
             self.settings.silence_limit, lambda run_id: ready_steps(self.js, run_id)
         )
-        self._tasks = [
-            asyncio.create_task(self._scan_loop(), name="watchdog"),
-            asyncio.create_task(self._backstop_loop(), name="backstop"),
+        self._periodic = [
+            Periodic("watchdog scan", self.settings.watchdog_scan, self._scan, log),
+            Periodic("backstop look", self.backstop.tracker.period, self._look, log),
         ]
+        for job in self._periodic:
+            job.start()
         await self.workflows.start()
 
     async def stop(self) -> None:
@@ -148,9 +151,8 @@ class Orchestrator:
         self._stopping = True
         for pull in self._pulls:
             await pull.stop()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for job in self._periodic:
+            await job.stop()
         # Let each run finish what it already took, within the grace; the rest is redelivered.
         actors = list(self.actors.values())
         with contextlib.suppress(TimeoutError):
@@ -360,56 +362,48 @@ class Orchestrator:
         if previous is None or previous.attempt != hb.attempt:
             actor.post(Accepted(hb.step_id, hb.attempt, hb.runner))
 
-    async def _scan_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.watchdog_scan)
-            for actor in list(self.actors.values()):
-                for verdict in self.view.verdicts(actor.state, actor.running_since, actor.verdicts):
-                    # If the runner reported before it went quiet, its outcome is stored
-                    # and waits in this service's backlog (a restart, or a busy moment).
-                    step = actor.state.steps.get(verdict.step_id)
-                    runner = step.runner if step is not None else None
-                    outcome = await stored_outcome(
-                        self.js, actor.run_id, verdict.step_id, verdict.attempt, runner
-                    )
-                    event(
-                        log,
-                        "watchdog verdict" if outcome is None else "watchdog verdict withdrawn",
-                        run=actor.run_id,
-                        step=verdict.step_id,
-                        attempt=verdict.attempt,
-                        reason=verdict.reason if outcome is None else "its outcome is stored",
-                    )
-                    actor.post(verdict if outcome is None else outcome)
-
-    async def _backstop_loop(self) -> None:
-        """Queued attempts nobody holds (services/orchestrator/backstop.py), once a period."""
-        assert self.backstop is not None
-        while True:
-            await asyncio.sleep(self.backstop.tracker.period)
-            if not self.view.connected:
-                self.backstop.tracker.reset()  # an outage, or a watch still catching up
-                continue
-            states = [a.state for a in list(self.actors.values())]
-            try:
-                findings = await self.backstop.check(states, self.view.beats, time.monotonic())
-            except Exception:  # a bug here must not end the loop: the next look may do
-                log.exception("the backstop's look failed")
-                continue
-            for f in findings:
-                actor = self.actors.get(f.run_id)
-                if actor is None:
-                    continue
-                outcome = await stored_outcome(self.js, f.run_id, f.step_id, f.attempt, None)
+    async def _scan(self) -> None:
+        for actor in list(self.actors.values()):
+            for verdict in self.view.verdicts(actor.state, actor.running_since, actor.verdicts):
+                # If the runner reported before it went quiet, its outcome is stored
+                # and waits in this service's backlog (a restart, or a busy moment).
+                step = actor.state.steps.get(verdict.step_id)
+                runner = step.runner if step is not None else None
+                outcome = await stored_outcome(
+                    self.js, actor.run_id, verdict.step_id, verdict.attempt, runner
+                )
                 event(
                     log,
-                    "lost attempt",
-                    run=f.run_id,
-                    step=f.step_id,
-                    attempt=f.attempt,
-                    action="queue it again" if outcome is None else "apply its stored outcome",
+                    "watchdog verdict" if outcome is None else "watchdog verdict withdrawn",
+                    run=actor.run_id,
+                    step=verdict.step_id,
+                    attempt=verdict.attempt,
+                    reason=verdict.reason if outcome is None else "its outcome is stored",
                 )
-                actor.post(outcome or Lost(f.step_id, f.attempt, f.requeues))
+                actor.post(verdict if outcome is None else outcome)
+
+    async def _look(self) -> None:
+        """Queued attempts nobody holds (services/orchestrator/backstop.py)."""
+        assert self.backstop is not None
+        if not self.view.connected:
+            self.backstop.tracker.reset()  # an outage, or a watch still catching up
+            return
+        states = [a.state for a in list(self.actors.values())]
+        findings = await self.backstop.check(states, self.view.beats, time.monotonic())
+        for f in findings:
+            actor = self.actors.get(f.run_id)
+            if actor is None:
+                continue
+            outcome = await stored_outcome(self.js, f.run_id, f.step_id, f.attempt, None)
+            event(
+                log,
+                "lost attempt",
+                run=f.run_id,
+                step=f.step_id,
+                attempt=f.attempt,
+                action="queue it again" if outcome is None else "apply its stored outcome",
+            )
+            actor.post(outcome or Lost(f.step_id, f.attempt, f.requeues))
 
 
 def _stamp(epoch: float) -> str | None:
