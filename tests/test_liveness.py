@@ -226,6 +226,15 @@ async def fan_out_under_way(s: Stack, ran: Path, width: int) -> str:
     return run_id
 
 
+def not_first_time(run: dict) -> list[tuple]:
+    """The steps that did not succeed on their first attempt: (id, status, attempt, reason)."""
+    return [
+        (st["id"], st["status"], st["attempt"], st["reason"])
+        for st in run["steps"]
+        if (st["status"], st["attempt"]) != ("succeeded", 1)
+    ]
+
+
 def runs_per_attempt(ran: Path) -> dict[str, int]:
     """``m<i>.<attempt>`` -> how many processes ran it."""
     out: dict[str, int] = {}
@@ -248,11 +257,7 @@ async def test_orchestrator_killed_mid_fan_out_loses_and_repeats_nothing(
     run = await s.wait_run(run_id, timeout=60)
     # Before the watchdog checked for a stored outcome, a step whose finished event still
     # waited in the restarted orchestrator's backlog was judged silent here.
-    wrong = [
-        (st["id"], st["status"], st["attempt"], st["reason"])
-        for st in run["steps"]
-        if (st["status"], st["attempt"]) != ("succeeded", 1)
-    ]
+    wrong = not_first_time(run)
     assert run["status"] == "succeeded" and wrong == [], wrong[:5]
     assert runs_per_attempt(tmp_path / "ran") == {f"m{i}.1": 1 for i in range(300)}
 
@@ -286,10 +291,6 @@ async def test_broker_killed_mid_fan_out_every_step_still_succeeds_first_time(
     await asyncio.sleep(2)
     s.nats.start()
     run = await s.wait_run(run_id, timeout=90)
-    wrong = [
-        (st["id"], st["status"], st["attempt"], st["reason"])
-        for st in run["steps"]
-        if (st["status"], st["attempt"]) != ("succeeded", 1)
-    ]
+    wrong = not_first_time(run)
     assert run["status"] == "succeeded" and wrong == [], wrong[:5]
     assert set(runs_per_attempt(tmp_path / "ran")) == {f"m{i}.1" for i in range(300)}
