@@ -189,16 +189,19 @@ async def measure_heddle(
     }
 
     if watch is not None:
-        # Server-side: the queued record stored in KV -> the runner's started event stored.
-        started = await probe.started_events(run_ids[0], expected=w.steps)
+        # Server-side: the queued record stored in KV -> the attempt's first heartbeat stored
+        # (the runner's last write before it answers and spawns; a short step has no
+        # started event to time).
         await watch.stop()
+        times = watch.times
         server = [
-            t_started - t_queued
-            for (step, attempt, status), t_queued in watch.times.items()
-            if status == "queued" and (t_started := started.get((step, attempt))) is not None
+            t_accepted - t_queued
+            for (step, attempt, status), t_queued in times.items()
+            if status == "queued"
+            and (t_accepted := times.get((step, attempt, "accepted"))) is not None
         ]
-        figures["server_ready_started_p50_ms"] = _ms(percentile(server, 50))
-        figures["server_ready_started_p99_ms"] = _ms(percentile(server, 99))
+        figures["server_ready_accepted_p50_ms"] = _ms(percentile(server, 50))
+        figures["server_ready_accepted_p99_ms"] = _ms(percentile(server, 99))
         extra["server_samples"] = len(server)
 
     if w.kind == "logs":

@@ -5,8 +5,8 @@ Runs are submitted and read over the HTTP API only. To know *when* a run ended w
 polling the gateway (polling a 10,000-step run would load the system being measured), the
 probe listens to the run records the orchestrator writes (core subscription on
 ``$KV.heddle-runs.run.*``) and notes the moment a terminal one passes by. Server-side times
-(when NATS stored a step's queued record, or a runner's started event) come from JetStream
-message metadata.
+(when NATS stored a step's queued record, or a runner's first heartbeat of an attempt) come
+from JetStream message metadata.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from nats.js.api import DeliverPolicy
 
 TERMINAL_RUN = frozenset({"succeeded", "failed", "cancelled"})
 RUNS_BUCKET = "heddle-runs"
+HEARTBEATS_BUCKET = "heddle-heartbeats"
 LOGS_STREAM = "HEDDLE_LOGS"
 
 
@@ -126,41 +127,24 @@ class Probe:
     # ---- server-side times ----
 
     async def watch_steps(self, run_id: str) -> StepWatch:
-        """Start recording when the server stores each of a run's step records (before the
-        run is submitted)."""
+        """Start recording when the server stores each of a run's step records and the first
+        heartbeat of each attempt (before the run is submitted)."""
         assert self.nc is not None
         watch = StepWatch()
         js = self.nc.jetstream()
-        watch.sub = await js.subscribe(
+        for subject in (
             f"$KV.{RUNS_BUCKET}.step.{run_id}.*",
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.NEW,
-            cb=watch.on_msg,
-        )
+            f"$KV.{HEARTBEATS_BUCKET}.{run_id}.*",
+        ):
+            watch.subs.append(
+                await js.subscribe(
+                    subject,
+                    ordered_consumer=True,
+                    deliver_policy=DeliverPolicy.NEW,
+                    cb=watch.on_msg,
+                )
+            )
         return watch
-
-    async def started_events(self, run_id: str, expected: int, timeout: float = 10.0) -> dict:
-        """(step, attempt) -> when the server stored the runner's started event."""
-        assert self.nc is not None
-        js = self.nc.jetstream()
-        sub = await js.subscribe(f"heddle.evt.{run_id}.*.started", ordered_consumer=True)
-        out: dict[tuple[str, int], float] = {}
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                try:
-                    msg = await sub.next_msg(timeout=1.0)
-                except (TimeoutError, nats.errors.TimeoutError):
-                    break
-                ev = msgspec.json.decode(msg.data)
-                if ev.get("type") == "started":
-                    out.setdefault((ev["stepId"], ev["attempt"]), server_time(msg))
-                if msg.metadata.num_pending == 0 and len(out) >= expected:
-                    break
-        finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-        return out
 
     async def log_span(self, run_id: str, step_id: str, attempt: int = 1) -> dict[str, Any]:
         """How many lines (and messages) an attempt's log subject holds, and when the server
@@ -204,10 +188,12 @@ class Probe:
 
 
 class StepWatch:
-    """Server store times of a run's step records, by (step, attempt, status)."""
+    """Server store times of a run's step records, by (step, attempt, status), and of each
+    attempt's first heartbeat, by (step, attempt, "accepted"): a runner stores it just
+    before it answers and spawns the command."""
 
     def __init__(self) -> None:
-        self.sub = None
+        self.subs: list = []
         self.times: dict[tuple[str, int, str], float] = {}
 
     async def on_msg(self, msg: Msg) -> None:
@@ -215,10 +201,15 @@ class StepWatch:
             rec = msgspec.json.decode(msg.data)
         except msgspec.DecodeError:
             return
-        key = (rec.get("id", ""), rec.get("attempt", 0), rec.get("status", ""))
+        if not isinstance(rec, dict):
+            return
+        if msg.subject.startswith(f"$KV.{HEARTBEATS_BUCKET}."):
+            key = (rec.get("stepId", ""), rec.get("attempt", 0), "accepted")
+        else:
+            key = (rec.get("id", ""), rec.get("attempt", 0), rec.get("status", ""))
         self.times.setdefault(key, server_time(msg))
 
     async def stop(self) -> None:
-        if self.sub is not None:
+        for sub in self.subs:
             with contextlib.suppress(Exception):
-                await self.sub.unsubscribe()
+                await sub.unsubscribe()

@@ -137,6 +137,10 @@ class StepFinished(StepEvent, tag="finished", frozen=True):
     reason: str | None = None
     stdout_tail: str = ""
     stderr_tail: str = ""
+    # When and as which process the command started (None if it could not be started): a
+    # step that ends within HEDDLE_STARTED_REPORT_DELAY has no started event to say so.
+    started_at: str | None = None
+    pid: int | None = None
 
 
 AnyStepEvent = StepStarted | StepFinished

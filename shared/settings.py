@@ -63,6 +63,13 @@ class Settings:
         "HEDDLE_WATCHDOG_SCAN",
         "how often the orchestrator's watchdog looks for silent runners",
     )
+    started_report_delay: float = _s(
+        0.1,
+        "HEDDLE_STARTED_REPORT_DELAY",
+        "a step still running this long after its command started is reported running (its "
+        "started event and first log note); one that ends sooner is reported once, by its "
+        "outcome (0 reports every start at once)",
+    )
     registry_interval: float = _s(
         5.0, "HEDDLE_REGISTRY_INTERVAL", "how often a runner refreshes its registry entry"
     )
@@ -189,6 +196,8 @@ class Settings:
             problems.append("HEDDLE_CRON_BACKFILL must be at least 1")
         if self.retention_runs < 0:
             problems.append("HEDDLE_RETENTION_RUNS must be 0 (keep all) or more")
+        if not self.started_report_delay >= 0:
+            problems.append("HEDDLE_STARTED_REPORT_DELAY must be 0 (at once) or more")
         if not self.retention_age >= 0:
             problems.append("HEDDLE_RETENTION_AGE must be 0 (keep all) or more")
         if not self.registry_ttl >= 1:

@@ -269,6 +269,38 @@ async def test_single_lines_and_notes_only(js: JetStreamContext) -> None:
     await only.check([0, 1, 5, 9, 10, 11])
 
 
+async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
+    js: JetStreamContext,
+) -> None:
+    held = "started on runner r (pid 1)"
+    # Nothing written: the first and the final note are one message of two lines.
+    quiet = Attempt(js, 1)
+    quiet.pub.hold(held)
+    await quiet.close("succeeded")  # unconfirmed (no output): stored once what follows is
+    await js.publish(names.log("run", "other", 1), encode(LogLine(stream="heddle", seq=0)))
+    quiet.expected.insert(0, ("heddle", 1, held))
+    assert await quiet.check([0, 1, 2, 3]) == 1
+    only = await js.get_last_msg(names.LOGS_STREAM, quiet.subject)
+    assert json.loads(only.data) == {"stream": "heddle", "seq": 1, "lines": [held, "succeeded"]}
+    assert only.headers == {MSG_HEADER: "1"}
+    # Output first: the held note goes out before it.
+    loud = Attempt(js, 2)
+    loud.pub.hold(held)
+    await loud.pub.write("stdout", b"a\nb\n")
+    await loud.close("succeeded")
+    loud.expected[:0] = [("heddle", 1, held), ("stdout", 2, "a"), ("stdout", 3, "b")]
+    assert await loud.check([0, 1, 4]) == 3
+    # Released (the command outlived the report delay): sent once, then the rest as usual.
+    slow = Attempt(js, 3)
+    slow.pub.hold(held)
+    await slow.pub.release()
+    await slow.pub.release()
+    await slow.note("a note")
+    await slow.close("succeeded")
+    slow.expected.insert(0, ("heddle", 1, held))
+    assert await slow.check([0, 3]) == 3
+
+
 async def test_long_lines_and_partial_lines(js: JetStreamContext) -> None:
     a = Attempt(js, 1, max_line_bytes=16)
     await a.note("started")

@@ -462,6 +462,33 @@ def test_on_accepted_only_records_the_current_queued_attempt() -> None:
     assert state.steps["a"].runner == "r1"
 
 
+def test_an_outcome_without_a_started_event_carries_the_start() -> None:
+    # A step that ended within the runner's report delay: queued -> succeeded in one event.
+    state, _ = make([("a", [], 1)])
+    ev = StepFinished(
+        run_id=RUN,
+        step_id="a",
+        attempt=1,
+        runner="r1",
+        outcome="failed",
+        finished_at=from_epoch(T0 + 2),
+        exit_code=3,
+        started_at=from_epoch(T0 + 1),
+        pid=77,
+    )
+    state.on_finished(ev, T0 + 2)
+    step = state.steps["a"]
+    assert step.status == "retrying" and step.started_at == from_epoch(T0 + 1)
+    [rec] = step.attempts
+    assert (rec.runner, rec.pid, rec.started_at, rec.exit_code) == ("r1", 77, ev.started_at, 3)
+    # The retry's outcome has its own start; the first attempt keeps its record.
+    state.on_retry_due("a", 2, T0 + 3)
+    assert step.started_at is None
+    second = msgspec.structs.replace(ev, attempt=2, outcome="succeeded", pid=78, exit_code=0)
+    state.on_finished(second, T0 + 4)
+    assert step.status == "succeeded" and [r.pid for r in step.attempts] == [77, 78]
+
+
 # ---- terminal is final; stale and foreign events change nothing ----------------------------
 
 OLD = [started(attempt=1), finished(attempt=1), finished("a", "failed", 1), silent(attempt=1)]

@@ -142,9 +142,15 @@ class RunState:
         if stale:
             return [Ignored(step.id, f"finished event ignored: {stale}")]
         if step.status == "queued":
-            # The started event was lost or is late; the attempt still happened.
+            # A step that ended within the runner's report delay has no started event (nor
+            # has one whose event was lost): the outcome says when and as which pid it began.
             step.runner = ev.runner
-            step.attempts.append(AttemptRecord(attempt=ev.attempt, runner=ev.runner))
+            step.started_at = ev.started_at
+            step.attempts.append(
+                AttemptRecord(
+                    attempt=ev.attempt, runner=ev.runner, pid=ev.pid, started_at=ev.started_at
+                )
+            )
         step.exit_code = ev.exit_code
         step.stdout_tail = ev.stdout_tail
         step.stderr_tail = ev.stderr_tail

@@ -2,9 +2,15 @@
 
 An attempt writes its first heartbeat before the runner answers "accepted" (so the watchdog
 always knows an accepted attempt), spawns the command in the same turn of the event loop as
-that answer (so the answer, the log's first note and the started event leave in one write),
-heartbeats while the command runs, streams its output, and publishes the outcome until it
-lands.
+that answer, heartbeats while the command runs, streams its output, and publishes the
+outcome until it lands.
+
+A command still running ``HEDDLE_STARTED_REPORT_DELAY`` after it started is announced: the
+log's first note ("started on runner X (pid N)") and the started event, which moves the step
+to running. One that ends sooner is reported once, by its outcome, which carries the same
+start time and pid; its first note leaves with its output or with the final note. Most steps
+of a busy DAG are short, and this spares each of them a stream write, a delivery, an
+acknowledgement and a step record (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -57,6 +63,9 @@ class Attempt:
         self._beats = 0
         self._beat_timer: asyncio.TimerHandle | None = None
         self._beating: asyncio.Task | None = None
+        self.started_at: str | None = None  # when the command was spawned
+        self._announce_timer: asyncio.TimerHandle | None = None
+        self._announcing: asyncio.Task | None = None
 
     def same(self, run_id: str, step_id: str, attempt: int) -> bool:
         r = self.ready
@@ -109,13 +118,7 @@ class Attempt:
     # ---- the command ----
 
     async def start(self) -> None:
-        """Spawn the command and announce it: a note in its log and the started event.
-
-        The started event is a plain publish into the stream, with no acknowledgement to
-        wait for or read: it only moves the step from queued to running for people to see,
-        while the heartbeat already stored makes the attempt known to the watchdog, and the
-        outcome (acknowledged, re-sent until it lands) tells the whole story if a started
-        event is ever lost (docs/architecture.md)."""
+        """Spawn the command; announce it at once or once it has run for the report delay."""
         ctx, ready = self.ctx, self.ready
         logs = self.logs = LogPublisher(
             ctx.js, ready.run_id, ready.step_id, ready.attempt, ctx.settings.log_line_max_bytes
@@ -135,16 +138,39 @@ class Attempt:
             log.exception("step %s/%s could not start", ready.run_id, ready.step_id)
             self.failure = f"could not run: {exc}"
             return
-        await logs.note(f"started on runner {ctx.runner} (pid {process.pid})")
+        self.started_at = now_rfc3339()
+        logs.hold(f"started on runner {ctx.runner} (pid {process.pid})")
+        delay = ctx.settings.started_report_delay
+        if delay > 0:
+            loop = asyncio.get_running_loop()
+            self._announce_timer = loop.call_later(delay, self._announce_soon)
+        else:
+            await self._announce()
+
+    def _announce_soon(self) -> None:
+        self._announce_timer = None
+        self._announcing = asyncio.create_task(self._announce())
+
+    async def _announce(self) -> None:
+        """The log's first note and the started event.
+
+        The started event is a plain publish into the stream, with no acknowledgement to
+        wait for or read: it only moves the step from queued to running for people to see,
+        while the heartbeat already stored makes the attempt known to the watchdog, and the
+        outcome (acknowledged, re-sent until it lands) tells the whole story if a started
+        event is ever lost (docs/architecture.md)."""
+        ctx, ready, process, logs = self.ctx, self.ready, self.process, self.logs
+        assert process is not None and logs is not None and self.started_at is not None
         started = StepStarted(
             run_id=ready.run_id,
             step_id=ready.step_id,
             attempt=ready.attempt,
             runner=ctx.runner,
             pid=process.pid or 0,
-            started_at=now_rfc3339(),
+            started_at=self.started_at,
         )
         try:
+            await logs.release()
             await ctx.nc.publish(
                 names.evt(ready.run_id, ready.step_id, "started"),
                 encode(started),
@@ -171,6 +197,12 @@ class Attempt:
         except Exception as exc:
             log.exception("step %s/%s failed to run", ready.run_id, ready.step_id)
             result = ProcessResult("failed", None, f"could not run: {exc}", "", "")
+        finally:
+            if self._announce_timer is not None:  # not due yet: the outcome tells it all
+                self._announce_timer.cancel()
+                self._announce_timer = None
+        if self._announcing is not None:
+            await self._announcing  # under way: the started event never follows the outcome
         finished = StepFinished(
             run_id=ready.run_id,
             step_id=ready.step_id,
@@ -182,6 +214,8 @@ class Attempt:
             reason=result.reason,
             stdout_tail=result.stdout_tail,
             stderr_tail=result.stderr_tail,
+            started_at=self.started_at,
+            pid=process.pid if self.started_at else None,
         )
         await logs.close(_summary(finished))
         free()

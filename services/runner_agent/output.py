@@ -206,10 +206,13 @@ class LogPublisher:
         self._since_messages = 0  # since the last checkpoint
         self._since_bytes = 0
         self._checkpoint: asyncio.Future | None = None
+        self._held: str | None = None  # the first note, not sent yet (``hold``)
 
     async def write(self, stream: str, data: bytes) -> None:
         """Raw bytes as read from a pipe: its complete lines go out now, as one message (or
         a few, past the caps); a partial line waits for the rest."""
+        if self._held is not None:
+            await self.release()
         buf = self._partial[stream]
         buf += data
         end = buf.rfind(b"\n")
@@ -232,9 +235,22 @@ class LogPublisher:
         if lines:
             await self._lines(stream, lines)
 
+    def hold(self, text: str) -> None:
+        """The log's first note, kept back: it goes out before the command's first output,
+        on ``release``, or in one message with the final note if neither came first (a short
+        silent step's whole log is then one message instead of two)."""
+        self._held = text
+
+    async def release(self) -> None:
+        """Send the held note now, if it is still held."""
+        if self._held is not None:
+            text, self._held = self._held, None
+            await self._note(text)
+
     async def note(self, text: str) -> None:
         """A transition, written into the same log as the output. Output still waiting for
         its newline goes first, so the final note follows the command's last line."""
+        await self.release()
         await self._flush_partial()
         await self._note(text)
 
@@ -247,6 +263,11 @@ class LogPublisher:
         if self.output_lines:
             await self._note(text, confirm=True)
             await self._confirm()
+        elif self._held is not None:
+            held, self._held = self._held, None
+            self.seq += 2
+            lines = [held, text]
+            await self._publish(encode(LogLine(stream="heddle", seq=self.seq - 1, lines=lines)))
         else:
             await self._note(text)
 
