@@ -28,6 +28,7 @@ from nats.js.api import DeliverPolicy
 TERMINAL_RUN = frozenset({"succeeded", "failed", "cancelled"})
 RUNS_BUCKET = "heddle-runs"
 HEARTBEATS_BUCKET = "heddle-heartbeats"
+LOG_SEQ_HEADER = "Heddle-Seq"  # on a chunk of a command's output (docs/logs.md)
 LOGS_STREAM = "HEDDLE_LOGS"
 
 
@@ -166,13 +167,17 @@ class Probe:
                         msg = await sub.next_msg(timeout=5.0)
                     except (TimeoutError, nats.errors.TimeoutError):
                         break
-                    body = msgspec.json.decode(msg.data)
-                    n = len(body["lines"]) if "lines" in body else 1
+                    chunk_seq = (msg.headers or {}).get(LOG_SEQ_HEADER)
+                    if chunk_seq is not None:  # output: raw lines, newline-separated
+                        n, seq = msg.data.count(b"\n") + 1, int(chunk_seq)
+                    else:  # a note: JSON
+                        body = msgspec.json.decode(msg.data)
+                        n, seq = len(body["lines"]) if "lines" in body else 1, body.get("seq", 0)
                     messages += 1
                     lines += n
                     first = first if first is not None else server_time(msg)
                     last = server_time(msg)
-                    last_seq = body.get("seq", 0) + n - 1
+                    last_seq = seq + n - 1
                     if msg.metadata.num_pending == 0:
                         break
             finally:

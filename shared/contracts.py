@@ -174,15 +174,16 @@ class RunnerInfo(Wire):
 
 
 class LogLine(Wire, frozen=True):
-    """One message of a step's log (HEDDLE_LOGS, ``heddle.log.<run>.<step>.<attempt>``):
-    one line, or the complete lines of one pipe read (docs/logs.md).
+    """A JSON message of a step's log (HEDDLE_LOGS, ``heddle.log.<run>.<step>.<attempt>``):
+    the services' notes (docs/logs.md). The command's own output is in chunks of raw lines
+    instead (``chunk_texts``).
 
-    ``stream`` is stdout, stderr, or heddle for the transitions the services write. ``seq``
-    is the runner's number of the (first) line within the attempt, 1, 2, 3 ...; the lines
-    of a chunk follow it (seq + 1, ...); the orchestrator's notes have seq 0. A single line
-    has ``text`` (``{"stream","seq","text"}``), a chunk of several has ``lines`` instead
-    (``{"stream","seq","lines":[...]}``, at most ``MAX_CHUNK_LINES``). ``texts()`` gives the
-    lines of either shape."""
+    ``stream`` is heddle for the transitions the services write (stdout or stderr in the
+    JSON chunks of earlier versions). ``seq`` is the runner's number of the (first) line
+    within the attempt, 1, 2, 3 ...; the lines of a message follow it (seq + 1, ...); the
+    orchestrator's notes have seq 0. A single line has ``text``
+    (``{"stream","seq","text"}``), several have ``lines`` instead
+    (``{"stream","seq","lines":[...]}``). ``texts()`` gives the lines of either shape."""
 
     stream: str
     seq: int
@@ -195,7 +196,14 @@ class LogLine(Wire, frozen=True):
         return [self.text] if self.text is not None else []
 
 
-MAX_CHUNK_LINES = 1000  # lines in one log message at most (readers rely on it: cursors)
+MAX_CHUNK_LINES = 4000  # lines in one log message at most: < CURSOR_SPAN (readers' cursors)
+
+
+def chunk_texts(body: bytes) -> list[str]:
+    """The lines of a chunk of a command's output: its body is the lines as the command
+    wrote them, newline-separated, without the last newline; invalid UTF-8 reads as U+FFFD
+    (a newline is never part of a sequence, so this is decoding line by line)."""
+    return body.decode("utf-8", errors="replace").split("\n")
 
 
 class AttemptRecord(Wire):

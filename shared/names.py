@@ -41,6 +41,10 @@ EVT_FINISHED_ALL = "heddle.evt.*.*.finished"
 # On each log message of a runner: its number among the attempt's runner messages, so a
 # reader counts the lines of chunks without reading them (services/gateway/log_index.py).
 LOG_MSG_HEADER = "Heddle-Msg"
+# A chunk of a command's output (raw lines as written, not JSON) names its stream and its
+# first line's number in these headers; notes (JSON) have neither (docs/logs.md).
+LOG_STREAM_HEADER = "Heddle-Stream"
+LOG_SEQ_HEADER = "Heddle-Seq"
 LOG_ALL = "heddle.log.>"
 RUNNER_ALL = "heddle.runner.>"
 

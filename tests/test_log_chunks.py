@@ -22,18 +22,15 @@ from services.gateway import log_lines, log_reader
 from services.gateway.log_index import attempt_messages
 from services.gateway.log_lines import CURSOR_SPAN
 from services.gateway.log_reader import read_attempt, read_lines
-from services.runner_agent.output import (
-    MSG_HEADER,
-    LogPublisher,
-    encode_chunks,
-    encode_plain,
+from services.runner_agent.chunks import (
+    chunk,
+    cut_long_lines,
     has_long_line,
-    is_plain,
-    split_lines,
     split_long,
 )
+from services.runner_agent.output import MSG_HEADER, LogPublisher
 from shared import names
-from shared.contracts import LogLine, encode, log_line_decoder
+from shared.contracts import MAX_CHUNK_LINES, LogLine, chunk_texts, encode, log_line_decoder
 from shared.resources import ensure_resources
 from shared.settings import Settings
 from tests.conftest import StackFactory
@@ -43,95 +40,63 @@ from tests.test_logs import all_lines, sse
 
 
 def line_by_line(block: bytes, limit: int) -> list[str]:
-    """What the runner did before chunks: each line decoded and split on its own."""
+    """Each line cut into pieces and decoded on its own, as the runner once did."""
     out: list[str] = []
     for raw in block.split(b"\n"):
-        out.extend(split_long(raw, limit))
+        out.extend(piece.decode("utf-8", errors="replace") for piece in split_long(raw, limit))
     return out
 
 
-def test_split_lines_is_the_same_as_line_by_line() -> None:
+def test_a_chunk_reads_as_its_lines_decoded_one_by_one() -> None:
     rng = random.Random(7)
     pieces = [b"a", b"bc", b"\n", b"\n", b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80"]
-    pieces += [b"\xff", b"\xc3", b"\x80", b"\xe2\x82"]  # invalid or cut sequences
+    pieces += [b"\xff", b"\xc3", b"\x80", b"\xe2\x82", b'"', b"\\", b"\t", b"\r", b"\x00"]
     for _ in range(3000):
         block = b"".join(rng.choice(pieces) for _ in range(rng.randrange(0, 60)))
         limit = rng.choice([4, 5, 7, 16, 64])
-        assert split_lines(block, limit) == line_by_line(block, limit), (block, limit)
+        cut = cut_long_lines(block, limit)
+        assert chunk_texts(cut) == line_by_line(block, limit), (block, limit)
         longest = max(map(len, block.split(b"\n")))
         assert has_long_line(block, limit) == (longest > limit), (block, limit)
+        assert (cut is block) == (longest <= limit)  # nothing to cut: the bytes as they are
     # Lines of exactly the limit stay whole; one byte more is split between characters.
-    assert split_lines(b"abcd\nefgh", 4) == ["abcd", "efgh"]
-    assert split_lines(b"abcde\n\xc3\xa9\xc3\xa9\xc3\xa9", 4) == ["abcd", "e", "éé", "é"]
-    assert split_lines(b"ok \xff\xfe!\n", 64) == ["ok \ufffd\ufffd!", ""]
+    assert chunk_texts(cut_long_lines(b"abcd\nefgh", 4)) == ["abcd", "efgh"]
+    cut = cut_long_lines(b"abcde\n\xc3\xa9\xc3\xa9\xc3\xa9", 4)
+    assert chunk_texts(cut) == ["abcd", "e", "éé", "é"]
+    assert chunk_texts(b"ok \xff\xfe!\n") == ["ok \ufffd\ufffd!", ""]
 
 
-def decoded(messages: list[tuple[bytes, int]]) -> list[LogLine]:
-    out = [log_line_decoder.decode(payload) for payload, _ in messages]
-    assert [len(m.texts()) for m in out] == [n for _, n in messages]
-    return out
-
-
-def test_encode_chunks_caps_messages() -> None:
-    lines = [str(i) for i in range(2500)]
-    chunks = decoded(encode_chunks("stdout", 10, lines))
-    assert [len(m.texts()) for m in chunks] == [1000, 1000, 500]
-    assert [m.seq for m in chunks] == [10, 1010, 2010]
-    assert [x for m in chunks for x in m.texts()] == lines
-    # About 64 KiB of JSON at most: 1000 lines of 100 characters take two messages or more.
-    wide = ["y" * 100] * 1000
-    messages = encode_chunks("stderr", 1, wide)
-    assert len(messages) > 1 and all(len(p) <= 64 * 1024 for p, _ in messages)
-    chunks = decoded(messages)
-    assert [x for m in chunks for x in m.texts()] == wide
-    sizes = [len(m.texts()) for m in chunks]
-    assert [m.seq for m in chunks] == [1 + sum(sizes[:i]) for i in range(len(chunks))]
-    # One line keeps the shape of a line; a line longer than the cap is a message alone.
-    assert json.loads(encode_chunks("stdout", 7, ["hi"])[0][0]) == {
-        "stream": "stdout",
-        "seq": 7,
-        "text": "hi",
-    }
-    huge = "z" * 70_000
-    assert [json.loads(p) for p, _ in encode_chunks("stdout", 1, ["a", "b", huge, "c"])] == [
-        {"stream": "stdout", "seq": 1, "lines": ["a", "b"]},
-        {"stream": "stdout", "seq": 3, "text": huge},
-        {"stream": "stdout", "seq": 4, "text": "c"},
-    ]
-    # A note of the orchestrator's, and an old one-line message, read as one line.
-    assert log_line_decoder.decode(encode(LogLine(stream="heddle", seq=0, text="x"))).texts() == [
-        "x"
-    ]
-
-
-def flat(messages: list[tuple[bytes, int]]) -> list[tuple[int, str]]:
-    """(seq, text) of every line of encoded messages."""
-    return [(m.seq + i, x) for m in decoded(messages) for i, x in enumerate(m.texts())]
-
-
-def test_plain_lines_are_encoded_from_their_bytes() -> None:
+def test_chunks_are_slices_of_the_bytes_within_both_caps() -> None:
     rng = random.Random(11)
-    assert is_plain(b"a b\n~\x7f") and not is_plain(b'say "hi"') and not is_plain(b"a\tb")
-    assert not is_plain(b"back\\slash") and not is_plain("é".encode())
-    for _ in range(200):
+    for _ in range(300):
         lines = [
             "ab 0{}"[: rng.choice([0, 1, 3, 6])] * rng.choice([1, 1, 1, 7, 50])
             for _ in range(rng.randrange(1, 3000))
         ]
         block = "\n".join(lines).encode()
-        assert is_plain(block)
         max_lines = rng.choice([1, 2, 7, 1000])
-        max_bytes = rng.choice([3000, 8000, 64 * 1024])
-        messages = encode_plain("stdout", 5, block, max_lines, max_bytes)
-        assert flat(messages) == flat(encode_chunks("stdout", 5, lines))
-        assert all(n <= max_lines for _, n in messages)
-        assert all(len(p) <= max_bytes for p, n in messages if n > 1)
-        # One line keeps the shape of a line.
-        assert all(("text" in json.loads(p)) == (n == 1) for p, n in messages)
-    # Short lines: messages of 1,000 lines at most, and not many fewer.
-    block = "\n".join(str(i) for i in range(2500)).encode()
-    sizes = [n for _, n in encode_plain("stdout", 1, block)]
-    assert len(sizes) == 3 and sum(sizes) == 2500 and max(sizes) == 1000
+        max_bytes = rng.choice([40, 3000, 8000, 64 * 1024])
+        chunks = chunk(block, max_lines, max_bytes)
+        assert b"\n".join(body for body, _ in chunks) == block
+        assert [n for _, n in chunks] == [len(chunk_texts(body)) for body, _ in chunks]
+        assert all(n <= max_lines for _, n in chunks)
+        assert all(len(body) <= max_bytes for body, n in chunks if n > 1)
+    # Short lines: chunks of MAX_CHUNK_LINES lines at most, and not many fewer.
+    block = "\n".join(str(i) for i in range(MAX_CHUNK_LINES * 5 // 2)).encode()
+    sizes = [n for _, n in chunk(block)]
+    assert len(sizes) == 3 and sum(sizes) == MAX_CHUNK_LINES * 5 // 2
+    assert max(sizes) == MAX_CHUNK_LINES
+    # 64 KiB at most: 1,000 lines of 100 bytes take two chunks; a longer line is one alone.
+    wide = b"\n".join([b"y" * 100] * 1000)
+    assert [n for _, n in chunk(wide)] == [648, 352]
+    huge = b"z" * 70_000
+    assert chunk(b"a\nb\n" + huge + b"\nc") == [(b"a\nb", 2), (huge, 1), (b"c", 1)]
+    # An empty line is a line.
+    assert chunk(b"") == [(b"", 1)] and chunk_texts(b"") == [""]
+    # A note: JSON, one line or several.
+    assert log_line_decoder.decode(encode(LogLine(stream="heddle", seq=0, text="x"))).texts() == [
+        "x"
+    ]
 
 
 # ---- publisher and reader against a real nats-server --------------------------------------
@@ -231,7 +196,7 @@ async def test_chunks_read_back_with_notes_anywhere(
     monkeypatch.setattr(log_reader, "read_lines", counted)
     for tail in (1, 5, 1000, 1001, 3000):
         part = await read_attempt(js, "run", "step", 1, messages, tail)
-        assert len(part.lines) == tail and read[-1] <= tail + 1000 + 4, (tail, read)
+        assert len(part.lines) == tail and read[-1] <= tail + MAX_CHUNK_LINES + 4, (tail, read)
     # The runner numbers its messages: a header on each.
     first = await js.get_msg(names.LOGS_STREAM, seq=1, subject=a.subject, next=True)
     assert first.headers is None  # the orchestrator's
@@ -269,6 +234,12 @@ async def test_single_lines_and_notes_only(js: JetStreamContext) -> None:
     await only.check([0, 1, 5, 9, 10, 11])
 
 
+async def stored(js: JetStreamContext) -> None:
+    """Until everything published so far on this connection is stored: the stream stores a
+    connection's messages in order, so an acknowledged one comes after them."""
+    await js.publish(names.log("run", "other", 1), encode(LogLine(stream="heddle", seq=0)))
+
+
 async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
     js: JetStreamContext,
 ) -> None:
@@ -277,7 +248,7 @@ async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
     quiet = Attempt(js, 1)
     quiet.pub.hold(held)
     await quiet.close("succeeded")  # unconfirmed (no output): stored once what follows is
-    await js.publish(names.log("run", "other", 1), encode(LogLine(stream="heddle", seq=0)))
+    await stored(js)
     quiet.expected.insert(0, ("heddle", 1, held))
     assert await quiet.check([0, 1, 2, 3]) == 1
     only = await js.get_last_msg(names.LOGS_STREAM, quiet.subject)
@@ -297,6 +268,7 @@ async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
     await slow.pub.release()
     await slow.note("a note")
     await slow.close("succeeded")
+    await stored(js)
     slow.expected.insert(0, ("heddle", 1, held))
     assert await slow.check([0, 3]) == 3
 

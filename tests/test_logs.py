@@ -17,7 +17,7 @@ import pytest
 from services.orchestrator.notes import transition_notes
 from services.orchestrator.state import Policy, RunState
 from shared import names
-from shared.contracts import StepSpec, StepStarted, SubmitRun
+from shared.contracts import MAX_CHUNK_LINES, StepSpec, StepStarted, SubmitRun
 from shared.timefmt import from_epoch, parse
 from tests.conftest import StackFactory
 from tests.stack import Stack
@@ -196,8 +196,9 @@ async def test_200k_lines_all_stored_in_order(stack: StackFactory) -> None:
     doc_s = time.monotonic() - t0
     assert len(default["logs"][0]["lines"]) == 1000  # the default cap
     assert default["logs"][0]["lines"] == lines[-1000:]
-    # A raw message, as `nats stream view HEDDLE_LOGS` shows it, is readable JSON: a chunk
-    # of lines, the line's cursor its stream sequence and its index in the chunk.
+    # A raw message, as `nats stream view HEDDLE_LOGS` shows it, is the lines as the command
+    # wrote them, its stream and first line's number in headers; the line's cursor is its
+    # stream sequence and its index in the chunk.
     sseq, index = divmod(lines[500]["cursor"], 4096)
     nc = await nats.connect(s.nats_url)
     try:
@@ -209,10 +210,14 @@ async def test_200k_lines_all_stored_in_order(stack: StackFactory) -> None:
     # A message per pipe read, not per line: 200,002 lines in a few hundred messages.
     assert info.state.subjects[subject] < 2000
     assert raw.subject == f"heddle.log.{run_id}.seq.1"
-    chunk = json.loads(raw.data)
-    assert set(chunk) == {"stream", "seq", "lines"} and chunk["stream"] == "stdout"
-    assert chunk["lines"][index] == "500" and chunk["seq"] + index == 501
-    assert 1 < len(chunk["lines"]) <= 1000
+    chunk = raw.data.split(b"\n")
+    assert raw.headers is not None
+    assert raw.headers[names.LOG_STREAM_HEADER] == "stdout"
+    assert chunk[index] == b"500" and int(raw.headers[names.LOG_SEQ_HEADER]) + index == 501
+    first = int(raw.headers[names.LOG_SEQ_HEADER])
+    # Line n of the attempt is "n - 1": the first is the runner's note.
+    assert raw.data == b"\n".join(b"%d" % (first + i - 1) for i in range(len(chunk)))
+    assert 1 < len(chunk) <= MAX_CHUNK_LINES
     took = {st["id"]: parse(st["finishedAt"]) - parse(st["startedAt"]) for st in run["steps"]}
     print(
         f"\n200k lines: step {took['seq'].total_seconds():.2f} s, same without logs "

@@ -16,7 +16,7 @@ runner's) are single lines, and the count is ``M``.
 line numbers say which line starts the tail, a binary search over stream sequences (one
 message fetched per probe) finds the message holding it, and the replay starts there. A
 tail of 1,000 lines of a 200,000-line attempt reads about 1,000 lines (and one partial
-chunk), not 200,000.
+chunk, of at most 4,000), not 200,000.
 
 """
 
@@ -54,7 +54,7 @@ class Stored:
 
 
 def _stored(raw: RawStreamMsg) -> Stored:
-    _, seq, texts = decode(raw.data or b"")
+    _, seq, texts = decode(raw.data or b"", raw.headers)
     number = (raw.headers or {}).get(MSG_HEADER)
     return Stored(
         raw.seq or 0, seq, len(texts), int(number) if number and number.isdigit() else None

@@ -2,7 +2,7 @@
 
 **Cursors.** A line's cursor is ``stream sequence * CURSOR_SPAN + index within its
 message``: unique, increasing in the order the server stored the lines, and opaque to
-clients. A message holds at most 1,000 lines (``MAX_CHUNK_LINES``), so the index fits.
+clients. A message holds at most 4,000 lines (``MAX_CHUNK_LINES``), so the index fits.
 ``after=C`` replays from the message of ``C`` on and skips its lines up to ``C``: it
 resumes at the next line, in the middle of a message if need be.
 """
@@ -12,7 +12,9 @@ from __future__ import annotations
 import msgspec
 from nats.aio.msg import Msg
 
-from shared.contracts import log_line_decoder
+from shared.contracts import chunk_texts, log_line_decoder
+from shared.names import LOG_SEQ_HEADER as SEQ_HEADER
+from shared.names import LOG_STREAM_HEADER as STREAM_HEADER
 from shared.timefmt import from_epoch
 
 CURSOR_SPAN = 4096  # cursor = stream sequence * CURSOR_SPAN + index within the message
@@ -57,16 +59,23 @@ class Clock:
         return self.text
 
 
-def decode(data: bytes) -> tuple[str, int, list[str]]:
-    """A message body as (stream, seq of its first line, lines)."""
-    try:
-        rec = log_line_decoder.decode(data)
-        texts = rec.texts()
-        if len(texts) > CURSOR_SPAN:  # not the runner's (it sends 1,000 at most)
-            texts = texts[:CURSOR_SPAN]
-        return rec.stream, rec.seq, texts
-    except msgspec.DecodeError:  # published by someone else: show it as it is
-        return "unknown", 0, [data.decode("utf-8", errors="replace")]
+def decode(data: bytes, headers: dict[str, str] | None = None) -> tuple[str, int, list[str]]:
+    """A message as (stream, seq of its first line, lines): a chunk of output (raw lines,
+    its stream and first line's number in headers) or a JSON note."""
+    first = headers.get(SEQ_HEADER) if headers else None
+    if first is not None:
+        texts = chunk_texts(data)
+        stream = headers.get(STREAM_HEADER) or "stdout"  # type: ignore[union-attr]
+        seq = int(first) if first.isdigit() else 0
+    else:
+        try:
+            rec = log_line_decoder.decode(data)
+        except msgspec.DecodeError:  # published by someone else: show it as it is
+            return "unknown", 0, [data.decode("utf-8", errors="replace")]
+        stream, seq, texts = rec.stream, rec.seq, rec.texts()
+    if len(texts) > CURSOR_SPAN:  # not the runner's (it sends 4,000 at most)
+        texts = texts[:CURSOR_SPAN]
+    return stream, seq, texts
 
 
 def parse_message(msg: Msg, clock: Clock, after: int = 0) -> tuple[list[Line], int]:
@@ -78,7 +87,7 @@ def parse_message(msg: Msg, clock: Clock, after: int = 0) -> tuple[list[Line], i
     i = 5 if len(tokens) == 9 else 7
     name = msg.subject.rsplit(".", 1)[1]
     attempt = int(name) if name.isdigit() else 0
-    stream, seq, texts = decode(msg.data)
+    stream, seq, texts = decode(msg.data, msg.headers)
     base = int(tokens[i]) * CURSOR_SPAN
     time = clock(int(tokens[i + 2]))
     first = after - base + 1 if after >= base else 0
