@@ -62,10 +62,9 @@ class Clock:
 def decode(data: bytes, headers: dict[str, str] | None = None) -> tuple[str, int, list[str]]:
     """A message as (stream, seq of its first line, lines): a chunk of output (raw lines,
     its stream and first line's number in headers) or a JSON note."""
-    first = headers.get(SEQ_HEADER) if headers else None
-    if first is not None:
+    if headers and (first := headers.get(SEQ_HEADER)) is not None:
         texts = chunk_texts(data)
-        stream = headers.get(STREAM_HEADER) or "stdout"  # type: ignore[union-attr]
+        stream = headers.get(STREAM_HEADER) or "stdout"
         seq = int(first) if first.isdigit() else 0
     else:
         try:
