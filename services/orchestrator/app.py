@@ -1,9 +1,8 @@
 """The orchestrator: sole owner of run and step state.
 
 It consumes commands (HEDDLE_CMD) and runner events (HEDDLE_EVENTS) through durable
-consumers, routes each to its run's actor, watches heartbeats for the watchdog, and after a
-restart rebuilds every live run from the heddle-runs bucket.
-"""
+consumers, routes each to its run's actor, and after a restart rebuilds every live run from
+the heddle-runs bucket. Heartbeats, the watchdog and the backstop are liveness.py's."""
 
 from __future__ import annotations
 
@@ -20,12 +19,10 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.kv import KeyValue
 
-from services.orchestrator.actor import Accepted, Cancel, Lost, RetryTimer, RunActor
-from services.orchestrator.backstop import Backstop
+from services.orchestrator.actor import Cancel, RetryTimer, RunActor
 from services.orchestrator.effects import EffectRunner
+from services.orchestrator.liveness import Liveness
 from services.orchestrator.state import Policy, RunState
-from services.orchestrator.stored import ready_steps, stored_outcome
-from services.orchestrator.watchdog import HeartbeatView
 from services.orchestrator.workflows import WorkflowFeatures
 from shared import names
 from shared.acked import AckedPublisher
@@ -36,17 +33,14 @@ from shared.contracts import (
     SubmitRun,
     command_decoder,
     event_decoder,
-    heartbeat_decoder,
     run_record_decoder,
 )
-from shared.kv_reads import read_current, read_steps, stored_at
+from shared.kv_reads import read_current, read_steps
 from shared.nats_io import close, connect_until_ready
-from shared.periodic import Periodic
 from shared.pull import ContinuousPull
 from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
 from shared.settings import Settings
-from shared.timefmt import from_epoch
 
 log = logging.getLogger("heddle.orchestrator")
 FINISHED_MEMORY = 50_000
@@ -64,14 +58,11 @@ class Orchestrator:
         )
         self.actors: dict[str, RunActor] = {}
         self.finished: OrderedDict[str, str] = OrderedDict()  # run -> terminal status
-        self.view = HeartbeatView(settings.silence_limit, settings.kill_grace)
-        self._periodic: list[Periodic] = []  # the watchdog's scan, the backstop's look
-        self._hb_task: asyncio.Task | None = None
+        self.liveness: Liveness | None = None  # from start: it needs the connection
         self._pulls: list[ContinuousPull] = []
         self._stopping = False
         self.nc: Client | None = None
         self.workflows: WorkflowFeatures | None = None  # history, cron, retention
-        self.backstop: Backstop | None = None
 
     # ---- lifecycle ----
 
@@ -85,13 +76,13 @@ class Orchestrator:
         res = await ensure_resources(self.nc, self.settings)
         self.js = res.js
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
-        self.hb_kv: KeyValue = res.kv[names.HEARTBEATS_BUCKET]
+        self.liveness = Liveness(self.settings, res, self.actors)
         acked = await AckedPublisher(self.nc).start()
         self.effects = EffectRunner(self.nc, self.js, acked, local_timer=self._local_timer)
         self.workflows = WorkflowFeatures(self.settings, res, self.actors, self.effects)
         self.effects = self.workflows.effects  # the same runner, also feeding run history
         await self._rebuild()
-        self._restart_heartbeats()
+        self.liveness.watch()
         await ensure_consumer(
             self.js,
             names.CMD_STREAM,
@@ -134,15 +125,7 @@ class Orchestrator:
         ]
         for pull in self._pulls:
             await pull.start()
-        self.backstop = Backstop(
-            self.settings.silence_limit, lambda run_id: ready_steps(self.js, run_id)
-        )
-        self._periodic = [
-            Periodic("watchdog scan", self.settings.watchdog_scan, self._scan, log),
-            Periodic("backstop look", self.backstop.tracker.period, self._look, log),
-        ]
-        for job in self._periodic:
-            job.start()
+        self.liveness.start()
         await self.workflows.start()
 
     async def stop(self) -> None:
@@ -151,8 +134,8 @@ class Orchestrator:
         self._stopping = True
         for pull in self._pulls:
             await pull.stop()
-        for job in self._periodic:
-            await job.stop()
+        if self.liveness is not None:
+            await self.liveness.stop()
         # Let each run finish what it already took, within the grace; the rest is redelivered.
         actors = list(self.actors.values())
         with contextlib.suppress(TimeoutError):
@@ -160,22 +143,22 @@ class Orchestrator:
                 asyncio.gather(*(a.drain() for a in actors)), self.settings.shutdown_grace
             )
         await asyncio.gather(*(a.stop() for a in actors), return_exceptions=True)
-        if self._hb_task:
-            self._hb_task.cancel()
-            await asyncio.gather(self._hb_task, return_exceptions=True)
+        if self.liveness is not None:
+            await self.liveness.stop_watch()
         if self.workflows is not None:
             await self.workflows.stop()
         await close(self.nc)
 
     async def _disconnected(self) -> None:
-        self.view.disconnected()
+        if self.liveness is not None:
+            self.liveness.disconnected()
 
     async def _reconnected(self) -> None:
-        # The heartbeat watch restarts and resumes the watchdog once it has caught up.
         for pull in self._pulls:
             pull.reset()
             await pull.top_up()
-        self._restart_heartbeats()
+        if self.liveness is not None:
+            self.liveness.reconnected()
 
     # ---- actors ----
 
@@ -187,9 +170,8 @@ class Orchestrator:
 
     def _actor_done(self, actor: RunActor) -> None:
         self.actors.pop(actor.run_id, None)
-        self.view.forget_run(actor.run_id)
-        if self.backstop is not None:
-            self.backstop.tracker.forget_run(actor.run_id)
+        if self.liveness is not None:
+            self.liveness.forget_run(actor.run_id)
         if actor.duplicate:
             event(log, "duplicate submit", run=actor.run_id)
             return
@@ -315,96 +297,3 @@ class Orchestrator:
                 actor.post(RetryTimer(step_id, attempt))
 
         asyncio.get_running_loop().call_later(max(at - time.time(), 0.0), fire)
-
-    # ---- heartbeats and the watchdog ----
-
-    def _restart_heartbeats(self) -> None:
-        if self._hb_task:
-            self._hb_task.cancel()
-        self._hb_task = asyncio.create_task(self._watch_heartbeats(), name="heartbeats")
-
-    async def _watch_heartbeats(self) -> None:
-        while True:
-            # No verdicts until the watch has replayed the current heartbeats: a view that
-            # is behind (just started, just reconnected, a slow replay) would see silence
-            # that is not there. Caught up, every attempt gets a full grace from now.
-            self.view.disconnected()
-            try:
-                watcher = await self.hb_kv.watchall(ignore_deletes=True)
-                while True:
-                    entry = await watcher.updates(timeout=3600)
-                    if entry is None:
-                        self.view.reconnected()
-                        continue
-                    if entry.value is None:
-                        continue
-                    self._on_heartbeat(entry)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("heartbeat watch failed (%s); restarting", exc)
-                await asyncio.sleep(0.5)
-
-    def _on_heartbeat(self, entry: KeyValue.Entry) -> None:
-        try:
-            hb = heartbeat_decoder.decode(entry.value)
-        except msgspec.DecodeError:
-            return
-        actor = self.actors.get(hb.run_id)
-        if actor is None:
-            return
-        previous = self.view.beats.get(hb.run_id, {}).get(hb.step_id)
-        stored = stored_at(entry) or 0.0
-        self.view.record(hb, stored)
-        step = actor.state.steps.get(hb.step_id)
-        if step is not None:
-            step.last_heartbeat_at = _stamp(stored)
-        if previous is None or previous.attempt != hb.attempt:
-            actor.post(Accepted(hb.step_id, hb.attempt, hb.runner))
-
-    async def _scan(self) -> None:
-        for actor in list(self.actors.values()):
-            for verdict in self.view.verdicts(actor.state, actor.running_since, actor.verdicts):
-                # If the runner reported before it went quiet, its outcome is stored
-                # and waits in this service's backlog (a restart, or a busy moment).
-                step = actor.state.steps.get(verdict.step_id)
-                runner = step.runner if step is not None else None
-                outcome = await stored_outcome(
-                    self.js, actor.run_id, verdict.step_id, verdict.attempt, runner
-                )
-                event(
-                    log,
-                    "watchdog verdict" if outcome is None else "watchdog verdict withdrawn",
-                    run=actor.run_id,
-                    step=verdict.step_id,
-                    attempt=verdict.attempt,
-                    reason=verdict.reason if outcome is None else "its outcome is stored",
-                )
-                actor.post(verdict if outcome is None else outcome)
-
-    async def _look(self) -> None:
-        """Queued attempts nobody holds (services/orchestrator/backstop.py)."""
-        assert self.backstop is not None
-        if not self.view.connected:
-            self.backstop.tracker.reset()  # an outage, or a watch still catching up
-            return
-        states = [a.state for a in list(self.actors.values())]
-        findings = await self.backstop.check(states, self.view.beats, time.monotonic())
-        for f in findings:
-            actor = self.actors.get(f.run_id)
-            if actor is None:
-                continue
-            outcome = await stored_outcome(self.js, f.run_id, f.step_id, f.attempt, None)
-            event(
-                log,
-                "lost attempt",
-                run=f.run_id,
-                step=f.step_id,
-                attempt=f.attempt,
-                action="queue it again" if outcome is None else "apply its stored outcome",
-            )
-            actor.post(outcome or Lost(f.step_id, f.attempt, f.requeues))
-
-
-def _stamp(epoch: float) -> str | None:
-    return from_epoch(epoch) if epoch else None

@@ -1,0 +1,185 @@
+"""How the orchestrator learns that a step's runner is gone, and acts on it.
+
+Nothing tells the orchestrator that a runner died or that a broker lost a ready message:
+it has to notice. Heartbeats arrive through a watch on heddle-heartbeats into the
+watchdog's view; two periodic jobs turn what that view (and the stream) shows into
+messages for the runs: the watchdog's scan gives silence its verdict, and the backstop's
+look finds queued attempts nobody holds. ``watchdog.py`` and ``backstop.py`` decide; this
+module holds their I/O and their timing, apart from ``app.py``, which routes commands and
+events.
+
+Its one rule: no verdict, and no look, until the watch has replayed the current
+heartbeats. A view that is behind (just started, just reconnected, a slow replay) would see
+silence that is not there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import msgspec
+from nats.js.kv import KeyValue
+
+from services.orchestrator.actor import Accepted, Lost, RunActor
+from services.orchestrator.backstop import Backstop
+from services.orchestrator.stored import ready_steps, stored_outcome
+from services.orchestrator.watchdog import HeartbeatView
+from shared import names
+from shared.contracts import heartbeat_decoder
+from shared.kv_reads import stored_at
+from shared.periodic import Periodic
+from shared.resources import Resources
+from shared.service import event
+from shared.settings import Settings
+from shared.timefmt import from_epoch
+
+log = logging.getLogger("heddle.orchestrator")  # its lines are the orchestrator's, like stored.py's
+
+
+class Liveness:
+    """The heartbeat watch, the watchdog's scan and the backstop's look of one orchestrator.
+
+    The watch (``watch`` / ``stop_watch``) runs from the rebuild to the very end, so the
+    view is current before anything is judged and stays current while the runs drain. The
+    scan and the look (``start`` / ``stop``) run only while commands and events flow: a
+    run that is draining for shutdown gets no verdict.
+    """
+
+    def __init__(self, settings: Settings, res: Resources, actors: dict[str, RunActor]) -> None:
+        self.settings = settings
+        self.js = res.js
+        self.hb_kv = res.kv[names.HEARTBEATS_BUCKET]
+        self.actors = actors  # the orchestrator's own: runs come and go while this runs
+        self.view = HeartbeatView(settings.silence_limit, settings.kill_grace)
+        self.backstop = Backstop(
+            settings.silence_limit, lambda run_id: ready_steps(self.js, run_id)
+        )
+        self._periodic: list[Periodic] = []  # the watchdog's scan, the backstop's look
+        self._hb_task: asyncio.Task[None] | None = None
+
+    # ---- lifecycle ----
+
+    def watch(self) -> None:
+        """Start the heartbeat watch, or start it again from a fresh replay."""
+        if self._hb_task:
+            self._hb_task.cancel()
+        self._hb_task = asyncio.create_task(self._watch_heartbeats(), name="heartbeats")
+
+    def start(self) -> None:
+        self._periodic = [
+            Periodic("watchdog scan", self.settings.watchdog_scan, self._scan, log),
+            Periodic("backstop look", self.backstop.tracker.period, self._look, log),
+        ]
+        for job in self._periodic:
+            job.start()
+
+    async def stop(self) -> None:
+        for job in self._periodic:
+            await job.stop()
+
+    async def stop_watch(self) -> None:
+        if self._hb_task:
+            self._hb_task.cancel()
+            await asyncio.gather(self._hb_task, return_exceptions=True)
+
+    def disconnected(self) -> None:
+        self.view.disconnected()
+
+    def reconnected(self) -> None:
+        # The heartbeat watch restarts and resumes the watchdog once it has caught up.
+        self.watch()
+
+    def forget_run(self, run_id: str) -> None:
+        self.view.forget_run(run_id)
+        self.backstop.tracker.forget_run(run_id)
+
+    # ---- heartbeats ----
+
+    async def _watch_heartbeats(self) -> None:
+        while True:
+            # No verdicts until the watch has replayed the current heartbeats: a view that
+            # is behind (just started, just reconnected, a slow replay) would see silence
+            # that is not there. Caught up, every attempt gets a full grace from now.
+            self.view.disconnected()
+            try:
+                watcher = await self.hb_kv.watchall(ignore_deletes=True)
+                while True:
+                    entry = await watcher.updates(timeout=3600)
+                    if entry is None:
+                        self.view.reconnected()
+                        continue
+                    if entry.value is None:
+                        continue
+                    self._on_heartbeat(entry)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("heartbeat watch failed (%s); restarting", exc)
+                await asyncio.sleep(0.5)
+
+    def _on_heartbeat(self, entry: KeyValue.Entry) -> None:
+        try:
+            hb = heartbeat_decoder.decode(entry.value)
+        except msgspec.DecodeError:
+            return
+        actor = self.actors.get(hb.run_id)
+        if actor is None:
+            return
+        previous = self.view.beats.get(hb.run_id, {}).get(hb.step_id)
+        stored = stored_at(entry) or 0.0
+        self.view.record(hb, stored)
+        step = actor.state.steps.get(hb.step_id)
+        if step is not None:
+            step.last_heartbeat_at = _stamp(stored)
+        if previous is None or previous.attempt != hb.attempt:
+            actor.post(Accepted(hb.step_id, hb.attempt, hb.runner))
+
+    # ---- the watchdog's scan and the backstop's look ----
+
+    async def _scan(self) -> None:
+        for actor in list(self.actors.values()):
+            for verdict in self.view.verdicts(actor.state, actor.running_since, actor.verdicts):
+                # If the runner reported before it went quiet, its outcome is stored
+                # and waits in this service's backlog (a restart, or a busy moment).
+                step = actor.state.steps.get(verdict.step_id)
+                runner = step.runner if step is not None else None
+                outcome = await stored_outcome(
+                    self.js, actor.run_id, verdict.step_id, verdict.attempt, runner
+                )
+                event(
+                    log,
+                    "watchdog verdict" if outcome is None else "watchdog verdict withdrawn",
+                    run=actor.run_id,
+                    step=verdict.step_id,
+                    attempt=verdict.attempt,
+                    reason=verdict.reason if outcome is None else "its outcome is stored",
+                )
+                actor.post(verdict if outcome is None else outcome)
+
+    async def _look(self) -> None:
+        """Queued attempts nobody holds (services/orchestrator/backstop.py)."""
+        if not self.view.connected:
+            self.backstop.tracker.reset()  # an outage, or a watch still catching up
+            return
+        states = [a.state for a in list(self.actors.values())]
+        findings = await self.backstop.check(states, self.view.beats, time.monotonic())
+        for f in findings:
+            actor = self.actors.get(f.run_id)
+            if actor is None:
+                continue
+            outcome = await stored_outcome(self.js, f.run_id, f.step_id, f.attempt, None)
+            event(
+                log,
+                "lost attempt",
+                run=f.run_id,
+                step=f.step_id,
+                attempt=f.attempt,
+                action="queue it again" if outcome is None else "apply its stored outcome",
+            )
+            actor.post(outcome or Lost(f.step_id, f.attempt, f.requeues))
+
+
+def _stamp(epoch: float) -> str | None:
+    return from_epoch(epoch) if epoch else None
