@@ -54,3 +54,13 @@ class ResourceMismatch(HeddleError):
         self.resource = resource
         self.problems = problems
         super().__init__(f"{resource}: " + "; ".join(problems))
+
+
+class OutcomeUnknown(HeddleError):
+    """Whether a step's outcome is stored could not be read (the server did not answer, or
+    answered with an error): not the same as "none is stored"."""
+
+    def __init__(self, subject: str, cause: Exception) -> None:
+        self.subject = subject
+        self.cause = cause
+        super().__init__(f"reading the last message on {subject} failed: {cause!r}")

@@ -12,20 +12,26 @@ from nats.js.errors import NotFoundError
 
 from shared import names
 from shared.contracts import StepFinished, event_decoder
+from shared.errors import OutcomeUnknown
 
 log = logging.getLogger("heddle.nats")
 
 
 async def last_outcome(js: JetStreamContext, run_id: str, step_id: str) -> StepFinished | None:
     """The step's last stored finished event (of any attempt and runner); None if there is
-    none, or if the server could not say (logged)."""
+    none. Raises ``OutcomeUnknown`` if the server could not say: a caller about to act on
+    silence must not read that as "no outcome" (just after a broker restart, a read can
+    fail while the outcome it looks for is stored)."""
     subject = names.evt(run_id, step_id, "finished")
     try:
         raw = await js.get_last_msg(names.EVENTS_STREAM, subject)
-        ev = event_decoder.decode(raw.data or b"")
-    except (NotFoundError, msgspec.DecodeError):
+    except NotFoundError:
         return None
     except Exception as exc:
-        log.warning("reading %s failed: %s", subject, exc)
+        raise OutcomeUnknown(subject, exc) from exc
+    try:
+        ev = event_decoder.decode(raw.data or b"")
+    except msgspec.DecodeError:
+        log.warning("undecodable finished event on %s", subject)
         return None
     return ev if isinstance(ev, StepFinished) else None

@@ -28,6 +28,7 @@ from services.orchestrator.stored import ready_steps, stored_outcome
 from services.orchestrator.watchdog import HeartbeatView
 from shared import names
 from shared.contracts import heartbeat_decoder
+from shared.errors import OutcomeUnknown
 from shared.kv_reads import stored_at
 from shared.periodic import Periodic
 from shared.resources import Resources
@@ -69,8 +70,8 @@ class Liveness:
 
     def start(self) -> None:
         self._periodic = [
-            Periodic("watchdog scan", self.settings.watchdog_scan, self._scan, log),
-            Periodic("backstop look", self.backstop.tracker.period, self._look, log),
+            Periodic("watchdog scan", self.settings.watchdog_scan, self.scan, log),
+            Periodic("backstop look", self.backstop.tracker.period, self.look, log),
         ]
         for job in self._periodic:
             job.start()
@@ -138,16 +139,24 @@ class Liveness:
 
     # ---- the watchdog's scan and the backstop's look ----
 
-    async def _scan(self) -> None:
+    async def scan(self) -> None:
         for actor in list(self.actors.values()):
             for verdict in self.view.verdicts(actor.state, actor.running_since, actor.verdicts):
                 # If the runner reported before it went quiet, its outcome is stored
                 # and waits in this service's backlog (a restart, or a busy moment).
                 step = actor.state.steps.get(verdict.step_id)
                 runner = step.runner if step is not None else None
-                outcome = await stored_outcome(
-                    self.js, actor.run_id, verdict.step_id, verdict.attempt, runner
-                )
+                try:
+                    outcome = await stored_outcome(
+                        self.js, actor.run_id, verdict.step_id, verdict.attempt, runner
+                    )
+                except OutcomeUnknown as exc:
+                    # Not knowing is not "none": judged again at the next scan.
+                    actor.verdicts.discard((verdict.step_id, verdict.attempt))
+                    _postponed(
+                        "watchdog verdict", actor.run_id, verdict.step_id, verdict.attempt, exc
+                    )
+                    continue
                 event(
                     log,
                     "watchdog verdict" if outcome is None else "watchdog verdict withdrawn",
@@ -158,7 +167,7 @@ class Liveness:
                 )
                 actor.post(verdict if outcome is None else outcome)
 
-    async def _look(self) -> None:
+    async def look(self) -> None:
         """Queued attempts nobody holds (services/orchestrator/backstop.py)."""
         if not self.view.connected:
             self.backstop.tracker.reset()  # an outage, or a watch still catching up
@@ -169,7 +178,11 @@ class Liveness:
             actor = self.actors.get(f.run_id)
             if actor is None:
                 continue
-            outcome = await stored_outcome(self.js, f.run_id, f.step_id, f.attempt, None)
+            try:
+                outcome = await stored_outcome(self.js, f.run_id, f.step_id, f.attempt, None)
+            except OutcomeUnknown as exc:  # still missing at the next look: found again
+                _postponed("lost attempt check", f.run_id, f.step_id, f.attempt, exc)
+                continue
             event(
                 log,
                 "lost attempt",
@@ -179,6 +192,10 @@ class Liveness:
                 action="queue it again" if outcome is None else "apply its stored outcome",
             )
             actor.post(outcome or Lost(f.step_id, f.attempt, f.requeues))
+
+
+def _postponed(what: str, run_id: str, step_id: str, attempt: int, exc: OutcomeUnknown) -> None:
+    event(log, f"{what} postponed", run=run_id, step=step_id, attempt=attempt, reason=str(exc))
 
 
 def _stamp(epoch: float) -> str | None:

@@ -24,7 +24,7 @@ async def stored_outcome(
 ) -> StepFinished | None:
     """The attempt's finished event, if the stream holds it. With ``runner`` set, only that
     runner's counts (another runner's is from a redelivered assignment, which the state
-    machine fences)."""
+    machine fences). Raises ``OutcomeUnknown`` when the stream could not be read."""
     ev = await last_outcome(js, run_id, step_id)
     if ev is None or ev.attempt != attempt:
         return None

@@ -1,0 +1,102 @@
+"""Before the watchdog fails a silent attempt it reads whether the attempt's outcome is
+stored (a runner that reported, then went quiet, with its outcome still in this service's
+backlog). Against a real nats-server: a stored outcome wins over the verdict, none gives
+the verdict, and an outcome that cannot be read (the server gone, as just after a broker
+crash) postpones the verdict to a later scan instead of failing a step that succeeded."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+from nats.aio.client import Client
+
+from services.embedded_nats import EmbeddedNats
+from services.orchestrator.actor import RunActor, Silent
+from services.orchestrator.effects import EffectRunner
+from services.orchestrator.liveness import Liveness
+from services.orchestrator.state import Policy, RunState
+from shared import names
+from shared.acked import AckedPublisher
+from shared.contracts import Heartbeat, StepFinished, StepSpec, SubmitRun, encode
+from shared.errors import OutcomeUnknown
+from shared.resources import Resources
+from shared.settings import Settings
+from shared.stored_events import last_outcome
+from shared.timefmt import from_epoch
+
+T0 = 1_800_000_000.0
+RUN = "quiet"
+
+
+def posted(actor: RunActor) -> list[object]:
+    """What the scan posted to the (never started) actor, in order."""
+    out = []
+    while not actor._mailbox.empty():
+        out.append(actor._mailbox.get_nowait()[0])
+    return out
+
+
+async def until_connected(nc: Client, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not nc.is_connected:
+        assert time.monotonic() < deadline, "no reconnect"
+        await asyncio.sleep(0.05)
+
+
+async def test_an_unreadable_outcome_postpones_the_verdict(
+    nats_server: EmbeddedNats, heddle_nc: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    nc = heddle_nc
+    js = nc.jetstream(timeout=0.5)
+    settings = Settings(nats_url=nats_server.url, heartbeat_interval=0.2, heartbeat_grace=3)
+    cmd = SubmitRun(
+        run_id=RUN,
+        submitted_at=from_epoch(T0),
+        steps=[StepSpec(id="done", command="true"), StepSpec(id="dead", command="true")],
+    )
+    state, effects = RunState.new(cmd, Policy(), T0)
+    runner = EffectRunner(nc, js, await AckedPublisher(nc).start())
+    await runner.apply(RUN, effects, create_run=True)
+    actor = RunActor(state, runner, on_done=lambda actor: None)
+    heartbeats = await js.key_value(names.HEARTBEATS_BUCKET)
+    res = Resources(js=js, kv={names.HEARTBEATS_BUCKET: heartbeats})
+    liveness = Liveness(settings, res, {RUN: actor})
+    # Both attempts were accepted by r1, whose last heartbeat is long past the silence limit.
+    long_ago = time.monotonic() - 10
+    liveness.view.grace_from = long_ago
+    for step in ("done", "dead"):
+        state.on_accepted(step, 1, "r1")
+        beat = Heartbeat(runner="r1", run_id=RUN, step_id=step, attempt=1, seq=1)
+        liveness.view.record(beat, T0, now=long_ago)
+    # r1 reported "done" before it went quiet; "dead" it never reported.
+    outcome = StepFinished(
+        run_id=RUN,
+        step_id="done",
+        attempt=1,
+        runner="r1",
+        outcome="succeeded",
+        finished_at=from_epoch(T0 + 1),
+        exit_code=0,
+    )
+    await js.publish(names.evt(RUN, "done", "finished"), encode(outcome))
+
+    nats_server.kill()
+    with pytest.raises(OutcomeUnknown):
+        await last_outcome(js, RUN, "done")
+    caplog.set_level(logging.INFO, logger="heddle.orchestrator")
+    await liveness.scan()
+    assert posted(actor) == []  # neither failed while nothing could be read
+    assert actor.verdicts == set()  # both judged again at the next scan
+    postponed = [r for r in caplog.records if r.getMessage() == "watchdog verdict postponed"]
+    assert sorted(r.fields["step"] for r in postponed) == ["dead", "done"]
+
+    nats_server.start()
+    await until_connected(nc)
+    await liveness.scan()
+    got = {m.step_id: m for m in posted(actor)}  # type: ignore[attr-defined]
+    assert got["done"] == outcome  # its stored outcome, not a verdict
+    assert isinstance(got["dead"], Silent) and got["dead"].reason.startswith("runner r1 silent")
+    assert actor.verdicts == {("done", 1), ("dead", 1)}
