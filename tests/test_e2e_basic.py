@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import nats
 
@@ -79,17 +80,23 @@ async def test_the_dispatcher_holds_the_next_steps_while_every_runner_is_busy(
     stack: StackFactory,
 ) -> None:
     s = await stack(runners=1)
-    doc = {"steps": [{"id": f"s{i}", "command": "sleep 1"} for i in range(5)]}
+    gate = s.tmp / "gate"  # every step runs until it exists
+    wait = f"while [ ! -e {gate} ]; do sleep 0.05; done"
+    doc = {"steps": [{"id": f"s{i}", "command": wait} for i in range(LOOKAHEAD + 3)]}
     run_id = await s.submit(doc)
-    await s.wait_step(run_id, "s0", {"running"})
+    deadline = time.monotonic() + 30
+    while not any(st["status"] == "running" for st in (await s.run(run_id))["steps"]):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
     nc = await nats.connect(s.nats_url)
     try:
         info = await nc.jetstream().consumer_info(names.STEPS_STREAM, names.DISPATCHER_DURABLE)
     finally:
         await nc.close()
-    # Two ready steps in hand (LOOKAHEAD) for when the runner frees up; the rest wait on
-    # the server, where another dispatcher could take them.
-    assert LOOKAHEAD == 2 and (info.num_ack_pending, info.num_pending) == (2, 2)
+    # LOOKAHEAD ready steps in hand for when the runner frees up; the rest wait on the
+    # server, where another dispatcher could take them.
+    assert (info.num_ack_pending, info.num_pending) == (LOOKAHEAD, 2)
+    gate.touch()
     run = await s.wait_run(run_id, timeout=30)
     assert run["status"] == "succeeded"
     assert len({st["runner"] for st in run["steps"]}) == 1

@@ -47,8 +47,10 @@ AttemptKey = tuple[str, str, int, int]  # run, step, attempt, requeue
 ACK_WAIT = 10.0
 # Ready steps fetched beyond the free runners: when a runner frees up, its next step is
 # already here, so the pull round trip is off the critical path (+8% steps/s on a saturated
-# 1,000-step fan-out). Few, because a step held here is not available to another dispatcher.
-LOOKAHEAD = 2
+# 1,000-step fan-out with 2), and with 6 a pull request goes out every third step or so
+# instead of every step (4% less CPU per step in all, 9% less of the server's). Few,
+# because a step held here is not available to another dispatcher.
+LOOKAHEAD = 6
 # After a reconnect every ready message is checked, not only redelivered ones: a broker
 # killed mid-flight can forget a consumer's deliveries, and what it sends again then comes
 # as a first delivery, though a runner may have run it already.
