@@ -2,7 +2,8 @@
 stored (a runner that reported, then went quiet, with its outcome still in this service's
 backlog). Against a real nats-server: a stored outcome wins over the verdict, none gives
 the verdict, and an outcome that cannot be read (the server gone, as just after a broker
-crash) postpones the verdict to a later scan instead of failing a step that succeeded."""
+crash) postpones the verdict to a later scan instead of failing a step that succeeded. The
+backstop's look, about to queue a lost attempt again, postpones the same way."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ import time
 
 import pytest
 from nats.aio.client import Client
+from nats.js import JetStreamContext
 
 from services.embedded_nats import EmbeddedNats
-from services.orchestrator.actor import RunActor, Silent
+from services.orchestrator.actor import Lost, RunActor, Silent
+from services.orchestrator.backstop import Backstop
 from services.orchestrator.effects import EffectRunner
 from services.orchestrator.liveness import Liveness
 from services.orchestrator.state import Policy, RunState
+from services.orchestrator.stored import ready_steps
 from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import Heartbeat, StepFinished, StepSpec, SubmitRun, encode
@@ -46,24 +50,33 @@ async def until_connected(nc: Client, timeout: float = 15.0) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_an_unreadable_outcome_postpones_the_verdict(
-    nats_server: EmbeddedNats, heddle_nc: Client, caplog: pytest.LogCaptureFixture
-) -> None:
-    nc = heddle_nc
-    js = nc.jetstream(timeout=0.5)
-    settings = Settings(nats_url=nats_server.url, heartbeat_interval=0.2, heartbeat_grace=3)
+async def watched_run(
+    nc: Client, js: JetStreamContext, server: EmbeddedNats, steps: list[str]
+) -> tuple[RunActor, Liveness]:
+    """A stored run of root steps, its actor (never started: what is posted to it stays in
+    its mailbox) and the liveness of an orchestrator that holds it (silence limit 0.6 s)."""
     cmd = SubmitRun(
         run_id=RUN,
         submitted_at=from_epoch(T0),
-        steps=[StepSpec(id="done", command="true"), StepSpec(id="dead", command="true")],
+        steps=[StepSpec(id=step, command="true") for step in steps],
     )
     state, effects = RunState.new(cmd, Policy(), T0)
     runner = EffectRunner(nc, js, await AckedPublisher(nc).start())
     await runner.apply(RUN, effects, create_run=True)
     actor = RunActor(state, runner, on_done=lambda actor: None)
+    settings = Settings(nats_url=server.url, heartbeat_interval=0.2, heartbeat_grace=3)
     heartbeats = await js.key_value(names.HEARTBEATS_BUCKET)
     res = Resources(js=js, kv={names.HEARTBEATS_BUCKET: heartbeats})
-    liveness = Liveness(settings, res, {RUN: actor})
+    return actor, Liveness(settings, res, {RUN: actor})
+
+
+async def test_an_unreadable_outcome_postpones_the_verdict(
+    nats_server: EmbeddedNats, heddle_nc: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    nc = heddle_nc
+    js = nc.jetstream(timeout=0.5)
+    actor, liveness = await watched_run(nc, js, nats_server, ["done", "dead"])
+    state = actor.state
     # Both attempts were accepted by r1, whose last heartbeat is long past the silence limit.
     long_ago = time.monotonic() - 10
     liveness.view.grace_from = long_ago
@@ -100,3 +113,29 @@ async def test_an_unreadable_outcome_postpones_the_verdict(
     assert got["done"] == outcome  # its stored outcome, not a verdict
     assert isinstance(got["dead"], Silent) and got["dead"].reason.startswith("runner r1 silent")
     assert actor.verdicts == {("done", 1), ("dead", 1)}
+
+
+async def test_an_unreadable_outcome_postpones_a_lost_attempts_requeue(
+    nats_server: EmbeddedNats, heddle_nc: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    nc = heddle_nc
+    js = nc.jetstream(timeout=2.0)
+    actor, liveness = await watched_run(nc, js, nats_server, ["lost"])
+    # Its ready message is gone (as with a broker killed at the wrong moment), and no runner
+    # ever heartbeat it.
+    await js.purge_stream(names.STEPS_STREAM, subject=names.step_ready(RUN, "lost"))
+    period = liveness.backstop.tracker.period
+    # The ready listing works; the outcome read gets no answer in time.
+    liveness.backstop = Backstop(period, lambda run_id: ready_steps(js, run_id))
+    liveness.js = nc.jetstream(timeout=1e-6)
+    caplog.set_level(logging.INFO, logger="heddle.orchestrator")
+    await liveness.look()  # first seen queued, nobody holding it
+    await asyncio.sleep(period + 0.05)
+    await liveness.look()  # its ready message missing once
+    await liveness.look()  # missing twice: lost, but is its outcome stored?
+    assert posted(actor) == []  # not queued again on a read that failed
+    assert [r.fields["step"] for r in caplog.records if "postponed" in r.getMessage()] == ["lost"]
+    liveness.js = js
+    await liveness.look()  # found again, and now known to have no outcome
+    [requeue] = posted(actor)
+    assert isinstance(requeue, Lost) and (requeue.step_id, requeue.attempt) == ("lost", 1)
