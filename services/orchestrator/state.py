@@ -32,7 +32,7 @@ from shared.contracts import (
     SubmitRun,
 )
 from shared.dag import Graph, Readiness, downstream
-from shared.timefmt import from_epoch
+from shared.timefmt import from_epoch, parse
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,8 +356,6 @@ class RunState:
         crash fell between storing a transition and sending what it implies. Each one is
         harmless if it was in fact sent: ready messages carry a message id, a re-sent retry
         timer replaces the pending one, and a duplicate attempt is fenced when it starts."""
-        from shared.timefmt import parse
-
         stamp = from_epoch(now)
         effects: list[Effect] = []
         if self.run.cancel_requested and not self.done:
