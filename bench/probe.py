@@ -25,11 +25,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
-TERMINAL_RUN = frozenset({"succeeded", "failed", "cancelled"})
-RUNS_BUCKET = "heddle-runs"
-HEARTBEATS_BUCKET = "heddle-heartbeats"
-LOG_SEQ_HEADER = "Heddle-Seq"  # on a chunk of a command's output (docs/logs.md)
-LOGS_STREAM = "HEDDLE_LOGS"
+from shared.contracts import TERMINAL_RUN
+from shared.names import HEARTBEATS_BUCKET, LOG_SEQ_HEADER, LOGS_STREAM, RUNS_BUCKET
 
 
 def new_run_id(prefix: str) -> str:

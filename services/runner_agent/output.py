@@ -120,9 +120,7 @@ class LogPublisher:
             await self._confirm()
         elif self._held is not None:
             held, self._held = self._held, None
-            self.seq += 2
-            lines = [held, text]
-            await self._publish(encode(LogLine(stream="heddle", seq=self.seq - 1, lines=lines)))
+            await self._note(held, text)
         else:
             await self._note(text)
 
@@ -141,9 +139,15 @@ class LogPublisher:
             self.output_lines += count
             await self._publish(body, headers=headers)
 
-    async def _note(self, text: str, confirm: bool = False) -> None:
-        self.seq += 1
-        await self._publish(encode(LogLine(stream="heddle", seq=self.seq, text=text)), confirm)
+    async def _note(self, *texts: str, confirm: bool = False) -> None:
+        """Notes as one message: a line keeps the shape of a line, several are ``lines``."""
+        first = self.seq + 1
+        self.seq += len(texts)
+        if len(texts) == 1:
+            note = LogLine(stream="heddle", seq=first, text=texts[0])
+        else:
+            note = LogLine(stream="heddle", seq=first, lines=list(texts))
+        await self._publish(encode(note), confirm)
 
     async def _publish(
         self, payload: bytes, confirm: bool = False, headers: dict[str, str] | None = None
