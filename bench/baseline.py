@@ -31,7 +31,11 @@ def use_pidfd_child_watcher() -> None:
         asyncio.set_child_watcher(asyncio.PidfdChildWatcher())
 
 
-async def execute(runs: list[list[dict[str, Any]]], concurrency: int) -> dict[str, Any]:
+async def execute(
+    runs: list[list[dict[str, Any]]], concurrency: int, interval: float = 0.0
+) -> dict[str, Any]:
+    """``run_done`` is each run's time from its start to its last step's end: run i starts
+    at i * ``interval`` (all at once by default)."""
     # Nodes are (run index, step id); the runs share the workers, as they share a pool.
     parents_left: dict[tuple[int, str], int] = {}
     children: dict[tuple[int, str], list[tuple[int, str]]] = {}
@@ -48,9 +52,15 @@ async def execute(runs: list[list[dict[str, Any]]], concurrency: int) -> dict[st
                 children.setdefault((r, str(d)), []).append(node)
     queue: asyncio.Queue[tuple[tuple[int, str], float] | None] = asyncio.Queue()
     t0 = time.perf_counter()
+    run_start = [t0 + r * interval for r in range(len(runs))]
+    loop = asyncio.get_running_loop()
     for node, n in parents_left.items():
         if n == 0:
-            queue.put_nowait((node, t0))
+            start = run_start[node[0]]
+            if start == t0:
+                queue.put_nowait((node, t0))
+            else:
+                loop.call_later(start - t0, queue.put_nowait, (node, start))
     remaining = len(parents_left)
     all_done = asyncio.Event()
     run_done: list[float | None] = [None] * len(runs)
@@ -86,7 +96,7 @@ async def execute(runs: list[list[dict[str, Any]]], concurrency: int) -> dict[st
             r = node[0]
             run_left[r] -= 1
             if run_left[r] == 0:
-                run_done[r] = now - t0
+                run_done[r] = now - run_start[r]
             for child in children[node]:
                 parents_left[child] -= 1
                 if parents_left[child] == 0:
@@ -137,8 +147,11 @@ async def execute_one_by_one(runs: list[list[dict[str, Any]]], concurrency: int)
 def main() -> int:
     job = json.load(sys.stdin)
     use_pidfd_child_watcher()
-    run = execute_one_by_one if job.get("oneByOne") else execute
-    result = asyncio.run(run(job["runs"], int(job["concurrency"])))
+    if job.get("oneByOne"):
+        work = execute_one_by_one(job["runs"], int(job["concurrency"]))
+    else:
+        work = execute(job["runs"], int(job["concurrency"]), float(job.get("interval") or 0.0))
+    result = asyncio.run(work)
     json.dump(result, sys.stdout)
     return 0
 

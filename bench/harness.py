@@ -32,9 +32,13 @@ def _ms(seconds: float | None) -> float | None:
 
 
 async def run_baseline(
-    runs: list[list[dict[str, Any]]], concurrency: int, one_by_one: bool = False
+    runs: list[list[dict[str, Any]]],
+    concurrency: int,
+    one_by_one: bool = False,
+    interval: float = 0.0,
 ) -> dict[str, Any]:
-    """The baseline executor in its own process (see bench/baseline.py)."""
+    """The baseline executor in its own process (see bench/baseline.py); ``interval`` > 0
+    starts run i at i * interval instead of all at once."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -43,7 +47,7 @@ async def run_baseline(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    job = {"runs": runs, "concurrency": concurrency, "oneByOne": one_by_one}
+    job = {"runs": runs, "concurrency": concurrency, "oneByOne": one_by_one, "interval": interval}
     out, err = await proc.communicate(json.dumps(job).encode())
     if proc.returncode != 0:
         raise RuntimeError(f"baseline failed ({proc.returncode}): {err.decode()[-2000:]}")
@@ -121,6 +125,35 @@ async def _submit_and_wait(
         for r in run_ids:
             probe.forget(r)
     return run_ids, subs, list(end_times)
+
+
+async def _submit_paced(
+    probe: Probe, prefix: str, runs: list[list[dict[str, Any]]], interval: float, timeout: float
+) -> list[float]:
+    """Run i submitted at i * interval (open loop: a slow answer does not delay the next
+    submit); each run's submit -> terminal seconds."""
+    run_ids = [new_run_id(prefix) for _ in runs]
+    ends = [probe.expect(r) for r in run_ids]
+    t0 = time.monotonic()
+
+    async def submit_at(i: int) -> Any:
+        await asyncio.sleep(max(0.0, t0 + i * interval - time.monotonic()))
+        return await probe.submit(run_ids[i], runs[i])
+
+    try:
+        subs = await asyncio.gather(*(submit_at(i) for i in range(len(runs))))
+        bad = [s for s in subs if s.status not in (200, 201, 202)]
+        if bad:
+            raise RuntimeError(f"submit refused: {bad[0].status} {str(bad[0].body)[:500]}")
+        try:
+            end_times = await asyncio.wait_for(asyncio.gather(*ends), timeout)
+        except TimeoutError:
+            left = sum(1 for f in ends if not f.done())
+            raise RuntimeError(f"{left} of {len(ends)} paced runs not terminal") from None
+    finally:
+        for r in run_ids:
+            probe.forget(r)
+    return [end - s.started for s, end in zip(subs, end_times, strict=True)]
 
 
 async def measure_heddle(
@@ -221,10 +254,16 @@ async def measure_heddle(
             alone.append(e1[0] - s1[0].started)
         figures["alone_p50_ms"] = _ms(percentile(alone, 50))
         figures["alone_p99_ms"] = _ms(percentile(alone, 99))
+        paced = await _submit_paced(probe, f"paced{rep}", w.runs, 1 / PACED_RATE, timeout)
+        figures["paced_p50_ms"] = _ms(percentile(paced, 50))
+        figures["paced_p99_ms"] = _ms(percentile(paced, 99))
     return {"figures": figures, "cpu_s": cpu_delta(before, after), "extra": extra}
 
 
 ALONE_RUNS = 20
+# The issue's throughput target for diamonds-200, as a steady arrival rate: the same runs
+# submitted one every 20 ms, the latency a run gets at that load rather than in a burst.
+PACED_RATE = 50.0
 
 
 async def _log_span(probe: Probe, run_id: str, lines: int) -> dict[str, Any]:
@@ -285,6 +324,9 @@ async def run_workload(
                 alone = await run_baseline([w.runs[0]] * ALONE_RUNS, w.runners, one_by_one=True)
                 bfig["alone_p50_ms"] = _ms(percentile(alone["run_done"], 50))
                 bfig["alone_p99_ms"] = _ms(percentile(alone["run_done"], 99))
+                paced = await run_baseline(w.runs, w.runners, interval=1 / PACED_RATE)
+                bfig["paced_p50_ms"] = _ms(percentile(paced["run_done"], 50))
+                bfig["paced_p99_ms"] = _ms(percentile(paced["run_done"], 99))
             h = await measure_heddle(w, probe, stack, rep, timeout)
             h["baseline"] = bfig
             out["reps"].append(h)

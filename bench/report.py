@@ -205,6 +205,20 @@ def _workload_rows(result: dict[str, Any]) -> list[Row]:
             row(result, f"{name} slowest submit answered", "s", "accept_s", base_key=None),
             row(result, "one diamond alone, submit -> terminal p50", "ms", "alone_p50_ms"),
             row(result, "one diamond alone, submit -> terminal p99", "ms", "alone_p99_ms"),
+            row(
+                result,
+                f"{name} at a steady 50 runs/s, submit -> terminal p50",
+                "ms",
+                "paced_p50_ms",
+                target="<= 60 ms at 50/s",
+                check=at_most(60.0),
+            ),
+            row(
+                result,
+                f"{name} at a steady 50 runs/s, submit -> terminal p99",
+                "ms",
+                "paced_p99_ms",
+            ),
         ]
     elif kind == "wide":
         rows.append(

