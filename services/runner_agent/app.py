@@ -164,10 +164,7 @@ class RunnerAgent:
             self.current = None
             await self._refuse(msg, f"heartbeat failed: {exc}")
             return
-        if not failpoints.active("runner.answer_lost"):  # as if lost with a broker
-            await msg.respond(
-                encode(AssignReply(accepted=True, runner=self.runner, jobs=self.jobs))
-            )
+        answer = encode(AssignReply(accepted=True, runner=self.runner, jobs=self.jobs))
         event(
             log,
             "accepted",
@@ -177,11 +174,15 @@ class RunnerAgent:
             attempt=ready.attempt,
         )
         if failpoints.active("runner.after_accept"):
+            await msg.respond(answer)
+            answer = b""
             await self.nc.flush()  # the acceptance reaches the dispatcher, then we die
             failpoints.hit("runner.after_accept")
-        # Spawned in this same turn of the loop, so the reply, the log's first note and
-        # the started event leave in one write to the server.
-        await attempt.start()
+        if failpoints.active("runner.answer_lost"):  # as if lost with a broker
+            answer = b""
+        # The answer leaves with the step's first report: its outcome, or its start once
+        # it has run for a moment (attempt.py).
+        await attempt.start(answer=(msg, answer))
         attempt.task = asyncio.create_task(self._run(attempt))
         self.registration.soon()
 

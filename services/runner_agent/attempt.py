@@ -1,16 +1,15 @@
 """One accepted assignment, from its first heartbeat to its reported outcome.
 
-An attempt writes its first heartbeat before the runner answers "accepted" (so the watchdog
-always knows an accepted attempt), spawns the command in the same turn of the event loop as
-that answer, heartbeats while the command runs, streams its output, and publishes the
-outcome until it lands.
+An attempt writes its first heartbeat before anything else (so the watchdog always knows an
+accepted attempt), then spawns the command, heartbeats while it runs, streams its output,
+and publishes the outcome until it lands.
 
 A command still running ``HEDDLE_STARTED_REPORT_DELAY`` after it started is announced: the
 log's first note ("started on runner X (pid N)") and the started event, which moves the step
 to running. One that ends sooner is reported once, by its outcome, which carries the same
-start time and pid; its first note leaves with its output or with the final note. Most steps
-of a busy DAG are short, and this spares each of them a stream write, a delivery, an
-acknowledgement and a step record (docs/architecture.md).
+start time and pid. The runner's answer to the dispatcher goes in the same write as the
+first report, and at the latest after a quarter of the dispatcher's wait: a short step
+costs one write for its heartbeat and one for everything else (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from services.runner_agent.output import LogPublisher
@@ -66,6 +66,9 @@ class Attempt:
         self.started_at: str | None = None  # when the command was spawned
         self._announce_timer: asyncio.TimerHandle | None = None
         self._announcing: asyncio.Task | None = None
+        self._answer: tuple[Msg, bytes] | None = None  # to the dispatcher, not sent yet
+        self._answer_timer: asyncio.TimerHandle | None = None
+        self._answering: asyncio.Task | None = None
 
     def same(self, run_id: str, step_id: str, attempt: int) -> bool:
         r = self.ready
@@ -117,8 +120,10 @@ class Attempt:
 
     # ---- the command ----
 
-    async def start(self) -> None:
-        """Spawn the command; announce it at once or once it has run for the report delay."""
+    async def start(self, answer: tuple[Msg, bytes] | None = None) -> None:
+        """Spawn the command; announce it at once or once it has run for the report delay.
+        ``answer`` (the assignment and its "accepted") leaves with the first report."""
+        self._answer = answer
         ctx, ready = self.ctx, self.ready
         logs = self.logs = LogPublisher(
             ctx.js, ready.run_id, ready.step_id, ready.attempt, ctx.settings.log_line_max_bytes
@@ -144,8 +149,17 @@ class Attempt:
         if delay > 0:
             loop = asyncio.get_running_loop()
             self._announce_timer = loop.call_later(delay, self._announce_soon)
+            # Well within the dispatcher's wait, whatever the report delay.
+            answer_by = ctx.settings.assign_timeout / 4
+            if answer_by < delay:
+                self._answer_timer = loop.call_later(answer_by, self._answer_soon)
         else:
             await self._announce()
+
+    def _answer_soon(self) -> None:
+        self._answer_timer = None
+        if self._answer is not None:
+            self._answering = asyncio.create_task(self._send_answer())
 
     def _announce_soon(self) -> None:
         self._announce_timer = None
@@ -170,6 +184,7 @@ class Attempt:
             started_at=self.started_at,
         )
         try:
+            await self._send_answer()
             await logs.release()
             await ctx.nc.publish(
                 names.evt(ready.run_id, ready.step_id, "started"),
@@ -201,6 +216,9 @@ class Attempt:
             if self._announce_timer is not None:  # not due yet: the outcome tells it all
                 self._announce_timer.cancel()
                 self._announce_timer = None
+            if self._answer_timer is not None:  # the answer goes with the outcome
+                self._answer_timer.cancel()
+                self._answer_timer = None
         if self._announcing is not None:
             await self._announcing  # under way: the started event never follows the outcome
         finished = StepFinished(
@@ -217,6 +235,7 @@ class Attempt:
             started_at=self.started_at,
             pid=process.pid if self.started_at else None,
         )
+        await self._send_answer()
         await logs.close(_summary(finished))
         free()
         try:
@@ -226,6 +245,14 @@ class Attempt:
             # (a broker that came back, an acknowledgement lost with it) is not silent.
             self._stop_beating()
             self.done.set()
+
+    async def _send_answer(self) -> None:
+        answer, self._answer = self._answer, None
+        if answer is not None and answer[1]:
+            try:
+                await answer[0].respond(answer[1])
+            except Exception as exc:  # the dispatcher finds the attempt by its heartbeat
+                log.warning("answer to %s not sent: %s", answer[0].subject, exc)
 
     def _report_wait(self) -> float:
         """How long an outcome waits for its acknowledgement before it is sent again: well
