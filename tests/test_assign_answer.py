@@ -21,8 +21,20 @@ from tests.conftest import StackFactory
 from tests.stack import Stack
 
 
+async def one_runner(stack: StackFactory, report_delay: str, assign_timeout: str) -> Client:
+    """NATS and one runner, no other service; a connection of our own, once the runner
+    answers on its subject."""
+    s = await stack(
+        runners=1,
+        services=(),
+        wait=False,
+        HEDDLE_STARTED_REPORT_DELAY=report_delay,
+        HEDDLE_ASSIGN_TIMEOUT=assign_timeout,
+    )
+    return await runner_listening(s)
+
+
 async def runner_listening(s: Stack, runner: str = "runner-0") -> Client:
-    """A connection of our own, once the runner answers on its subject."""
     nc = await nats.connect(s.nats_url)
     deadline = time.monotonic() + 20
     while True:
@@ -58,14 +70,7 @@ async def assign(nc: Client, step_id: str, command: str) -> tuple[bool, asyncio.
 async def test_a_short_steps_answer_leaves_with_its_outcome(
     stack: StackFactory, tmp_path: Path
 ) -> None:
-    s = await stack(
-        runners=1,
-        services=(),
-        wait=False,
-        HEDDLE_STARTED_REPORT_DELAY="5",
-        HEDDLE_ASSIGN_TIMEOUT="30",
-    )
-    nc = await runner_listening(s)
+    nc = await one_runner(stack, report_delay="5", assign_timeout="30")
     ended = tmp_path / "ended"
     accepted, events = await assign(nc, "short", f"sleep 0.3; touch {ended}")
     assert accepted
@@ -78,14 +83,7 @@ async def test_a_short_steps_answer_leaves_with_its_outcome(
 async def test_a_longer_steps_answer_leaves_with_its_start(
     stack: StackFactory, tmp_path: Path
 ) -> None:
-    s = await stack(
-        runners=1,
-        services=(),
-        wait=False,
-        HEDDLE_STARTED_REPORT_DELAY="0.2",
-        HEDDLE_ASSIGN_TIMEOUT="30",
-    )
-    nc = await runner_listening(s)
+    nc = await one_runner(stack, report_delay="0.2", assign_timeout="30")
     ended = tmp_path / "ended"
     accepted, events = await assign(nc, "long", f"sleep 3; touch {ended}")
     assert accepted and not ended.exists()
@@ -101,14 +99,7 @@ async def test_the_answer_does_not_wait_for_a_long_report_delay(
 ) -> None:
     """A report delay longer than the dispatcher would wait: the answer goes at a quarter of
     HEDDLE_ASSIGN_TIMEOUT, alone, while the command runs and before any report."""
-    s = await stack(
-        runners=1,
-        services=(),
-        wait=False,
-        HEDDLE_STARTED_REPORT_DELAY="30",
-        HEDDLE_ASSIGN_TIMEOUT="2",
-    )
-    nc = await runner_listening(s)
+    nc = await one_runner(stack, report_delay="30", assign_timeout="2")
     ended = tmp_path / "ended"
     accepted, events = await assign(nc, "slow", f"sleep 3; touch {ended}")
     assert accepted and not ended.exists() and events.empty()
