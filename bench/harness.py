@@ -100,14 +100,26 @@ async def _documents(probe: Probe, run_ids: list[str], expected: list[int]) -> t
 
 
 async def _submit_and_wait(
-    probe: Probe, prefix: str, runs: list[list[dict[str, Any]]], timeout: float, cancel: bool
+    probe: Probe,
+    prefix: str,
+    runs: list[list[dict[str, Any]]],
+    timeout: float,
+    cancel: bool,
+    interval: float = 0.0,
 ) -> tuple[list[str], list, list[float]]:
+    """Submit the runs (all at once, or run i at i * ``interval``, open loop: a slow answer
+    does not delay the next submit) and wait until every one is terminal."""
     run_ids = [new_run_id(prefix) for _ in runs]
     ends = [probe.expect(r) for r in run_ids]
+    t0 = time.monotonic()
+
+    async def submit(i: int) -> Any:
+        if interval:
+            await asyncio.sleep(max(0.0, t0 + i * interval - time.monotonic()))
+        return await probe.submit(run_ids[i], runs[i])
+
     try:
-        subs = await asyncio.gather(
-            *(probe.submit(r, s) for r, s in zip(run_ids, runs, strict=True))
-        )
+        subs = await asyncio.gather(*(submit(i) for i in range(len(runs))))
         bad = [s for s in subs if s.status not in (200, 201, 202)]
         if bad:
             raise RuntimeError(f"submit refused: {bad[0].status} {str(bad[0].body)[:500]}")
@@ -125,35 +137,6 @@ async def _submit_and_wait(
         for r in run_ids:
             probe.forget(r)
     return run_ids, subs, list(end_times)
-
-
-async def _submit_paced(
-    probe: Probe, prefix: str, runs: list[list[dict[str, Any]]], interval: float, timeout: float
-) -> list[float]:
-    """Run i submitted at i * interval (open loop: a slow answer does not delay the next
-    submit); each run's submit -> terminal seconds."""
-    run_ids = [new_run_id(prefix) for _ in runs]
-    ends = [probe.expect(r) for r in run_ids]
-    t0 = time.monotonic()
-
-    async def submit_at(i: int) -> Any:
-        await asyncio.sleep(max(0.0, t0 + i * interval - time.monotonic()))
-        return await probe.submit(run_ids[i], runs[i])
-
-    try:
-        subs = await asyncio.gather(*(submit_at(i) for i in range(len(runs))))
-        bad = [s for s in subs if s.status not in (200, 201, 202)]
-        if bad:
-            raise RuntimeError(f"submit refused: {bad[0].status} {str(bad[0].body)[:500]}")
-        try:
-            end_times = await asyncio.wait_for(asyncio.gather(*ends), timeout)
-        except TimeoutError:
-            left = sum(1 for f in ends if not f.done())
-            raise RuntimeError(f"{left} of {len(ends)} paced runs not terminal") from None
-    finally:
-        for r in run_ids:
-            probe.forget(r)
-    return [end - s.started for s, end in zip(subs, end_times, strict=True)]
 
 
 async def measure_heddle(
@@ -254,7 +237,10 @@ async def measure_heddle(
             alone.append(e1[0] - s1[0].started)
         figures["alone_p50_ms"] = _ms(percentile(alone, 50))
         figures["alone_p99_ms"] = _ms(percentile(alone, 99))
-        paced = await _submit_paced(probe, f"paced{rep}", w.runs, 1 / PACED_RATE, timeout)
+        _ids, subs2, ends2 = await _submit_and_wait(
+            probe, f"paced{rep}", w.runs, timeout, cancel=False, interval=1 / PACED_RATE
+        )
+        paced = [end - sub.started for sub, end in zip(subs2, ends2, strict=True)]
         figures["paced_p50_ms"] = _ms(percentile(paced, 50))
         figures["paced_p99_ms"] = _ms(percentile(paced, 99))
     return {"figures": figures, "cpu_s": cpu_delta(before, after), "extra": extra}
