@@ -1,6 +1,6 @@
 """A runner's "accepted" leaves with the step's first report, in the same write: the
 outcome of a short step, the announcement of a longer one, and never later than a quarter
-of the dispatcher's wait (docs/architecture.md, "The life of a run").
+of the dispatcher's wait (docs/architecture.md, "Answering with the first report").
 
 Each test plays the dispatcher against one real runner process: it sends the assignment
 itself and watches the answer, the events and a file the command writes as it ends.
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nats
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 
 from shared import names
 from shared.contracts import StepReady, assign_reply_decoder, encode, event_decoder
@@ -51,7 +52,7 @@ async def assign(nc: Client, step_id: str, command: str) -> tuple[bool, asyncio.
     events (subscribed before the assignment went out)."""
     events: asyncio.Queue = asyncio.Queue()
 
-    async def on_event(msg) -> None:
+    async def on_event(msg: Msg) -> None:
         events.put_nowait(event_decoder.decode(msg.data))
 
     await nc.subscribe(names.evt("r1", step_id, "*"), cb=on_event)
