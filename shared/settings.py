@@ -81,7 +81,8 @@ class Settings:
     assign_timeout: float = _s(
         2.0,
         "HEDDLE_ASSIGN_TIMEOUT",
-        "how long the dispatcher waits for a runner to accept an assignment",
+        "how long the dispatcher waits for a runner to accept an assignment (a runner answers "
+        "within a quarter of it)",
     )
     retry_base: float = _s(1.0, "HEDDLE_RETRY_BASE", "backoff after the first failed attempt")
     retry_cap: float = _s(300.0, "HEDDLE_RETRY_CAP", "longest backoff between attempts")
