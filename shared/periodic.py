@@ -7,6 +7,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from shared.tasks import cancel_and_wait
+
 
 class Periodic:
     def __init__(
@@ -22,10 +24,8 @@ class Periodic:
         self._task = asyncio.create_task(self._loop(), name=self.name)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _loop(self) -> None:
         while True:

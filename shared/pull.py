@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from shared.tasks import cancel_and_wait
+
 log = logging.getLogger("heddle.pull")
 
 Handler = Callable[[Msg], Awaitable[None]]
@@ -53,9 +55,7 @@ class ContinuousPull:
 
     async def stop(self) -> None:
         self._closed = True
-        if self._refresh:
-            self._refresh.cancel()
-            await asyncio.gather(self._refresh, return_exceptions=True)
+        await cancel_and_wait(self._refresh)
         if self._sub is not None:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()

@@ -41,6 +41,7 @@ from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
 from shared.settings import Settings
 from shared.stored_events import last_outcome
+from shared.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.dispatcher")
 AttemptKey = tuple[str, str, int, int]  # run, step, attempt, requeue
@@ -119,9 +120,7 @@ class Dispatcher:
         self._stopping = True
         if self._pull is not None:
             await self._pull.stop()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(*self._tasks)
         if self._inflight:
             await asyncio.wait(self._inflight, timeout=self.settings.shutdown_grace)
         await close(self.nc)
@@ -162,8 +161,9 @@ class Dispatcher:
         while True:
             try:
                 watcher = await self.runners_kv.watchall()
-                while True:
-                    entry = await watcher.updates(timeout=3600)
+                # Iterated, not read with updates(timeout): that wraps each read in
+                # asyncio.wait_for, which can lose a cancellation (shared/tasks.py).
+                async for entry in watcher:
                     if entry is None:
                         initial.set()
                         continue
@@ -181,6 +181,7 @@ class Dispatcher:
                             event(log, "runner joined", runner=info.name)
                         self.pool.update(info)
                     await self._wake()
+                await asyncio.sleep(0.1)  # the watch ended (its subscription closed): again
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

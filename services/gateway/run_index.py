@@ -31,6 +31,7 @@ from nats.js.kv import KeyValue
 from shared import names
 from shared.contracts import RunRecord, run_record_decoder
 from shared.kv_reads import read_current
+from shared.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.gateway")
 CATCH_UP_WAIT = 1.0  # seconds a list waits at most for records stored before it was asked
@@ -100,9 +101,7 @@ class RunIndex:
         self._task = asyncio.create_task(self._keep(), name="run-index")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
         await self._unsubscribe()
 
     async def caught_up(self) -> RunList:

@@ -19,6 +19,7 @@ from services.orchestrator.decisions import Effect
 from services.orchestrator.effects import EffectRunner
 from services.orchestrator.state import RunState
 from shared.contracts import StepFinished, StepStarted
+from shared.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.orchestrator")
 BATCH_MAX = 256  # messages of one run decided and stored together
@@ -104,9 +105,7 @@ class RunActor:
         self.post(Create(effects, announce, exists), msg)
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
 
     async def drain(self) -> None:
         """Wait until every message posted so far has been handled."""

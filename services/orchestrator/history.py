@@ -36,6 +36,7 @@ from services.orchestrator.effects import EffectRunner
 from services.orchestrator.state import RunState
 from shared import names
 from shared.contracts import TERMINAL_RUN, RunRecord, RunSummary, encode, run_summary_decoder
+from shared.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.orchestrator.history")
 ACK_TIMEOUT = 10.0
@@ -107,8 +108,7 @@ class RunHistory:
         if self._dirty or self._final:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), grace)
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
         for fut in self._final.values():
             if not fut.done():
                 fut.cancel()

@@ -34,6 +34,7 @@ from shared.periodic import Periodic
 from shared.resources import Resources
 from shared.service import event
 from shared.settings import Settings
+from shared.tasks import cancel_and_wait
 from shared.timefmt import from_epoch
 
 log = logging.getLogger("heddle.orchestrator")  # its lines are the orchestrator's, like stored.py's
@@ -81,9 +82,7 @@ class Liveness:
             await job.stop()
 
     async def stop_watch(self) -> None:
-        if self._hb_task:
-            self._hb_task.cancel()
-            await asyncio.gather(self._hb_task, return_exceptions=True)
+        await cancel_and_wait(self._hb_task)
 
     def disconnected(self) -> None:
         self.view.disconnected()
@@ -106,14 +105,16 @@ class Liveness:
             self.view.disconnected()
             try:
                 watcher = await self.hb_kv.watchall(ignore_deletes=True)
-                while True:
-                    entry = await watcher.updates(timeout=3600)
+                # Iterated, not read with updates(timeout): that wraps each read in
+                # asyncio.wait_for, which can lose a cancellation (shared/tasks.py).
+                async for entry in watcher:
                     if entry is None:
                         self.view.reconnected()
                         continue
                     if entry.value is None:
                         continue
                     self._on_heartbeat(entry)
+                await asyncio.sleep(0.1)  # the watch ended (its subscription closed): again
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

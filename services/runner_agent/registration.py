@@ -20,6 +20,7 @@ from nats.js import JetStreamContext
 
 from shared import names
 from shared.contracts import RunnerInfo, encode
+from shared.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.runner")
 REGISTRY_COALESCE = 0.1  # seconds
@@ -60,10 +61,7 @@ class Registration:
     async def stop(self, remove: bool) -> None:
         """Stop writing; with ``remove``, delete the entry (the runner leaves the pool now
         rather than when its TTL runs out)."""
-        tasks = [t for t in (self._refreshing, self._pending) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(self._refreshing, self._pending)
         if remove:
             with contextlib.suppress(Exception):
                 kv = await self._js.key_value(names.RUNNERS_BUCKET)
