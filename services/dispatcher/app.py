@@ -35,6 +35,7 @@ from shared.contracts import (
     step_record_decoder,
 )
 from shared.kv_reads import value_of
+from shared.kv_watch import follow
 from shared.nats_io import close, connect_until_ready
 from shared.pull import ContinuousPull
 from shared.resources import ensure_consumer, ensure_resources
@@ -158,35 +159,25 @@ class Dispatcher:
     # ---- the pool ----
 
     async def _watch_runners(self, initial: asyncio.Event) -> None:
-        while True:
-            try:
-                watcher = await self.runners_kv.watchall()
-                # Iterated, not read with updates(timeout): that wraps each read in
-                # asyncio.wait_for, which can lose a cancellation (shared/tasks.py).
-                async for entry in watcher:
-                    if entry is None:
-                        initial.set()
-                        continue
-                    if entry.operation in ("DEL", "PURGE") or not entry.value:
-                        lease = self.pool.remove(entry.key)
-                        event(
-                            log,
-                            "runner left",
-                            runner=entry.key,
-                            lease=f"{lease.run_id}/{lease.step_id}" if lease else None,
-                        )
-                    else:
-                        info = runner_info_decoder.decode(entry.value)
-                        if info.name not in self.pool.runners:
-                            event(log, "runner joined", runner=info.name)
-                        self.pool.update(info)
-                    await self._wake()
-                await asyncio.sleep(0.1)  # the watch ended (its subscription closed): again
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("runner watch failed (%s); restarting", exc)
-                await asyncio.sleep(0.5)
+        await follow(
+            self.runners_kv, self._on_registry, what="runner", log=log, on_caught_up=initial.set
+        )
+
+    async def _on_registry(self, entry: KeyValue.Entry) -> None:
+        if entry.operation in ("DEL", "PURGE") or not entry.value:
+            lease = self.pool.remove(entry.key)
+            event(
+                log,
+                "runner left",
+                runner=entry.key,
+                lease=f"{lease.run_id}/{lease.step_id}" if lease else None,
+            )
+        else:
+            info = runner_info_decoder.decode(entry.value)
+            if info.name not in self.pool.runners:
+                event(log, "runner joined", runner=info.name)
+            self.pool.update(info)
+        await self._wake()
 
     async def _on_event(self, msg: Msg) -> None:
         try:

@@ -30,6 +30,7 @@ from shared import names
 from shared.contracts import heartbeat_decoder
 from shared.errors import OutcomeUnknown
 from shared.kv_reads import stored_at
+from shared.kv_watch import follow
 from shared.periodic import Periodic
 from shared.resources import Resources
 from shared.service import event
@@ -98,28 +99,22 @@ class Liveness:
     # ---- heartbeats ----
 
     async def _watch_heartbeats(self) -> None:
-        while True:
-            # No verdicts until the watch has replayed the current heartbeats: a view that
-            # is behind (just started, just reconnected, a slow replay) would see silence
-            # that is not there. Caught up, every attempt gets a full grace from now.
-            self.view.disconnected()
-            try:
-                watcher = await self.hb_kv.watchall(ignore_deletes=True)
-                # Iterated, not read with updates(timeout): that wraps each read in
-                # asyncio.wait_for, which can lose a cancellation (shared/tasks.py).
-                async for entry in watcher:
-                    if entry is None:
-                        self.view.reconnected()
-                        continue
-                    if entry.value is None:
-                        continue
-                    self._on_heartbeat(entry)
-                await asyncio.sleep(0.1)  # the watch ended (its subscription closed): again
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("heartbeat watch failed (%s); restarting", exc)
-                await asyncio.sleep(0.5)
+        # No verdicts until the watch has replayed the current heartbeats: a view that is
+        # behind (just started, just reconnected, a slow replay) would see silence that is
+        # not there. Caught up, every attempt gets a full grace from now.
+        await follow(
+            self.hb_kv,
+            self._heard,
+            what="heartbeat",
+            log=log,
+            on_caught_up=self.view.reconnected,
+            on_restart=self.view.disconnected,
+            ignore_deletes=True,
+        )
+
+    async def _heard(self, entry: KeyValue.Entry) -> None:
+        if entry.value is not None:
+            self._on_heartbeat(entry)
 
     def _on_heartbeat(self, entry: KeyValue.Entry) -> None:
         try:
