@@ -164,7 +164,10 @@ class RunnerAgent:
             self.current = None
             await self._refuse(msg, f"heartbeat failed: {exc}")
             return
-        answer = encode(AssignReply(accepted=True, runner=self.runner, jobs=self.jobs))
+        answer: tuple[Msg, bytes] | None = (
+            msg,
+            encode(AssignReply(accepted=True, runner=self.runner, jobs=self.jobs)),
+        )
         event(
             log,
             "accepted",
@@ -174,15 +177,15 @@ class RunnerAgent:
             attempt=ready.attempt,
         )
         if failpoints.active("runner.after_accept"):
-            await msg.respond(answer)
-            answer = b""
+            await msg.respond(answer[1])
+            answer = None
             await self.nc.flush()  # the acceptance reaches the dispatcher, then we die
             failpoints.hit("runner.after_accept")
         if failpoints.active("runner.answer_lost"):  # as if lost with a broker
-            answer = b""
+            answer = None
         # The answer leaves with the step's first report: its outcome, or its start once
         # it has run for a moment (attempt.py).
-        await attempt.start(answer=(msg, answer))
+        await attempt.start(answer=answer)
         attempt.task = asyncio.create_task(self._run(attempt))
         self.registration.soon()
 

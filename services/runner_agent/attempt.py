@@ -122,7 +122,8 @@ class Attempt:
 
     async def start(self, answer: tuple[Msg, bytes] | None = None) -> None:
         """Spawn the command; announce it at once or once it has run for the report delay.
-        ``answer`` (the assignment and its "accepted") leaves with the first report."""
+        ``answer`` (the assignment and its "accepted"; None: nothing to send) leaves with
+        the first report."""
         self._answer = answer
         ctx, ready = self.ctx, self.ready
         logs = self.logs = LogPublisher(
@@ -248,7 +249,7 @@ class Attempt:
 
     async def _send_answer(self) -> None:
         answer, self._answer = self._answer, None
-        if answer is not None and answer[1]:
+        if answer is not None:
             try:
                 await answer[0].respond(answer[1])
             except Exception as exc:  # the dispatcher finds the attempt by its heartbeat
