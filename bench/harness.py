@@ -205,9 +205,9 @@ async def measure_heddle(
     }
 
     if watch is not None:
-        # Server-side: the queued record stored in KV -> the attempt's first heartbeat stored
-        # (the runner's last write before it answers and spawns; a short step has no
-        # started event to time).
+        # Server-side: the queued record stored in KV -> the attempt's acceptance stored (its
+        # first heartbeat, or the outcome a short step's answer travels with: then the
+        # figure includes the command's own run).
         await watch.stop()
         times = watch.times
         server = [

@@ -26,7 +26,7 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from shared.contracts import TERMINAL_RUN
-from shared.names import HEARTBEATS_BUCKET, LOG_SEQ_HEADER, LOGS_STREAM, RUNS_BUCKET
+from shared.names import HEARTBEATS_BUCKET, LOG_SEQ_HEADER, LOGS_STREAM, RUNS_BUCKET, evt
 
 
 def new_run_id(prefix: str) -> str:
@@ -125,14 +125,15 @@ class Probe:
     # ---- server-side times ----
 
     async def watch_steps(self, run_id: str) -> StepWatch:
-        """Start recording when the server stores each of a run's step records and the first
-        heartbeat of each attempt (before the run is submitted)."""
+        """Start recording when the server stores each of a run's step records, and the
+        first heartbeat or the outcome of each attempt (before the run is submitted)."""
         assert self.nc is not None
         watch = StepWatch()
         js = self.nc.jetstream()
         for subject in (
             f"$KV.{RUNS_BUCKET}.step.{run_id}.*",
             f"$KV.{HEARTBEATS_BUCKET}.{run_id}.*",
+            evt(run_id, "*", "finished"),
         ):
             watch.subs.append(
                 await js.subscribe(
@@ -191,8 +192,10 @@ class Probe:
 
 class StepWatch:
     """Server store times of a run's step records, by (step, attempt, status), and of each
-    attempt's first heartbeat, by (step, attempt, "accepted"): a runner stores it just
-    before it answers and spawns the command."""
+    attempt's acceptance, by (step, attempt, "accepted"): its first heartbeat, or its
+    outcome for a step that ended before it was announced, whichever was stored first.
+    Either is stored just before the runner's answer leaves (with the outcome, for a short
+    step: docs/architecture.md, "Making an attempt known")."""
 
     def __init__(self) -> None:
         self.subs: list = []
@@ -205,7 +208,7 @@ class StepWatch:
             return
         if not isinstance(rec, dict):
             return
-        if msg.subject.startswith(f"$KV.{HEARTBEATS_BUCKET}."):
+        if msg.subject.startswith(f"$KV.{HEARTBEATS_BUCKET}.") or msg.subject.endswith(".finished"):
             key = (rec.get("stepId", ""), rec.get("attempt", 0), "accepted")
         else:
             key = (rec.get("id", ""), rec.get("attempt", 0), rec.get("status", ""))

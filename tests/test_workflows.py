@@ -216,7 +216,8 @@ async def test_retention_deletes_what_it_should_and_nothing_else(stack: StackFac
     s = await stack(runners=2, HEDDLE_RETENTION_RUNS="2", HEDDLE_RETENTION_INTERVAL="0.2")
     await register(s, {"name": "keep", "steps": [{"id": "slow", "command": "sleep 30"}]})
     await register(s, {"name": "keep", "steps": [{"id": "a", "command": "echo a; sleep 0.3"}]})
-    await register(s, {"name": "other", "steps": [{"id": "o", "command": "echo o"}]})
+    # Every step outlives the report delay, so each run has a heartbeat to delete or keep.
+    await register(s, {"name": "other", "steps": [{"id": "o", "command": "echo o; sleep 0.3"}]})
     live = await trigger(s, "keep", "?version=1")  # oldest, and still running: never deleted
     await s.wait_step(live, "slow", {"running"})
     quick: list[str] = []
@@ -224,7 +225,7 @@ async def test_retention_deletes_what_it_should_and_nothing_else(stack: StackFac
         quick.append(await trigger(s, "keep"))
         await s.wait_run(quick[-1])
     other = await trigger(s, "other")
-    inline = await s.submit({"steps": [{"id": "i", "command": "echo i"}]})
+    inline = await s.submit({"steps": [{"id": "i", "command": "echo i; sleep 0.3"}]})
     await s.wait_run(other)
     await s.wait_run(inline)
 

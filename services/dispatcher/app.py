@@ -290,9 +290,10 @@ class Dispatcher:
             return
 
     async def _already_taken(self, ready: StepReady) -> bool:
-        """Whether a runner accepted this attempt already: its heartbeat, written before a
-        runner accepts, is there, or the step has moved past it, or a runner's outcome of it
-        is stored (a broker that lost the heartbeat kept the outcome a runner re-sent).
+        """Whether a runner accepted this attempt already: its heartbeat (stored before any
+        answer that does not travel with the outcome) is there, or the step has moved past
+        it, or a runner's outcome of it is stored (a short step's, or one whose heartbeat a
+        broker lost, kept because the runner re-sends it until it lands).
         When in doubt, no: a step runs twice rather than never. The outcome is not looked
         for when the orchestrator queued the attempt again (``requeue``): it found none."""
         try:

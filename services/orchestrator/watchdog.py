@@ -84,8 +84,8 @@ class HeartbeatView:
             )
         beats = self.beats.get(run_id, {})
         for step_id, beat in beats.items():
-            # Accepted but never reported started: the runner's first heartbeat precedes its
-            # acceptance, so a queued attempt with a heartbeat is held by that runner.
+            # Taken but never reported started: only the runner running an attempt writes its
+            # heartbeats, so a queued attempt with a heartbeat is held by that runner.
             if step_id in running_since:
                 continue
             step = state.steps.get(step_id)

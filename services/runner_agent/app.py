@@ -1,7 +1,7 @@
 """The runner agent: runs one step at a time and reports what it sees.
 
 It accepts an assignment on its own subject (``attempt.py`` carries out each accepted one:
-first heartbeat before the answer, the command, its output, its outcome), answers kill
+the command, its heartbeats, its output, its outcome), answers kill
 requests for the attempt it runs, and keeps its entry in heddle-runners
 (``registration.py``), so a runner that dies leaves the pool.
 """
@@ -157,13 +157,15 @@ class RunnerAgent:
             return
         attempt = self.current = Attempt(self._ctx, ready)
         self.jobs += 1
-        try:
-            # First heartbeat before the answer: an accepted attempt is never invisible.
-            await attempt.heartbeat()
-        except Exception as exc:
-            self.current = None
-            await self._refuse(msg, f"heartbeat failed: {exc}")
-            return
+        if self.settings.started_report_delay == 0 or failpoints.active("runner.after_accept"):
+            # Every start reported at once: the attempt is made known before its command
+            # starts, so a runner that dies at any point leaves a trace (docs/architecture.md).
+            try:
+                await attempt.beats.beat()
+            except Exception as exc:
+                self.current = None
+                await self._refuse(msg, f"heartbeat failed: {exc}")
+                return
         answer: tuple[Msg, bytes] | None = (
             msg,
             encode(AssignReply(accepted=True, runner=self.runner, jobs=self.jobs)),

@@ -1,15 +1,15 @@
-"""One accepted assignment, from its first heartbeat to its reported outcome.
+"""One accepted assignment, from its command's start to its reported outcome.
 
-An attempt writes its first heartbeat before anything else (so the watchdog always knows an
-accepted attempt), then spawns the command, heartbeats while it runs, streams its output,
-and publishes the outcome until it lands.
+An attempt spawns the command, heartbeats while it runs (heartbeats.py: from its first
+report or answer on, so a short step writes none), streams its output, and publishes the
+outcome until it lands.
 
 A command still running ``HEDDLE_STARTED_REPORT_DELAY`` after it started is announced: the
 log's first note ("started on runner X (pid N)") and the started event, which moves the step
 to running. One that ends sooner is reported once, by its outcome, which carries the same
 start time and pid. The runner's answer to the dispatcher goes in the same write as the
 first report, and at the latest after a quarter of the dispatcher's wait: a short step
-costs one write for its heartbeat and one for everything else (docs/architecture.md).
+costs its runner one write in all (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -24,18 +24,18 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from services.runner_agent.heartbeats import Heartbeats
 from services.runner_agent.output import LogPublisher
 from services.runner_agent.process import ProcessResult, StepProcess, step_env
 from shared import names
 from shared.acked import AckedPublisher
-from shared.contracts import Heartbeat, StepFinished, StepReady, StepStarted, encode
+from shared.contracts import StepFinished, StepReady, StepStarted, encode
 from shared.service import event
 from shared.settings import Settings
 from shared.timefmt import now_rfc3339
 
 log = logging.getLogger("heddle.runner")
 REPORT_ACK_TIMEOUT = 5.0  # seconds at most before the outcome is sent again (deduplicated)
-HEARTBEAT_ACK_TIMEOUT = 5.0  # seconds; the first one unconfirmed by then refuses the step
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +60,14 @@ class Attempt:
         self.failure: str | None = None  # the command could not be started
         self.task: asyncio.Task | None = None
         self.done = asyncio.Event()
-        self._beats = 0
-        self._beat_timer: asyncio.TimerHandle | None = None
-        self._beating: asyncio.Task | None = None
+        self.beats = Heartbeats(
+            ctx.acked,
+            ctx.runner,
+            ready,
+            ctx.heartbeat_ttl,
+            ctx.settings.heartbeat_interval,
+            pid=lambda: self.process.pid if self.process else None,
+        )
         self.started_at: str | None = None  # when the command was spawned
         self._announce_timer: asyncio.TimerHandle | None = None
         self._announcing: asyncio.Task | None = None
@@ -73,50 +78,6 @@ class Attempt:
     def same(self, run_id: str, step_id: str, attempt: int) -> bool:
         r = self.ready
         return (r.run_id, r.step_id, r.attempt) == (run_id, step_id, attempt)
-
-    # ---- heartbeats ----
-
-    async def heartbeat(self) -> None:
-        """Store one heartbeat (acknowledged)."""
-        ready = self.ready
-        self._beats += 1
-        hb = Heartbeat(
-            runner=self.ctx.runner,
-            run_id=ready.run_id,
-            step_id=ready.step_id,
-            attempt=ready.attempt,
-            seq=self._beats,
-            pid=self.process.pid if self.process else None,
-        )
-        stored = await self.ctx.acked.publish(
-            names.kv_subject(
-                names.HEARTBEATS_BUCKET, names.heartbeat_key(ready.run_id, ready.step_id)
-            ),
-            encode(hb),
-            headers={"Nats-TTL": str(self.ctx.heartbeat_ttl)},
-        )
-        await asyncio.wait_for(stored, HEARTBEAT_ACK_TIMEOUT)
-
-    def _schedule_beat(self) -> None:
-        # A timer, not a task per attempt: most steps end long before their first beat.
-        loop = asyncio.get_running_loop()
-        self._beat_timer = loop.call_later(self.ctx.settings.heartbeat_interval, self._beat)
-
-    def _beat(self) -> None:
-        self._beating = asyncio.create_task(self._beat_once())
-        self._schedule_beat()
-
-    async def _beat_once(self) -> None:
-        try:
-            await self.heartbeat()
-        except Exception as exc:
-            log.warning("heartbeat failed: %s", exc)
-
-    def _stop_beating(self) -> None:
-        if self._beat_timer is not None:
-            self._beat_timer.cancel()
-        if self._beating is not None:
-            self._beating.cancel()
 
     # ---- the command ----
 
@@ -137,7 +98,7 @@ class Attempt:
             ctx.settings.output_tail_bytes,
             sink=logs.write,
         )
-        self._schedule_beat()
+        self.beats.start()
         try:
             process.start()
         except Exception as exc:
@@ -160,7 +121,7 @@ class Attempt:
     def _answer_soon(self) -> None:
         self._answer_timer = None
         if self._answer is not None:
-            self._answering = asyncio.create_task(self._send_answer())
+            self._answering = asyncio.create_task(self._answer_alone())
 
     def _announce_soon(self) -> None:
         self._announce_timer = None
@@ -185,7 +146,7 @@ class Attempt:
             started_at=self.started_at,
         )
         try:
-            await self._send_answer()
+            await self._answer_alone()
             await logs.release()
             await ctx.nc.publish(
                 names.evt(ready.run_id, ready.step_id, "started"),
@@ -244,15 +205,22 @@ class Attempt:
         finally:
             # Heartbeats go on until the outcome is stored: a runner still trying to report
             # (a broker that came back, an acknowledgement lost with it) is not silent.
-            self._stop_beating()
+            self.beats.stop()
             self.done.set()
+
+    async def _answer_alone(self) -> None:
+        """An answer that does not travel with the outcome follows the first heartbeat, so
+        the attempt can be found from the moment it is acknowledged."""
+        if self._answer is not None:
+            await self.beats.first()
+            await self._send_answer()
 
     async def _send_answer(self) -> None:
         answer, self._answer = self._answer, None
         if answer is not None:
             try:
                 await answer[0].respond(answer[1])
-            except Exception as exc:  # the dispatcher finds the attempt by its heartbeat
+            except Exception as exc:  # the dispatcher finds the attempt by its heartbeat or outcome
                 log.warning("answer to %s not sent: %s", answer[0].subject, exc)
 
     def _report_wait(self) -> float:
