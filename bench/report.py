@@ -151,14 +151,14 @@ def _workload_rows(result: dict[str, Any]) -> list[Row]:
             ),
             row(
                 result,
-                "ready -> accepted, server times p50 (chain)",
+                "ready -> acceptance stored, server p50 (chain)",
                 "ms",
                 "server_ready_accepted_p50_ms",
                 base_key="dispatch_p50_ms",
             ),
             row(
                 result,
-                "ready -> accepted, server times p99 (chain)",
+                "ready -> acceptance stored, server p99 (chain)",
                 "ms",
                 "server_ready_accepted_p99_ms",
                 base_key="dispatch_p99_ms",

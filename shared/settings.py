@@ -68,7 +68,8 @@ class Settings:
         "HEDDLE_STARTED_REPORT_DELAY",
         "a step still running this long after its command started is reported running (its "
         "started event and first log note); one that ends sooner is reported once, by its "
-        "outcome (0 reports every start at once)",
+        "outcome, and writes no heartbeat (0 reports every start at once, each attempt's "
+        "heartbeat stored before its command starts)",
     )
     registry_interval: float = _s(
         5.0, "HEDDLE_REGISTRY_INTERVAL", "how often a runner refreshes its registry entry"
