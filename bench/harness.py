@@ -17,6 +17,7 @@ from bench.procfs import ProcSample
 from bench.stack import BenchStack
 from bench.stats import percentile
 from bench.workloads import Workload
+from shared.contracts import TERMINAL_RUN
 
 Say = Callable[[str], None]
 
@@ -79,8 +80,8 @@ def cpu_delta(before: dict[str, ProcSample], after: dict[str, ProcSample]) -> di
 
 
 async def _documents(probe: Probe, run_ids: list[str], expected: list[int]) -> tuple[list, int]:
-    """Every run's document. A document with fewer steps than the run has is read again
-    (and counted: see docs/performance.md, "short reads")."""
+    """Every run's document. A document with fewer steps than the run has, or not terminal
+    yet, is read again (and counted: see docs/performance.md, "short reads")."""
     sem = asyncio.Semaphore(16)
     short = 0
 
@@ -89,7 +90,7 @@ async def _documents(probe: Probe, run_ids: list[str], expected: list[int]) -> t
         async with sem:
             for _ in range(10):
                 d = await probe.run_document(run_id)
-                if len(d["steps"]) == steps:
+                if len(d["steps"]) == steps and d["status"] in TERMINAL_RUN:
                     return d
                 short += 1
                 await asyncio.sleep(0.05)

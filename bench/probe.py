@@ -66,7 +66,15 @@ class Probe:
             timeout=aiohttp.ClientTimeout(total=300),
         )
         self.nc = await nats.connect(self.nats_url, name="heddle-bench", pending_size=2**26)
-        self._sub = await self.nc.subscribe(f"$KV.{RUNS_BUCKET}.run.*", cb=self._on_run_record)
+        # Through the stream, not a core subscription: a core subscriber sees a record as it
+        # is published, before the stream has stored it, and a document read at that moment
+        # can still show the run's previous status.
+        self._sub = await self.nc.jetstream().subscribe(
+            f"$KV.{RUNS_BUCKET}.run.*",
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.NEW,
+            cb=self._on_run_record,
+        )
         await self.nc.flush()
 
     async def close(self) -> None:
