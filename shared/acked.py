@@ -19,13 +19,15 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.errors import APIError, NoStreamResponseError
 
+from shared.errors import AcknowledgementLost
+
 
 class AckedPublisher:
     def __init__(self, nc: Client) -> None:
         self._nc = nc
         self._prefix = ""
         self._count = 0
-        self._pending: dict[str, asyncio.Future[bytes]] = {}
+        self._pending: dict[str, tuple[str, asyncio.Future[bytes]]] = {}
 
     async def start(self) -> AckedPublisher:
         self._prefix = self._nc.new_inbox() + "."
@@ -41,7 +43,7 @@ class AckedPublisher:
         self._count += 1
         token = str(self._count)
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._pending[token] = future
+        self._pending[token] = (subject, future)
         future.add_done_callback(lambda _: self._pending.pop(token, None))
         try:
             await self._nc.publish(subject, payload, reply=self._prefix + token, headers=headers)
@@ -50,10 +52,21 @@ class AckedPublisher:
             raise
         return future
 
+    def lost(self) -> None:
+        """The connection dropped: call from its disconnect handler. No acknowledgement
+        still awaited can come any more, so those publishes fail now and their writers send
+        them again at once, instead of waiting out their own timeouts (a broker killed
+        under the orchestrator held a run's writes for 10 s)."""
+        pending, self._pending = self._pending, {}
+        for subject, future in pending.values():
+            if not future.done():
+                future.set_exception(AcknowledgementLost(subject))
+
     async def _on_ack(self, msg: Msg) -> None:
-        future = self._pending.get(msg.subject[len(self._prefix) :])
-        if future is None or future.done():
+        entry = self._pending.get(msg.subject[len(self._prefix) :])
+        if entry is None or entry[1].done():
             return
+        future = entry[1]
         if msg.headers and msg.headers.get("Status") == "503":
             future.set_exception(NoStreamResponseError())  # no stream takes this subject
             return

@@ -49,6 +49,16 @@ class JetStreamUnavailable(HeddleError):
     pass
 
 
+class AcknowledgementLost(HeddleError, ConnectionError):
+    """A publish's acknowledgement can no longer come: the connection it was sent on dropped
+    (the server died, or it answers the old connection). Whether the message was stored is
+    unknown, so it is sent again."""
+
+    def __init__(self, subject: str) -> None:
+        self.subject = subject
+        super().__init__(f"connection lost before {subject} was acknowledged")
+
+
 class ResourceMismatch(HeddleError):
     def __init__(self, resource: str, problems: list[str]) -> None:
         self.resource = resource

@@ -1,11 +1,12 @@
 """shared/acked.py against a real nats-server: acknowledgements matched to their messages,
 the server's errors raised as nats-py types them, nothing left behind by a caller that stops
-waiting."""
+waiting, and no wait for an acknowledgement that a dropped connection took with it."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections.abc import AsyncIterator
 
 import nats
@@ -15,6 +16,7 @@ from nats.js.errors import BadRequestError, NoStreamResponseError
 
 from services.embedded_nats import EmbeddedNats
 from shared.acked import AckedPublisher
+from shared.errors import AcknowledgementLost
 
 
 @pytest.fixture
@@ -57,3 +59,37 @@ async def test_a_caller_that_stops_waiting_leaves_nothing_behind(nc: Client) -> 
     await asyncio.sleep(0.2)  # its acknowledgement arrives for no one
     assert acked._pending == {}
     assert (await nc.jetstream().stream_info("T")).state.messages == 1
+
+
+async def test_a_lost_connection_fails_what_awaits_its_acknowledgement(
+    nats_server: EmbeddedNats,
+) -> None:
+    """A broker killed while a write waits for its acknowledgement: the write fails as soon
+    as the connection drops (its writer sends it again), instead of waiting out a timeout;
+    what is published after the drop is acknowledged once the broker is back."""
+    acked: AckedPublisher | None = None
+
+    async def disconnected() -> None:
+        assert acked is not None
+        acked.lost()
+
+    client = await nats.connect(
+        nats_server.url, disconnected_cb=disconnected, reconnect_time_wait=0.2
+    )
+    try:
+        await client.jetstream().add_stream(name="T", subjects=["t.>"])
+        acked = await AckedPublisher(client).start()
+        assert nats_server.proc is not None
+        nats_server.proc.send_signal(signal.SIGSTOP)  # it reads nothing, answers nothing
+        waiting = await acked.publish("t.a", b"x")
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+        nats_server.kill()
+        with pytest.raises(AcknowledgementLost, match=r"before t\.a was acknowledged"):
+            await asyncio.wait_for(waiting, 5)
+        assert acked._pending == {}
+        again = await acked.publish("t.a", b"x")  # buffered while the broker is away
+        nats_server.start()
+        assert json.loads(await asyncio.wait_for(again, 10))["stream"] == "T"
+    finally:
+        await client.close()

@@ -59,6 +59,7 @@ class Orchestrator:
         self.actors: dict[str, RunActor] = {}
         self.finished: OrderedDict[str, str] = OrderedDict()  # run -> terminal status
         self.liveness: Liveness | None = None  # from start: it needs the connection
+        self.acked: AckedPublisher | None = None
         self._pulls: list[ContinuousPull] = []
         self._stopping = False
         self.nc: Client | None = None
@@ -77,8 +78,8 @@ class Orchestrator:
         self.js = res.js
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self.liveness = Liveness(self.settings, res, self.actors)
-        acked = await AckedPublisher(self.nc).start()
-        self.effects = EffectRunner(self.nc, self.js, acked, local_timer=self._local_timer)
+        self.acked = await AckedPublisher(self.nc).start()
+        self.effects = EffectRunner(self.nc, self.js, self.acked, local_timer=self._local_timer)
         self.workflows = WorkflowFeatures(self.settings, res, self.actors, self.effects)
         self.effects = self.workflows.effects  # the same runner, also feeding run history
         await self._rebuild()
@@ -150,6 +151,8 @@ class Orchestrator:
         await close(self.nc)
 
     async def _disconnected(self) -> None:
+        if self.acked is not None:
+            self.acked.lost()
         if self.liveness is not None:
             self.liveness.disconnected()
 

@@ -58,13 +58,17 @@ class RunnerAgent:
         self._stopping = False
         self.nc: Client | None = None
         self.registration: Registration | None = None
+        self._ctx: AttemptContext | None = None
 
     # ---- lifecycle ----
 
     async def start(self) -> None:
         settings = self.settings
         self.nc = await connect_until_ready(
-            settings, f"heddle-runner-{self.runner}", on_reconnect=self._reconnected
+            settings,
+            f"heddle-runner-{self.runner}",
+            on_reconnect=self._reconnected,
+            on_disconnect=self._disconnected,
         )
         res = await ensure_resources(
             self.nc,
@@ -117,6 +121,10 @@ class RunnerAgent:
             await self.registration.stop(remove=bool(self.nc and not self.nc.is_closed))
         await close(self.nc)
 
+    async def _disconnected(self) -> None:
+        if self._ctx is not None:
+            self._ctx.acked.lost()
+
     async def _reconnected(self) -> None:
         if self.registration is not None:
             with contextlib.suppress(Exception):
@@ -155,6 +163,7 @@ class RunnerAgent:
         if self._stopping or self.current is not None:
             await self._refuse(msg, "shutting down" if self._stopping else "busy")
             return
+        assert self._ctx is not None  # set in start(), before the subscription
         attempt = self.current = Attempt(self._ctx, ready)
         self.jobs += 1
         if self.settings.started_report_delay == 0 or failpoints.active("runner.after_accept"):
