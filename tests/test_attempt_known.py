@@ -30,11 +30,18 @@ async def heartbeats_stored(s: Stack) -> int:
 async def test_short_steps_write_no_heartbeat_and_a_longer_one_does(
     stack: StackFactory,
 ) -> None:
-    s = await stack(runners=2, HEDDLE_HEARTBEAT_INTERVAL="5")
+    # "Short" is under the report delay, 1 s here so that a slow spawn on a busy machine
+    # stays short; the dispatcher's long wait keeps the answer from leaving early.
+    s = await stack(
+        runners=2,
+        HEDDLE_HEARTBEAT_INTERVAL="5",
+        HEDDLE_STARTED_REPORT_DELAY="1",
+        HEDDLE_ASSIGN_TIMEOUT="20",
+    )
     run_id = await s.submit({"steps": [{"id": f"s{i}", "command": "true"} for i in range(20)]})
     assert (await s.wait_run(run_id))["status"] == "succeeded"
     assert await heartbeats_stored(s) == 0
-    run_id = await s.submit({"steps": [{"id": "long", "command": "sleep 0.5"}]})
+    run_id = await s.submit({"steps": [{"id": "long", "command": "sleep 1.3"}]})
     run = await s.wait_run(run_id)
     assert run["status"] == "succeeded"
     # The first, written as the step was announced: the interval (5 s) never came.
@@ -77,7 +84,7 @@ async def test_a_runner_dying_before_it_answered_leaves_the_same_attempt_to_anot
     """No heartbeat and no answer: nothing shows that the attempt ran, so the dispatcher,
     once it stops waiting for the answer, offers it again. The step succeeds on its first
     attempt, with no retry spent and no silence to wait for."""
-    s = await stack(runners=0, HEDDLE_STARTED_REPORT_DELAY="5", HEDDLE_ASSIGN_TIMEOUT="4")
+    s = await stack(runners=0, HEDDLE_STARTED_REPORT_DELAY="5", HEDDLE_ASSIGN_TIMEOUT="8")
     ran = tmp_path / "ran"
     run = await die_under_the_step(s, ran, retries=0)
     work = step_of(run, "work")
