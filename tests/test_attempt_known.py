@@ -15,6 +15,7 @@ from pathlib import Path
 import nats
 import pytest
 
+from bench.procfs import group_members
 from shared import names
 from tests.conftest import StackFactory
 from tests.stack import Stack, step_of
@@ -147,3 +148,27 @@ async def test_a_runner_that_cannot_store_a_heartbeat_refuses_only_when_starts_a
     await asyncio.sleep(0.3)
     assert (answer, ran.exists()) == (accepted, accepted)
     await nc.close()
+
+
+async def test_a_step_cancelled_before_its_runner_is_known_is_killed_when_it_reports(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """The run is cancelled while its step's runner is still unknown (no heartbeat, no
+    report yet): the run ends at once, and the command, announced at the report delay, is
+    told to die then, instead of running on for its whole length."""
+    s = await stack(runners=1, HEDDLE_STARTED_REPORT_DELAY="1", HEDDLE_ASSIGN_TIMEOUT="20")
+    pid_file = tmp_path / "pid"
+    run_id = await s.submit(
+        {"steps": [{"id": "long", "command": f"echo $$ > {pid_file}; exec sleep 60"}]}
+    )
+    await wait_lines(pid_file, 1)
+    pid = int(pid_file.read_text())
+    status, _ = await s.request("POST", f"/api/runs/{run_id}/cancel")
+    assert status == 202
+    run = await s.wait_run(run_id, timeout=5)
+    assert (run["status"], step_of(run, "long")["runner"]) == ("cancelled", None)
+    deadline = time.monotonic() + 10
+    while group_members(pid):
+        assert time.monotonic() < deadline, "the cancelled step's command still runs"
+        await asyncio.sleep(0.1)
+    assert "attempt does not count: run is already cancelled" in s.logs("orchestrator")

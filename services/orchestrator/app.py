@@ -20,6 +20,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.kv import KeyValue
 
 from services.orchestrator.actor import Cancel, RetryTimer, RunActor
+from services.orchestrator.decisions import KillAttempt
 from services.orchestrator.effects import EffectRunner
 from services.orchestrator.liveness import Liveness
 from services.orchestrator.state import Policy, RunState
@@ -30,6 +31,8 @@ from shared.contracts import (
     TERMINAL_RUN,
     CancelRun,
     RetryDue,
+    StepEvent,
+    StepStarted,
     SubmitRun,
     command_decoder,
     event_decoder,
@@ -277,21 +280,28 @@ class Orchestrator:
             actor.post(ev, msg)
             return
         if ev.run_id in self.finished:
-            event(
-                log,
-                "ignored",
-                run=ev.run_id,
-                step=ev.step_id,
-                reason=f"run is already {self.finished[ev.run_id]}",
-            )
+            reason = f"run is already {self.finished[ev.run_id]}"
+            event(log, "ignored", run=ev.run_id, step=ev.step_id, reason=reason)
+            await self._fence(ev, reason)
             await msg.ack()
             return
         # Not created yet (its submit is being redelivered), or long finished.
         if await self._stored(ev.run_id) or msg.metadata.num_delivered > 30:
             event(log, "ignored", run=ev.run_id, step=ev.step_id, reason="run not live")
+            await self._fence(ev, "run not live")
             await msg.ack()
         else:
             await msg.nak(delay=0.5)
+
+    async def _fence(self, ev: StepEvent, reason: str) -> None:
+        """A step that started in a run that has ended is told to die. A short step's runner
+        is unknown until it reports, so a run cancelled meanwhile could not kill it; a step
+        still running at its report delay says where it runs, here."""
+        if isinstance(ev, StepStarted):
+            kill = KillAttempt(
+                ev.runner, ev.step_id, ev.attempt, f"attempt does not count: {reason}"
+            )
+            await self.effects.apply(ev.run_id, [kill])
 
     def _local_timer(self, run_id: str, step_id: str, attempt: int, at: float) -> None:
         def fire() -> None:
