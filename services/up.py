@@ -18,6 +18,7 @@ from pathlib import Path
 
 from services.embedded_nats import EmbeddedNats, NatsServerError, port_open
 from shared.settings import Settings
+from shared.tasks import cancel_and_wait
 
 RESTART_DELAY = 1.0
 
@@ -116,10 +117,7 @@ class Supervisor:
                         proc.kill()
             if pending:
                 await asyncio.wait(pending, timeout=5)
-        for child in self.children:
-            if child.pump:
-                child.pump.cancel()
-        await asyncio.gather(*(c.pump for c in self.children if c.pump), return_exceptions=True)
+        await cancel_and_wait(*(c.pump for c in self.children))
 
 
 async def run_up(settings: Settings, runners: int, data_dir: Path, nats_port: int) -> int:

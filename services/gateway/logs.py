@@ -47,6 +47,7 @@ from services.gateway.reads import get_run_record, get_step_record, step_documen
 from services.gateway.views import error, json_response, path_id
 from shared import names
 from shared.contracts import TERMINAL_STEP, StepRecord, step_record_decoder
+from shared.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.gateway")
 
@@ -250,8 +251,7 @@ async def follow_logs(
     except ConnectionResetError:
         pass  # the client went away
     finally:
-        watching.cancel()
-        await asyncio.gather(watching, return_exceptions=True)
+        await cancel_and_wait(watching)
         with contextlib.suppress(Exception):
             await watcher.stop()
         await feed.stop()
