@@ -81,7 +81,8 @@ def cpu_delta(before: dict[str, ProcSample], after: dict[str, ProcSample]) -> di
 
 async def _documents(probe: Probe, run_ids: list[str], expected: list[int]) -> tuple[list, int]:
     """Every run's document. A document with fewer steps than the run has, or not terminal
-    yet, is read again (and counted: see docs/performance.md, "short reads")."""
+    yet, is read again (and counted as ``short_document_reads``: docs/performance.md, "What it
+    does")."""
     sem = asyncio.Semaphore(16)
     short = 0
 
