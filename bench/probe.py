@@ -26,7 +26,13 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from shared.contracts import TERMINAL_RUN
-from shared.names import HEARTBEATS_BUCKET, LOG_SEQ_HEADER, LOGS_STREAM, RUNS_BUCKET, evt
+from shared.names import (
+    HEARTBEATS_BUCKET,
+    LOG_SEQ_HEADER,
+    LOGS_STREAM,
+    RUNS_BUCKET,
+    evt_step_kind,
+)
 
 
 def new_run_id(prefix: str) -> str:
@@ -140,8 +146,8 @@ class Probe:
         js = self.nc.jetstream()
         for subject in (
             f"$KV.{RUNS_BUCKET}.step.{run_id}.*",
-            f"$KV.{HEARTBEATS_BUCKET}.{run_id}.*",
-            evt(run_id, "*", "finished"),
+            f"$KV.{HEARTBEATS_BUCKET}.{run_id}.>",
+            evt_step_kind(run_id, "*", "finished"),
         ):
             watch.subs.append(
                 await js.subscribe(

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.procfs import descendants
+from services.nats_users import NatsUsers, write_private
+from shared import nats_permissions as perms
+from shared.tokens import new_token
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,6 +44,45 @@ def service_env(
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env.update(extra)
     return env
+
+
+@dataclass
+class StackAuth:
+    """A local stack's credentials, as ``heddle up`` makes them: a NATS user per service and
+    runner (passwords and the server's configuration in ``tmp``) and an admin API token in
+    ``tmp/admin-token``. ``extra`` users are the caller's own (a test's superuser)."""
+
+    users: NatsUsers
+    token: str
+    token_file: Path
+
+    @classmethod
+    def create(cls, tmp: Path, extra: tuple[perms.User, ...] = ()) -> StackAuth:
+        users = NatsUsers.load(tmp, extra)
+        users.save()
+        token, token_file = new_token(), tmp / "admin-token"
+        write_private(token_file, token + "\n")
+        return cls(users, token, token_file)
+
+    def add_runner(self, runner: str) -> bool:
+        """Give a runner its user; True if the server's configuration changed."""
+        if not self.users.ensure_runners([runner]):
+            return False
+        self.users.save()
+        return True
+
+    def env(self, service: str, name: str) -> dict[str, str]:
+        """The credentials of service ``service`` started as ``name``."""
+        if service == "runner":
+            return self.users.runner_env(name)
+        env = self.users.env(service)
+        if service == "gateway":
+            env["HEDDLE_ADMIN_TOKEN_FILE"] = str(self.token_file)
+        return env
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
 
 
 @dataclass

@@ -4,6 +4,7 @@ benchmark harness."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -14,6 +15,8 @@ import time
 from pathlib import Path
 
 from shared.errors import HeddleError
+
+RELOADED = "Reloaded server configuration"  # the server's log line after a SIGHUP
 
 
 class NatsServerError(HeddleError):
@@ -52,11 +55,13 @@ class EmbeddedNats:
         port: int = 4222,
         host: str = "127.0.0.1",
         log_file: Path | None = None,
+        config: Path | None = None,
     ) -> None:
         self.store_dir = Path(store_dir)
         self.port = port
         self.host = host
         self.log_file = log_file
+        self.config = config  # users and permissions (services/nats_users.py); None: open
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -64,6 +69,8 @@ class EmbeddedNats:
         return f"nats://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
+        if self.config is not None:
+            return [find_binary(), "-c", str(self._server_config())]
         return [
             find_binary(),
             "-js",
@@ -76,6 +83,21 @@ class EmbeddedNats:
             "--server_name",
             "heddle",
         ]
+
+    def _server_config(self) -> Path:
+        """Every option in one file that includes the users: a reload (SIGHUP) compares
+        the file with what runs, so nothing may come from the command line."""
+        assert self.config is not None
+        path = self.config.parent / "nats-server.conf"
+        options = {
+            "listen": f"{self.host}:{self.port}",
+            "server_name": "heddle",
+            "jetstream": {"store_dir": str(self.store_dir)},
+        }
+        lines = [f"{k}: {json.dumps(v)}" for k, v in options.items()]
+        lines.append(f"include {json.dumps(self.config.name)}")
+        path.write_text("\n".join(lines) + "\n")
+        return path
 
     def start(self, timeout: float = 15.0, stdout: int | None = None) -> None:
         if port_open(self.port, self.host):
@@ -100,6 +122,24 @@ class EmbeddedNats:
                 self.stop()
                 raise NatsServerError(f"nats-server did not listen on {self.port} in {timeout}s")
             time.sleep(0.02)
+
+    def reload(self, timeout: float = 10.0) -> None:
+        """Read the configuration again (new users) without dropping anyone: SIGHUP, then
+        wait until the server's log says it is done (with a log file)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        done = self._reloads()
+        os.kill(self.proc.pid, signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while self.log_file is not None and self._reloads() <= done:
+            if time.monotonic() > deadline:
+                raise NatsServerError(f"nats-server did not reload its configuration in {timeout}s")
+            time.sleep(0.01)
+
+    def _reloads(self) -> int:
+        if self.log_file is None or not self.log_file.exists():
+            return 0
+        return self.log_file.read_text(errors="replace").count(RELOADED)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would (fault tests)."""

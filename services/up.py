@@ -17,10 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.embedded_nats import EmbeddedNats, NatsServerError, port_open
+from services.nats_users import CONTEXT_FILE, NatsUsers, write_private
+from shared import nats_permissions as perms
 from shared.settings import Settings
 from shared.tasks import cancel_and_wait
+from shared.tokens import new_token
 
 RESTART_DELAY = 1.0
+ADMIN_TOKEN_FILE = "admin-token"
 
 
 @dataclass
@@ -37,32 +41,51 @@ def service_argv(service: str) -> list[str]:
     return [sys.executable, "-m", "services.cli", service]
 
 
-def plan(settings: Settings, runners: int, base_env: dict[str, str]) -> list[Child]:
-    """The processes to start, in start order (the gateway last, once the rest is up)."""
+def runner_names(runners: int) -> list[str]:
+    return [f"runner-{i}" for i in range(runners)]
+
+
+def plan(
+    settings: Settings,
+    runners: int,
+    base_env: dict[str, str],
+    users: NatsUsers | None = None,
+    admin_token_file: Path | None = None,
+) -> list[Child]:
+    """The processes to start, in start order (the gateway last, once the rest is up). With
+    ``users`` (the embedded server), each connects as its own NATS user."""
     env = {
         **base_env,
         **settings.to_env(),
         "HEDDLE_NATS_URL": settings.nats_url,
         "PYTHONUNBUFFERED": "1",
     }
+
+    def own(user: str) -> dict[str, str]:
+        return {**env, **(users.env(user) if users else {})}
+
     children = [
-        Child("orchestrator", service_argv("orchestrator"), env),
-        Child("dispatcher", service_argv("dispatcher"), env),
+        Child("orchestrator", service_argv("orchestrator"), own(perms.ORCHESTRATOR)),
+        Child("dispatcher", service_argv("dispatcher"), own(perms.DISPATCHER)),
     ]
-    for i in range(runners):
-        children.append(
-            Child(
-                f"runner-{i}", service_argv("runner"), {**env, "HEDDLE_RUNNER_NAME": f"runner-{i}"}
-            )
-        )
-    children.append(
-        Child(
-            "gateway",
-            service_argv("gateway"),
-            {**env, "HEDDLE_GATEWAY_PORT": str(settings.gateway_port)},
-        )
-    )
+    for name in runner_names(runners):
+        runner_env = users.runner_env(name) if users else {"HEDDLE_RUNNER_NAME": name}
+        children.append(Child(name, service_argv("runner"), {**env, **runner_env}))
+    gateway_env = {**own(perms.GATEWAY), "HEDDLE_GATEWAY_PORT": str(settings.gateway_port)}
+    if admin_token_file is not None:
+        gateway_env["HEDDLE_ADMIN_TOKEN_FILE"] = str(admin_token_file)
+    children.append(Child("gateway", service_argv("gateway"), gateway_env))
     return children
+
+
+def admin_token(data_dir: Path) -> tuple[Path, str]:
+    """The data dir's admin token: made on the first start (0600), the same one after."""
+    path = data_dir / ADMIN_TOKEN_FILE
+    if path.exists():
+        return path, path.read_text().strip()
+    token = new_token()
+    write_private(path, token + "\n")
+    return path, token
 
 
 class Supervisor:
@@ -122,11 +145,23 @@ class Supervisor:
 
 async def run_up(settings: Settings, runners: int, data_dir: Path, nats_port: int) -> int:
     nats: EmbeddedNats | None = None
+    users: NatsUsers | None = None
+    data_dir.mkdir(parents=True, exist_ok=True)
     if not os.environ.get("HEDDLE_NATS_URL"):
-        nats = EmbeddedNats(data_dir / "nats", port=nats_port, log_file=data_dir / "nats.log")
-        data_dir.mkdir(parents=True, exist_ok=True)
+        users = NatsUsers.load(data_dir)
+        users.ensure_runners(runner_names(runners))
+        users.save()
+        nats = EmbeddedNats(
+            data_dir / "nats",
+            port=nats_port,
+            log_file=data_dir / "nats.log",
+            config=users.config_path,
+        )
         nats.start()
+        users.save_context(nats.url)
         settings = Settings.from_env(nats_url=nats.url, gateway_port=settings.gateway_port)
+    auth = settings.auth != "none"
+    token_file, token = admin_token(data_dir) if auth else (None, "")
     if port_open(settings.gateway_port):
         if nats:
             nats.stop()
@@ -135,18 +170,26 @@ async def run_up(settings: Settings, runners: int, data_dir: Path, nats_port: in
             file=sys.stderr,
         )
         return 2
-    sup = Supervisor(plan(settings, runners, dict(os.environ)))
+    sup = Supervisor(plan(settings, runners, dict(os.environ), users, token_file))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await sup.start()
     where = f"data in {data_dir}" if nats else "external NATS"
+    page = f"http://{settings.gateway_host}:{settings.gateway_port}/"
     sup.say(
         "heddle",
-        f"up: http://{settings.gateway_host}:{settings.gateway_port} "
-        f"(NATS {settings.nats_url}, {where}, {runners} runners); Ctrl-C stops",
+        f"up: {page} (NATS {settings.nats_url}, {where}, {runners} runners); Ctrl-C stops",
     )
+    if auth:
+        # As Jupyter does: the page's address with the admin token, for this terminal only.
+        sup.say("heddle", f"open {page}?token={token}")
+        sup.say("heddle", f'API token: {token_file} (curl -H "Authorization: Bearer ...")')
+    else:
+        sup.say("heddle", "HEDDLE_AUTH=none: the API is open to anyone who reaches it")
+    if users is not None:
+        sup.say("heddle", f"inspect: nats --context {data_dir / CONTEXT_FILE} stream ls")
     await stop.wait()
     sup.say("heddle", "stopping")
     await sup.stop(settings.shutdown_grace + settings.kill_grace + 5)

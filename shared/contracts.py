@@ -96,6 +96,10 @@ class StepReady(Wire, frozen=True):
     # How often this attempt was queued again because its assignment was lost with the
     # broker (services/orchestrator/backstop.py): part of the message id, nothing else.
     requeue: int = 0
+    # The attempt's ticket: a random token only the orchestrator, the dispatcher and the
+    # runner given the attempt know. Its events and heartbeats carry it back, so no other
+    # runner can speak for the attempt (docs/architecture.md, "Security").
+    ticket: str = ""
 
 
 class AssignReply(Wire, frozen=True):
@@ -115,14 +119,15 @@ class CancelAttempt(Wire, frozen=True):
 # ---- lifecycle events from runners (HEDDLE_EVENTS) --------------------------------------
 
 
-class StepEvent(Wire, tag_field="type", frozen=True):
+class StepEvent(Wire, tag_field="type", frozen=True, kw_only=True):
     run_id: str
     step_id: str
     attempt: int
     runner: str
+    ticket: str = ""  # the attempt's, from its assignment (StepReady.ticket)
 
 
-class StepStarted(StepEvent, tag="started", frozen=True):
+class StepStarted(StepEvent, tag="started", frozen=True, kw_only=True):
     pid: int
     started_at: str
 
@@ -130,7 +135,7 @@ class StepStarted(StepEvent, tag="started", frozen=True):
 Outcome = Literal["succeeded", "failed", "timed_out", "cancelled"]
 
 
-class StepFinished(StepEvent, tag="finished", frozen=True):
+class StepFinished(StepEvent, tag="finished", frozen=True, kw_only=True):
     outcome: Outcome
     finished_at: str
     exit_code: int | None = None
@@ -156,6 +161,7 @@ class Heartbeat(Wire, frozen=True):
     attempt: int
     seq: int
     pid: int | None = None
+    ticket: str = ""  # the attempt's, from its assignment (StepReady.ticket)
 
 
 class RunnerInfo(Wire):
@@ -237,6 +243,7 @@ class StepRecord(Wire):
     stderr_tail: str = ""
     attempts: list[AttemptRecord] = []
     requeues: int = 0  # the current attempt queued again after its assignment was lost
+    ticket: str = ""  # the current attempt's (StepReady.ticket); never shown by the API
 
 
 class RunRecord(Wire):

@@ -74,3 +74,13 @@ class OutcomeUnknown(HeddleError):
         self.subject = subject
         self.cause = cause
         super().__init__(f"reading the last message on {subject} failed: {cause!r}")
+
+
+class TokenFileError(HeddleError):
+    """The bootstrap admin token file cannot be used. The message names the file, never
+    the token."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"HEDDLE_ADMIN_TOKEN_FILE {path}: {problem}")

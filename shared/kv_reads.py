@@ -17,7 +17,7 @@ from nats.js.api import (
     ConsumerInfo,
     DeliverPolicy,
 )
-from nats.js.errors import KeyNotFoundError
+from nats.js.errors import KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
 from shared import names
@@ -155,6 +155,18 @@ async def value_of(kv: KeyValue, key: str) -> bytes | None:
     except KeyNotFoundError:
         return None
     return entry.value or None
+
+
+async def last_value_matching(js: JetStreamContext, bucket: str, pattern: str) -> bytes | None:
+    """The value last written to any key of ``bucket`` that ``pattern`` (wildcards allowed)
+    matches; None if there is none or it was deleted."""
+    try:
+        msg = await js.get_last_msg(names.kv_stream(bucket), names.kv_subject(bucket, pattern))
+    except NotFoundError:
+        return None
+    if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE"):
+        return None
+    return msg.data or None
 
 
 def stored_at(entry: KeyValue.Entry) -> float | None:

@@ -22,6 +22,7 @@ RUNS_BUCKET = "heddle-runs"
 HEARTBEATS_BUCKET = "heddle-heartbeats"
 RUNNERS_BUCKET = "heddle-runners"
 CRON_BUCKET = "heddle-cron"
+TOKENS_BUCKET = "heddle-tokens"  # API token records by name: hashes, never tokens
 
 # Durable consumers
 ORCH_CMD_DURABLE = "orchestrator-cmd"
@@ -37,7 +38,7 @@ CMD_CANCEL = "heddle.cmd.cancel"
 SCHED_ALL = "heddle.sched.>"
 STEP_READY_ALL = "heddle.step.ready.>"
 EVT_ALL = "heddle.evt.>"
-EVT_FINISHED_ALL = "heddle.evt.*.*.finished"
+EVT_FINISHED_ALL = "heddle.evt.*.*.finished.*"
 # On each log message of a runner: its number among the attempt's runner messages, so a
 # reader counts the lines of chunks without reading them (services/gateway/log_index.py).
 LOG_MSG_HEADER = "Heddle-Msg"
@@ -61,10 +62,21 @@ def step_ready(run: str, step: str) -> str:
     return f"heddle.step.ready.{run}.{step}"
 
 
-def evt(run: str, step: str, kind: str) -> str:
+def evt(run: str, step: str, kind: str, runner: str) -> str:
     """A runner's event about a step: kind is ``started`` or ``finished``. The kind is in the
-    subject so the dispatcher, which only needs outcomes, subscribes to those alone."""
-    return f"heddle.evt.{run}.{step}.{kind}"
+    subject so the dispatcher, which only needs outcomes, subscribes to those alone; the
+    runner is, so the server's permissions let a runner speak for itself alone."""
+    return f"heddle.evt.{run}.{step}.{kind}.{runner}"
+
+
+def evt_step_kind(run: str, step: str, kind: str) -> str:
+    """Every runner's events of one kind about a step (a filter)."""
+    return f"heddle.evt.{run}.{step}.{kind}.*"
+
+
+def evt_runner(subject: str) -> str:
+    """The runner an event's subject names (its last token)."""
+    return subject.rsplit(".", 1)[-1]
 
 
 def log(run: str, step: str, attempt: int) -> str:
@@ -101,8 +113,17 @@ def steps_of_run(run: str) -> str:
     return f"step.{run}.*"
 
 
-def heartbeat_key(run: str, step: str) -> str:
-    return f"{run}.{step}"
+def heartbeat_key(run: str, step: str, runner: str) -> str:
+    """Each runner writes its own key, so the server's permissions confine it to its own."""
+    return f"{run}.{step}.{runner}"
+
+
+def heartbeats_of_step(run: str, step: str) -> str:
+    return f"{run}.{step}.*"
+
+
+def heartbeats_of_run(run: str) -> str:
+    return f"{run}.>"
 
 
 def kv_subject(bucket: str, key: str) -> str:

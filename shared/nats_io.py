@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 import nats
 from nats.aio.client import Client
 
+from shared.nats_permissions import inbox_prefix
 from shared.settings import Settings
 
 log = logging.getLogger("heddle.nats")
@@ -38,9 +39,17 @@ async def connect(
         if on_disconnect:
             await on_disconnect()
 
+    credentials: dict[str, str] = {}
+    if settings.nats_user:
+        credentials = {
+            "user": settings.nats_user,
+            "password": settings.nats_password,
+            "inbox_prefix": inbox_prefix(settings.nats_user),
+        }
     return await nats.connect(
         servers=settings.nats_url.split(","),
         name=name,
+        **credentials,
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,
         ping_interval=5,

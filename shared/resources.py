@@ -38,6 +38,7 @@ ALL_BUCKETS = (
     names.HEARTBEATS_BUCKET,
     names.RUNNERS_BUCKET,
     names.CRON_BUCKET,
+    names.TOKENS_BUCKET,
 )
 ALL_STREAMS = (names.CMD_STREAM, names.STEPS_STREAM, names.EVENTS_STREAM, names.LOGS_STREAM)
 DAY = 86400.0
@@ -147,6 +148,7 @@ def bucket_configs(settings: Settings) -> dict[str, StreamConfig]:
         # Registry entries carry a TTL; the marker tells watchers when a runner left.
         names.RUNNERS_BUCKET: kv(names.RUNNERS_BUCKET, "Runner registry", marker_ttl=1.0),
         names.CRON_BUCKET: kv(names.CRON_BUCKET, "Cron slots, each created at most once"),
+        names.TOKENS_BUCKET: kv(names.TOKENS_BUCKET, "API token records (hashes only)"),
     }
 
 
@@ -235,19 +237,39 @@ async def ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerCon
     await js.add_consumer(stream, config)
 
 
+async def wait_for_stream(js: JetStreamContext, name: str) -> None:
+    """Until the stream exists: for a user that may not create it (a runner)."""
+    delay = 0.1
+    while True:
+        try:
+            await js.stream_info(name)
+            return
+        except NotFoundError:
+            log.info("waiting for stream %s (created by the orchestrator)", name)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
 async def ensure_resources(
     nc: Client,
     settings: Settings,
     streams: tuple[str, ...] = ALL_STREAMS,
     buckets: tuple[str, ...] = ALL_BUCKETS,
+    create: bool = True,
 ) -> Resources:
+    """The streams and buckets, created or brought to the settings; with ``create`` False,
+    only waited for (a runner's permissions let it look, not create)."""
     js = nc.jetstream(timeout=10)
     await require_server(js)
     s_cfg = stream_configs(settings)
     b_cfg = bucket_configs(settings)
-    await asyncio.gather(
-        *(ensure_stream(js, s_cfg[s]) for s in streams),
-        *(ensure_stream(js, b_cfg[b]) for b in buckets),
-    )
+    if create:
+        await asyncio.gather(
+            *(ensure_stream(js, s_cfg[s]) for s in streams),
+            *(ensure_stream(js, b_cfg[b]) for b in buckets),
+        )
+    else:
+        wanted = [s_cfg[s].name for s in streams] + [b_cfg[b].name for b in buckets]
+        await asyncio.gather(*(wait_for_stream(js, n) for n in wanted if n))
     kv = {b: await js.key_value(b) for b in buckets}
     return Resources(js=js, kv=kv)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from shared.errors import SettingsError
+from shared.hosts import DEFAULT_ALLOWED_HOSTS, host_patterns
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +34,41 @@ class Settings:
         "file", "HEDDLE_STORAGE", "JetStream storage for streams and buckets: file or memory"
     )
     replicas: int = _s(1, "HEDDLE_REPLICAS", "replicas of every stream and bucket (clustered NATS)")
+    nats_user: str = _s(
+        "",
+        "HEDDLE_NATS_USER",
+        "this service's NATS user (gateway, orchestrator, dispatcher, runner-<name>); empty "
+        "connects anonymously, which a server with users refuses",
+    )
+    nats_password: str = _s(
+        "", "HEDDLE_NATS_PASSWORD", "the NATS user's password (never passed on to a step)"
+    )
     gateway_host: str = _s("127.0.0.1", "HEDDLE_GATEWAY_HOST", "address the gateway listens on")
     gateway_port: int = _s(8080, "HEDDLE_GATEWAY_PORT", "port the gateway listens on")
     max_body_bytes: int = _s(
         8 * 1024 * 1024, "HEDDLE_MAX_BODY_BYTES", "largest accepted HTTP request body"
+    )
+    auth: str = _s(
+        "tokens",
+        "HEDDLE_AUTH",
+        "tokens (every API request needs a token with a role, see Tokens and roles) or none (no "
+        "authentication, logged as a warning: only for a gateway no one else can reach)",
+    )
+    admin_token_file: str = _s(
+        "",
+        "HEDDLE_ADMIN_TOKEN_FILE",
+        "a file holding the first admin token: at start the gateway stores its hash as the token "
+        "named admin, unless a token of that name exists (a revoked one stays revoked)",
+    )
+    metrics_auth: str = _s(
+        "open", "HEDDLE_METRICS_AUTH", "open (GET /metrics needs no token) or token (a viewer's)"
+    )
+    allowed_hosts: str = _s(
+        DEFAULT_ALLOWED_HOSTS,
+        "HEDDLE_ALLOWED_HOSTS",
+        "host names the gateway answers to (the Host header, port ignored), comma separated; "
+        "`*` stands for any part of one label, `*` alone for any host; the listen address is "
+        "added when it is not 0.0.0.0 or ::",
     )
     submit_confirm_timeout: float = _s(
         3.0,
@@ -138,6 +170,12 @@ class Settings:
     runner_name: str = _s(
         "", "HEDDLE_RUNNER_NAME", "this runner's name; default POD_NAME, else <host>-<pid>"
     )
+    step_user: str = _s(
+        "nobody",
+        "HEDDLE_STEP_USER",
+        "the user a runner started as root runs its steps as (a name or uid; none keeps "
+        "the runner's own); a runner that is not root runs them as itself",
+    )
     pod_name: str = _s("", "POD_NAME", "set by Kubernetes: the runner pod's name")
     node_name: str = _s("", "NODE_NAME", "set by Kubernetes: the node the pod runs on")
     log_level: str = _s("info", "HEDDLE_LOG_LEVEL", "debug, info, warning or error")
@@ -178,6 +216,11 @@ class Settings:
             problems.append(f"HEDDLE_EVENT_LOOP must be uvloop or asyncio, not {self.event_loop!r}")
         if self.storage not in ("file", "memory"):
             problems.append(f"HEDDLE_STORAGE must be file or memory, not {self.storage!r}")
+        if self.auth not in ("tokens", "none"):
+            problems.append(f"HEDDLE_AUTH must be tokens or none, not {self.auth!r}")
+        if self.metrics_auth not in ("open", "token"):
+            problems.append(f"HEDDLE_METRICS_AUTH must be open or token, not {self.metrics_auth!r}")
+        problems.extend(f"HEDDLE_ALLOWED_HOSTS: {p}" for p in host_patterns(self.allowed_hosts)[1])
         for name in (
             "heartbeat_interval",
             "heartbeat_grace",

@@ -17,12 +17,18 @@ from shared.errors import OutcomeUnknown
 log = logging.getLogger("heddle.nats")
 
 
-async def last_outcome(js: JetStreamContext, run_id: str, step_id: str) -> StepFinished | None:
-    """The step's last stored finished event (of any attempt and runner); None if there is
-    none. Raises ``OutcomeUnknown`` if the server could not say: a caller about to act on
-    silence must not read that as "no outcome" (just after a broker restart, a read can
-    fail while the outcome it looks for is stored)."""
-    subject = names.evt(run_id, step_id, "finished")
+async def last_outcome(
+    js: JetStreamContext, run_id: str, step_id: str, runner: str | None = None
+) -> StepFinished | None:
+    """The step's last stored finished event (of any attempt; of ``runner``'s, or of any
+    runner's); None if there is none. Raises ``OutcomeUnknown`` if the server could not
+    say: a caller about to act on silence must not read that as "no outcome" (just after a
+    broker restart, a read can fail while the outcome it looks for is stored)."""
+    subject = (
+        names.evt(run_id, step_id, "finished", runner)
+        if runner
+        else names.evt_step_kind(run_id, step_id, "finished")
+    )
     try:
         raw = await js.get_last_msg(names.EVENTS_STREAM, subject)
     except NotFoundError:
@@ -34,4 +40,6 @@ async def last_outcome(js: JetStreamContext, run_id: str, step_id: str) -> StepF
     except msgspec.DecodeError:
         log.warning("undecodable finished event on %s", subject)
         return None
-    return ev if isinstance(ev, StepFinished) else None
+    if not isinstance(ev, StepFinished) or ev.runner != names.evt_runner(raw.subject or ""):
+        return None  # a runner speaks for itself alone (the orchestrator refuses it too)
+    return ev

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from shared.contracts import RunRequest, WorkflowSpec
+from shared.contracts import RunRequest, SubmitRun, WorkflowSpec
 from shared.dag import structural_problems
 from shared.errors import InvalidWorkflow, Problem
 from shared.names import ID_PATTERN
@@ -183,3 +183,15 @@ def parse_run_request(doc: object, limits: Limits) -> RunRequest:
     if problems:
         raise InvalidWorkflow(problems)
     return msgspec.convert(doc, RunRequest)
+
+
+def submit_problems(cmd: SubmitRun, limits: Limits) -> list[Problem]:
+    """A submit command checked as the gateway checks a run request: a command that reached
+    the stream some other way gets no more trust than one that came through the API."""
+    problems: list[Problem] = []
+    check_id(cmd.run_id, "runId", "run id", problems)
+    if cmd.workflow_name is not None:
+        check_id(cmd.workflow_name, "workflowName", "workflow name", problems)
+    doc = {"steps": msgspec.to_builtins(cmd.steps)}
+    problems.extend(workflow_problems(doc, limits))
+    return problems

@@ -26,6 +26,9 @@ FAST = {
     "HEDDLE_SHUTDOWN_GRACE": "3",
     "HEDDLE_RETRY_BASE": "0.2",
     "HEDDLE_RETRY_CAP": "2",
+    # Steps run as the runner's own user: they read and write the tests' temporary files,
+    # which the step user could not reach (tests/test_security.py runs them as nobody).
+    "HEDDLE_STEP_USER": "none",
 }
 
 StackFactory = Callable[..., Awaitable[Stack]]
@@ -66,7 +69,7 @@ async def stack(tmp_path: Path) -> AsyncIterator[StackFactory]:
         s.tmp.mkdir(parents=True)
         made.append(s)
         s.gateway_port = free_port()
-        s.start_nats()
+        s.start_nats(runners=tuple(f"runner-{i}" for i in range(runners)))
         for name in services:
             s.start(name)
         for i in range(runners):

@@ -11,14 +11,20 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import nats
+from nats.aio.client import Client
 
 from bench.processes import REPO as REPO  # what tests import from here
-from bench.processes import ServiceProcess, service_argv, service_env, stop_all
+from bench.processes import ServiceProcess, StackAuth, service_argv, service_env, stop_all
 from services.embedded_nats import EmbeddedNats, free_port
+from shared import nats_permissions as perms
 
 Proc = ServiceProcess
 TERMINAL_RUN = {"succeeded", "failed", "cancelled"}
 TERMINAL_STEP = {"succeeded", "failed", "skipped", "cancelled"}
+# The tests' own NATS user, allowed everything: it plays the parts a test needs (a forged
+# event, a broker's view). Only test stacks have it; `heddle up` has no such user.
+SUPERUSER = "heddle-test"
 
 
 @dataclass
@@ -29,15 +35,51 @@ class Stack:
     procs: dict[str, Proc] = field(default_factory=dict)
     gateway_port: int = 0
     session: aiohttp.ClientSession | None = None
+    auth: StackAuth | None = None
 
     # ---- processes ----
 
-    def start_nats(self) -> None:
+    def start_nats(self, runners: tuple[str, ...] = ()) -> None:
+        """Start (or start again) the server; the first start makes the users, ``runners``'
+        among them (a runner started later gets its user through a reload)."""
         if self.nats is None:
+            everything = perms.Permissions(publish=(">",), subscribe=(">",))
+            superuser = perms.User(SUPERUSER, "test-" + SUPERUSER, everything)
+            self.auth = StackAuth.create(self.tmp, extra=(superuser,))
+            if self.auth.users.ensure_runners(list(runners)):
+                self.auth.users.save()
             self.nats = EmbeddedNats(
-                self.tmp / "nats", port=free_port(), log_file=self.tmp / "nats.log"
+                self.tmp / "nats",
+                port=free_port(),
+                log_file=self.tmp / "nats.log",
+                config=self.auth.users.config_path,
             )
         self.nats.start()
+
+    @property
+    def admin_token(self) -> str:
+        assert self.auth is not None
+        return self.auth.token
+
+    def auth_headers(self) -> dict[str, str]:
+        assert self.auth is not None
+        return self.auth.headers
+
+    def nats_password(self, user: str) -> str:
+        if user == SUPERUSER:
+            return "test-" + SUPERUSER
+        assert self.auth is not None
+        return self.auth.users.passwords[user]
+
+    async def connect(self, user: str = SUPERUSER, **options: Any) -> Client:
+        """A NATS connection as ``user`` (the tests' superuser by default)."""
+        return await nats.connect(
+            self.nats_url,
+            user=user,
+            password=self.nats_password(user),
+            inbox_prefix=perms.inbox_prefix(user),
+            **options,
+        )
 
     @property
     def nats_url(self) -> str:
@@ -56,12 +98,18 @@ class Stack:
     ) -> Proc:
         """Start (or restart) one service process. ``name`` runner-x starts a runner named so."""
         service = service or ("runner" if name.startswith("runner") else name)
+        assert self.auth is not None and self.nats is not None
         if service == "runner":
-            extra_env.setdefault("HEDDLE_RUNNER_NAME", name)
+            runner = extra_env.setdefault("HEDDLE_RUNNER_NAME", name)
+            if self.auth.add_runner(runner):
+                self.nats.reload()  # the new runner's user
+            credentials = self.auth.env(service, runner)
+        else:
+            credentials = self.auth.env(service, name)
         argv = [*(argv_prefix or []), *service_argv(service)]
         proc = self.procs.get(name) or Proc(name, argv, {}, self.tmp / f"{name}.log")
         proc.argv = argv
-        proc.env = self.env(**extra_env)
+        proc.env = self.env(**{**credentials, **extra_env})
         self.procs[name] = proc.start()
         return proc
 
@@ -85,8 +133,9 @@ class Stack:
         return f"http://127.0.0.1:{self.gateway_port}"
 
     async def http(self) -> aiohttp.ClientSession:
+        """A session that sends the admin token."""
         if self.session is None:
-            self.session = aiohttp.ClientSession()
+            self.session = aiohttp.ClientSession(headers=self.auth_headers())
         return self.session
 
     async def request(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:

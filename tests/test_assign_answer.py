@@ -12,12 +12,13 @@ import asyncio
 import time
 from pathlib import Path
 
-import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from shared import names
 from shared.contracts import StepReady, assign_reply_decoder, encode, event_decoder
+from shared.resources import ensure_resources
+from shared.settings import Settings
 from tests.conftest import StackFactory
 from tests.stack import Stack
 
@@ -36,7 +37,8 @@ async def one_runner(stack: StackFactory, report_delay: str, assign_timeout: str
 
 
 async def runner_listening(s: Stack, runner: str = "runner-0") -> Client:
-    nc = await nats.connect(s.nats_url)
+    nc = await s.connect()
+    await ensure_resources(nc, Settings())  # a runner waits for what the services create
     deadline = time.monotonic() + 20
     while True:
         try:
@@ -55,7 +57,7 @@ async def assign(nc: Client, step_id: str, command: str) -> tuple[bool, asyncio.
     async def on_event(msg: Msg) -> None:
         events.put_nowait(event_decoder.decode(msg.data))
 
-    await nc.subscribe(names.evt("r1", step_id, "*"), cb=on_event)
+    await nc.subscribe(names.evt("r1", step_id, "*", "runner-0"), cb=on_event)
     ready = StepReady(
         run_id="r1",
         step_id=step_id,

@@ -8,7 +8,6 @@ processes killed with their process group, as a pod dies.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from tests.test_assign_answer import assign, one_runner
 
 
 async def heartbeats_stored(s: Stack) -> int:
-    async with await nats.connect(s.nats_url) as nc:
+    async with await s.connect() as nc:
         info = await nc.jetstream().stream_info(f"KV_{names.HEARTBEATS_BUCKET}")
     return info.state.last_seq
 
@@ -95,43 +94,39 @@ async def test_a_runner_dying_before_it_answered_leaves_the_same_attempt_to_anot
     assert '"msg":"runner did not answer"' in s.logs("dispatcher")
 
 
-# Run as a step's command: whether the step's own heartbeat is stored as it starts.
-SEES_ITS_HEARTBEAT = """
-import asyncio, os, sys, nats
-async def main():
-    nc = await nats.connect(os.environ["HEDDLE_NATS_URL"])
-    kv = await nc.jetstream().key_value("heddle-heartbeats")
-    try:
-        await kv.get(os.environ["HEDDLE_RUN_ID"] + "." + os.environ["HEDDLE_STEP_ID"])
-        print("known")
-    except nats.js.errors.KeyNotFoundError:
-        print("unknown")
-    await nc.close()
-asyncio.run(main())
-"""
-
-
-@pytest.mark.parametrize(("report_delay", "seen"), [("0", "known"), ("5", "unknown")])
+@pytest.mark.parametrize(("report_delay", "seen"), [("0", True), ("5", False)])
 async def test_only_with_every_start_reported_at_once_is_an_attempt_known_before_it_starts(
-    stack: StackFactory, tmp_path: Path, report_delay: str, seen: str
+    stack: StackFactory, tmp_path: Path, report_delay: str, seen: bool
 ) -> None:
     """HEDDLE_STARTED_REPORT_DELAY=0: the heartbeat is stored before the command starts,
     so a runner that dies at any moment leaves a trace, and a retry is always a new
     attempt (test_chaos.py relies on it). Otherwise the command starts at once (the
     dispatcher's wait and the heartbeat interval are long here, so neither an early
-    answer nor the interval brings a heartbeat first)."""
+    answer nor the interval brings a heartbeat first). The command holds no NATS
+    credentials, so it marks its start and waits while the test looks."""
     s = await stack(
         runners=1,
         HEDDLE_STARTED_REPORT_DELAY=report_delay,
         HEDDLE_ASSIGN_TIMEOUT="20",
         HEDDLE_HEARTBEAT_INTERVAL="5",
     )
-    script = tmp_path / "sees.py"
-    script.write_text(SEES_ITS_HEARTBEAT)
-    run_id = await s.submit({"steps": [{"id": "work", "command": f"{sys.executable} {script}"}]})
+    started, go = tmp_path / "started", tmp_path / "go"
+    command = f"touch {started}; while [ ! -e {go} ]; do sleep 0.02; done"
+    run_id = await s.submit({"steps": [{"id": "work", "command": command}]})
+    deadline = time.monotonic() + 20
+    while not started.exists():
+        assert time.monotonic() < deadline, "the command did not start"
+        await asyncio.sleep(0.01)
+    async with await s.connect() as nc:
+        kv = await nc.jetstream().key_value(names.HEARTBEATS_BUCKET)
+        key = names.heartbeat_key(run_id, "work", "runner-0")
+        try:
+            known = (await kv.get(key)).value is not None
+        except nats.js.errors.KeyNotFoundError:
+            known = False
+    go.touch()
     run = await s.wait_run(run_id)
-    work = step_of(run, "work")
-    assert (run["status"], work["stdoutTail"].strip()) == ("succeeded", seen), work
+    assert (run["status"], known) == ("succeeded", seen), step_of(run, "work")
 
 
 @pytest.mark.parametrize(("report_delay", "accepted"), [("0", False), ("5", True)])

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import nats
-
 from services.dispatcher.app import LOOKAHEAD
 from shared import names
 from shared.timefmt import parse
@@ -88,7 +86,7 @@ async def test_the_dispatcher_holds_the_next_steps_while_every_runner_is_busy(
     while not any(st["status"] == "running" for st in (await s.run(run_id))["steps"]):
         assert time.monotonic() < deadline
         await asyncio.sleep(0.05)
-    nc = await nats.connect(s.nats_url)
+    nc = await s.connect()
     try:
         info = await nc.jetstream().consumer_info(names.STEPS_STREAM, names.DISPATCHER_DURABLE)
     finally:
@@ -183,7 +181,6 @@ async def test_submit_without_orchestrator_is_accepted_then_created(stack: Stack
 async def test_resubmitting_a_finished_run_after_a_restart_changes_nothing(
     stack: StackFactory,
 ) -> None:
-    import nats
 
     from shared import names
     from shared.contracts import StepSpec, SubmitRun, encode
@@ -194,7 +191,7 @@ async def test_resubmitting_a_finished_run_after_a_restart_changes_nothing(
     )
     s.kill("orchestrator")
     s.start("orchestrator")  # forgets what it finished; only KV remembers
-    nc = await nats.connect(s.nats_url)
+    nc = await s.connect()
     try:
         again = SubmitRun(
             run_id="old",

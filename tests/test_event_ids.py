@@ -24,12 +24,12 @@ def finished(runner: str) -> StepFinished:
 
 async def test_resent_once_and_two_runners_both_kept(heddle_nc: Client) -> None:
     js = heddle_nc.jetstream()
-    subject = names.evt("r1", "s", "finished")
     for runner in ("runner-a", "runner-a", "runner-b", "runner-a"):
         ev = finished(runner)
         msg_id = names.event_msg_id("finished", ev.run_id, ev.step_id, ev.attempt, runner)
+        subject = names.evt("r1", "s", "finished", runner)
         await js.publish(subject, encode(ev), headers={"Nats-Msg-Id": msg_id})
     info = await js.stream_info(names.EVENTS_STREAM)
     assert info.state.messages == 2
-    last = await js.get_last_msg(names.EVENTS_STREAM, subject)
+    last = await js.get_last_msg(names.EVENTS_STREAM, names.evt_step_kind("r1", "s", "finished"))
     assert b'"runner":"runner-b"' in last.data

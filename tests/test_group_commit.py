@@ -39,7 +39,8 @@ async def record(nc: Client, key: str) -> dict:
 
 async def new_run(nc: Client, steps: list[StepSpec]) -> RunActor:
     cmd = SubmitRun(run_id="gc", submitted_at=from_epoch(T0), steps=steps)
-    state, effects = RunState.new(cmd, Policy(), T0)
+    # No tickets (as a run stored before them): these events are the runners' own.
+    state, effects = RunState.new(cmd, Policy(), T0, tickets=lambda: "")
     runner = EffectRunner(nc, nc.jetstream(), await AckedPublisher(nc).start())
     await runner.apply("gc", effects, create_run=True)
     return RunActor(state, runner, on_done=lambda actor: None)

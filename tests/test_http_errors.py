@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 
-import nats
 import pytest
 
 from shared import names
@@ -84,7 +83,7 @@ async def test_bad_workflows_are_rejected_with_every_problem(stack: StackFactory
     status, body = await s.request("DELETE", "/api/runs/x")
     assert status == 405
     # Nothing was stored for any rejected request: no command reached the stream.
-    nc = await nats.connect(s.nats_url)
+    nc = await s.connect()
     try:
         info = await nc.jetstream().stream_info(names.CMD_STREAM)
         assert info.state.messages == 0

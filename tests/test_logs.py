@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-import nats
 import pytest
 
 from services.orchestrator.notes import transition_notes
@@ -200,7 +199,7 @@ async def test_200k_lines_all_stored_in_order(stack: StackFactory) -> None:
     # wrote them, its stream and first line's number in headers; the line's cursor is its
     # stream sequence and its index in the chunk.
     sseq, index = divmod(lines[500]["cursor"], 4096)
-    nc = await nats.connect(s.nats_url)
+    nc = await s.connect()
     try:
         raw = await nc.jetstream().get_msg(names.LOGS_STREAM, seq=sseq)
         subject = f"heddle.log.{run_id}.seq.1"
@@ -260,7 +259,7 @@ async def test_runner_killed_mid_step_keeps_its_lines(stack: StackFactory) -> No
 
 async def test_retention_expired_logs_still_read(stack: StackFactory) -> None:
     s = await stack(runners=1, HEDDLE_LOG_MAX_AGE="1", HEDDLE_LOG_MAX_BYTES=str(64 * 2**20))
-    nc = await nats.connect(s.nats_url)
+    nc = await s.connect()
     try:
         config = (await nc.jetstream().stream_info(names.LOGS_STREAM)).config
     finally:

@@ -10,7 +10,6 @@ import asyncio
 import time
 from pathlib import Path
 
-import nats
 import pytest
 from nats.js.errors import NotFoundError
 
@@ -20,15 +19,15 @@ from shared.contracts import StepReady, encode
 from shared.resources import ensure_consumer
 from shared.timefmt import from_epoch
 from tests.conftest import StackFactory
-from tests.stack import step_of
+from tests.stack import Stack, step_of
 
 pytestmark = pytest.mark.fault
 
 
-async def take_ready_message(nats_url: str, run_id: str, step_id: str) -> None:
+async def take_ready_message(s: Stack, run_id: str, step_id: str) -> None:
     """Consume and acknowledge the step's ready message as a dispatcher would once a
     runner accepted it."""
-    nc = await nats.connect(nats_url)
+    nc = await s.connect()
     try:
         js = nc.jetstream()
         await ensure_consumer(js, names.STEPS_STREAM, ready_consumer())
@@ -67,7 +66,7 @@ async def test_a_queued_step_whose_assignment_was_lost_runs_once_and_the_run_end
         }
     )
     await s.wait_step(run_id, "work", {"queued"})
-    await take_ready_message(s.nats_url, run_id, "work")
+    await take_ready_message(s, run_id, "work")
     s.start("dispatcher")
     run = await s.wait_run(run_id, timeout=20)
     work = step_of(run, "work")
@@ -115,8 +114,8 @@ async def test_after_a_reconnect_a_step_whose_outcome_is_stored_is_not_run_again
     s = await stack(runners=1, services=("dispatcher", "gateway"))
     ran = tmp_path / "ran"
     ready = ready_once("r1", ran)
-    finished = names.evt("r1", "s", "finished")
-    async with await nats.connect(s.nats_url) as nc:
+    finished = names.evt("r1", "s", "finished", "runner-0")
+    async with await s.connect() as nc:
         js = nc.jetstream()
         await js.publish(
             names.step_ready("r1", "s"), encode(ready), headers={"Nats-Msg-Id": "first"}
@@ -132,10 +131,10 @@ async def test_after_a_reconnect_a_step_whose_outcome_is_stored_is_not_run_again
     assert s.nats is not None
     s.nats.kill()
     s.nats.start()
-    async with await nats.connect(s.nats_url) as nc:
+    async with await s.connect() as nc:
         js = nc.jetstream()
         hb = await js.key_value(names.HEARTBEATS_BUCKET)
-        await hb.delete(names.heartbeat_key("r1", "s"))
+        await hb.delete(names.heartbeat_key("r1", "s", "runner-0"))
         await js.publish(
             names.step_ready("r1", "s"), encode(ready), headers={"Nats-Msg-Id": "again"}
         )
@@ -179,7 +178,7 @@ async def test_two_copies_of_one_ready_attempt_run_it_once(
     s = await stack(runners=2, services=("dispatcher", "gateway"))
     ran = tmp_path / "ran"
     ready = ready_once("r2", ran)
-    async with await nats.connect(s.nats_url) as nc:
+    async with await s.connect() as nc:
         js = nc.jetstream()
         for copy in ("one", "two"):
             await js.publish(

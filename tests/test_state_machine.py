@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import msgspec
@@ -37,34 +38,58 @@ def make(
             StepSpec(id=s, command=f"echo {s}", depends_on=deps, retries=r) for s, deps, r in steps
         ],
     )
-    return RunState.new(cmd, policy, T0, rand=lambda: rand)
-
-
-def started(step: str = "a", attempt: int = 1, runner: str = "r1") -> Event:
-    ev = StepStarted(
-        run_id=RUN,
-        step_id=step,
-        attempt=attempt,
-        runner=runner,
-        pid=42,
-        started_at=from_epoch(T0 + 1),
+    counter = itertools.count(1)
+    return RunState.new(
+        cmd, policy, T0, rand=lambda: rand, tickets=lambda: f"ticket-{next(counter)}"
     )
-    return lambda s: s.on_started(ev, T0 + 1)
+
+
+def holding(state: RunState, step: str, ticket: str | None) -> str:
+    """The ticket an event carries: the attempt's own (from its runner) unless given."""
+    if ticket is not None:
+        return ticket
+    return state.steps[step].ticket if step in state.steps else ""
+
+
+def started(
+    step: str = "a", attempt: int = 1, runner: str = "r1", ticket: str | None = None
+) -> Event:
+    def on(s: RunState) -> list:
+        ev = StepStarted(
+            run_id=RUN,
+            step_id=step,
+            attempt=attempt,
+            runner=runner,
+            ticket=holding(s, step, ticket),
+            pid=42,
+            started_at=from_epoch(T0 + 1),
+        )
+        return s.on_started(ev, T0 + 1)
+
+    return on
 
 
 def finished(
-    step: str = "a", outcome: str = "succeeded", attempt: int = 1, runner: str = "r1"
+    step: str = "a",
+    outcome: str = "succeeded",
+    attempt: int = 1,
+    runner: str = "r1",
+    ticket: str | None = None,
 ) -> Event:
-    ev = StepFinished(
-        run_id=RUN,
-        step_id=step,
-        attempt=attempt,
-        runner=runner,
-        outcome=outcome,
-        finished_at=from_epoch(T0 + 2),  # type: ignore[arg-type]
-        exit_code=0 if outcome == "succeeded" else 1,
-    )
-    return lambda s: s.on_finished(ev, T0 + 2)
+    def on(s: RunState) -> list:
+        ev = StepFinished(
+            run_id=RUN,
+            step_id=step,
+            attempt=attempt,
+            runner=runner,
+            ticket=holding(s, step, ticket),
+            outcome=outcome,  # type: ignore[arg-type]
+            finished_at=from_epoch(T0 + 2),
+            exit_code=0 if outcome == "succeeded" else 1,
+        )
+        return s.on_finished(ev, T0 + 2)
+
+    return on
 
 
 def retry_due(step: str = "a", attempt: int = 2) -> Event:
@@ -470,6 +495,7 @@ def test_an_outcome_without_a_started_event_carries_the_start() -> None:
         step_id="a",
         attempt=1,
         runner="r1",
+        ticket=state.steps["a"].ticket,
         outcome="failed",
         finished_at=from_epoch(T0 + 2),
         exit_code=3,
@@ -484,7 +510,9 @@ def test_an_outcome_without_a_started_event_carries_the_start() -> None:
     # The retry's outcome has its own start; the first attempt keeps its record.
     state.on_retry_due("a", 2, T0 + 3)
     assert step.started_at is None
-    second = msgspec.structs.replace(ev, attempt=2, outcome="succeeded", pid=78, exit_code=0)
+    second = msgspec.structs.replace(
+        ev, attempt=2, ticket=step.ticket, outcome="succeeded", pid=78, exit_code=0
+    )
     state.on_finished(second, T0 + 4)
     assert step.status == "succeeded" and [r.pid for r in step.attempts] == [77, 78]
 
@@ -592,3 +620,45 @@ def test_a_retry_starts_with_no_requeues() -> None:
     silent()(state)  # a runner took the requeued attempt, then died
     a = state.steps["a"]
     assert (a.status, a.attempt, a.requeues) == ("queued", 2, 0)
+
+
+# ---- tickets: only the runner given an attempt speaks for it ----------------------------
+
+
+def test_each_attempt_gets_a_ticket_that_its_ready_message_carries() -> None:
+    state, effects = make([("a", [], 1)])
+    [ready] = [e.ready for e in effects if isinstance(e, Enqueue)]
+    assert ready.ticket == state.steps["a"].ticket == "ticket-1"
+    started()(state)
+    effects = finished(outcome="failed")(state) + retry_due()(state)
+    [retry] = [e.ready for e in effects if isinstance(e, Enqueue)]
+    assert (retry.attempt, retry.ticket) == (2, "ticket-2")
+
+
+@pytest.mark.parametrize("event", [started, finished], ids=["started", "finished"])
+def test_an_event_with_another_ticket_changes_nothing(event: Callable[..., Event]) -> None:
+    """A runner that was not given the attempt cannot know its ticket: its started or
+    finished event about it, even under the name of the runner that holds it, is ignored."""
+    for before in ([], [started(runner="r1")]):
+        state, _ = make(a_then_b(0))
+        for ev in before:
+            ev(state)
+        prior = snapshot(state)
+        effects = event(runner="r1", ticket="forged")(state)
+        assert bag(effects) == [IG] and snapshot(state) == prior
+
+
+def test_a_forged_outcome_for_a_queued_attempt_does_not_run_its_dependents() -> None:
+    state, _ = make(a_then_b(0))
+    effects = finished(runner="r2", ticket="guessed")(state)
+    assert [type(e) for e in effects] == [Ignored]
+    assert (state.steps["a"].status, state.steps["b"].status) == ("queued", "pending")
+    finished()(state)  # the real runner's
+    assert (state.steps["a"].status, state.steps["b"].status) == ("succeeded", "queued")
+
+
+def test_a_step_stored_without_a_ticket_accepts_its_runner_as_before() -> None:
+    state, _ = make([("a", [], 0)])
+    state.steps["a"].ticket = ""  # written by a version without tickets
+    finished(ticket="")(state)
+    assert state.steps["a"].status == "succeeded"

@@ -60,7 +60,8 @@ async def watched_run(
         submitted_at=from_epoch(T0),
         steps=[StepSpec(id=step, command="true") for step in steps],
     )
-    state, effects = RunState.new(cmd, Policy(), T0)
+    # No tickets (as a run stored before them): the outcome below is its runner's own.
+    state, effects = RunState.new(cmd, Policy(), T0, tickets=lambda: "")
     runner = EffectRunner(nc, js, await AckedPublisher(nc).start())
     await runner.apply(RUN, effects, create_run=True)
     actor = RunActor(state, runner, on_done=lambda actor: None)
@@ -94,7 +95,7 @@ async def test_an_unreadable_outcome_postpones_the_verdict(
         finished_at=from_epoch(T0 + 1),
         exit_code=0,
     )
-    await js.publish(names.evt(RUN, "done", "finished"), encode(outcome))
+    await js.publish(names.evt(RUN, "done", "finished", "r1"), encode(outcome))
 
     nats_server.kill()
     with pytest.raises(OutcomeUnknown):

@@ -7,7 +7,6 @@ import asyncio
 import time
 from typing import Any
 
-import nats
 from nats.js import JetStreamContext
 
 from services.orchestrator.retention import Retention
@@ -170,7 +169,7 @@ async def test_history_of_thousands_of_runs_reads_only_their_summaries(
 ) -> None:
     s = await stack(runners=0)
     await register(s, {"name": "big", "steps": [{"id": "s", "command": "true"}]})
-    nc = await nats.connect(s.nats_url)
+    nc = await s.connect()
     js = nc.jetstream()
     futures = []
     for i in range(3000):
@@ -236,7 +235,7 @@ async def test_retention_deletes_what_it_should_and_nothing_else(stack: StackFac
             break
         assert time.monotonic() < deadline, body
         await asyncio.sleep(0.1)
-    nc = await nats.connect(s.nats_url)
+    nc = await s.connect()
     js = nc.jetstream()
     try:
         for run in quick[:2]:

@@ -25,6 +25,7 @@ from nats.js.kv import KeyValue
 from services.dispatcher.pool import Pool
 from shared import names
 from shared.contracts import (
+    Heartbeat,
     StepFinished,
     StepReady,
     assign_reply_decoder,
@@ -34,7 +35,7 @@ from shared.contracts import (
     step_ready_decoder,
     step_record_decoder,
 )
-from shared.kv_reads import value_of
+from shared.kv_reads import last_value_matching, value_of
 from shared.kv_watch import follow
 from shared.nats_io import close, connect_until_ready
 from shared.pull import ContinuousPull
@@ -174,6 +175,9 @@ class Dispatcher:
             )
         else:
             info = runner_info_decoder.decode(entry.value)
+            if info.name != entry.key:  # a runner writes its own key alone
+                log.warning("registry entry %s names runner %r: ignored", entry.key, info.name)
+                return
             if info.name not in self.pool.runners:
                 event(log, "runner joined", runner=info.name)
             self.pool.update(info)
@@ -184,6 +188,8 @@ class Dispatcher:
             ev = event_decoder.decode(msg.data)
         except msgspec.DecodeError:
             return
+        if names.evt_runner(msg.subject) != ev.runner:
+            return  # not from the runner it names (the orchestrator logs it)
         if isinstance(ev, StepFinished) and self.pool.release(
             ev.runner, ev.run_id, ev.step_id, ev.attempt
         ):
@@ -297,15 +303,17 @@ class Dispatcher:
         When in doubt, no: a step runs twice rather than never. The outcome is not looked
         for when the orchestrator queued the attempt again (``requeue``): it found none."""
         try:
-            beat = await value_of(
-                self.heartbeats_kv, names.heartbeat_key(ready.run_id, ready.step_id)
+            beat = await last_value_matching(
+                self.js,
+                names.HEARTBEATS_BUCKET,
+                names.heartbeats_of_step(ready.run_id, ready.step_id),
             )
             with contextlib.suppress(msgspec.DecodeError):
-                if beat and heartbeat_decoder.decode(beat).attempt >= ready.attempt:
+                if beat and _covers(heartbeat_decoder.decode(beat), ready):
                     return True
             if ready.requeue == 0:
                 outcome = await last_outcome(self.js, ready.run_id, ready.step_id)
-                if outcome is not None and outcome.attempt >= ready.attempt:
+                if outcome is not None and _covers(outcome, ready):
                     return True
             record = await value_of(self.runs_kv, names.step_key(ready.run_id, ready.step_id))
         except Exception as exc:
@@ -318,3 +326,11 @@ class Dispatcher:
         if step.attempt != ready.attempt:
             return step.attempt > ready.attempt
         return step.status != "queued" or step.requeues > ready.requeue
+
+
+def _covers(seen: Heartbeat | StepFinished, ready: StepReady) -> bool:
+    """Whether a heartbeat or an outcome shows this attempt (or a later one) taken: for
+    this attempt, only one that carries its ticket, which no other runner knows."""
+    if seen.attempt != ready.attempt:
+        return seen.attempt > ready.attempt
+    return not ready.ticket or seen.ticket == ready.ticket

@@ -90,13 +90,15 @@ async def _lookup(request: web.Request) -> tuple[str, StepRecord] | web.Response
     return run_id, step
 
 
-async def heartbeat_at(js: JetStreamContext, run_id: str, step_id: str) -> float | None:
-    """When the server stored the step's last heartbeat (epoch seconds), if it has one."""
+async def heartbeat_at(js: JetStreamContext, run_id: str, step: StepRecord) -> float | None:
+    """When the server stored the last heartbeat of the step's runner (epoch seconds), if
+    it has one."""
+    if step.runner is None:
+        return None
     bucket = names.HEARTBEATS_BUCKET
+    key = names.heartbeat_key(run_id, step.id, step.runner)
     try:
-        msg = await js.get_last_msg(
-            names.kv_stream(bucket), names.kv_subject(bucket, names.heartbeat_key(run_id, step_id))
-        )
+        msg = await js.get_last_msg(names.kv_stream(bucket), names.kv_subject(bucket, key))
     except NotFoundError:
         return None
     return msg.time.timestamp() if msg.time else None
@@ -111,7 +113,7 @@ async def get_step(request: web.Request) -> web.Response:
     js = request.app[RESOURCES].js
     beat = None
     if step.status in ("queued", "running"):
-        beat = await heartbeat_at(js, run_id, step.id)
+        beat = await heartbeat_at(js, run_id, step)
     doc = {"runId": run_id, **step_document(step, beat)}
     doc.update(await step_logs(js, step, run_id, tail))
     return json_response(doc)

@@ -71,14 +71,14 @@ def step_document(step: StepRecord, heartbeat_at: float | None) -> dict[str, Any
 async def run_document(runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord) -> dict[str, Any]:
     steps = await read_steps(runs_kv, run)
     live = any(s.status in ("queued", "running") for s in steps)
-    beats: dict[str, float] = {}
+    beats: dict[tuple[str, str], float] = {}  # (step, runner) -> stored at
     if live:
-        for e in await read_current(hb_kv, f"{run.run_id}.*"):
+        for e in await read_current(hb_kv, names.heartbeats_of_run(run.run_id)):
             hb = heartbeat_decoder.decode(e.value)
             at = stored_at(e)
             if at:
-                beats[hb.step_id] = at
-    out_steps = [step_document(s, beats.get(s.id)) for s in steps]
+                beats[hb.step_id, hb.runner] = at
+    out_steps = [step_document(s, beats.get((s.id, s.runner or ""))) for s in steps]
     edges = [{"from": p, "to": s.id} for s in steps for p in s.depends_on]
     counts: dict[str, int] = {}
     for s in steps:

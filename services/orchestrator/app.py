@@ -44,6 +44,7 @@ from shared.pull import ContinuousPull
 from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
 from shared.settings import Settings
+from shared.validation import Limits, submit_problems
 
 log = logging.getLogger("heddle.orchestrator")
 FINISHED_MEMORY = 50_000
@@ -59,6 +60,7 @@ class Orchestrator:
             retry_cap=settings.retry_cap,
             default_timeout=settings.default_timeout,
         )
+        self.limits = Limits(settings.max_steps, settings.max_command_bytes)
         self.actors: dict[str, RunActor] = {}
         self.finished: OrderedDict[str, str] = OrderedDict()  # run -> terminal status
         self.liveness: Liveness | None = None  # from start: it needs the connection
@@ -247,6 +249,16 @@ class Orchestrator:
                     actor.post(RetryTimer(step_id, attempt), msg)
 
     async def _submit(self, cmd: SubmitRun, msg: Msg) -> None:
+        problems = submit_problems(cmd, self.limits)
+        if problems:
+            # Not through the gateway (which checks the same): refused, never half-created.
+            log.warning(
+                "submit refused: %s",
+                "; ".join(f"{p.path}: {p.message}" for p in problems),
+                extra={"fields": {"run": cmd.run_id[:100]}},
+            )
+            await msg.term()
+            return
         run_id = cmd.run_id
         if run_id in self.actors or run_id in self.finished:
             event(log, "duplicate submit", run=run_id)
@@ -273,6 +285,17 @@ class Orchestrator:
             ev = event_decoder.decode(msg.data)
         except msgspec.DecodeError as exc:
             log.error("dropping undecodable event on %s: %s", msg.subject, exc)
+            await msg.term()
+            return
+        if names.evt_runner(msg.subject) != ev.runner:
+            # The server lets a runner publish under its own name alone: the subject is who
+            # sent it, the body only what it claims.
+            log.warning(
+                "event refused: it names runner %r, its subject %s",
+                ev.runner,
+                msg.subject,
+                extra={"fields": {"run": ev.run_id, "step": ev.step_id}},
+            )
             await msg.term()
             return
         actor = self.actors.get(ev.run_id)

@@ -124,10 +124,19 @@ class Liveness:
         actor = self.actors.get(hb.run_id)
         if actor is None:
             return
+        step = actor.state.steps.get(hb.step_id)
+        if entry.key != names.heartbeat_key(hb.run_id, hb.step_id, hb.runner) or (
+            step is not None and not actor.state.holds_ticket(step, hb.ticket)
+        ):
+            # Another runner's key, or not the attempt's ticket: not from its runner.
+            log.warning(
+                "heartbeat ignored: not from the attempt's runner",
+                extra={"fields": {"key": entry.key, "runner": hb.runner}},
+            )
+            return
         previous = self.view.beats.get(hb.run_id, {}).get(hb.step_id)
         stored = stored_at(entry) or 0.0
         self.view.record(hb, stored)
-        step = actor.state.steps.get(hb.step_id)
         if step is not None:
             step.last_heartbeat_at = _stamp(stored)
         if previous is None or previous.attempt != hb.attempt:
@@ -142,9 +151,10 @@ class Liveness:
                 # and waits in this service's backlog (a restart, or a busy moment).
                 step = actor.state.steps.get(verdict.step_id)
                 runner = step.runner if step is not None else None
+                ticket = step.ticket if step is not None else ""
                 try:
                     outcome = await stored_outcome(
-                        self.js, actor.run_id, verdict.step_id, verdict.attempt, runner
+                        self.js, actor.run_id, verdict.step_id, verdict.attempt, runner, ticket
                     )
                 except OutcomeUnknown as exc:
                     # Not knowing is not "none": judged again at the next scan.
@@ -175,7 +185,11 @@ class Liveness:
             if actor is None:
                 continue
             try:
-                outcome = await stored_outcome(self.js, f.run_id, f.step_id, f.attempt, None)
+                step = actor.state.steps.get(f.step_id)
+                ticket = step.ticket if step is not None else ""
+                outcome = await stored_outcome(
+                    self.js, f.run_id, f.step_id, f.attempt, None, ticket
+                )
             except OutcomeUnknown as exc:  # still missing at the next look: found again
                 _postponed("lost attempt check", f.run_id, f.step_id, f.attempt, exc)
                 continue

@@ -153,7 +153,7 @@ class Retention:
         rid = run.run_id
         purges = [
             self._purge_kv(names.steps_of_run(rid)),
-            self._purge_kv(f"{rid}.*", names.HEARTBEATS_BUCKET),
+            self._purge_kv(names.heartbeats_of_run(rid), names.HEARTBEATS_BUCKET),
             self.js.purge_stream(names.LOGS_STREAM, subject=names.log_run_filter(rid)),
             self.js.purge_stream(names.EVENTS_STREAM, subject=names.evt_run_filter(rid)),
         ]

@@ -7,6 +7,7 @@ order; the run actor performs them. Nothing here awaits, touches NATS, or reads 
 from __future__ import annotations
 
 import random
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,6 +36,11 @@ from shared.dag import Graph, Readiness, downstream
 from shared.timefmt import from_epoch, parse
 
 
+def new_ticket() -> str:
+    """An attempt's ticket (StepReady.ticket): 64 random bits, hex."""
+    return secrets.token_hex(8)
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     retry_base: float = 1.0
@@ -51,12 +57,14 @@ class RunState:
         steps: list[StepRecord],
         policy: Policy,
         rand: Callable[[], float] = random.random,
+        tickets: Callable[[], str] = new_ticket,
     ) -> None:
         self.run = run
         self.steps = {s.id: s for s in steps}
         self.graph = Graph([(s.id, s.depends_on) for s in steps])
         self.policy = policy
         self._rand = rand
+        self._tickets = tickets
         self.terminal = sum(1 for s in steps if s.status in TERMINAL_STEP)
         self.succeeded = {s.id for s in steps if s.status == "succeeded"}
         self.readiness = Readiness(self.graph, self.succeeded)
@@ -65,7 +73,12 @@ class RunState:
 
     @classmethod
     def new(
-        cls, cmd: SubmitRun, policy: Policy, now: float, rand: Callable[[], float] = random.random
+        cls,
+        cmd: SubmitRun,
+        policy: Policy,
+        now: float,
+        rand: Callable[[], float] = random.random,
+        tickets: Callable[[], str] = new_ticket,
     ) -> tuple[RunState, list[Effect]]:
         created = cmd.submitted_at
         run = RunRecord(
@@ -89,7 +102,7 @@ class RunState:
             )
             for i, s in enumerate(cmd.steps)
         ]
-        state = cls(run, steps, policy, rand)
+        state = cls(run, steps, policy, rand, tickets)
         effects: list[Effect] = []
         stamp = from_epoch(now)
         roots = set(state.graph.roots())
@@ -112,6 +125,9 @@ class RunState:
         step = self.steps.get(ev.step_id)
         if step is None:
             return [Ignored(ev.step_id, "started event for an unknown step")]
+        if not self.holds_ticket(step, ev.ticket):
+            # Not from the runner given the attempt: nothing to fence, nothing to believe.
+            return [Ignored(step.id, "started event ignored: its ticket is not the attempt's")]
         stale = self._stale(step, ev.attempt, ev.runner)
         if stale:
             effects: list[Effect] = [Ignored(step.id, f"started event ignored: {stale}")]
@@ -138,6 +154,8 @@ class RunState:
         step = self.steps.get(ev.step_id)
         if step is None:
             return [Ignored(ev.step_id, "finished event for an unknown step")]
+        if not self.holds_ticket(step, ev.ticket):
+            return [Ignored(step.id, "finished event ignored: its ticket is not the attempt's")]
         stale = self._stale(step, ev.attempt, ev.runner)
         if stale:
             return [Ignored(step.id, f"finished event ignored: {stale}")]
@@ -213,6 +231,12 @@ class RunState:
             Enqueue(self._ready(step)),
         ]
 
+    @staticmethod
+    def holds_ticket(step: StepRecord, ticket: str) -> bool:
+        """Whether a message about the step's current attempt comes from the runner that was
+        given it. Steps stored before tickets existed have none, and accept any."""
+        return not step.ticket or secrets.compare_digest(ticket, step.ticket)
+
     def on_accepted(self, step_id: str, attempt: int, runner: str) -> None:
         """A heartbeat shows which runner holds a queued attempt (before it reported started),
         so a later verdict can fence that runner."""
@@ -257,6 +281,7 @@ class RunState:
         step.retry_at = None
         step.started_at = step.finished_at = step.exit_code = None
         step.requeues = 0
+        step.ticket = self._tickets()
         return [PersistStep(step, prev), Enqueue(self._ready(step))]
 
     def _ready(self, step: StepRecord) -> StepReady:
@@ -268,6 +293,7 @@ class RunState:
             timeout_seconds=step.timeout_seconds,
             ready_at=step.queued_at or "",
             requeue=step.requeues,
+            ticket=step.ticket,
         )
 
     def _close_attempt(

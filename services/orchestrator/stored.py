@@ -20,15 +20,21 @@ SUBJECTS_PAGE = 100_000
 
 
 async def stored_outcome(
-    js: JetStreamContext, run_id: str, step_id: str, attempt: int, runner: str | None
+    js: JetStreamContext,
+    run_id: str,
+    step_id: str,
+    attempt: int,
+    runner: str | None,
+    ticket: str = "",
 ) -> StepFinished | None:
     """The attempt's finished event, if the stream holds it. With ``runner`` set, only that
     runner's counts (another runner's is from a redelivered assignment, which the state
-    machine fences). Raises ``OutcomeUnknown`` when the stream could not be read."""
-    ev = await last_outcome(js, run_id, step_id)
+    machine fences); with ``ticket`` set, only one that carries it. Raises
+    ``OutcomeUnknown`` when the stream could not be read."""
+    ev = await last_outcome(js, run_id, step_id, runner)
     if ev is None or ev.attempt != attempt:
         return None
-    if runner is not None and ev.runner != runner:
+    if ticket and ev.ticket != ticket:
         return None
     return ev
 

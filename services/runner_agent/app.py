@@ -19,6 +19,13 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from services.runner_agent.attempt import Attempt, AttemptContext
+from services.runner_agent.isolation import (
+    make_undumpable,
+    resolve_step_user,
+    setpriv_binary,
+    step_base_env,
+)
+from services.runner_agent.process import RunAs
 from services.runner_agent.registration import Registration
 from shared import failpoints, names
 from shared.acked import AckedPublisher
@@ -59,11 +66,23 @@ class RunnerAgent:
         self.nc: Client | None = None
         self.registration: Registration | None = None
         self._ctx: AttemptContext | None = None
+        self.run_as: RunAs | None = None
 
     # ---- lifecycle ----
 
     async def start(self) -> None:
         settings = self.settings
+        if not make_undumpable():
+            log.warning("could not make the runner non-dumpable: steps may read its memory")
+        step_user = resolve_step_user(settings.step_user)
+        if step_user is not None:
+            self.run_as = RunAs(setpriv_binary(), step_user)
+        event(
+            log,
+            "steps run as",
+            runner=self.runner,
+            user=step_user.name if step_user else f"uid {os.geteuid()} (the runner's own)",
+        )
         self.nc = await connect_until_ready(
             settings,
             f"heddle-runner-{self.runner}",
@@ -75,6 +94,7 @@ class RunnerAgent:
             settings,
             streams=(names.EVENTS_STREAM, names.LOGS_STREAM),
             buckets=(names.HEARTBEATS_BUCKET, names.RUNNERS_BUCKET),
+            create=False,
         )
         self.js = res.js
         self._ctx = AttemptContext(
@@ -83,8 +103,9 @@ class RunnerAgent:
             js=self.js,
             acked=await AckedPublisher(self.nc).start(),
             settings=settings,
-            base_env=dict(os.environ),
+            base_env=step_base_env(dict(os.environ)),
             heartbeat_ttl=max(10, math.ceil(settings.silence_limit * 2)),
+            run_as=self.run_as,
         )
         self.registration = Registration(
             self.nc,

@@ -26,7 +26,7 @@ from nats.js import JetStreamContext
 
 from services.runner_agent.heartbeats import Heartbeats
 from services.runner_agent.output import LogPublisher
-from services.runner_agent.process import ProcessResult, StepProcess, step_env
+from services.runner_agent.process import ProcessResult, RunAs, StepProcess, step_env
 from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import StepFinished, StepReady, StepStarted, encode
@@ -47,8 +47,9 @@ class AttemptContext:
     js: JetStreamContext
     acked: AckedPublisher
     settings: Settings
-    base_env: dict[str, str]
+    base_env: dict[str, str]  # credentials already removed (isolation.step_base_env)
     heartbeat_ttl: int
+    run_as: RunAs | None = None  # the step user, where the runner can switch to it
 
 
 class Attempt:
@@ -97,6 +98,7 @@ class Attempt:
             ctx.settings.kill_grace,
             ctx.settings.output_tail_bytes,
             sink=logs.write,
+            run_as=ctx.run_as,
         )
         self.beats.start()
         try:
@@ -142,6 +144,7 @@ class Attempt:
             step_id=ready.step_id,
             attempt=ready.attempt,
             runner=ctx.runner,
+            ticket=ready.ticket,
             pid=process.pid or 0,
             started_at=self.started_at,
         )
@@ -149,7 +152,7 @@ class Attempt:
             await self._answer_alone()
             await logs.release()
             await ctx.nc.publish(
-                names.evt(ready.run_id, ready.step_id, "started"),
+                names.evt(ready.run_id, ready.step_id, "started", ctx.runner),
                 encode(started),
                 headers={
                     "Nats-Msg-Id": names.event_msg_id(
@@ -188,6 +191,7 @@ class Attempt:
             step_id=ready.step_id,
             attempt=ready.attempt,
             runner=self.ctx.runner,
+            ticket=ready.ticket,
             outcome=result.outcome,
             finished_at=now_rfc3339(),
             exit_code=result.exit_code,
@@ -243,7 +247,7 @@ class Attempt:
         while True:
             try:
                 ack = await self.ctx.acked.publish(
-                    names.evt(finished.run_id, finished.step_id, "finished"),
+                    names.evt(finished.run_id, finished.step_id, "finished", finished.runner),
                     payload,
                     headers={"Nats-Msg-Id": msg_id},
                 )

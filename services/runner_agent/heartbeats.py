@@ -54,10 +54,12 @@ class Heartbeats:
             attempt=ready.attempt,
             seq=self._seq,
             pid=self._pid(),
+            ticket=ready.ticket,
         )
         stored = await self._acked.publish(
             names.kv_subject(
-                names.HEARTBEATS_BUCKET, names.heartbeat_key(ready.run_id, ready.step_id)
+                names.HEARTBEATS_BUCKET,
+                names.heartbeat_key(ready.run_id, ready.step_id, self._runner),
             ),
             encode(hb),
             headers={"Nats-TTL": self._ttl},

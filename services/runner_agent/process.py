@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from services.runner_agent.isolation import StepUser
 from shared.contracts import Outcome
 
 log = logging.getLogger("heddle.runner")
@@ -29,6 +30,14 @@ DRAIN_TIMEOUT = 2.0
 MAX_BUFFERED = 256 * 1024
 
 OutputSink = Callable[[str, bytes], Awaitable[None]]  # (stream name, raw bytes as read)
+
+
+@dataclass(frozen=True, slots=True)
+class RunAs:
+    """Run the command as another user: through ``setpriv``, which drops to ``user``."""
+
+    setpriv: str
+    user: StepUser
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +91,11 @@ class StepProcess:
         kill_grace: float,
         tail_bytes: int,
         sink: OutputSink | None = None,
+        run_as: RunAs | None = None,
     ) -> None:
         self.command = command
         self.env = env
+        self.run_as = run_as
         self.timeout = timeout
         self.kill_grace = kill_grace
         self.sink = sink
@@ -189,11 +200,16 @@ class StepProcess:
     def _spawn(self) -> None:
         out_r, out_w = os.pipe()  # both ends close-on-exec; dup2 onto 1 and 2 clears it
         err_r, err_w = os.pipe()
+        path, argv, env = "/bin/sh", ["/bin/sh", "-c", self.command], self.env
+        if self.run_as is not None:
+            user = self.run_as.user
+            path, argv = self.run_as.setpriv, user.argv(self.run_as.setpriv, argv)
+            env = {**env, "HOME": user.home, "USER": user.name, "LOGNAME": user.name}
         try:
             self.pid = os.posix_spawn(
-                "/bin/sh",
-                ["/bin/sh", "-c", self.command],
-                self.env,
+                path,
+                argv,
+                env,
                 file_actions=[
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                     (os.POSIX_SPAWN_DUP2, out_w, 1),
