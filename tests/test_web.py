@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from multidict import CIMultiDict
@@ -166,6 +167,13 @@ async def browser() -> AsyncIterator[Browser]:
         await b.close()
 
 
+def with_token(s: Stack, path: str, token: str | None = None) -> str:
+    """The page's URL with ``?token=`` (the admin's by default) before its fragment."""
+    page, _, fragment = path.partition("#")
+    url = f"{s.base}{page}?{urlencode({'token': token or s.admin_token})}"
+    return url + (f"#{fragment}" if fragment else "")
+
+
 async def open_page(browser: Browser, url: str, errors: list[str]) -> Page:
     page = await browser.new_page()
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -202,7 +210,7 @@ async def test_browser_submit_watch_follow_and_runners(
         ],
     }
     errors: list[str] = []
-    page = await open_page(browser, s.base + "/", errors)
+    page = await open_page(browser, with_token(s, "/"), errors)
     await expect(page.locator("#runs-body")).to_contain_text("No runs yet", timeout=WAIT)
 
     await submit_in_page(page, doc)
@@ -256,7 +264,7 @@ async def test_browser_submit_watch_follow_and_runners(
 async def test_browser_problems_and_cancel(stack: StackFactory, browser: Browser) -> None:
     s = await stack(runners=1, HEDDLE_MAX_BODY_BYTES="4000")
     errors: list[str] = []
-    page = await open_page(browser, s.base + "/#/submit", errors)
+    page = await open_page(browser, with_token(s, "/#/submit"), errors)
 
     bad = {
         "steps": [
@@ -288,4 +296,44 @@ async def test_browser_problems_and_cancel(stack: StackFactory, browser: Browser
     await expect(page.locator("#run-status")).to_have_text("cancelled", timeout=WAIT)
     await expect(page.locator('tr[data-step="long"] .badge')).to_have_text("cancelled")
     await expect(page.locator("#cancel")).to_be_disabled()
+    assert errors == []
+
+
+@pytest.mark.timeout(240)
+async def test_browser_token_prompt_and_address(stack: StackFactory, browser: Browser) -> None:
+    s = await stack(runners=1)
+    await s.wait_run(await s.submit({"runId": "seen", "steps": [{"id": "a", "command": "true"}]}))
+    errors: list[str] = []
+
+    # Without a token the page asks for one (a password field) and shows no runs.
+    page = await open_page(browser, s.base + "/", errors)
+    await expect(page.locator("#token-form")).to_be_visible(timeout=WAIT)
+    await expect(page.locator("#token-input")).to_have_attribute("type", "password")
+    assert await page.locator("#runs-body").count() == 0
+    await page.locator("#token-input").fill(s.admin_token)
+    await page.locator("#token-use").click()
+    await expect(page.locator('tr[data-run="seen"]')).to_have_count(1, timeout=WAIT)
+
+    # Opened with ?token=: the runs load, and the address bar no longer shows the token.
+    page = await open_page(browser, with_token(s, "/#/runs"), errors)
+    await expect(page.locator('tr[data-run="seen"]')).to_have_count(1, timeout=WAIT)
+    assert page.url == s.base + "/#/runs", page.url
+    await page.reload()  # kept for the tab
+    await expect(page.locator('tr[data-run="seen"]')).to_have_count(1, timeout=WAIT)
+    # Forgetting it brings the prompt back.
+    await page.locator("#forget-token").click()
+    await expect(page.locator("#token-form")).to_be_visible(timeout=WAIT)
+
+    # A viewer reads, and is told what its role cannot do (403).
+    status, made = await s.request("POST", "/api/tokens", json={"name": "web", "role": "viewer"})
+    assert status == 201, made
+    page = await open_page(browser, with_token(s, "/#/runs/seen", made["token"]), errors)
+    await expect(page.locator("#run-status")).to_have_text("succeeded", timeout=WAIT)
+    await submit_in_page(page, {"steps": [{"id": "a", "command": "true"}]})
+    await expect(page.locator("#submit-error")).to_contain_text(
+        "this needs the admin role; the token has viewer", timeout=WAIT
+    )
+    # A token that is not one: the prompt says so.
+    page = await open_page(browser, with_token(s, "/", "hdl_not-a-real-token"), errors)
+    await expect(page.locator("#token-why")).to_contain_text("unknown token", timeout=WAIT)
     assert errors == []

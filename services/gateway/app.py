@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from services.gateway import logs, views, workflows
+from services.gateway import auth, logs, tokens, views, workflows
 from services.gateway import web as page
 from services.gateway.keys import (
     METRICS,
@@ -17,10 +17,12 @@ from services.gateway.keys import (
     RESOURCES,
     RUN_INDEX,
     SETTINGS,
+    TOKENS,
     GatewayResources,
 )
 from services.gateway.metrics import Metrics
 from services.gateway.run_index import RunIndex
+from services.gateway.token_index import TokenIndex, read_token_file, seed_admin
 from shared import names
 from shared.nats_io import close, connect_until_ready
 from shared.resources import ensure_resources
@@ -83,6 +85,7 @@ def setup_routes(app: web.Application) -> None:
     r.add_get("/readyz", views.readyz)
     r.add_get("/metrics", metrics)
     workflows.setup_routes(app)
+    tokens.setup_routes(app)
     page.setup_routes(app)  # the web page, its assets, GET /api/runs
     # The route names older scripts use.
     r.add_post("/workflow", views.create_run)
@@ -92,7 +95,10 @@ def setup_routes(app: web.Application) -> None:
 
 async def nats_context(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
-    nc = await connect_until_ready(settings, "heddle-gateway")
+    # Read before connecting: a bad token file stops the gateway before it does anything.
+    admin = read_token_file(settings.admin_token_file) if settings.admin_token_file else None
+    token_index = app[TOKENS]
+    nc = await connect_until_ready(settings, "heddle-gateway", on_reconnect=token_index.rewatch)
     res = await ensure_resources(nc, settings)
     app[NATS] = nc
     app[RESOURCES] = GatewayResources(
@@ -101,18 +107,33 @@ async def nats_context(app: web.Application) -> AsyncIterator[None]:
         heartbeats=res.kv[names.HEARTBEATS_BUCKET],
         runners=res.kv[names.RUNNERS_BUCKET],
         workflows=res.kv[names.WORKFLOWS_BUCKET],
+        tokens=res.kv[names.TOKENS_BUCKET],
     )
+    if admin is not None:
+        await seed_admin(res.kv[names.TOKENS_BUCKET], token_index, admin, settings.admin_token_file)
+    await token_index.start(res.kv[names.TOKENS_BUCKET])
+    if settings.auth == "tokens" and not len(token_index):
+        log.warning(
+            "no API token exists: every API request will be refused (401); set "
+            "HEDDLE_ADMIN_TOKEN_FILE to seed the first"
+        )
     index = app[RUN_INDEX] = RunIndex(res.js, res.kv[names.RUNS_BUCKET])
     index.start()
     yield
     await index.stop()
+    await token_index.stop()
     await close(nc)
 
 
 def create_app(settings: Settings) -> web.Application:
-    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[errors_and_metrics])
+    app = web.Application(
+        client_max_size=settings.max_body_bytes,
+        middlewares=[errors_and_metrics, auth.auth_middleware(settings)],
+    )
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
+    app[TOKENS] = TokenIndex()
+    auth.warn_if_open(settings)
     setup_routes(app)
     app.cleanup_ctx.append(nats_context)
     return app

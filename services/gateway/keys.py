@@ -11,7 +11,9 @@ from nats.js.kv import KeyValue
 
 from services.gateway.metrics import Metrics
 from services.gateway.run_index import RunIndex
+from services.gateway.token_index import TokenIndex
 from shared.settings import Settings
+from shared.tokens import TokenRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +23,7 @@ class GatewayResources:
     heartbeats: KeyValue
     runners: KeyValue
     workflows: KeyValue
+    tokens: KeyValue
 
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -28,3 +31,6 @@ NATS = web.AppKey("nats", Client)
 RESOURCES = web.AppKey("resources", GatewayResources)
 METRICS = web.AppKey("metrics", Metrics)
 RUN_INDEX = web.AppKey("run_index", RunIndex)
+TOKENS = web.AppKey("tokens", TokenIndex)
+# The token a request came with, once the auth middleware accepted it (absent when open).
+CALLER = web.RequestKey("caller", TokenRecord)

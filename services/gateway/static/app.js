@@ -17,6 +17,7 @@
   const MAX_DOM_LINES = 5000;      // lines per attempt kept on the page
   const DAG_MAX_STEPS = 300;       // larger runs get the table only
   const DRAFT_KEY = "heddle.submit.draft";
+  const TOKEN_KEY = "heddle.token";  // sessionStorage: this tab only, gone when it closes
   const EXAMPLE = {
     steps: [
       { id: "A", command: "echo hello" },
@@ -28,6 +29,7 @@
 
   const main = document.getElementById("main");
   const conn = document.getElementById("conn");
+  const forget = document.getElementById("forget-token");
 
   // ---- DOM helpers: text only ------------------------------------------------------------
 
@@ -118,10 +120,66 @@
     conn.className = "conn " + (ok ? "ok" : "bad");
   }
 
+  // ---- the API token -----------------------------------------------------------------
+  // The page may be opened with ?token=...: the token is kept for this tab and taken out of
+  // the address bar (and so out of the history and of links copied from it). Every API call
+  // sends it as Authorization: Bearer; it is never put in an API URL.
+
+  function takeTokenFromUrl() {
+    const params = new URLSearchParams(location.search);
+    if (!params.has("token")) return;
+    const token = params.get("token").trim();
+    if (token) sessionStorage.setItem(TOKEN_KEY, token);
+    params.delete("token");
+    const q = params.toString();
+    history.replaceState(history.state, "", location.pathname + (q ? "?" + q : "") + location.hash);
+  }
+
+  const token = () => sessionStorage.getItem(TOKEN_KEY);
+
+  function authHeaders(headers) {
+    const t = token();
+    if (t) headers.Authorization = "Bearer " + t;
+    return headers;
+  }
+
+  // The token prompt, in place of the current view; a token entered shows the view again.
+  function askForToken(why) {
+    forget.hidden = !token();
+    const shown = document.getElementById("token-form");
+    if (shown) {  // already asking (another call got a 401 too): keep what is typed
+      shown.querySelector("#token-why").textContent = why;
+      return;
+    }
+    if (cleanup) cleanup();
+    cleanup = null;
+    const input = h("input", { type: "password", id: "token-input", autocomplete: "off",
+      spellcheck: "false", required: true, "aria-label": "API token" });
+    const use = (ev) => {
+      ev.preventDefault();
+      if (!input.value.trim()) return;
+      sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+      route();
+    };
+    put(main, h("form", { id: "token-form", class: "token-form", onsubmit: use },
+      h("h1", {}, "API token"),
+      h("p", { class: "muted", id: "token-why" }, why),
+      h("p", { class: "muted" }, "Ask an admin for one (", h("code", {}, "heddle token create"),
+        "), or open this page with ", h("code", {}, "?token=…"), ". It is kept for this tab only."),
+      h("div", { class: "actions" }, input,
+        h("button", { class: "primary", type: "submit", id: "token-use" }, "Use this token"))));
+    input.focus();
+  }
+
+  function forgetToken() {
+    sessionStorage.removeItem(TOKEN_KEY);
+    askForToken("Token forgotten.");
+  }
+
   // {status, body}: body is the decoded JSON (or text); status 0 when the gateway was not
-  // reached.
+  // reached. A 401 shows the token prompt.
   async function api(method, path, body) {
-    const init = { method, headers: { Accept: "application/json" }, cache: "no-store" };
+    const init = { method, headers: authHeaders({ Accept: "application/json" }), cache: "no-store" };
     if (body !== undefined) {
       init.body = body;
       init.headers["Content-Type"] = "application/json";
@@ -134,6 +192,12 @@
       return { status: 0, body: { error: `the gateway did not answer: ${err.message}` } };
     }
     setConn(resp.status < 500, resp.status < 500 ? "connected" : `gateway error ${resp.status}`);
+    if (resp.status === 401) {
+      const answer = await resp.json().catch(() => ({}));
+      askForToken(token() ? `The gateway refused the token: ${answer.error || "401"}.`
+        : "The gateway needs an API token.");
+      return { status: 401, body: answer };
+    }
     const type = resp.headers.get("Content-Type") || "";
     let data;
     try {
@@ -145,6 +209,49 @@
   }
 
   const errorText = (r) => (r.body && r.body.error) || `HTTP ${r.status}`;
+
+  // Server-sent events read with fetch, since an EventSource cannot send the Authorization
+  // header. Calls opened() once the stream answers, then onEvent(type, data) per event.
+  // Resolves with {status: 200} when the stream ends, or the error answer as api() gives it;
+  // rejects when the connection drops or is aborted.
+  async function readEvents(path, signal, opened, onEvent) {
+    const resp = await fetch(path, {
+      headers: authHeaders({ Accept: "text/event-stream" }), cache: "no-store", signal });
+    const type = resp.headers.get("Content-Type") || "";
+    if (resp.status !== 200 || !type.startsWith("text/event-stream")) {
+      const body = await resp.json().catch(() => ({ error: `HTTP ${resp.status}` }));
+      if (resp.status === 401) askForToken(`The gateway refused the token: ${body.error}.`);
+      return { status: resp.status === 200 ? 502 : resp.status, body };
+    }
+    opened();
+    const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    let kind = "message";
+    let data = [];
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return { status: 200, body: null };
+      buf += value;
+      const lines = buf.split("\n");
+      buf = lines.pop();
+      for (let line of lines) {
+        if (line.endsWith("\r")) line = line.slice(0, -1);
+        if (line === "") {  // a blank line ends an event
+          if (data.length) onEvent(kind, data.join("\n"));
+          kind = "message";
+          data = [];
+          continue;
+        }
+        if (line.startsWith(":")) continue;  // a comment: the keepalive
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let val = colon < 0 ? "" : line.slice(colon + 1);
+        if (val.startsWith(" ")) val = val.slice(1);
+        if (field === "data") data.push(val);
+        else if (field === "event") kind = val;
+      }
+    }
+  }
 
   // Calls fn, waits `interval` after it settles, again; pauses while the tab is hidden. fn
   // returns false to stop, or a number of ms to wait this time instead. The returned object
@@ -543,7 +650,8 @@
     const seen = new Set();       // cursors already shown (opaque strings)
     let pending = [];
     let flushTimer = null;
-    let source = null;
+    let aborter = null;           // stops the log stream's fetch
+    let ended = false;
     let closed = false;
     let retry = null;
     let lastCursor = null;
@@ -653,49 +761,59 @@
       if (r.status === 200) renderStep(r.body);
     }
 
+    function showEnd(end) {
+      flush();
+      setStatus(end.status);
+      state.className = "ended";
+      state.textContent = `Step ended: ${end.status}` +
+        (end.exitCode !== null && end.exitCode !== undefined ? ` (exit code ${end.exitCode})` : "") +
+        (end.reason ? ` — ${end.reason}` : "");
+      refresh();
+    }
+
+    function onEvent(type, data) {
+      let doc;
+      try {
+        doc = JSON.parse(data);
+      } catch (err) {
+        console.error("unreadable log event", err);
+        return;
+      }
+      if (type === "message") push(doc);
+      else if (type === "status") {
+        setStatus(doc.status);
+        refresh();
+      } else if (type === "end") {
+        ended = true;
+        showEnd(doc);
+      }
+    }
+
+    function lost(text, ms) {
+      state.textContent = text;
+      state.className = "bad-state";
+      retry = setTimeout(openStream, ms);
+    }
+
     function openStream() {
-      if (closed) return;
+      if (closed || ended) return;
       let url = `/api/runs/${enc(runId)}/steps/${enc(stepId)}/logs?follow=1`;
       if (lastCursor !== null) url += "&after=" + enc(String(lastCursor));
-      source = new EventSource(url);
-      source.onopen = () => { state.textContent = "Following live"; state.className = "live-state"; };
-      source.onmessage = (ev) => {
-        try {
-          push(JSON.parse(ev.data));
-        } catch (err) {
-          console.error("unreadable log line", err);
+      aborter = new AbortController();
+      const opened = () => { state.textContent = "Following live"; state.className = "live-state"; };
+      readEvents(url, aborter.signal, opened, onEvent).then((r) => {
+        aborter = null;
+        if (closed || ended) return;
+        if (r.status === 200) lost("Log stream ended early; reconnecting…", 1000);
+        else if (r.status !== 401) {
+          // An error answer: show it, and ask again in a while, from the last line.
+          put(notice, errorBox(r));
+          lost("Log stream lost; trying again…", 3000);
         }
-      };
-      source.addEventListener("status", (ev) => {
-        const st = JSON.parse(ev.data);
-        setStatus(st.status);
-        refresh();
+      }, () => {
+        aborter = null;
+        if (!closed && !ended) lost("Reconnecting…", 1000);
       });
-      source.addEventListener("end", (ev) => {
-        const end = JSON.parse(ev.data);
-        source.close();
-        source = null;
-        flush();
-        setStatus(end.status);
-        state.className = "ended";
-        state.textContent = `Step ended: ${end.status}` +
-          (end.exitCode !== null && end.exitCode !== undefined ? ` (exit code ${end.exitCode})` : "") +
-          (end.reason ? ` — ${end.reason}` : "");
-        refresh();
-      });
-      source.onerror = () => {
-        if (!source) return;
-        if (source.readyState === EventSource.CLOSED) {
-          // Not an event stream (an error answer): ask again in a while, from the last line.
-          source = null;
-          state.textContent = "Log stream lost; trying again…";
-          state.className = "bad-state";
-          retry = setTimeout(openStream, 3000);
-        } else {
-          state.textContent = "Reconnecting…";
-          state.className = "bad-state";
-        }
-      };
     }
 
     async function start() {
@@ -729,7 +847,7 @@
       closed = true;
       clearTimeout(retry);
       clearTimeout(flushTimer);
-      if (source) source.close();
+      if (aborter) aborter.abort();
     };
   }
 
@@ -807,6 +925,7 @@
     }
     main.replaceChildren();
     window.scrollTo(0, 0);
+    forget.hidden = !token();
     if (top === "runs" && parts.length <= 1) {
       document.title = "Runs · Heddle";
       cleanup = viewRuns(query);
@@ -829,5 +948,7 @@
   }
 
   window.addEventListener("hashchange", route);
+  forget.addEventListener("click", forgetToken);
+  takeTokenFromUrl();
   route();
 })();
