@@ -282,7 +282,7 @@ async def run_workload(
     stack = BenchStack(runners=w.runners, settings=dict(settings or {}))
     t0 = time.monotonic()
     stack.start()
-    probe = Probe(stack.base_url, stack.nats_url)
+    probe = stack.probe()
     out: dict[str, Any] = {
         "workload": w.name,
         "mode": "accept, then cancel" if w.accept_only else "run",

@@ -33,6 +33,7 @@ from shared.names import (
     RUNS_BUCKET,
     evt_step_kind,
 )
+from shared.nats_permissions import inbox_prefix
 
 
 def new_run_id(prefix: str) -> str:
@@ -58,9 +59,17 @@ class Submitted:
 
 
 class Probe:
-    def __init__(self, base_url: str, nats_url: str) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        nats_url: str,
+        headers: dict[str, str] | None = None,
+        nats_user: tuple[str, str] | None = None,
+    ) -> None:
         self.base_url = base_url
         self.nats_url = nats_url
+        self.headers = headers or {}
+        self.nats_user = nats_user  # (user, password): the read-only inspector
         self.session: aiohttp.ClientSession | None = None
         self.nc: Client | None = None
         self._waiters: dict[str, asyncio.Future[float]] = {}
@@ -68,10 +77,17 @@ class Probe:
 
     async def open(self) -> None:
         self.session = aiohttp.ClientSession(
+            headers=self.headers,
             connector=aiohttp.TCPConnector(limit=0),
             timeout=aiohttp.ClientTimeout(total=300),
         )
-        self.nc = await nats.connect(self.nats_url, name="heddle-bench", pending_size=2**26)
+        login = {}
+        if self.nats_user is not None:
+            user, password = self.nats_user
+            login = {"user": user, "password": password, "inbox_prefix": inbox_prefix(user)}
+        self.nc = await nats.connect(
+            self.nats_url, name="heddle-bench", pending_size=2**26, **login
+        )
         # Through the stream, not a core subscription: a core subscriber sees a record as it
         # is published, before the stream has stored it, and a document read at that moment
         # can still show the run's previous status.

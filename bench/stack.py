@@ -15,9 +15,11 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.processes import REPO, ServiceProcess, service_argv, service_env, stop_all
+from bench.probe import Probe
+from bench.processes import REPO, ServiceProcess, StackAuth, service_argv, service_env, stop_all
 from bench.procfs import ProcSample, proc_sample
 from services.embedded_nats import EmbeddedNats, free_port
+from shared import nats_permissions as perms
 
 # Services to run under cProfile on a CPU clock, e.g. HEDDLE_BENCH_CPROFILE=orchestrator,runner-0:
 # each writes bench/results/profiles/<service>.prof when it stops (read it with pstats).
@@ -37,6 +39,23 @@ class BenchStack:
     nats: EmbeddedNats | None = None
     services: dict[str, ServiceProcess] = field(default_factory=dict)
     gateway_port: int = 0
+    auth: StackAuth | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        assert self.auth is not None
+        return self.auth.headers
+
+    def probe(self) -> Probe:
+        """A probe that reads NATS as the read-only inspector and calls the API as admin."""
+        assert self.auth is not None
+        users = self.auth.users
+        return Probe(
+            self.base_url,
+            self.nats_url,
+            headers=self.headers,
+            nats_user=(perms.INSPECTOR, users.passwords[perms.INSPECTOR]),
+        )
 
     @property
     def base_url(self) -> str:
@@ -51,9 +70,16 @@ class BenchStack:
         return service_env(self.settings, self.nats_url, self.gateway_port, **extra)
 
     def start(self) -> None:
+        """As ``heddle up`` runs it: a NATS user per service and runner, an admin token."""
         self.gateway_port = free_port()
+        self.auth = StackAuth.create(self.tmp)
+        self.auth.users.ensure_runners([f"runner-{i}" for i in range(self.runners)])
+        self.auth.users.save()
         self.nats = EmbeddedNats(
-            self.tmp / "nats", port=free_port(), log_file=self.tmp / "nats.log"
+            self.tmp / "nats",
+            port=free_port(),
+            log_file=self.tmp / "nats.log",
+            config=self.auth.users.config_path,
         )
         self.nats.start()
         for name in ("orchestrator", "dispatcher"):
@@ -64,7 +90,10 @@ class BenchStack:
 
     def start_service(self, name: str) -> ServiceProcess:
         kind = "runner" if name.startswith("runner") else name
-        extra = {"HEDDLE_RUNNER_NAME": name} if kind == "runner" else {}
+        assert self.auth is not None and self.nats is not None
+        if kind == "runner" and self.auth.add_runner(name):
+            self.nats.reload()  # the new runner's user
+        extra = self.auth.env(kind, name)
         argv = service_argv(kind)
         if name in CPROFILE:
             PROFILES_DIR.mkdir(parents=True, exist_ok=True)
@@ -86,7 +115,7 @@ class BenchStack:
         idle = want if available is None else available
         deadline = time.monotonic() + timeout
         last: object = None
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession(headers=self.headers) as session:
             while time.monotonic() < deadline:
                 for svc in self.services.values():
                     if not svc.killed and svc.popen is not None and svc.popen.poll() is not None:

@@ -71,7 +71,7 @@ async def run_watchdog(
     }
     rng = random.Random(7)
     stack.start()
-    probe = Probe(stack.base_url, stack.nats_url)
+    probe = stack.probe()
     runner = "runner-0"
     try:
         await stack.wait_ready()

@@ -43,7 +43,7 @@ async def connect(
     if settings.nats_user:
         credentials = {
             "user": settings.nats_user,
-            "password": settings.nats_password,
+            "password": password(settings),
             "inbox_prefix": inbox_prefix(settings.nats_user),
         }
     return await nats.connect(
@@ -61,6 +61,13 @@ async def connect(
         disconnected_cb=disconnected,
         pending_size=64 * 1024 * 1024,
     )
+
+
+def password(settings: Settings) -> str:
+    if settings.nats_password_file:
+        with open(settings.nats_password_file) as f:
+            return f.read().strip()
+    return settings.nats_password
 
 
 async def close(nc: Client | None) -> None:

@@ -43,6 +43,12 @@ class Settings:
     nats_password: str = _s(
         "", "HEDDLE_NATS_PASSWORD", "the NATS user's password (never passed on to a step)"
     )
+    nats_password_file: str = _s(
+        "",
+        "HEDDLE_NATS_PASSWORD_FILE",
+        "a file holding the NATS user's password (a mounted Secret), read at each connect; "
+        "instead of HEDDLE_NATS_PASSWORD",
+    )
     gateway_host: str = _s("127.0.0.1", "HEDDLE_GATEWAY_HOST", "address the gateway listens on")
     gateway_port: int = _s(8080, "HEDDLE_GATEWAY_PORT", "port the gateway listens on")
     max_body_bytes: int = _s(

@@ -82,3 +82,5 @@ async def stack(tmp_path: Path) -> AsyncIterator[StackFactory]:
     for s in made:
         await s.close()
         s.stop_all()
+    for s in made:
+        s.assert_no_secret_in_output()

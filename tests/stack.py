@@ -123,6 +123,18 @@ class Stack:
         if self.nats:
             self.nats.stop()
 
+    def assert_no_secret_in_output(self) -> None:
+        """No service printed the admin token or a NATS password, in the whole life of
+        the stack (every stack a test starts is checked when it ends)."""
+        if self.auth is None:
+            return
+        secrets = {"the admin token": self.auth.token}
+        secrets.update({f"{u}'s password": p for u, p in self.auth.users.passwords.items()})
+        for name in self.procs:
+            text = self.logs(name)
+            leaked = [what for what, secret in secrets.items() if secret in text]
+            assert not leaked, f"{name}'s output shows {', '.join(leaked)}"
+
     def logs(self, name: str) -> str:
         return self.procs[name].log_path.read_text(errors="replace")
 

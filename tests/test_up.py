@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -18,14 +19,36 @@ from tests.stack import REPO
 from tests.test_e2e_basic import EXAMPLE
 
 
-async def wait_http(url: str, timeout: float = 30.0) -> dict:
+@dataclass
+class Up:
+    proc: subprocess.Popen
+    port: int
+
+
+def start_up(tmp_path: Path, data: Path, runners: int = 3) -> Up:
+    port, nats_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
+    env["PYTHONPATH"] = str(REPO)
+    argv = [sys.executable, "-m", "services.cli", "up", "--port", str(port)]
+    argv += ["--runners", str(runners), "--data-dir", str(data), "--nats-port", str(nats_port)]
+    proc = subprocess.Popen(
+        argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    return Up(proc, port)
+
+
+async def wait_http(url: str, token_file: Path, runners: int = 3, timeout: float = 30.0) -> dict:
     deadline = time.monotonic() + timeout
-    async with aiohttp.ClientSession() as http:
+    while not token_file.exists():  # made by heddle up before anything starts
+        assert time.monotonic() < deadline, f"{token_file} not made"
+        await asyncio.sleep(0.05)
+    headers = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
+    async with aiohttp.ClientSession(headers=headers) as http:
         while True:
             try:
                 async with http.get(url) as resp:
                     body = await resp.json()
-                    if resp.status == 200 and body.get("total") == 3:
+                    if resp.status == 200 and body.get("total") == runners:
                         return body
             except aiohttp.ClientError:
                 pass
@@ -34,40 +57,28 @@ async def wait_http(url: str, timeout: float = 30.0) -> dict:
 
 
 async def test_up_serves_the_example_and_stops_cleanly(tmp_path: Path) -> None:
-    port, nats_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
-    env["PYTHONPATH"] = str(REPO)
-    up = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "services.cli",
-            "up",
-            "--port",
-            str(port),
-            "--runners",
-            "3",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--nats-port",
-            str(nats_port),
-        ],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    data = tmp_path / "data"
+    started = start_up(tmp_path, data)
+    up, port = started.proc, started.port
     try:
-        pool = await wait_http(f"http://127.0.0.1:{port}/api/runners")
+        pool = await wait_http(f"http://127.0.0.1:{port}/api/runners", data / "admin-token")
         assert {r["name"] for r in pool["runners"]} == {"runner-0", "runner-1", "runner-2"}
         children = descendants(up.pid)
         assert len(children) >= 7  # nats, orchestrator, dispatcher, 3 runners, gateway
+        token = (data / "admin-token").read_text().strip()
         async with aiohttp.ClientSession() as http:
             async with http.post(f"http://127.0.0.1:{port}/api/runs", json=EXAMPLE) as resp:
+                assert resp.status == 401  # no token, no run
+            headers = {"Authorization": f"Bearer {token}"}
+            async with http.post(
+                f"http://127.0.0.1:{port}/api/runs", json=EXAMPLE, headers=headers
+            ) as resp:
                 assert resp.status == 201
                 run_id = (await resp.json())["runId"]
             for _ in range(200):
-                async with http.get(f"http://127.0.0.1:{port}/api/runs/{run_id}") as resp:
+                async with http.get(
+                    f"http://127.0.0.1:{port}/api/runs/{run_id}", headers=headers
+                ) as resp:
                     run = await resp.json()
                 if run["status"] != "running":
                     break
@@ -83,6 +94,31 @@ async def test_up_serves_the_example_and_stops_cleanly(tmp_path: Path) -> None:
     for name in ("orchestrator |", "dispatcher |", "runner-2 |", "gateway |", "heddle | stopped"):
         assert name in text
     assert not [pid for pid in children if process_exists(pid)]
+    # The page's address with the token, as Jupyter prints it; the token nowhere else.
+    assert f"http://127.0.0.1:{port}/?token={token}" in text
+    assert text.count(token) == 1
+    for secret in ("admin-token", "nats-users.json", "nats-auth.conf", "nats-context.json"):
+        assert (data / secret).stat().st_mode & 0o777 == 0o600, secret
+
+
+async def test_up_keeps_its_token_and_users_across_starts(tmp_path: Path) -> None:
+    """A second start on the same data dir reuses the admin token and the NATS users."""
+    data = tmp_path / "data"
+    seen = []
+    for _ in range(2):
+        up = start_up(tmp_path, data, runners=1)
+        try:
+            await wait_http(
+                f"http://127.0.0.1:{up.port}/api/runners", data / "admin-token", runners=1
+            )
+            seen.append(
+                ((data / "admin-token").read_text(), (data / "nats-users.json").read_text())
+            )
+        finally:
+            up.proc.send_signal(signal.SIGTERM)
+            out, _ = up.proc.communicate(timeout=60)
+        assert up.proc.returncode == 0, out.decode()[-3000:]
+    assert seen[0] == seen[1]
 
 
 async def test_up_refuses_a_busy_port(tmp_path: Path) -> None:
