@@ -13,10 +13,12 @@ import sys
 import time
 from pathlib import Path
 
+import aiohttp
 import nats
 import pytest
 from nats.aio.client import Client
 
+from services.embedded_nats import free_port
 from shared import names
 from shared import nats_permissions as perms
 from shared.contracts import Heartbeat, StepFinished, StepSpec, SubmitRun, encode
@@ -339,3 +341,80 @@ async def test_a_rebinding_host_is_refused_by_a_running_gateway(stack: StackFact
     assert status == 421 and "evil.example" in json.dumps(body)
     status, _ = await s.request("GET", "/api/runs", headers={"Host": f"localhost:{s.gateway_port}"})
     assert status == 200
+
+
+async def test_a_token_revoked_through_one_gateway_process_is_refused_by_another(
+    stack: StackFactory,
+) -> None:
+    s = await stack(runners=0)
+    second = free_port()
+    s.start("gateway-2", service="gateway", HEDDLE_GATEWAY_PORT=str(second))
+    status, made = await s.request("POST", "/api/tokens", json={"name": "ci", "role": "viewer"})
+    assert status == 201
+    token = {"Authorization": f"Bearer {made['token']}"}
+    other = f"http://127.0.0.1:{second}/api/runs"
+    session = await s.http()
+    deadline = time.monotonic() + 20
+    while True:  # the second gateway is up and has seen the new token
+        try:
+            async with session.get(other, headers=token) as resp:
+                if resp.status == 200:
+                    break
+        except aiohttp.ClientError:
+            pass
+        assert time.monotonic() < deadline, s.logs("gateway-2")[-2000:]
+        await asyncio.sleep(0.05)
+    status, _ = await s.request("POST", "/api/tokens/ci/revoke")
+    assert status == 200
+    deadline = time.monotonic() + 5
+    while True:
+        async with session.get(other, headers=token) as resp:
+            if resp.status == 401:
+                assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+                break
+        assert time.monotonic() < deadline, "the revocation did not reach the other gateway"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_forged_outcome_for_a_queued_step_is_refused(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """A queued step has no known runner yet, so only its ticket tells its runner from
+    another: runner-1, which was never given it, reports it finished under its own name."""
+    s = await stack(runners=1)
+    assert s.auth is not None and s.nats is not None
+    if s.auth.add_runner("runner-1"):
+        s.nats.reload()
+    gate = tmp_path / "gate"
+    doc = {
+        "steps": [
+            {"id": "busy", "command": f"while [ ! -e {gate} ]; do sleep 0.05; done"},
+            {"id": "waiting", "command": "echo real"},
+            {"id": "after", "command": "echo after", "dependsOn": ["waiting"]},
+        ]
+    }
+    run_id = await s.submit(doc)
+    await s.wait_step(run_id, "busy", {"running"})
+    assert step_of(await s.run(run_id), "waiting")["status"] == "queued"  # one runner, busy
+    nc = await login(s, perms.runner_user("runner-1"))
+    try:
+        forged = forged_outcome(run_id, "waiting", "runner-1", ticket="0123456789abcdef")
+        await nc.jetstream().publish(
+            names.evt(run_id, "waiting", "finished", "runner-1"), encode(forged)
+        )
+    finally:
+        await nc.close()
+    deadline = time.monotonic() + 10
+    while "its ticket is not the attempt's" not in s.logs("orchestrator"):
+        assert time.monotonic() < deadline, s.logs("orchestrator")[-2000:]
+        await asyncio.sleep(0.05)
+    run = await s.run(run_id)
+    assert [step_of(run, x)["status"] for x in ("waiting", "after")] == ["queued", "pending"]
+    gate.touch()
+    run = await s.wait_run(run_id)
+    waiting = step_of(run, "waiting")
+    assert (run["status"], waiting["stdoutTail"], waiting["runner"]) == (
+        "succeeded",
+        "real",
+        "runner-0",
+    )
