@@ -72,7 +72,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, help="repetitions of every workload (default: profile's)")
     p.add_argument("--kills", type=int, help="watchdog kills (default: profile's; 0 skips it)")
     p.add_argument("--out", type=Path, help="JSON result file (default: bench/results/...)")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="HEDDLE_X=VALUE",
+        help="a Heddle setting for every service of the stack (repeatable), e.g. "
+        "--set HEDDLE_STEP_USER=none to time steps run as the runner's own user",
+    )
+    args = p.parse_args(argv)
+    for item in args.set:
+        if "=" not in item or not item.startswith("HEDDLE_"):
+            p.error(f"--set {item!r}: expected HEDDLE_NAME=VALUE")
+    return args
 
 
 def say(text: str) -> None:
@@ -88,10 +100,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if args.kills is not None:
         kills = args.kills
     workloads = [(make(name), reps) for name, reps in plan]  # unknown names fail here, early
+    settings = dict(item.split("=", 1) for item in args.set)
     started = time.monotonic()
     report: dict[str, Any] = {
         "profile": args.profile,
         "command": "python -m bench " + " ".join(sys.argv[1:]),
+        "settings": settings,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "versions": versions(),
@@ -102,7 +116,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     for w, reps in workloads:
         label = f"{w.name} ({'accept, then cancel' if w.accept_only else 'run'})"
         say(f"{label}: {w.steps} steps in {len(w.runs)} run(s), {w.runners} runners, {reps} reps")
-        report["workloads"].append(await run_workload(w, reps, say))
+        report["workloads"].append(await run_workload(w, reps, say, settings))
     if kills > 0:
         say(f"watchdog: {kills} kills")
         report["watchdog"] = await run_watchdog(kills, say)

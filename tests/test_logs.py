@@ -299,6 +299,7 @@ def test_transition_notes_from_the_state_machine() -> None:
                 step_id=step,
                 attempt=1,
                 runner=f"r{step}",
+                ticket=state.steps[step].ticket,
                 pid=1,
                 started_at=from_epoch(T0),
             ),

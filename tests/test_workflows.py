@@ -206,7 +206,7 @@ async def leftovers(js: JetStreamContext, run: str) -> dict[str, int]:
         "run": await stored(js, "KV_heddle-runs", f"$KV.heddle-runs.run.{run}"),
         "steps": await stored(js, "KV_heddle-runs", f"$KV.heddle-runs.step.{run}.*"),
         "hist": await stored(js, "KV_heddle-runs", f"$KV.heddle-runs.hist.*.{run}"),
-        "heartbeats": await stored(js, "KV_heddle-heartbeats", f"$KV.heddle-heartbeats.{run}.*"),
+        "heartbeats": await stored(js, "KV_heddle-heartbeats", f"$KV.heddle-heartbeats.{run}.>"),
         "logs": await stored(js, names.LOGS_STREAM, f"heddle.log.{run}.>"),
     }
 
