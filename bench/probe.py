@@ -238,7 +238,7 @@ class StepWatch:
             return
         if not isinstance(rec, dict):
             return
-        if msg.subject.startswith(f"$KV.{HEARTBEATS_BUCKET}.") or msg.subject.endswith(".finished"):
+        if not msg.subject.startswith(f"$KV.{RUNS_BUCKET}."):  # a heartbeat or an outcome
             key = (rec.get("stepId", ""), rec.get("attempt", 0), "accepted")
         else:
             key = (rec.get("id", ""), rec.get("attempt", 0), rec.get("status", ""))
