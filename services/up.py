@@ -147,6 +147,8 @@ async def run_up(settings: Settings, runners: int, data_dir: Path, nats_port: in
     nats: EmbeddedNats | None = None
     users: NatsUsers | None = None
     data_dir.mkdir(parents=True, exist_ok=True)
+    # The NATS store holds every run's commands: the owner's alone, like the keys beside it.
+    data_dir.chmod(0o700)
     if not os.environ.get("HEDDLE_NATS_URL"):
         users = NatsUsers.load(data_dir)
         users.ensure_runners(runner_names(runners))

@@ -99,6 +99,7 @@ async def test_up_serves_the_example_and_stops_cleanly(tmp_path: Path) -> None:
     assert text.count(token) == 1
     for secret in ("admin-token", "nats-users.json", "nats-auth.conf", "nats-context.json"):
         assert (data / secret).stat().st_mode & 0o777 == 0o600, secret
+    assert data.stat().st_mode & 0o777 == 0o700  # the store's commands and records too
 
 
 async def test_up_keeps_its_token_and_users_across_starts(tmp_path: Path) -> None:
