@@ -1,0 +1,167 @@
+"""What a step gets from its runner (services/runner_agent/isolation.py) and the NATS
+permission table (shared/nats_permissions.py): pure, no server. The server's own refusals
+are in test_security.py."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pwd
+
+import pytest
+
+from services.runner_agent.isolation import (
+    StepUser,
+    StepUserError,
+    make_undumpable,
+    resolve_step_user,
+    step_base_env,
+)
+from shared import names
+from shared import nats_permissions as perms
+
+PR_GET_DUMPABLE = 3
+
+
+def test_a_step_gets_no_heddle_or_nats_variable_and_no_url_with_a_password() -> None:
+    env = {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "HEDDLE_NATS_PASSWORD": "pw",
+        "HEDDLE_NATS_USER": "runner-a",
+        "HEDDLE_NATS_URL": "nats://127.0.0.1:4222",
+        "HEDDLE_ADMIN_TOKEN_FILE": "/x/admin-token",
+        "NATS_CONTEXT": "/x/ctx.json",
+        "NATS_PASSWORD": "pw",
+        "DATABASE_URL": "postgres://app:secret@db/app",
+        "MIRROR": "https://mirror.example/simple",
+        "LANG": "C.UTF-8",
+    }
+    assert step_base_env(env) == {
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+        "MIRROR": "https://mirror.example/simple",
+        "LANG": "C.UTF-8",
+    }
+
+
+def test_the_step_user_is_resolved_only_where_the_runner_can_switch() -> None:
+    nobody = pwd.getpwnam("nobody")
+    assert resolve_step_user("nobody", euid=0) == StepUser(
+        "nobody", nobody.pw_uid, nobody.pw_gid, nobody.pw_dir
+    )
+    assert resolve_step_user(str(nobody.pw_uid), euid=0).name == "nobody"  # type: ignore[union-attr]
+    assert resolve_step_user("nobody", euid=1000) is None  # not root: steps run as the runner
+    assert resolve_step_user("none", euid=0) is None
+    with pytest.raises(StepUserError, match="no such user"):
+        resolve_step_user("no-such-user-here", euid=0)
+    with pytest.raises(StepUserError, match="is root"):
+        resolve_step_user("root", euid=0)
+
+
+def test_setpriv_drops_to_the_user_before_the_shell() -> None:
+    user = StepUser("nobody", 65534, 65534, "/nonexistent")
+    argv = user.argv("/usr/bin/setpriv", ["/bin/sh", "-c", "id"])
+    assert argv == [
+        "/usr/bin/setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+        "/bin/sh",
+        "-c",
+        "id",
+    ]
+
+
+def _allows(allowed: tuple[str, ...], subject: str) -> bool:
+    """NATS subject matching: `*` one token, `>` the rest."""
+    want, have = subject.split("."), None
+    for pattern in allowed:
+        have = pattern.split(".")
+        for i, token in enumerate(have):
+            if token == ">":
+                if len(want) > i:
+                    return True
+                break
+            if i >= len(want) or (token != "*" and token != want[i]):
+                break
+        else:
+            if len(have) == len(want):
+                return True
+    return False
+
+
+def test_a_runner_may_write_only_under_its_own_name() -> None:
+    own = perms.runner("runner-a").publish
+    assert _allows(own, names.evt("r", "s", "finished", "runner-a"))
+    assert _allows(own, names.kv_subject(names.HEARTBEATS_BUCKET, "r.s.runner-a"))
+    assert _allows(own, names.kv_subject(names.RUNNERS_BUCKET, "runner-a"))
+    for foreign in (
+        names.evt("r", "s", "finished", "runner-b"),
+        names.evt("r", "s", "started", "runner-b"),
+        names.kv_subject(names.HEARTBEATS_BUCKET, "r.s.runner-b"),
+        names.kv_subject(names.RUNNERS_BUCKET, "runner-b"),
+        names.kv_subject(names.RUNS_BUCKET, "run.r"),
+        names.CMD_SUBMIT,
+        names.step_ready("r", "s"),
+        f"{perms.API}.STREAM.CREATE.{names.EVENTS_STREAM}",
+        f"{perms.API}.CONSUMER.CREATE.{names.STEPS_STREAM}",
+        f"{perms.API}.DIRECT.GET.KV_{names.RUNS_BUCKET}",
+    ):
+        assert not _allows(own, foreign), foreign
+    subscribe = perms.runner("runner-a").subscribe
+    assert _allows(subscribe, names.runner_assign("runner-a"))
+    assert not _allows(subscribe, names.runner_assign("runner-b"))
+    assert not _allows(subscribe, "_INBOX.x") and not _allows(subscribe, "_INBOX_gateway.x")
+
+
+def test_only_the_gateway_and_the_orchestrator_submit_and_only_the_orchestrator_writes_runs() -> (
+    None
+):
+    runs = names.kv_subject(names.RUNS_BUCKET, "run.r")
+    users = ["gateway", "orchestrator", "dispatcher", "inspector", "runner-x"]
+    submitters = {u for u in users if _allows(perms.permissions_for(u).publish, names.CMD_SUBMIT)}
+    writers = {u for u in users if _allows(perms.permissions_for(u).publish, runs)}
+    assert (submitters, writers) == ({"gateway", "orchestrator"}, {"orchestrator"})
+
+
+def test_the_inspector_reads_but_publishes_no_message_and_never_reads_the_work_queue() -> None:
+    inspector = perms.inspector()
+    assert not [p for p in inspector.publish if not p.startswith(("$JS.API.", "$JS.FC."))]
+    denied = inspector.publish_deny
+    assert f"{perms.API}.CONSUMER.CREATE.{names.STEPS_STREAM}.>" in denied
+    assert f"{perms.API}.CONSUMER.CREATE.*.{names.ORCH_EVENTS_DURABLE}.>" in denied
+
+
+def test_the_configuration_has_every_user_and_no_anonymous_one() -> None:
+    config = perms.server_config({"gateway": "a", "runner-r1": "b", "inspector": "c"})
+    users = config["authorization"]["users"]  # type: ignore[index]
+    assert [u["user"] for u in users] == ["gateway", "inspector", "runner-r1"]
+    assert "no_auth_user" not in config["authorization"]  # type: ignore[operator]
+    assert users[2]["permissions"]["allow_responses"] is True
+    with pytest.raises(KeyError):
+        perms.permissions_for("someone")
+
+
+def test_every_user_has_inboxes_of_its_own() -> None:
+    for user in ("gateway", "orchestrator", "dispatcher", "runner-r1"):
+        subscribe = perms.permissions_for(user).subscribe
+        assert f"_INBOX_{user}.>" in subscribe and "_INBOX.>" not in subscribe
+
+
+def test_the_runner_is_made_non_dumpable() -> None:
+    """In a forked child, so this test process keeps its own flag."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report PR_GET_DUMPABLE after the call
+        os.close(read)
+        made = make_undumpable()
+        flag = ctypes.CDLL(None).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)
+        os.write(write, f"{made} {flag}".encode())
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert answer == "True 0"
