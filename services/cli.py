@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from services import token_cli
+from services import nats_users_cli, token_cli
 from shared.errors import HeddleError, SettingsError
 from shared.settings import Settings, settings_table
 
@@ -49,6 +49,7 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--nats-port", type=int, default=4222, help="embedded NATS port (default 4222)")
     sub.add_parser("settings", help="print every setting with its default")
     token_cli.add_parser(sub)
+    nats_users_cli.add_parser(sub)
     return p
 
 
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "token":
         return token_cli.run(args)
+    if args.command == "nats-users":
+        return nats_users_cli.run(args)
     try:
         settings = Settings.from_env()
     except SettingsError as exc:

@@ -63,6 +63,7 @@ cat >&2 <<MSG
 
 Heddle is up in kind cluster $CLUSTER, namespace $NAMESPACE.
   kubectl --context $CONTEXT -n $NAMESPACE port-forward svc/gateway 8080:8080
-  curl http://127.0.0.1:8080/readyz
-  kubectl --context $CONTEXT -n $NAMESPACE scale statefulset runner --replicas=4
+  TOKEN=\$(kubectl --context $CONTEXT -n $NAMESPACE get secret heddle-admin-token -o jsonpath='{.data.token}' | base64 -d)
+  curl -H "Authorization: Bearer \$TOKEN" http://127.0.0.1:8080/api/runs
+  RUNNERS=4 $0        # more runners: each is a StatefulSet with its own NATS user
 MSG

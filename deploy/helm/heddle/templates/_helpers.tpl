@@ -142,8 +142,9 @@ checksum/settings: {{ include (print .Template.BasePath "/configmap.yaml") . | s
 
 {{/*
 The environment of every Heddle container: the settings ConfigMap (and settingsSecret), the
-pod and node names from the downward API, then the component's extraEnv.
-Usage: include "heddle.env" (list . .Values.gateway.extraEnv)
+pod and node names from the downward API, the container's identity (its NATS user and how it
+gets its password, as YAML list entries), then the component's extraEnv.
+Usage: include "heddle.env" (list . .Values.gateway.extraEnv identityYaml)
 */}}
 {{- define "heddle.env" -}}
 {{- $root := index . 0 -}}
@@ -163,6 +164,9 @@ env:
     valueFrom:
       fieldRef:
         fieldPath: spec.nodeName
+  {{- with index . 2 }}
+  {{- . | trim | nindent 2 }}
+  {{- end }}
   {{- with index . 1 }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
@@ -176,6 +180,10 @@ A control-plane Deployment. Usage: include "heddle.controlPlane" (dict "root" . 
 {{- $root := .root -}}
 {{- $c := .component -}}
 {{- $v := .values -}}
+{{- $identity := list (dict "name" "HEDDLE_NATS_USER" "value" $c) (dict "name" "HEDDLE_NATS_PASSWORD_FILE" "value" "/var/run/heddle/nats/password") -}}
+{{- if eq $c "gateway" -}}
+{{- $identity = concat $identity (list (dict "name" "HEDDLE_ADMIN_TOKEN_FILE" "value" "/var/run/heddle/admin/token") (dict "name" "HEDDLE_ALLOWED_HOSTS" "value" (include "heddle.allowedHosts" $root))) -}}
+{{- end -}}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -206,6 +214,7 @@ spec:
         {{- end }}
       annotations:
         {{- include "heddle.podAnnotations" $root | nindent 8 }}
+        {{- include "heddle.nats.passwordChecksum" (list $root $c) | nindent 8 }}
     spec:
       serviceAccountName: {{ include "heddle.serviceAccountName" $root }}
       automountServiceAccountToken: false
@@ -217,7 +226,7 @@ spec:
           image: {{ include "heddle.image" $root }}
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
           args: ["heddle", {{ $c | quote }}]
-          {{- include "heddle.env" (list $root $v.extraEnv) | nindent 10 }}
+          {{- include "heddle.env" (list $root $v.extraEnv (toYaml $identity)) | nindent 10 }}
           {{- if eq $c "gateway" }}
           ports:
             - name: http
@@ -247,7 +256,45 @@ spec:
           volumeMounts:
             - name: tmp
               mountPath: /tmp
+            - name: nats-password
+              mountPath: /var/run/heddle/nats
+              readOnly: true
+            {{- if eq $c "gateway" }}
+            - name: admin-token
+              mountPath: /var/run/heddle/admin
+              readOnly: true
+            {{- end }}
       volumes:
         - name: tmp
           emptyDir: {}
+        # This service's own key of the passwords Secret, nothing else. A directory mount (not
+        # subPath), so a rotated password reaches the file: it is read at every connect.
+        - name: nats-password
+          secret:
+            secretName: {{ include "heddle.nats.usersSecretName" $root }}
+            defaultMode: 0440
+            items:
+              - key: {{ $c }}
+                path: password
+        {{- if eq $c "gateway" }}
+        - name: admin-token
+          secret:
+            secretName: {{ include "heddle.adminTokenSecretName" $root }}
+            defaultMode: 0440
+            items:
+              - key: token
+                path: token
+        {{- end }}
+{{- end -}}
+
+{{/*
+The Host names the gateway answers (HEDDLE_ALLOWED_HOSTS): loopback (kubectl port-forward), its
+Service's cluster names, then gateway.allowedHosts (an Ingress host...). Not <svc>.<namespace>:
+with a namespace such as "dev" that is a domain anyone may register and point at the gateway.
+*/}}
+{{- define "heddle.allowedHosts" -}}
+{{- $svc := include "heddle.name" (list . "gateway") -}}
+{{- $ns := .Release.Namespace -}}
+{{- $hosts := list "localhost" "127.0.0.1" "::1" $svc (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.clusterDomain) -}}
+{{- concat $hosts .Values.gateway.allowedHosts | uniq | join "," -}}
 {{- end -}}

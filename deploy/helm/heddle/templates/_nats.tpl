@@ -1,0 +1,189 @@
+{{/*
+NATS users and their permissions: a copy of shared/nats_permissions.py, which is the source of
+truth. A static server configuration cannot template a permission on the connecting user, so
+every runner gets a user of its own with its name written into its subjects.
+tests/test_deploy.py renders every user and compares it with permissions_for(user).to_config():
+change both together. Each helper returns JSON (read it back with fromJson/fromJsonArray);
+the lists are sorted and deduplicated, as Permissions.to_config() does.
+*/}}
+
+{{- define "heddle.nats.streams" -}}
+{{- list "HEDDLE_CMD" "HEDDLE_STEPS" "HEDDLE_EVENTS" "HEDDLE_LOGS" | toRawJson -}}
+{{- end -}}
+
+{{- define "heddle.nats.buckets" -}}
+{{- list "heddle-workflows" "heddle-runs" "heddle-heartbeats" "heddle-runners" "heddle-cron" "heddle-tokens" | toRawJson -}}
+{{- end -}}
+
+{{/* The services' durable consumers (names.py), which the inspector may not touch. */}}
+{{- define "heddle.nats.durables" -}}
+{{- list "orchestrator-cmd" "orchestrator-events" "dispatcher" | toRawJson -}}
+{{- end -}}
+
+{{/* info(*streams): check the server and look streams up. Usage: include ... (list "S1" "S2") */}}
+{{- define "heddle.nats.info" -}}
+{{- $out := list "$JS.API.INFO" "$JS.API.STREAM.NAMES" -}}
+{{- range . }}{{ $out = append $out (printf "$JS.API.STREAM.INFO.%s" .) }}{{ end -}}
+{{- toRawJson $out -}}
+{{- end -}}
+
+{{/* keeps(*streams): create a stream or bring its configuration up to date. */}}
+{{- define "heddle.nats.keeps" -}}
+{{- $out := list -}}
+{{- range . }}{{ $out = concat $out (list (printf "$JS.API.STREAM.CREATE.%s" .) (printf "$JS.API.STREAM.UPDATE.%s" .)) }}{{ end -}}
+{{- toRawJson $out -}}
+{{- end -}}
+
+{{/* reads(*streams): gets, KV watches, durable pull consumers with their acks and flow control. */}}
+{{- define "heddle.nats.reads" -}}
+{{- $out := include "heddle.nats.info" . | fromJsonArray -}}
+{{- range $s := . -}}
+{{- range $f := list "$JS.API.DIRECT.GET.%s" "$JS.API.DIRECT.GET.%s.>" "$JS.API.STREAM.MSG.GET.%s" "$JS.API.CONSUMER.CREATE.%s" "$JS.API.CONSUMER.CREATE.%s.>" "$JS.API.CONSUMER.DURABLE.CREATE.%s.>" "$JS.API.CONSUMER.INFO.%s.>" "$JS.API.CONSUMER.DELETE.%s.>" "$JS.API.CONSUMER.MSG.NEXT.%s.>" "$JS.ACK.%s.>" "$JS.FC.%s.>" -}}
+{{- $out = append $out (printf $f $s) -}}
+{{- end -}}
+{{- end -}}
+{{- toRawJson $out -}}
+{{- end -}}
+
+{{/* KV_<bucket> for each bucket. */}}
+{{- define "heddle.nats.kvStreams" -}}
+{{- $out := list -}}
+{{- range . }}{{ $out = append $out (printf "KV_%s" .) }}{{ end -}}
+{{- toRawJson $out -}}
+{{- end -}}
+
+{{/* A permission block as Permissions.to_config() writes it. Usage: include ... (dict "publish"
+list "subscribe" list ["publishDeny" list] ["allowResponses" true]) */}}
+{{- define "heddle.nats.rule" -}}
+{{- $publish := dict "allow" (.publish | uniq | sortAlpha) -}}
+{{- with .publishDeny }}{{ $_ := set $publish "deny" (. | uniq | sortAlpha) }}{{ end -}}
+{{- $out := dict "publish" $publish "subscribe" (dict "allow" (.subscribe | uniq | sortAlpha)) -}}
+{{- if .allowResponses }}{{ $_ := set $out "allow_responses" true }}{{ end -}}
+{{- toRawJson $out -}}
+{{- end -}}
+
+{{- define "heddle.nats.gateway" -}}
+{{- $streams := include "heddle.nats.streams" . | fromJsonArray -}}
+{{- $kv := include "heddle.nats.kvStreams" (include "heddle.nats.buckets" . | fromJsonArray) | fromJsonArray -}}
+{{- $all := concat $streams $kv -}}
+{{- $publish := concat (list "heddle.cmd.submit" "heddle.cmd.cancel" "$KV.heddle-workflows.>" "$KV.heddle-tokens.>")
+  (include "heddle.nats.keeps" $all | fromJsonArray)
+  (include "heddle.nats.info" $all | fromJsonArray)
+  (include "heddle.nats.reads" (prepend $kv "HEDDLE_LOGS") | fromJsonArray) -}}
+{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_gateway.>" "heddle.notify.run.*")) -}}
+{{- end -}}
+
+{{/* The owner of run state: every stream's keeper, the only writer of runs and cron. */}}
+{{- define "heddle.nats.orchestrator" -}}
+{{- $publish := list "heddle.cmd.submit" "heddle.cmd.timer.>" "heddle.sched.>" "heddle.step.ready.>" "heddle.log.>" "heddle.runner.*.cancel" "heddle.notify.run.*" "$KV.heddle-runs.>" "$KV.heddle-cron.>" "$JS.API.>" "$JS.ACK.>" "$JS.FC.>" -}}
+{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_orchestrator.>")) -}}
+{{- end -}}
+
+{{- define "heddle.nats.dispatcher" -}}
+{{- $kv := include "heddle.nats.kvStreams" (list "heddle-runners" "heddle-heartbeats" "heddle-runs") | fromJsonArray -}}
+{{- $streams := concat (list "HEDDLE_STEPS" "HEDDLE_EVENTS") $kv -}}
+{{- $publish := concat (list "heddle.runner.*.assign") (include "heddle.nats.keeps" $streams | fromJsonArray) (include "heddle.nats.reads" $streams | fromJsonArray) -}}
+{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_dispatcher.>" "heddle.evt.*.*.finished.*")) -}}
+{{- end -}}
+
+{{/* One runner: its own events, heartbeats, registry entry and assignments; it reads no
+stream. Usage: include "heddle.nats.runner" "<runner name>" */}}
+{{- define "heddle.nats.runner" -}}
+{{- $n := . -}}
+{{- $publish := concat (list (printf "heddle.evt.*.*.started.%s" $n) (printf "heddle.evt.*.*.finished.%s" $n) "heddle.log.>" (printf "$KV.heddle-heartbeats.*.*.%s" $n) (printf "$KV.heddle-runners.%s" $n))
+  (include "heddle.nats.info" (list "HEDDLE_EVENTS" "HEDDLE_LOGS" "KV_heddle-heartbeats" "KV_heddle-runners") | fromJsonArray) -}}
+{{- $subscribe := list (printf "_INBOX_runner-%s.>" $n) (printf "heddle.runner.%s.>" $n) -}}
+{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" $subscribe "allowResponses" true) -}}
+{{- end -}}
+
+{{/* Read-only, for people with the nats CLI; never a consumer on the work queue nor on the
+services' durables. */}}
+{{- define "heddle.nats.inspector" -}}
+{{- $publish := list "$JS.API.INFO" "$JS.API.STREAM.LIST" "$JS.API.STREAM.NAMES" "$JS.API.STREAM.INFO.>" "$JS.API.CONSUMER.LIST.>" "$JS.API.CONSUMER.NAMES.>" "$JS.API.CONSUMER.INFO.>" "$JS.API.DIRECT.GET.>" "$JS.API.STREAM.MSG.GET.>" "$JS.API.CONSUMER.CREATE.>" "$JS.API.CONSUMER.MSG.NEXT.>" "$JS.FC.>" -}}
+{{- $deny := list "$JS.API.CONSUMER.CREATE.HEDDLE_STEPS" "$JS.API.CONSUMER.CREATE.HEDDLE_STEPS.>" "$JS.API.CONSUMER.MSG.NEXT.HEDDLE_STEPS.>" -}}
+{{- range $d := include "heddle.nats.durables" . | fromJsonArray -}}
+{{- $deny = concat $deny (list (printf "$JS.API.CONSUMER.CREATE.*.%s" $d) (printf "$JS.API.CONSUMER.CREATE.*.%s.>" $d) (printf "$JS.API.CONSUMER.MSG.NEXT.*.%s" $d)) -}}
+{{- end -}}
+{{- include "heddle.nats.rule" (dict "publish" $publish "publishDeny" $deny "subscribe" (list "heddle.>" "$KV.>" "_INBOX.>" "_INBOX_inspector.>")) -}}
+{{- end -}}
+
+{{/* permissions_for(user). Usage: include "heddle.nats.permissions" "<user>" */}}
+{{- define "heddle.nats.permissions" -}}
+{{- if has . (list "gateway" "orchestrator" "dispatcher" "inspector") -}}
+{{- include (printf "heddle.nats.%s" .) . -}}
+{{- else if hasPrefix "runner-" . -}}
+{{- include "heddle.nats.runner" (trimPrefix "runner-" .) -}}
+{{- else -}}
+{{- fail (printf "no NATS role for user %q" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The runners' names: <namePrefix>runner-0 ... <namePrefix>runner-<runners.replicas - 1>. */}}
+{{- define "heddle.runnerNames" -}}
+{{- $out := list -}}
+{{- range $i := until (int .Values.runners.replicas) -}}
+{{- $out = append $out (include "heddle.name" (list $ (printf "runner-%d" $i))) -}}
+{{- end -}}
+{{- toRawJson $out -}}
+{{- end -}}
+
+{{- define "heddle.nats.usersSecretName" -}}
+{{- include "heddle.name" (list . "heddle-nats-users") -}}
+{{- end -}}
+
+{{- define "heddle.nats.authSecretName" -}}
+{{- include "heddle.name" (list . "nats-auth") -}}
+{{- end -}}
+
+{{- define "heddle.adminTokenSecretName" -}}
+{{- include "heddle.name" (list . "heddle-admin-token") -}}
+{{- end -}}
+
+{{/*
+{user: password} for every user of this release: the services, the inspector and one user per
+runner (runner-<runner name>). A password that is already in the Secret (an upgrade) is kept;
+a new user gets a random one. Computed once per render and remembered, so the passwords
+Secret, the server's configuration and the pods' checksums all see the same passwords.
+*/}}
+{{- define "heddle.nats.passwords" -}}
+{{- if not (hasKey .Values "__heddleNatsPasswords") -}}
+{{- $existing := dict -}}
+{{- with lookup "v1" "Secret" .Release.Namespace (include "heddle.nats.usersSecretName" .) -}}
+{{- $existing = .data | default dict -}}
+{{- end -}}
+{{- $users := list "gateway" "orchestrator" "dispatcher" "inspector" -}}
+{{- range include "heddle.runnerNames" . | fromJsonArray }}{{ $users = append $users (printf "runner-%s" .) }}{{ end -}}
+{{- $passwords := dict -}}
+{{- range $users -}}
+{{- if hasKey $existing . -}}
+{{- $_ := set $passwords . (index $existing . | b64dec) -}}
+{{- else -}}
+{{- $_ := set $passwords . (randAlphaNum 32) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set .Values "__heddleNatsPasswords" $passwords -}}
+{{- end -}}
+{{- toRawJson (index .Values "__heddleNatsPasswords") -}}
+{{- end -}}
+
+{{/* A pod annotation that changes when the user's password does, so a rotation rolls the pod.
+Usage: include "heddle.nats.passwordChecksum" (list . "<user>") */}}
+{{- define "heddle.nats.passwordChecksum" -}}
+{{- $root := index . 0 -}}
+{{- $user := index . 1 -}}
+checksum/nats-password: {{ printf "%s:%s" $user (index (include "heddle.nats.passwords" $root | fromJson) $user) | sha256sum }}
+{{- end -}}
+
+{{/*
+The server's `authorization` block, as services/nats_users.NatsUsers.save writes it (NATS
+configuration takes JSON values): every user with its password and permissions, nothing else,
+so a client without a user is refused. toRawJson keeps `>` as it is (toJson writes \u003e,
+which the server's parser does not read).
+*/}}
+{{- define "heddle.nats.authConfig" -}}
+{{- $users := list -}}
+{{- range $user, $password := include "heddle.nats.passwords" . | fromJson -}}
+{{- $users = append $users (dict "user" $user "password" $password "permissions" (include "heddle.nats.permissions" $user | fromJson)) -}}
+{{- end -}}
+authorization: {{ dict "users" $users | toRawJson }}
+{{ end -}}
