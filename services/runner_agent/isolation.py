@@ -16,6 +16,8 @@ import re
 import shutil
 from dataclasses import dataclass
 
+from shared.errors import HeddleError
+
 log = logging.getLogger("heddle.runner")
 
 PR_SET_DUMPABLE = 4
@@ -64,8 +66,8 @@ class StepUser:
         ]
 
 
-class StepUserError(Exception):
-    pass
+class StepUserError(HeddleError):
+    """HEDDLE_STEP_USER cannot be used: the runner does not start."""
 
 
 def resolve_step_user(wanted: str, euid: int | None = None) -> StepUser | None:
