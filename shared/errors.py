@@ -84,3 +84,14 @@ class TokenFileError(HeddleError):
         self.path = path
         self.problem = problem
         super().__init__(f"HEDDLE_ADMIN_TOKEN_FILE {path}: {problem}")
+
+
+class NatsRefused(HeddleError):
+    """The NATS server refused this user: a wrong password, or no such user."""
+
+    def __init__(self, user: str, url: str) -> None:
+        who = f"user {user!r}" if user else "an anonymous connection (no HEDDLE_NATS_USER)"
+        super().__init__(
+            f"the NATS server at {url} refused {who}: check HEDDLE_NATS_USER and "
+            "HEDDLE_NATS_PASSWORD (or HEDDLE_NATS_PASSWORD_FILE)"
+        )

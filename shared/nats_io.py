@@ -12,8 +12,10 @@ from collections.abc import Awaitable, Callable
 import nats
 from nats.aio.client import Client
 
+from shared.errors import NatsRefused
 from shared.nats_permissions import inbox_prefix
 from shared.settings import Settings
+from shared.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.nats")
 
@@ -24,10 +26,15 @@ async def connect(
     on_reconnect: Callable[[], Awaitable[None]] | None = None,
     on_disconnect: Callable[[], Awaitable[None]] | None = None,
 ) -> Client:
-    """Connect and stay connected: reconnect forever after a broker outage."""
+    """Connect and stay connected: reconnect forever after a broker outage. A server that
+    refuses the user at the first connect raises NatsRefused: a wrong password does not
+    get better by retrying (a later refusal, after a rotation, is retried as an outage)."""
+    refused = asyncio.Event()
 
     async def error_cb(exc: Exception) -> None:
         log.warning("nats error: %s", exc)
+        if isinstance(exc, nats.errors.AuthorizationError) or "Authorization Violation" in str(exc):
+            refused.set()
 
     async def reconnected() -> None:
         log.info("nats reconnected")
@@ -46,21 +53,30 @@ async def connect(
             "password": password(settings),
             "inbox_prefix": inbox_prefix(settings.nats_user),
         }
-    return await nats.connect(
-        servers=settings.nats_url.split(","),
-        name=name,
-        **credentials,
-        max_reconnect_attempts=-1,
-        reconnect_time_wait=0.5,
-        ping_interval=5,
-        max_outstanding_pings=3,
-        connect_timeout=5,
-        allow_reconnect=True,
-        error_cb=error_cb,
-        reconnected_cb=reconnected,
-        disconnected_cb=disconnected,
-        pending_size=64 * 1024 * 1024,
+    connecting = asyncio.ensure_future(
+        nats.connect(
+            servers=settings.nats_url.split(","),
+            name=name,
+            **credentials,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+            ping_interval=5,
+            max_outstanding_pings=3,
+            connect_timeout=5,
+            allow_reconnect=True,
+            error_cb=error_cb,
+            reconnected_cb=reconnected,
+            disconnected_cb=disconnected,
+            pending_size=64 * 1024 * 1024,
+        )
     )
+    denied = asyncio.ensure_future(refused.wait())
+    await asyncio.wait((connecting, denied), return_when=asyncio.FIRST_COMPLETED)
+    if connecting.done():
+        denied.cancel()
+        return connecting.result()
+    await cancel_and_wait(connecting)
+    raise NatsRefused(settings.nats_user, settings.nats_url)
 
 
 def password(settings: Settings) -> str:

@@ -418,3 +418,11 @@ async def test_a_forged_outcome_for_a_queued_step_is_refused(
         "real",
         "runner-0",
     )
+
+
+async def test_a_service_with_a_wrong_password_stops_and_says_so(stack: StackFactory) -> None:
+    s = await nats_only(stack)
+    proc = s.start("orchestrator", HEDDLE_NATS_PASSWORD="wrong")
+    assert proc.popen is not None
+    assert proc.popen.wait(30) == 2
+    assert "refused user 'orchestrator': check HEDDLE_NATS_USER" in s.logs("orchestrator")
