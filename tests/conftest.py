@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -32,6 +33,22 @@ FAST = {
 }
 
 StackFactory = Callable[..., Awaitable[Stack]]
+
+
+@pytest.fixture(scope="module")
+def chart() -> Iterator[Any]:
+    """The Helm chart, loaded once per module (tests/chart_render.py)."""
+    from tests.chart_render import load_chart
+
+    yield from load_chart()
+
+
+@pytest.fixture(scope="module")
+def default(chart: Any) -> Any:
+    """The chart rendered with its default values."""
+    from tests.chart_render import render
+
+    return render(chart)
 
 
 @pytest.fixture

@@ -1,0 +1,316 @@
+"""docker-compose.yml (checked against the Compose Specification by check-jsonschema), the
+Dockerfile, the kind script and the installed package."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shared import nats_permissions as perms
+from shared.hosts import AllowedHosts
+from tests.chart_render import (
+    COMPOSE_FILE,
+    CONTROL_PLANE,
+    DOCKERFILE,
+    DOCKERIGNORE,
+    KIND_UP,
+    ROOT,
+    SETTING_DEFAULTS,
+)
+
+# --- docker-compose.yml --------------------------------------------------------------------------
+
+
+def test_compose_file_matches_the_compose_spec() -> None:
+    checker = Path(sys.executable).parent / "check-jsonschema"
+    assert checker.exists(), f"{checker} missing: pip install -e '.[dev]'"
+    result = subprocess.run(
+        [str(checker), "--builtin-schema", "vendor.compose-spec", str(COMPOSE_FILE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE_FILE.read_text())
+
+
+COMPOSE_RUNNERS = ("runner-0", "runner-1")
+COMPOSE_HEDDLE = (*CONTROL_PLANE, *COMPOSE_RUNNERS)
+
+
+def test_compose_services(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert set(services) == {"nats", "nats-users", *COMPOSE_HEDDLE}
+    builds = {name: services[name].get("build") for name in (*COMPOSE_HEDDLE, "nats-users")}
+    assert set(map(json.dumps, builds.values())) == {json.dumps(".")}, builds
+    assert len({services[name].get("image") for name in (*COMPOSE_HEDDLE, "nats-users")}) == 1
+    for name in COMPOSE_HEDDLE:
+        svc = services[name]
+        command = "runner" if name in COMPOSE_RUNNERS else name
+        assert svc["command"] == ["heddle", command], name
+        assert svc["environment"]["HEDDLE_NATS_URL"] == "nats://nats:4222", name
+        assert svc["depends_on"]["nats"]["condition"] == "service_healthy", name
+        assert parse_duration(svc["stop_grace_period"]) > SETTING_DEFAULTS["shutdown_grace"], name
+        assert "no-new-privileges:true" in svc["security_opt"], name
+    for name in COMPOSE_RUNNERS:
+        runner = services[name]
+        assert parse_duration(runner["stop_grace_period"]) > (
+            SETTING_DEFAULTS["shutdown_grace"] + SETTING_DEFAULTS["kill_grace"] + 5
+        )
+        # A runner is one NATS user: a fixed name, never `--scale`d into two of the same.
+        assert runner["environment"]["HEDDLE_RUNNER_NAME"] == name
+        assert "ports" not in runner
+    for name in CONTROL_PLANE:
+        assert services[name]["cap_drop"] == ["ALL"], name
+        assert "user" not in services[name], name  # the image's uid 10001
+    assert services["gateway"]["environment"]["HEDDLE_GATEWAY_HOST"] == "0.0.0.0"
+    assert [p.rsplit(":", 1)[-1] for p in services["gateway"]["ports"]] == ["8080"]
+
+    nats = services["nats"]
+    assert "build" not in nats
+    image, tag = nats["image"].split(":")
+    assert image == "nats"
+    assert tuple(int(n) for n in re.match(r"(\d+)\.(\d+)", tag).groups()) >= (2, 14)
+    assert "--jetstream" in nats["command"]
+    assert "--store_dir=/data" in nats["command"]
+    assert mounts(nats)["/data"][0] in compose["volumes"]
+    assert nats["depends_on"]["nats-users"]["condition"] == "service_completed_successfully"
+
+
+def mounts(service: dict[str, Any]) -> dict[str, tuple[str, bool]]:
+    """{target: (volume, read only)} of a service's short-syntax volume mounts."""
+    out = {}
+    for entry in service.get("volumes", []):
+        source, target, *mode = entry.split(":")
+        out[target] = (source, mode == ["ro"])
+    return out
+
+
+def init_args(compose: dict[str, Any]) -> dict[str, str]:
+    """The nats-users service's --flag=value arguments."""
+    command = compose["services"]["nats-users"]["command"]
+    assert command[:2] == ["heddle", "nats-users"], command
+    return dict(arg.removeprefix("--").split("=", 1) for arg in command[2:])
+
+
+def test_compose_init_service_writes_the_users(compose: dict[str, Any]) -> None:
+    init = compose["services"]["nats-users"]
+    assert init["restart"] == "no"
+    assert init["network_mode"] == "none"  # it makes files, it talks to nobody
+    args = init_args(compose)
+    assert int(args["runners"]) == len(COMPOSE_RUNNERS)
+    # Runners start as root with no DAC_OVERRIDE: their files must be root's; the rest the
+    # image's user's.
+    assert args["owner"] == "10001:10001"
+    assert args["runner-owner"] == "0:0"
+    # It parses as the real command line does.
+    from services.cli import parser
+
+    parsed = parser().parse_args(init["command"][1:])
+    assert (parsed.command, parsed.runners, parsed.dir) == ("nats-users", 2, args["dir"])
+    for volume in {v for v, _ in mounts(init).values()}:
+        assert volume in compose["volumes"], volume
+
+
+def test_compose_services_get_their_own_user_and_password_file(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    out_dir = init_args(compose)["dir"]
+    init_mounts = {target: volume for target, (volume, _) in mounts(services["nats-users"]).items()}
+    users = set()
+    for name in COMPOSE_HEDDLE:
+        env = services[name]["environment"]
+        user = env["HEDDLE_NATS_USER"]
+        expected = perms.runner_user(name) if name in COMPOSE_RUNNERS else name
+        assert user == expected, name
+        users.add(user)
+        # The password file lies in a volume that nats-users fills with this user's directory
+        # (DIR/<user>/password), mounted read-only, and the service mounts no other secrets.
+        password_file = Path(env["HEDDLE_NATS_PASSWORD_FILE"])
+        assert password_file.name == "password", name
+        own = mounts(services[name])
+        volume, read_only = own[str(password_file.parent)]
+        assert read_only, name
+        assert init_mounts[f"{out_dir}/{user}"] == volume, name
+        assert set(own) == {str(password_file.parent)}, name
+        assert "HEDDLE_NATS_PASSWORD" not in env, name  # not in `docker inspect`
+    assert len(users) == len(COMPOSE_HEDDLE)
+    # No two services share a secrets volume.
+    volumes = [v for name in COMPOSE_HEDDLE for v, _ in mounts(services[name]).values()]
+    assert len(volumes) == len(set(volumes))
+
+    gateway = services["gateway"]["environment"]
+    token = Path(gateway["HEDDLE_ADMIN_TOKEN_FILE"])
+    assert token.parent == Path(gateway["HEDDLE_NATS_PASSWORD_FILE"]).parent
+    assert token.name == "admin-token"
+    for name in COMPOSE_HEDDLE:
+        if name != "gateway":
+            assert "HEDDLE_ADMIN_TOKEN_FILE" not in services[name]["environment"], name
+    hosts = AllowedHosts(
+        re.sub(r"\$\{HEDDLE_ALLOWED_HOSTS:-(.*)\}", r"\1", gateway["HEDDLE_ALLOWED_HOSTS"])
+    )
+    assert hosts.allows("127.0.0.1:8080") and hosts.allows("localhost:8080")
+    assert not hosts.allows("rebound.example")
+
+
+def test_compose_nats_loads_the_users(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    nats = services["nats"]
+    (config,) = [a.split("=", 1)[1] for a in nats["command"] if a.startswith("--config=")]
+    config = Path(config)
+    volume, read_only = mounts(nats)[str(config.parent)]
+    assert read_only
+    init_mounts = {target: volume for target, (volume, _) in mounts(services["nats-users"]).items()}
+    assert init_mounts[init_args(compose)["dir"]] == volume
+    assert config.name == "nats-auth.conf"  # what services/nats_users.py writes
+    # No flag that would let a client in without a user.
+    assert not [a for a in nats["command"] if a.startswith(("--user", "--pass", "--auth"))]
+
+
+def test_compose_runners_start_as_root_to_drop_to_the_step_user(compose: dict[str, Any]) -> None:
+    for name in COMPOSE_RUNNERS:
+        runner = compose["services"][name]
+        assert runner["user"] == "0:0", name
+        assert runner["cap_drop"] == ["ALL"], name
+        assert sorted(runner["cap_add"]) == ["KILL", "SETGID", "SETUID"], name
+        assert "privileged" not in runner, name
+        step_user = runner["environment"]["HEDDLE_STEP_USER"]
+        assert re.sub(r"\$\{HEDDLE_STEP_USER:-(.*)\}", r"\1", step_user) == "65534", name
+
+
+def parse_duration(text: str) -> float:
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
+    assert parts and "".join(n + u for n, u in parts) == text, text
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+# --- Dockerfile, .dockerignore, the kind script --------------------------------------------------
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    logical, current = [], ""
+    for line in DOCKERFILE.read_text().splitlines():
+        stripped = line.strip()
+        if not current and (not stripped or stripped.startswith("#")):
+            continue
+        if stripped.startswith("#"):
+            continue
+        current += " " + stripped.removesuffix("\\").strip()
+        if not stripped.endswith("\\"):
+            logical.append(current.strip())
+            current = ""
+    assert not current, "Dockerfile ends in a continuation line"
+    out = []
+    for text in logical:
+        instruction, _, args = text.partition(" ")
+        out.append((instruction.upper(), args.strip()))
+    return out
+
+
+def test_dockerfile() -> None:
+    instructions = dockerfile_instructions()
+    froms = [args for ins, args in instructions if ins == "FROM"]
+    assert froms, "no FROM"
+    for args in froms:
+        assert args.split()[0].startswith("python:3.11"), args
+    final_stage = instructions[max(i for i, (ins, _) in enumerate(instructions) if ins == "FROM") :]
+    users = [args for ins, args in final_stage if ins == "USER"]
+    assert users, "the final stage sets no USER: it would run as root"
+    user = users[-1].split(":")[0]
+    assert user not in ("root", "0"), users[-1]
+    runs = " ".join(args for ins, args in instructions if ins == "RUN")
+    assert re.search(r"pip install (--\S+ )*\.(\s|$|\[)", runs), runs
+    assert "tini" in runs
+
+    by_name = {ins: args for ins, args in final_stage}
+    entrypoint = json.loads(by_name["ENTRYPOINT"])  # exec form is JSON
+    cmd = json.loads(by_name["CMD"])
+    assert isinstance(entrypoint, list) and isinstance(cmd, list)
+    assert Path(entrypoint[0]).name == "tini"
+    assert cmd == ["heddle", "gateway"]
+    # The build copies what `pip install .` needs, and .dockerignore lets all of it through.
+    copied = set()
+    for ins, args in instructions:
+        if ins == "COPY" and "--from" not in args:
+            copied.update(p.rstrip("/") for p in shlex.split(args)[:-1])
+    assert {"pyproject.toml", "README.md", "shared", "services"} <= copied
+    ignore = [
+        line.strip()
+        for line in DOCKERIGNORE.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert ignore[0] == "*"
+    allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
+    assert copied <= allowed, copied - allowed
+    assert not {".venv", ".git"} & allowed
+
+
+def test_kind_script() -> None:
+    assert os.access(KIND_UP, os.X_OK), f"{KIND_UP} is not executable"
+    result = subprocess.run(
+        ["bash", "-n", str(KIND_UP)], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    script = KIND_UP.read_text()
+    for needed in (
+        "set -euo pipefail",
+        "kind create cluster",
+        "docker build",
+        "kind load docker-image",
+        "helm upgrade --install",
+        "deploy/helm/heddle",
+        "runners.replicas",
+    ):
+        assert needed in script, needed
+
+
+def test_an_installed_package_carries_the_web_page(tmp_path: Path) -> None:
+    """The image installs Heddle as a wheel (not editable): the page's files must be in it."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        (src / name).write_bytes((ROOT / name).read_bytes())
+    for package in ("services", "shared"):
+        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path / "wheel"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    [wheel] = out.glob("heddle-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+    shipped = {
+        f"services/gateway/static/{p.name}" for p in (ROOT / "services/gateway/static").iterdir()
+    }
+    assert shipped and shipped <= names
+    assert "services/gateway/web.py" in names
