@@ -33,7 +33,8 @@ from shared.names import (
     RUNS_BUCKET,
     evt_step_kind,
 )
-from shared.nats_permissions import inbox_prefix
+from shared.nats_io import connect
+from shared.settings import Settings
 
 
 def new_run_id(prefix: str) -> str:
@@ -81,13 +82,9 @@ class Probe:
             connector=aiohttp.TCPConnector(limit=0),
             timeout=aiohttp.ClientTimeout(total=300),
         )
-        login = {}
-        if self.nats_user is not None:
-            user, password = self.nats_user
-            login = {"user": user, "password": password, "inbox_prefix": inbox_prefix(user)}
-        self.nc = await nats.connect(
-            self.nats_url, name="heddle-bench", pending_size=2**26, **login
-        )
+        user, password = self.nats_user or ("", "")
+        settings = Settings(nats_url=self.nats_url, nats_user=user, nats_password=password)
+        self.nc = await connect(settings, "heddle-bench")  # the services' one NATS edge
         # Through the stream, not a core subscription: a core subscriber sees a record as it
         # is published, before the stream has stored it, and a document read at that moment
         # can still show the run's previous status.
