@@ -34,25 +34,39 @@ class Usage(Exception):
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("token", help="make, list and revoke API tokens (needs an admin token)")
-    p.add_argument(
-        "--url",
-        default=os.environ.get("HEDDLE_URL") or DEFAULT_URL,
-        help=f"the gateway (default $HEDDLE_URL or {DEFAULT_URL})",
-    )
-    p.add_argument(
-        "--token-file",
-        default=None,
-        help="file holding an admin token (default $HEDDLE_TOKEN, else the file "
-        f"$HEDDLE_TOKEN_FILE, else {DEFAULT_TOKEN_FILE})",
+    # --url and --token-file go before or after the action: `heddle token create --url ...`
+    # as well as `heddle token --url ... create`. After it, they win; left out, they keep
+    # what was given before it (SUPPRESS), else the default.
+    before = argparse.ArgumentParser(add_help=False)
+    after = argparse.ArgumentParser(add_help=False)
+    for parser, default in ((before, None), (after, argparse.SUPPRESS)):
+        parser.add_argument(
+            "--url",
+            default=default,
+            help=f"the gateway (default $HEDDLE_URL or {DEFAULT_URL})",
+        )
+        parser.add_argument(
+            "--token-file",
+            default=default,
+            help="file holding an admin token (default $HEDDLE_TOKEN, else the file "
+            f"$HEDDLE_TOKEN_FILE, else {DEFAULT_TOKEN_FILE})",
+        )
+    p = sub.add_parser(
+        "token",
+        parents=[before],
+        help="make, list and revoke API tokens (needs an admin token)",
     )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = actions.add_parser("create", help="make a token; prints it, once, on stdout")
+
+    def action(name: str, help: str) -> argparse.ArgumentParser:
+        return actions.add_parser(name, parents=[after], help=help)
+
+    create = action("create", "make a token; prints it, once, on stdout")
     create.add_argument("--name", required=True, help="[A-Za-z0-9_-]{1,64}, unique")
     create.add_argument("--role", required=True, choices=ROLES, help="what the token may do")
-    ls = actions.add_parser("list", help="every token: name, role, created, revoked")
+    ls = action("list", "every token: name, role, created, revoked")
     ls.add_argument("--json", action="store_true", help="the API's JSON instead of a table")
-    revoke = actions.add_parser("revoke", help="revoke a token, on every gateway at once")
+    revoke = action("revoke", "revoke a token, on every gateway at once")
     revoke.add_argument("name")
 
 
@@ -116,11 +130,12 @@ def _table(tokens: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    url = args.url or os.environ.get("HEDDLE_URL") or DEFAULT_URL
     try:
         token = admin_token(args.token_file)
         if args.action == "create":
             body = {"name": args.name, "role": args.role}
-            made = call(args.url, token, "POST", "/api/tokens", body)
+            made = call(url, token, "POST", "/api/tokens", body)
             print(made["token"])
             print(
                 f"token {made['name']} ({made['role']}) made: it is shown this once; send it as "
@@ -128,10 +143,10 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         elif args.action == "list":
-            listed = call(args.url, token, "GET", "/api/tokens")
+            listed = call(url, token, "GET", "/api/tokens")
             print(json.dumps(listed) if args.json else _table(listed["tokens"]))
         else:
-            call(args.url, token, "POST", f"/api/tokens/{quote(args.name, safe='')}/revoke")
+            call(url, token, "POST", f"/api/tokens/{quote(args.name, safe='')}/revoke")
             print(f"token {args.name} revoked", file=sys.stderr)
     except Usage as exc:
         print(f"heddle token: {exc}", file=sys.stderr)

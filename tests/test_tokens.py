@@ -190,7 +190,10 @@ async def test_cli(gateway: Gateway, admin_file: Path, tmp_path: Path) -> None:
     rc, out, _ = await heddle("token", "list", "--json", env=env)
     assert rc == 0 and {t["name"] for t in msgspec.json.decode(out)["tokens"]} == {"admin", "cli-v"}
 
-    rc, out, err = await heddle(*common, "revoke", "cli-v")
+    # The options may also follow the action, as people type them.
+    rc, out, err = await heddle(
+        "token", "revoke", "cli-v", "--url", url, "--token-file", str(admin_file)
+    )
     assert rc == 0, err
     assert (await call(gw, "GET", "/api/runs", token))[0] == 401
 
