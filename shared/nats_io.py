@@ -13,6 +13,7 @@ import nats
 from nats.aio.client import Client
 
 from shared.errors import NatsRefused
+from shared.metrics import NATS_RECONNECTS, service_of
 from shared.nats_permissions import inbox_prefix
 from shared.settings import Settings
 from shared.tasks import cancel_and_wait
@@ -36,8 +37,11 @@ async def connect(
         if isinstance(exc, nats.errors.AuthorizationError) or "Authorization Violation" in str(exc):
             refused.set()
 
+    reconnects = NATS_RECONNECTS.labels(service_of(name))
+
     async def reconnected() -> None:
         log.info("nats reconnected")
+        reconnects.inc()
         if on_reconnect:
             await on_reconnect()
 

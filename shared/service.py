@@ -100,13 +100,20 @@ def event(logger: logging.Logger, msg: str, **fields: object) -> None:
         handler.stream.write(json_line(time.time(), "info", logger.name, msg, fields) + "\n")
 
 
-async def serve(service: Service) -> None:
-    """Start ``service``, run until SIGTERM or SIGINT, then stop it gracefully."""
+async def serve(service: Service, settings: Settings | None = None) -> None:
+    """Start ``service``, run until SIGTERM or SIGINT, then stop it gracefully. With
+    HEDDLE_METRICS_PORT set, its metrics are served from before it starts until it stopped."""
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
     log = logging.getLogger(f"heddle.{service.name}")
+    metrics = None
+    if settings is not None and settings.metrics_port:
+        from shared.metrics_http import MetricsServer  # aiohttp only where it serves
+
+        metrics = MetricsServer(service.name, settings.metrics_host, settings.metrics_port)
+        await metrics.start()
     try:
         await service.start()
         event(log, "started", service=service.name)
@@ -118,6 +125,8 @@ async def serve(service: Service) -> None:
             await service.stop()
         finally:
             reporter.cancel()
+            if metrics is not None:
+                await metrics.stop()
         event(log, "stopped", service=service.name)
 
 
@@ -137,7 +146,7 @@ def run_service(service: Service, settings: Settings) -> None:
     setup_logging(settings)
     try:
         with asyncio.Runner(loop_factory=loop_factory(settings)) as runner:
-            runner.run(serve(service))
+            runner.run(serve(service, settings))
     except KeyboardInterrupt:
         pass
 

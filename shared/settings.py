@@ -69,6 +69,15 @@ class Settings:
     metrics_auth: str = _s(
         "open", "HEDDLE_METRICS_AUTH", "open (GET /metrics needs no token) or token (a viewer's)"
     )
+    metrics_port: int = _s(
+        0,
+        "HEDDLE_METRICS_PORT",
+        "port of this service's own Prometheus endpoint (GET /metrics); 0 serves none (the "
+        "gateway still serves /metrics on its HTTP port)",
+    )
+    metrics_host: str = _s(
+        "127.0.0.1", "HEDDLE_METRICS_HOST", "address the metrics endpoint listens on"
+    )
     allowed_hosts: str = _s(
         DEFAULT_ALLOWED_HOSTS,
         "HEDDLE_ALLOWED_HOSTS",
@@ -253,6 +262,8 @@ class Settings:
             problems.append("HEDDLE_RETENTION_AGE must be 0 (keep all) or more")
         if not self.registry_ttl >= 1:
             problems.append("HEDDLE_REGISTRY_TTL must be at least 1 second")
+        if not 0 <= self.metrics_port <= 65535:
+            problems.append("HEDDLE_METRICS_PORT must be between 0 (none) and 65535")
         if not 0 <= self.gateway_port <= 65535:
             problems.append("HEDDLE_GATEWAY_PORT must be between 0 (any free port) and 65535")
         for name in (

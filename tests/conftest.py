@@ -80,12 +80,16 @@ async def stack(tmp_path: Path) -> AsyncIterator[StackFactory]:
         runners: int = 2,
         services: tuple[str, ...] = ("orchestrator", "dispatcher", "gateway"),
         wait: bool = True,
+        metrics: bool = False,
         **settings: str,
     ) -> Stack:
         s = Stack(tmp_path / f"stack{len(made)}", settings={**FAST, **settings})
         s.tmp.mkdir(parents=True)
         made.append(s)
         s.gateway_port = free_port()
+        if metrics:  # each process its own metrics port (tests/test_metrics.py)
+            names = [*services, *(f"runner-{i}" for i in range(runners))]
+            s.metrics_ports = {name: free_port() for name in names}
         s.start_nats(runners=tuple(f"runner-{i}" for i in range(runners)))
         for name in services:
             s.start(name)

@@ -36,6 +36,8 @@ class Stack:
     gateway_port: int = 0
     session: aiohttp.ClientSession | None = None
     auth: StackAuth | None = None
+    # Services that serve their metrics (HEDDLE_METRICS_PORT), by process name -> port.
+    metrics_ports: dict[str, int] = field(default_factory=dict)
 
     # ---- processes ----
 
@@ -106,6 +108,8 @@ class Stack:
             credentials = self.auth.env(service, runner)
         else:
             credentials = self.auth.env(service, name)
+        if name in self.metrics_ports:
+            extra_env.setdefault("HEDDLE_METRICS_PORT", str(self.metrics_ports[name]))
         argv = [*(argv_prefix or []), *service_argv(service)]
         proc = self.procs.get(name) or Proc(name, argv, {}, self.tmp / f"{name}.log")
         proc.argv = argv

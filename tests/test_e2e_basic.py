@@ -161,7 +161,8 @@ async def test_health_and_metrics(stack: StackFactory) -> None:
     await s.request("GET", "/api/runs/nope")
     status, text = await s.request("GET", "/metrics")
     assert status == 200
-    assert 'heddle_http_requests_total{method="GET",route="/api/runs/{run}",status="404"} 1' in text
+    line = 'heddle_http_requests_total{method="GET",route="/api/runs/{run}",status="404"} 1.0'
+    assert line in text.splitlines()
 
 
 async def test_submit_without_orchestrator_is_accepted_then_created(stack: StackFactory) -> None:

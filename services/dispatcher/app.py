@@ -37,6 +37,7 @@ from shared.contracts import (
 )
 from shared.kv_reads import last_value_matching, value_of
 from shared.kv_watch import follow
+from shared.metrics import READY_WAITING, RUNNERS, RUNNERS_BUSY, before_scrape
 from shared.nats_io import close, connect_until_ready
 from shared.pull import ContinuousPull
 from shared.resources import ensure_consumer, ensure_resources
@@ -90,6 +91,9 @@ class Dispatcher:
         self._stopping = False
         self._pull: ContinuousPull | None = None
         self.nc: Client | None = None
+        # The pool's view, read when scraped: nothing is counted per step.
+        RUNNERS.set_function(lambda: len(self.pool.runners))
+        RUNNERS_BUSY.set_function(lambda: len(self.pool.leases))
 
     async def start(self) -> None:
         self.nc = await connect_until_ready(
@@ -112,6 +116,7 @@ class Dispatcher:
             self.nc, names.STEPS_STREAM, names.DISPATCHER_DURABLE, self._on_ready, credit=0
         )
         await self._pull.start()
+        before_scrape(self._count_waiting)
         initial = asyncio.Event()
         self._tasks = [asyncio.create_task(self._watch_runners(initial), name="runners")]
         await asyncio.wait_for(initial.wait(), 10)
@@ -126,6 +131,18 @@ class Dispatcher:
         if self._inflight:
             await asyncio.wait(self._inflight, timeout=self.settings.shutdown_grace)
         await close(self.nc)
+
+    async def _count_waiting(self) -> None:
+        """Ready steps not given to a runner yet: those the stream still holds for this
+        consumer, and those in hand without a runner. Left as it was if NATS is away."""
+        try:
+            info = await self.js.consumer_info(
+                names.STEPS_STREAM, names.DISPATCHER_DURABLE, timeout=1.0
+            )
+        except Exception as exc:
+            log.debug("ready backlog unknown: %s", exc)
+            return
+        READY_WAITING.set((info.num_pending or 0) + max(self._unplaced, 0))
 
     async def _reconnected(self) -> None:
         self._wary_until = time.monotonic() + WARY_AFTER_RECONNECT

@@ -20,7 +20,7 @@ from services.gateway.keys import (
     TOKENS,
     GatewayResources,
 )
-from services.gateway.metrics import Metrics
+from services.gateway.metrics import CONTENT_TYPE, Metrics
 from services.gateway.run_index import RunIndex
 from services.gateway.token_index import TokenIndex, read_token_file, seed_admin
 from shared import names
@@ -69,9 +69,8 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
 
 
 async def metrics(request: web.Request) -> web.Response:
-    return web.Response(
-        text=request.app[METRICS].render(), content_type="text/plain", charset="utf-8"
-    )
+    body = await request.app[METRICS].render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
 def setup_routes(app: web.Application) -> None:

@@ -39,6 +39,7 @@ from shared.contracts import (
     run_record_decoder,
 )
 from shared.kv_reads import read_current, read_steps
+from shared.metrics import LIVE_RUNS
 from shared.nats_io import close, connect_until_ready
 from shared.pull import ContinuousPull
 from shared.resources import ensure_consumer, ensure_resources
@@ -69,6 +70,7 @@ class Orchestrator:
         self._stopping = False
         self.nc: Client | None = None
         self.workflows: WorkflowFeatures | None = None  # history, cron, retention
+        LIVE_RUNS.set_function(lambda: len(self.actors))  # read at a scrape, never per step
 
     # ---- lifecycle ----
 

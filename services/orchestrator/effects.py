@@ -28,10 +28,18 @@ from services.orchestrator.decisions import (
 from services.orchestrator.notes import transition_notes
 from shared import names
 from shared.acked import AckedPublisher
-from shared.contracts import CancelAttempt, LogLine, RetryDue, encode
+from shared.contracts import (
+    TERMINAL_RUN,
+    CancelAttempt,
+    LogLine,
+    RetryDue,
+    StepRecord,
+    encode,
+)
 from shared.kv_reads import count_keys
+from shared.metrics import DISPATCH_SECONDS, REQUEUES, RETRIES, RUNS, STEP_SECONDS, STEPS
 from shared.service import event
-from shared.timefmt import from_epoch
+from shared.timefmt import from_epoch, parse
 
 log = logging.getLogger("heddle.orchestrator")
 ACK_TIMEOUT = 10.0
@@ -60,6 +68,7 @@ class EffectRunner:
         while True:
             try:
                 await self._apply_once(run_id, effects, create_run)
+                count(effects, create_run)  # once stored: not again if written again
                 return
             except asyncio.CancelledError:
                 raise
@@ -256,3 +265,60 @@ class EffectRunner:
                 )
         except Exception as exc:
             log.warning("transition notes of run %s not written: %s", run_id, exc)
+
+
+# An attempt's command ran: it left one of these states for one of those.
+_RAN_FROM = frozenset({"queued", "running"})
+_OUTCOME_OF = {
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "retrying": "failed",
+    "cancelled": "cancelled",
+}
+
+
+def count(effects: list[Effect], created: bool = False) -> None:
+    """The metrics of one stored batch: each transition as decided (a record changed twice
+    in one batch counts twice), and an attempt's times when it leaves queued or running."""
+    for eff in effects:
+        match eff:
+            case PersistStep(step=step, previous=previous, status=status):
+                if previous == status:
+                    continue
+                STEPS.labels(status).inc()
+                if previous in _RAN_FROM and status in _OUTCOME_OF:
+                    _attempt_times(step, _OUTCOME_OF[status], queued=previous == "queued")
+                elif previous == "queued" and status == "running":
+                    _attempt_times(step, None, queued=True)
+            case PersistRun(status=status):
+                # Written running when created and for a cancel request (no transition),
+                # then once more, finished.
+                if status in TERMINAL_RUN or created:
+                    RUNS.labels(status).inc()
+            case ScheduleRetry():
+                RETRIES.inc()
+            case Requeued():
+                REQUEUES.inc()
+            case _:
+                pass
+
+
+def _attempt_times(step: StepRecord, outcome: str | None, *, queued: bool) -> None:
+    """Dispatch latency (queued to started) when the attempt leaves queued, and its
+    duration (started to finished) when it ends; skipped where a time is missing (a
+    command that never started, a watchdog verdict)."""
+    if not step.attempts:
+        return
+    rec = step.attempts[-1]
+    if rec.attempt != step.attempt or rec.started_at is None:
+        return
+    try:
+        started = parse(rec.started_at).timestamp()
+        if queued and step.queued_at:
+            DISPATCH_SECONDS.observe(max(started - parse(step.queued_at).timestamp(), 0.0))
+        if outcome is not None and rec.finished_at:
+            STEP_SECONDS.labels(outcome).observe(
+                max(parse(rec.finished_at).timestamp() - started, 0.0)
+            )
+    except ValueError:  # a malformed stamp is no reason to fail a stored batch
+        return

@@ -31,6 +31,7 @@ from shared.contracts import heartbeat_decoder
 from shared.errors import OutcomeUnknown
 from shared.kv_reads import stored_at
 from shared.kv_watch import follow
+from shared.metrics import VERDICTS
 from shared.periodic import Periodic
 from shared.resources import Resources
 from shared.service import event
@@ -163,6 +164,7 @@ class Liveness:
                         "watchdog verdict", actor.run_id, verdict.step_id, verdict.attempt, exc
                     )
                     continue
+                VERDICTS.labels("silent" if outcome is None else "withdrawn").inc()
                 event(
                     log,
                     "watchdog verdict" if outcome is None else "watchdog verdict withdrawn",

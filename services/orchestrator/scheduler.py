@@ -47,6 +47,7 @@ from shared.contracts import (
 )
 from shared.cron_plan import plan, scheduled_run_id, slot_stamp
 from shared.kv_reads import read_current
+from shared.metrics import CRON_SLOTS
 from shared.periodic import Periodic
 from shared.service import event
 from shared.timefmt import now_rfc3339, parse, rfc3339
@@ -107,6 +108,9 @@ class Scheduler:
         self.interval = interval
         self._versions: dict[tuple[str, int], WorkflowVersion] = {}
         self._periodic = Periodic("cron tick", self.interval, self.tick, log)
+        # A slot at or before the previous tick's time was due then and is run late
+        # (backfilled); a later one fires on time.
+        self._last_tick = self.clock.now()
 
     async def start(self) -> None:
         self._periodic.start()
@@ -118,6 +122,7 @@ class Scheduler:
         """Run every due slot of every schedule (up to the backfill limit each); returns how
         many slots were submitted."""
         now = self.clock.now()
+        since, self._last_tick = self._last_tick, now
         workflows = [
             workflow_latest_decoder.decode(e.value)
             for e in await read_current(self.workflows_kv, names.WORKFLOW_LATEST_ALL)
@@ -131,7 +136,7 @@ class Scheduler:
             if not wf.schedule or wf.paused:
                 continue
             try:
-                total += await self._schedule(wf, cursors.get(wf.name), now)
+                total += await self._schedule(wf, cursors.get(wf.name), now, since)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -139,7 +144,11 @@ class Scheduler:
         return total
 
     async def _schedule(
-        self, wf: WorkflowLatest, cursor: tuple[CronCursor, int] | None, now: float
+        self,
+        wf: WorkflowLatest,
+        cursor: tuple[CronCursor, int] | None,
+        now: float,
+        since: float | None = None,
     ) -> int:
         assert wf.schedule is not None
         wall = self.clock.of_wall
@@ -162,11 +171,13 @@ class Scheduler:
         if todo.cursor is None:
             return 0
         if todo.slots:
-            await self._run_slots(wf, todo.slots)
+            await self._run_slots(wf, todo.slots, since)
         await self._advance(wf.name, cursor, todo.cursor)
         return len(todo.slots)
 
-    async def _run_slots(self, wf: WorkflowLatest, slots: list[datetime]) -> None:
+    async def _run_slots(
+        self, wf: WorkflowLatest, slots: list[datetime], since: float | None = None
+    ) -> None:
         spec = await self._version(wf.name, wf.version)
         stamp = now_rfc3339()  # one per batch: ties in createdAt fall back to slot order
         claims = [
@@ -179,13 +190,12 @@ class Scheduler:
             )
             for slot in slots
         ]
-        won = 0
+        won: list[bool] = []
         for i in range(0, len(claims), CHUNK):
             chunk = claims[i : i + CHUNK]
-            results = await asyncio.gather(
+            won += await asyncio.gather(
                 *(self._claim(c, slots[i + j]) for j, c in enumerate(chunk))
             )
-            won += sum(results)
         futures = []
         for claim in claims:
             cmd = SubmitRun(
@@ -211,13 +221,19 @@ class Scheduler:
             raise TimeoutError(f"{len(pending)} submits unacknowledged")
         for fut in done:
             fut.result()
+        # Counted by the scheduler that claimed each slot: one count per slot, however many
+        # schedulers there are.
+        for slot, mine in zip(slots, won, strict=True):
+            if mine:
+                late = since is not None and slot.timestamp() <= since
+                CRON_SLOTS.labels("backfilled" if late else "fired").inc()
         event(
             log,
             "cron slots",
             workflow=wf.name,
             version=wf.version,
             slots=len(slots),
-            claimed=won,
+            claimed=sum(won),
             first=claims[0].slot,
             last=claims[-1].slot,
         )

@@ -30,6 +30,7 @@ from services.runner_agent.process import ProcessResult, RunAs, StepProcess, ste
 from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import StepFinished, StepReady, StepStarted, encode
+from shared.metrics import ATTEMPTS
 from shared.service import event
 from shared.settings import Settings
 from shared.timefmt import now_rfc3339
@@ -201,6 +202,7 @@ class Attempt:
             started_at=self.started_at,
             pid=process.pid if self.started_at else None,
         )
+        ATTEMPTS.labels(finished.outcome).inc()
         await self._send_answer()
         await logs.close(_summary(finished))
         free()

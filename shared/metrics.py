@@ -1,0 +1,178 @@
+"""Every Heddle metric, defined once, and which service exposes which.
+
+Each metric is made unregistered and added to the registry of the service that counts it
+(``registry_for``), so a service shows only its own. Counting is a plain increment where
+the service already decides something (a transition, a verdict, an outcome): no label
+holds a run, step or runner name, so the series stay few however many runs there are.
+``metrics_http.py`` serves a registry on HEDDLE_METRICS_PORT; the gateway also serves its
+own on ``GET /metrics``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
+
+# The *_created series double every counter's output and no dashboard here uses them.
+disable_created_metrics()
+
+# Steps run from well under a second to hours; the waits before them from milliseconds.
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400)
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)  # as before 0.2
+
+# ---- every service -------------------------------------------------------------------
+
+NATS_RECONNECTS = Counter(
+    "heddle_nats_reconnects",
+    "Reconnections of this service's NATS connection after it was lost.",
+    ["service"],
+    registry=None,
+)
+
+# ---- gateway -------------------------------------------------------------------------
+
+HTTP_REQUESTS = Counter(
+    "heddle_http_requests",
+    "HTTP requests by method, route and status.",
+    ["method", "route", "status"],
+    registry=None,
+)
+HTTP_SECONDS = Histogram(
+    "heddle_http_request_seconds",
+    "HTTP request latency by route.",
+    ["route"],
+    buckets=HTTP_BUCKETS,
+    registry=None,
+)
+
+# ---- orchestrator --------------------------------------------------------------------
+
+STEPS = Counter(
+    "heddle_steps",
+    "Step transitions by the state entered, counted where the orchestrator stores them "
+    "(a step created enters pending, or queued if it has no dependency).",
+    ["state"],
+    registry=None,
+)
+RUNS = Counter(
+    "heddle_runs",
+    "Run transitions by the status entered (running counts runs created).",
+    ["status"],
+    registry=None,
+)
+STEP_SECONDS = Histogram(
+    "heddle_step_duration_seconds",
+    "How long attempts ran, command start to end, from their outcome's times.",
+    ["outcome"],
+    buckets=DURATION_BUCKETS,
+    registry=None,
+)
+DISPATCH_SECONDS = Histogram(
+    "heddle_dispatch_latency_seconds",
+    "From an attempt queued (ready) to its command started, from the step's record.",
+    buckets=LATENCY_BUCKETS,
+    registry=None,
+)
+RETRIES = Counter("heddle_retries", "Retries scheduled after a failed attempt.", registry=None)
+REQUEUES = Counter(
+    "heddle_requeues",
+    "Attempts queued again because no runner held them and their ready message was gone.",
+    registry=None,
+)
+VERDICTS = Counter(
+    "heddle_watchdog_verdicts",
+    "The heartbeat watchdog's verdicts: silent (the attempt fails) or withdrawn (its "
+    "outcome was stored after all).",
+    ["verdict"],
+    registry=None,
+)
+CRON_SLOTS = Counter(
+    "heddle_cron_slots",
+    "Cron slots this scheduler claimed and submitted: fired (due since the last tick) or "
+    "backfilled (missed: down, paused with catch-up, or past the per-tick limit).",
+    ["kind"],
+    registry=None,
+)
+LIVE_RUNS = Gauge("heddle_live_runs", "Runs not yet finished, held in memory.", registry=None)
+
+# ---- dispatcher ----------------------------------------------------------------------
+
+RUNNERS = Gauge("heddle_runners", "Runners in the pool (the registry).", registry=None)
+RUNNERS_BUSY = Gauge("heddle_runners_busy", "Runners holding a lease on an attempt.", registry=None)
+READY_WAITING = Gauge(
+    "heddle_ready_waiting",
+    "Ready steps not yet given to a runner: in the stream and in the dispatcher's hands.",
+    registry=None,
+)
+
+# ---- runner agent --------------------------------------------------------------------
+
+ATTEMPTS = Counter(
+    "heddle_attempts",
+    "Attempts this runner ran, by outcome (succeeded, failed, timed_out, cancelled).",
+    ["outcome"],
+    registry=None,
+)
+
+OWNED: dict[str, tuple[Collector, ...]] = {
+    "gateway": (HTTP_REQUESTS, HTTP_SECONDS),
+    "orchestrator": (
+        STEPS,
+        RUNS,
+        STEP_SECONDS,
+        DISPATCH_SECONDS,
+        RETRIES,
+        REQUEUES,
+        VERDICTS,
+        CRON_SLOTS,
+        LIVE_RUNS,
+    ),
+    "dispatcher": (RUNNERS, RUNNERS_BUSY, READY_WAITING),
+    "runner": (ATTEMPTS,),
+}
+
+# Called before each scrape: a gauge read from the server (the stream's backlog) is fresh
+# when it is looked at, and costs nothing when no one looks.
+_before_scrape: list[Callable[[], Awaitable[None]]] = []
+
+
+@functools.cache
+def registry_for(service: str) -> CollectorRegistry:
+    """The service's metrics, NATS reconnects, and the process's CPU, memory and GC."""
+    registry = CollectorRegistry(auto_describe=True)
+    for metric in (*OWNED.get(service, ()), NATS_RECONNECTS):
+        registry.register(metric)
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
+
+
+def before_scrape(refresh: Callable[[], Awaitable[None]]) -> None:
+    _before_scrape.append(refresh)
+
+
+async def exposition(service: str) -> bytes:
+    """The service's metrics in the Prometheus text format, refreshed first."""
+    for refresh in list(_before_scrape):
+        await refresh()
+    return generate_latest(registry_for(service))
+
+
+def service_of(connection_name: str) -> str:
+    """The service of a NATS connection name: heddle-runner-runner-0 -> runner."""
+    return connection_name.removeprefix("heddle-").split("-", 1)[0]
