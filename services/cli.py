@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from services import nats_users_cli, token_cli
+from services.client import commands as client
 from shared.errors import HeddleError, SettingsError
 from shared.settings import Settings, settings_table
 
@@ -38,7 +39,10 @@ def parser() -> argparse.ArgumentParser:
         description="Heddle: DAGs of shell commands "
         "over NATS JetStream. Settings come from HEDDLE_* variables "
         "(see `heddle settings`).",
+        epilog=client.EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    client.connection_options(p, after=False)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SERVICES:
         sub.add_parser(name, help=f"run the {name} service")
@@ -50,11 +54,15 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("settings", help="print every setting with its default")
     token_cli.add_parser(sub)
     nats_users_cli.add_parser(sub)
+    client.add_parsers(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    top = parser()
+    args = top.parse_args(argv)
+    if args.command in client.COMMANDS or args.command == "completion":
+        return client.run(args, top)
     if args.command == "settings":
         print(settings_table())
         return 0

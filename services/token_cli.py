@@ -10,36 +10,30 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import urllib.error
-import urllib.request
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from services.client.http import (
+    DEFAULT_TOKEN_FILE,
+    DEFAULT_URL,
+    Gateway,
+    Refused,
+    Unreachable,
+    Usage,
+    resolve_token,
+    resolve_url,
+)
 from shared.tokens import ROLES
-
-DEFAULT_URL = "http://127.0.0.1:8080"
-DEFAULT_TOKEN_FILE = ".heddle/admin-token"
-TIMEOUT = 30.0  # seconds
-
-
-class Refused(Exception):
-    """The gateway answered with an error, or could not be reached."""
-
-
-class Usage(Exception):
-    """The command cannot be sent as given (no token, say)."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     # --url and --token-file go before or after the action: `heddle token create --url ...`
     # as well as `heddle token --url ... create`. After it, they win; left out, they keep
-    # what was given before it (SUPPRESS), else the default.
+    # what was given before it (SUPPRESS), back to `heddle --url ... token`, else the default.
     before = argparse.ArgumentParser(add_help=False)
     after = argparse.ArgumentParser(add_help=False)
-    for parser, default in ((before, None), (after, argparse.SUPPRESS)):
+    for parser, default in ((before, argparse.SUPPRESS), (after, argparse.SUPPRESS)):
         parser.add_argument(
             "--url",
             default=default,
@@ -70,47 +64,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     revoke.add_argument("name")
 
 
-def admin_token(token_file: str | None) -> str:
-    if token_file is None and os.environ.get("HEDDLE_TOKEN"):
-        return os.environ["HEDDLE_TOKEN"].strip()
-    path = token_file or os.environ.get("HEDDLE_TOKEN_FILE") or DEFAULT_TOKEN_FILE
-    try:
-        token = Path(path).read_text("utf-8").strip()
-    except OSError as exc:
-        raise Usage(f"cannot read the admin token file {path}: {exc.strerror}") from exc
-    if not token:
-        raise Usage(f"the admin token file {path} is empty")
-    return token
-
-
-def call(url: str, token: str, method: str, path: str, body: Any = None) -> Any:
-    """The decoded JSON answer of a 2xx, or Refused with the server's message and problems."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url.rstrip("/") + path, data=data, method=method)
-    request.add_header("Authorization", f"Bearer {token}")
-    request.add_header("Accept", "application/json")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as resp:
-            return json.load(resp)
-    except urllib.error.HTTPError as exc:
-        raise Refused(_explain(exc.code, exc.read())) from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise Refused(f"the gateway at {url} did not answer: {reason}") from None
-
-
-def _explain(status: int, raw: bytes) -> str:
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return f"HTTP {status}: {raw[:200].decode(errors='replace')}"
-    lines = [f"HTTP {status}: {doc.get('error', 'error')}"]
-    lines += [f"  {p.get('path') or '(body)'}: {p.get('message')}" for p in doc.get("problems", [])]
-    return "\n".join(lines)
-
-
 def _table(tokens: list[dict[str, Any]]) -> str:
     rows = [("NAME", "ROLE", "CREATED", "REVOKED")]
     rows += [
@@ -130,12 +83,12 @@ def _table(tokens: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    url = args.url or os.environ.get("HEDDLE_URL") or DEFAULT_URL
     try:
-        token = admin_token(args.token_file)
+        token = resolve_token(getattr(args, "token", None), getattr(args, "token_file", None))
+        gateway = Gateway(resolve_url(getattr(args, "url", None)), token)
         if args.action == "create":
             body = {"name": args.name, "role": args.role}
-            made = call(url, token, "POST", "/api/tokens", body)
+            made = gateway.call("POST", "/api/tokens", body)
             print(made["token"])
             print(
                 f"token {made['name']} ({made['role']}) made: it is shown this once; send it as "
@@ -143,15 +96,15 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         elif args.action == "list":
-            listed = call(url, token, "GET", "/api/tokens")
+            listed = gateway.call("GET", "/api/tokens")
             print(json.dumps(listed) if args.json else _table(listed["tokens"]))
         else:
-            call(url, token, "POST", f"/api/tokens/{quote(args.name, safe='')}/revoke")
+            gateway.call("POST", f"/api/tokens/{quote(args.name, safe='')}/revoke")
             print(f"token {args.name} revoked", file=sys.stderr)
     except Usage as exc:
         print(f"heddle token: {exc}", file=sys.stderr)
         return 2
-    except Refused as exc:
+    except (Refused, Unreachable) as exc:
         print(f"heddle token {args.action}: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -1,0 +1,1 @@
+"""The `heddle` command line's client side: submit, follow and manage runs over the HTTP API."""

@@ -1,0 +1,145 @@
+"""The gateway's HTTP API as the command line sees it: where to connect, which token to send,
+one JSON call, and a server-sent event stream. Only the standard library: a command that
+reads a run should not need aiohttp's event loop.
+
+Errors are typed so each command maps them to its exit code in one place:
+``Usage`` (the call cannot be made as given), ``Refused`` (the gateway answered with an
+error status) and ``Unreachable`` (no answer at all).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+DEFAULT_TOKEN_FILE = ".heddle/admin-token"  # written by `heddle up` in its data dir
+TIMEOUT = 30.0  # seconds; a followed log gets a keepalive every 15 s, so this is no limit
+
+
+class ClientError(Exception):
+    """Base of the command line's errors."""
+
+
+class Usage(ClientError):
+    """The command cannot be sent as given (an unreadable token file, a bad document)."""
+
+
+class Refused(ClientError):
+    """The gateway answered with an error status; the message holds its error and problems."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class Unreachable(ClientError):
+    """The gateway did not answer at all."""
+
+    def __init__(self, url: str, reason: object) -> None:
+        self.url = url
+        super().__init__(f"the gateway at {url} did not answer: {reason}")
+
+
+def resolve_url(flag: str | None) -> str:
+    return (flag or os.environ.get("HEDDLE_URL") or DEFAULT_URL).rstrip("/")
+
+
+def resolve_token(
+    flag: str | None = None, token_file: str | None = None, *, required: bool = True
+) -> str | None:
+    """``--token``, else ``--token-file``, else ``HEDDLE_TOKEN``, else the file named by
+    ``HEDDLE_TOKEN_FILE``, else ``.heddle/admin-token``. A file that was named must be read;
+    the default one may be missing when not ``required`` (a gateway with HEDDLE_AUTH=none)."""
+    if flag:
+        return flag.strip()
+    if token_file is None and os.environ.get("HEDDLE_TOKEN"):
+        return os.environ["HEDDLE_TOKEN"].strip()
+    named = token_file or os.environ.get("HEDDLE_TOKEN_FILE")
+    path = named or DEFAULT_TOKEN_FILE
+    try:
+        token = Path(path).read_text("utf-8").strip()
+    except FileNotFoundError as exc:
+        if named is None and not required:
+            return None
+        raise Usage(f"cannot read the token file {path}: {exc.strerror}") from exc
+    except OSError as exc:
+        raise Usage(f"cannot read the token file {path}: {exc.strerror}") from exc
+    if not token:
+        raise Usage(f"the token file {path} is empty")
+    return token
+
+
+@dataclass(frozen=True, slots=True)
+class Gateway:
+    url: str
+    token: str | None
+
+    def request(
+        self, method: str, path: str, body: Any = None, accept: str = "application/json"
+    ) -> urllib.request.Request:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        request.add_header("Accept", accept)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        return request
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        """The decoded JSON answer of a 2xx, else Refused or Unreachable."""
+        return call(self, method, path, body)
+
+    def events(self, path: str) -> Iterator[tuple[str, str]]:
+        """Server-sent events of ``path`` as (event name, data), until the server ends it."""
+        with self._open(self.request("GET", path, accept="text/event-stream")) as resp:
+            kind, data = "message", []
+            for raw in resp:
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                if line.startswith(":"):
+                    continue  # a keepalive comment
+                if not line:
+                    if data:
+                        yield kind, "\n".join(data)
+                    kind, data = "message", []
+                elif line.startswith("event:"):
+                    kind = line[6:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].removeprefix(" "))
+
+    def _open(self, request: urllib.request.Request) -> Any:
+        try:
+            return urllib.request.urlopen(request, timeout=TIMEOUT)
+        except urllib.error.HTTPError as exc:
+            raise Refused(exc.code, explain(exc.code, exc.read())) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise Unreachable(self.url, getattr(exc, "reason", exc)) from None
+
+
+def call(gateway: Gateway, method: str, path: str, body: Any = None) -> Any:
+    request = gateway.request(method, path, body)
+    with gateway._open(request) as resp:
+        try:
+            return json.load(resp)
+        except (ValueError, OSError) as exc:
+            raise Unreachable(gateway.url, f"a broken answer to {method} {path}: {exc}") from None
+
+
+def explain(status: int, raw: bytes) -> str:
+    """The gateway's error and every problem it listed, one per line."""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return f"HTTP {status}: {raw[:200].decode(errors='replace')}"
+    if not isinstance(doc, dict):
+        return f"HTTP {status}: {raw[:200].decode(errors='replace')}"
+    lines = [f"HTTP {status}: {doc.get('error', 'error')}"]
+    lines += [f"  {p.get('path') or '(body)'}: {p.get('message')}" for p in doc.get("problems", [])]
+    return "\n".join(lines)
