@@ -75,7 +75,20 @@ def plan(
     if admin_token_file is not None:
         gateway_env["HEDDLE_ADMIN_TOKEN_FILE"] = str(admin_token_file)
     children.append(Child("gateway", service_argv("gateway"), gateway_env))
+    ports = metrics_ports(settings.metrics_port, runners)
+    for child in children:
+        if child.name in ports:
+            child.env["HEDDLE_METRICS_PORT"] = str(ports[child.name])
     return children
+
+
+def metrics_ports(base: int, runners: int) -> dict[str, int]:
+    """With HEDDLE_METRICS_PORT=B, each process its own port from B: the orchestrator B,
+    the dispatcher B+1, the gateway B+2, runner-i B+3+i; with 0 (the default), none."""
+    if not base:
+        return {}
+    names = ["orchestrator", "dispatcher", "gateway", *runner_names(runners)]
+    return {name: base + i for i, name in enumerate(names)}
 
 
 def admin_token(data_dir: Path) -> tuple[Path, str]:
@@ -192,6 +205,8 @@ async def run_up(settings: Settings, runners: int, data_dir: Path, nats_port: in
         sup.say("heddle", "HEDDLE_AUTH=none: the API is open to anyone who reaches it")
     if users is not None:
         sup.say("heddle", f"inspect: nats --context {data_dir / CONTEXT_FILE} stream ls")
+    for name, port in metrics_ports(settings.metrics_port, runners).items():
+        sup.say("heddle", f"metrics: {name} http://{settings.metrics_host}:{port}/metrics")
     await stop.wait()
     sup.say("heddle", "stopping")
     await sup.stop(settings.shutdown_grace + settings.kill_grace + 5)

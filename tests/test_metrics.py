@@ -10,7 +10,9 @@ from collections.abc import Callable
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from services.up import plan
 from shared.metrics import registry_for
+from shared.settings import Settings
 from tests.conftest import StackFactory
 from tests.stack import Stack
 from tests.test_scheduler import MIN, Env, env  # noqa: F401  (env is a fixture)
@@ -183,3 +185,16 @@ async def test_cron_slots_fired_on_time_and_backfilled_after_downtime(env: Env) 
     env.clock.advance(MIN)
     assert await late.tick() == 11
     assert (counted("fired") - fired, counted("backfilled") - backfilled) == (4, 10)
+
+
+def test_heddle_up_gives_each_process_its_own_metrics_port() -> None:
+    children = plan(Settings(metrics_port=9100), 2, {})
+    ports = {c.name: c.env.get("HEDDLE_METRICS_PORT") for c in children}
+    assert ports == {
+        "orchestrator": "9100",
+        "dispatcher": "9101",
+        "runner-0": "9103",
+        "runner-1": "9104",
+        "gateway": "9102",
+    }
+    assert all("HEDDLE_METRICS_PORT" not in c.env for c in plan(Settings(), 2, {}))
