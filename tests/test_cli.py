@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import shlex
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -16,7 +17,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from services.cli import parser
 from services.client import documents, render, watch
+from services.client.commands import COMMANDS
 from services.embedded_nats import free_port
 from tests.conftest import StackFactory
 from tests.stack import REPO, Stack
@@ -346,6 +349,27 @@ def test_plain_watch_lines_and_live_view() -> None:
     assert "run r1  running  5.0s" in text and "1/2" in text
     assert "succeeded 1" in text and "running 1" in text
     assert "b" in text and "r-1" in text and "4.0s" in text
+
+
+def test_examples_and_readme_commands() -> None:
+    """The example files pass the checks, and every `heddle` line of the README's Command
+    line section parses."""
+    assert len(documents.run_request(str(REPO / "examples/demo.yaml"))["steps"]) == 4
+    assert documents.workflow(str(REPO / "examples/etl.yaml"))["name"] == "etl"
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Command line\n", 1)[1].split("\n## ", 1)[0]
+    lines = [
+        cmd.strip()
+        for line in section.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+        for cmd in line.split("#", 1)[0].split(";")
+        if cmd.strip()
+    ]
+    assert len(lines) >= 12
+    top = parser()
+    for line in lines:
+        words = shlex.split(line)
+        assert words[0] == "heddle"
+        assert top.parse_args(words[1:]).command in COMMANDS, line
 
 
 def test_views_and_completion() -> None:

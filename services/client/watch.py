@@ -191,7 +191,7 @@ class LiveSink:
         if self.live is not None:
             self.live.stop()
         if run is not None and run["status"] in TERMINAL_RUN:
-            self.console.print(render.run_end(run))
+            self.console.print(Text(render.run_end(run)))  # no auto-highlighting of numbers
 
 
 def sink_for(as_json: bool, out: TextIO = sys.stdout) -> Sink:
