@@ -64,6 +64,7 @@ VALUE_SETS = {
         "rbac": {"create": True},
         "clusterDomain": "corp.internal",
         "networkPolicy": {"dnsTo": [{"namespaceSelector": {}}]},
+        "metrics": {"networkPolicy": {"from": [{"namespaceSelector": {}}]}},
     },
     "external-nats-no-rbac": {
         "nats": {"enabled": False},
@@ -75,6 +76,7 @@ VALUE_SETS = {
         },
     },
     "no-network-policy": {"networkPolicy": {"enabled": False}},
+    "no-metrics-port": {"settings": {"metricsPort": 0}, "metrics": {"annotations": False}},
     "open-gateway-no-runners": {
         "gateway": {"networkPolicy": {"from": []}},
         "runners": {"replicas": 0},
@@ -419,13 +421,44 @@ def test_gateway_probes_and_port(default: Manifest) -> None:
     _, gateway = default.heddle_containers()["gateway"]
     env = default.env(gateway)
     assert env["HEDDLE_GATEWAY_HOST"] == "0.0.0.0"
-    (port,) = gateway["ports"]
+    port, _ = gateway["ports"]  # and its metrics port (below)
     assert (port["name"], port["containerPort"]) == ("http", int(env["HEDDLE_GATEWAY_PORT"]))
     assert gateway["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert gateway["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert gateway["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     svc_port = default.get("Service", "gateway")["spec"]["ports"][0]
     assert (svc_port["port"], svc_port["targetPort"]) == (8080, "http")
+
+
+def test_every_service_serves_metrics_where_prometheus_looks(
+    chart: helm.Chart, default: Manifest
+) -> None:
+    workloads = default.workloads_by_key()
+    for key, (_, container) in default.heddle_containers().items():
+        settings = Settings.from_env(only_strings(default.env(container)))
+        assert (settings.metrics_host, settings.metrics_port) == ("0.0.0.0", 9090), key
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert ports["metrics"] == 9090, key
+        annotations = workloads[key]["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true", key
+        assert annotations["prometheus.io/port"] == "9090", key
+        assert annotations["prometheus.io/path"] == "/metrics", key
+    nats = workloads["nats"]["spec"]["template"]["metadata"].get("annotations", {})
+    assert not any(k.startswith("prometheus.io/") for k in nats)  # not a Heddle service
+
+    # Without the annotations (a ServiceMonitor of your own, say) the ports stay.
+    quiet = render(chart, {"metrics": {"annotations": False}})
+    for w in quiet.workloads_by_key().values():
+        assert "prometheus.io/scrape" not in w["spec"]["template"]["metadata"]["annotations"]
+    _, orchestrator = quiet.heddle_containers()["orchestrator"]
+    assert orchestrator["ports"] == [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
+    # Port 0: no metrics port, nothing to scrape; the gateway keeps /metrics on its own.
+    off = render(chart, {"settings": {"metricsPort": 0}})
+    for key, (_, container) in off.heddle_containers().items():
+        assert Settings.from_env(only_strings(off.env(container))).metrics_port == 0
+        assert "metrics" not in {p["name"] for p in container.get("ports", [])}, key
+        annotations = off.workloads_by_key()[key]["spec"]["template"]["metadata"]["annotations"]
+        assert "prometheus.io/scrape" not in annotations, key
 
 
 def test_resources_come_from_values(chart: helm.Chart, default: Manifest) -> None:

@@ -367,10 +367,37 @@ def test_runners_and_control_plane_reach_only_nats_and_dns(
     assert egress_is_nats_and_dns(policy_for(opened, "orchestrator"), opened) == []
 
 
+def test_metrics_are_scraped_only_from_the_named_source(chart: helm.Chart) -> None:
+    # By default nothing may reach a metrics port (the policies above have no such rule).
+    prometheus = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mon"}}}]
+    opened = render(chart, {"metrics": {"networkPolicy": {"from": prometheus}}})
+    scrape = {"from": prometheus, "ports": [{"protocol": "TCP", "port": 9090}]}
+    for name in ("gateway", "orchestrator", "dispatcher", *DEFAULT_RUNNERS):
+        assert scrape in policy_for(opened, name)["ingress"], name
+    assert scrape not in policy_for(opened, "nats")["ingress"]
+    # The gateway's HTTP port keeps its own rule.
+    assert policy_for(opened, "gateway")["ingress"][0]["ports"] == [
+        {"protocol": "TCP", "port": 8080}
+    ]
+    moved = render(
+        chart,
+        {"settings": {"metricsPort": 9100}, "metrics": {"networkPolicy": {"from": prometheus}}},
+    )
+    (rule,) = policy_for(moved, "orchestrator")["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 9100}]
+    off = render(
+        chart, {"settings": {"metricsPort": 0}, "metrics": {"networkPolicy": {"from": prometheus}}}
+    )
+    assert not policy_for(off, "orchestrator").get("ingress")
+
+
 @pytest.mark.parametrize(
     "values",
     [
         {"runners": {"stepUser": "root"}},
+        {"metrics": {"networkPolicy": {"from": "prometheus"}}},
+        {"metrics": {"annotation": True}},
+        {"settings": {"metricsPort": 70000}},
         {"runners": {"stepUser": 0}},
         {"runners": {"stepUser": "0"}},
         {"runners": {"stepUser": "no body"}},

@@ -132,9 +132,33 @@ tolerations:
 {{- end }}
 {{- end -}}
 
-{{/* Pod template annotations: restart the pods when the settings change. */}}
+{{/* The services' metrics port (settings.metricsPort), or "" when they serve none. */}}
+{{- define "heddle.metricsPort" -}}
+{{- $port := .Values.settings.metricsPort -}}
+{{- if and (not (kindIs "invalid" $port)) (ne (toString $port) "") (ne (toString $port) "0") -}}
+{{- int $port -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The metrics port as a container port, when there is one. Usage: include "heddle.metricsContainerPort" . */}}
+{{- define "heddle.metricsContainerPort" -}}
+{{- with include "heddle.metricsPort" . }}
+- name: metrics
+  containerPort: {{ . }}
+  protocol: TCP
+{{- end }}
+{{- end -}}
+
+{{/* Pod template annotations: restart the pods when the settings change; where Prometheus
+scrapes the pod (metrics.annotations). */}}
 {{- define "heddle.podAnnotations" -}}
 checksum/settings: {{ include (print .Template.BasePath "/configmap.yaml") . | sha256sum }}
+{{- $port := include "heddle.metricsPort" . }}
+{{- if and $port .Values.metrics.annotations }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ $port | quote }}
+prometheus.io/path: /metrics
+{{- end }}
 {{- with .Values.podAnnotations }}
 {{ toYaml . }}
 {{- end }}
@@ -227,11 +251,19 @@ spec:
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
           args: ["heddle", {{ $c | quote }}]
           {{- include "heddle.env" (list $root $v.extraEnv (toYaml $identity)) | nindent 10 }}
-          {{- if eq $c "gateway" }}
+          {{- $metricsPort := include "heddle.metricsContainerPort" $root | trim }}
+          {{- if or (eq $c "gateway") $metricsPort }}
           ports:
+            {{- if eq $c "gateway" }}
             - name: http
               containerPort: {{ int (default 8080 $root.Values.settings.gatewayPort) }}
               protocol: TCP
+            {{- end }}
+            {{- with $metricsPort }}
+            {{- . | nindent 12 }}
+            {{- end }}
+          {{- end }}
+          {{- if eq $c "gateway" }}
           {{- with $v.startupProbe }}
           startupProbe:
             {{- toYaml . | nindent 12 }}
