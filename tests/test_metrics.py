@@ -4,6 +4,8 @@ would: they move with a run, with a saturated pool, and with a NATS outage."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import time
 from collections.abc import Callable
 
@@ -14,7 +16,7 @@ from services.up import plan
 from shared.metrics import registry_for
 from shared.settings import Settings
 from tests.conftest import StackFactory
-from tests.stack import Stack
+from tests.stack import REPO, Stack
 from tests.test_scheduler import MIN, Env, env  # noqa: F401  (env is a fixture)
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -198,3 +200,24 @@ def test_heddle_up_gives_each_process_its_own_metrics_port() -> None:
         "gateway": "9102",
     }
     assert all("HEDDLE_METRICS_PORT" not in c.env for c in plan(Settings(), 2, {}))
+
+
+def test_the_grafana_dashboard_uses_only_metrics_that_exist() -> None:
+    dashboard = json.loads((REPO / "deploy" / "grafana" / "heddle.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {m for e in exprs for m in re.findall(r"\bheddle_[a-z_]+", e)}
+    exposed = {
+        sample
+        for service in ("gateway", "orchestrator", "dispatcher", "runner")
+        for metric in registry_for(service).collect()
+        for sample in _names(metric.name, metric.type)
+    }
+    assert used and used <= exposed, used - exposed
+
+
+def _names(name: str, kind: str) -> set[str]:
+    if kind == "counter":
+        return {name + "_total"}
+    if kind == "histogram":
+        return {name + s for s in ("_bucket", "_sum", "_count")}
+    return {name}
