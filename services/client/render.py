@@ -96,7 +96,7 @@ def runs_view(runs: list[dict[str, Any]]) -> str:
         (
             r["runId"],
             r["status"],
-            r.get("workflowName") or r.get("workflow") or "",
+            r.get("workflowName") or "-",
             r.get("createdAt"),
             duration(seconds_between(r.get("createdAt"), r.get("finishedAt"))),
             counts_text(r.get("counts")) if r.get("counts") else r.get("stepCount", "-"),
