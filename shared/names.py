@@ -24,6 +24,16 @@ RUNNERS_BUCKET = "heddle-runners"
 CRON_BUCKET = "heddle-cron"
 TOKENS_BUCKET = "heddle-tokens"  # API token records by name: hashes, never tokens
 
+ALL_STREAMS = (CMD_STREAM, STEPS_STREAM, EVENTS_STREAM, LOGS_STREAM)
+ALL_BUCKETS = (
+    WORKFLOWS_BUCKET,
+    RUNS_BUCKET,
+    HEARTBEATS_BUCKET,
+    RUNNERS_BUCKET,
+    CRON_BUCKET,
+    TOKENS_BUCKET,
+)
+
 # Durable consumers
 ORCH_CMD_DURABLE = "orchestrator-cmd"
 ORCH_EVENTS_DURABLE = "orchestrator-events"

@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shared import names
-from shared.resources import ALL_BUCKETS
-from shared.resources import ALL_STREAMS as STREAMS
 
 GATEWAY = "gateway"
 ORCHESTRATOR = "orchestrator"
@@ -25,8 +23,8 @@ SERVICES = (GATEWAY, ORCHESTRATOR, DISPATCHER)
 RUNNER_PREFIX = "runner-"  # a runner's user is runner-<runner name>
 
 API = "$JS.API"
-ALL_KV_STREAMS = tuple(map(names.kv_stream, ALL_BUCKETS))
-ALL_STREAMS = (*STREAMS, *ALL_KV_STREAMS)
+ALL_KV_STREAMS = tuple(map(names.kv_stream, names.ALL_BUCKETS))
+ALL_STREAMS = (*names.ALL_STREAMS, *ALL_KV_STREAMS)
 DURABLES = (names.ORCH_CMD_DURABLE, names.ORCH_EVENTS_DURABLE, names.DISPATCHER_DURABLE)
 
 

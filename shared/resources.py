@@ -32,15 +32,8 @@ log = logging.getLogger("heddle.nats")
 MIN_API_LEVEL = 4
 MIN_SERVER_VERSION = "2.14"
 
-ALL_BUCKETS = (
-    names.WORKFLOWS_BUCKET,
-    names.RUNS_BUCKET,
-    names.HEARTBEATS_BUCKET,
-    names.RUNNERS_BUCKET,
-    names.CRON_BUCKET,
-    names.TOKENS_BUCKET,
-)
-ALL_STREAMS = (names.CMD_STREAM, names.STEPS_STREAM, names.EVENTS_STREAM, names.LOGS_STREAM)
+ALL_BUCKETS = names.ALL_BUCKETS
+ALL_STREAMS = names.ALL_STREAMS
 DAY = 86400.0
 
 
