@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from shared.metrics import HTTP_REQUESTS, HTTP_SECONDS, exposition
+from shared.metrics import HTTP_REQUESTS, HTTP_SECONDS, child, exposition
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+# A client may send any method name: those the API does not know share one label value.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 class Metrics:
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        HTTP_REQUESTS.labels(method, route, str(status)).inc()
-        HTTP_SECONDS.labels(route).observe(seconds)
+        method = method if method in METHODS else "OTHER"
+        child(HTTP_REQUESTS, method, route, str(status)).inc()
+        child(HTTP_SECONDS, route).observe(seconds)
 
     async def render(self) -> bytes:
         return await exposition("gateway")

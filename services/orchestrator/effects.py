@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import datetime
 
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -37,9 +38,17 @@ from shared.contracts import (
     encode,
 )
 from shared.kv_reads import count_keys
-from shared.metrics import DISPATCH_SECONDS, REQUEUES, RETRIES, RUNS, STEP_SECONDS, STEPS
+from shared.metrics import (
+    DISPATCH_SECONDS,
+    REQUEUES,
+    RETRIES,
+    RUNS,
+    STEP_SECONDS,
+    STEPS,
+    child,
+)
 from shared.service import event
-from shared.timefmt import from_epoch, parse
+from shared.timefmt import from_epoch
 
 log = logging.getLogger("heddle.orchestrator")
 ACK_TIMEOUT = 10.0
@@ -285,7 +294,7 @@ def count(effects: list[Effect], created: bool = False) -> None:
             case PersistStep(step=step, previous=previous, status=status):
                 if previous == status:
                     continue
-                STEPS.labels(status).inc()
+                child(STEPS, status).inc()
                 if previous in _RAN_FROM and status in _OUTCOME_OF:
                     _attempt_times(step, _OUTCOME_OF[status], queued=previous == "queued")
                 elif previous == "queued" and status == "running":
@@ -294,7 +303,7 @@ def count(effects: list[Effect], created: bool = False) -> None:
                 # Written running when created and for a cancel request (no transition),
                 # then once more, finished.
                 if status in TERMINAL_RUN or created:
-                    RUNS.labels(status).inc()
+                    child(RUNS, status).inc()
             case ScheduleRetry():
                 RETRIES.inc()
             case Requeued():
@@ -313,12 +322,12 @@ def _attempt_times(step: StepRecord, outcome: str | None, *, queued: bool) -> No
     if rec.attempt != step.attempt or rec.started_at is None:
         return
     try:
-        started = parse(rec.started_at).timestamp()
+        started = datetime.fromisoformat(rec.started_at)  # RFC 3339 with Z: UTC, aware
         if queued and step.queued_at:
-            DISPATCH_SECONDS.observe(max(started - parse(step.queued_at).timestamp(), 0.0))
+            waited = (started - datetime.fromisoformat(step.queued_at)).total_seconds()
+            DISPATCH_SECONDS.observe(max(waited, 0.0))
         if outcome is not None and rec.finished_at:
-            STEP_SECONDS.labels(outcome).observe(
-                max(parse(rec.finished_at).timestamp() - started, 0.0)
-            )
+            ran = (datetime.fromisoformat(rec.finished_at) - started).total_seconds()
+            child(STEP_SECONDS, outcome).observe(max(ran, 0.0))
     except ValueError:  # a malformed stamp is no reason to fail a stored batch
         return
