@@ -178,6 +178,12 @@ def before_scrape(refresh: Callable[[], Awaitable[None]]) -> None:
     _before_scrape.append(refresh)
 
 
+def forget_before_scrape(refresh: Callable[[], Awaitable[None]]) -> None:
+    """Undo ``before_scrape`` (a stopped service's connection is closed)."""
+    if refresh in _before_scrape:
+        _before_scrape.remove(refresh)
+
+
 async def exposition(service: str) -> bytes:
     """The service's metrics in the Prometheus text format, refreshed first."""
     for refresh in list(_before_scrape):

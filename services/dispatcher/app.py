@@ -37,7 +37,13 @@ from shared.contracts import (
 )
 from shared.kv_reads import last_value_matching, value_of
 from shared.kv_watch import follow
-from shared.metrics import READY_WAITING, RUNNERS, RUNNERS_BUSY, before_scrape
+from shared.metrics import (
+    READY_WAITING,
+    RUNNERS,
+    RUNNERS_BUSY,
+    before_scrape,
+    forget_before_scrape,
+)
 from shared.nats_io import close, connect_until_ready
 from shared.pull import ContinuousPull
 from shared.resources import ensure_consumer, ensure_resources
@@ -125,6 +131,7 @@ class Dispatcher:
         if self._stopping:
             return
         self._stopping = True
+        forget_before_scrape(self._count_waiting)
         if self._pull is not None:
             await self._pull.stop()
         await cancel_and_wait(*self._tasks)
