@@ -354,8 +354,8 @@ def test_plain_watch_lines_and_live_view() -> None:
 def test_examples_and_readme_commands() -> None:
     """The example files pass the checks, and every `heddle` line of the README's Command
     line section parses."""
-    assert len(documents.run_request(str(REPO / "examples/demo.yaml"))["steps"]) == 4
-    assert documents.workflow(str(REPO / "examples/etl.yaml"))["name"] == "etl"
+    assert len(documents.run_request(str(REPO / "docs/examples/demo.yaml"))["steps"]) == 4
+    assert documents.workflow(str(REPO / "docs/examples/etl.yaml"))["name"] == "etl"
     readme = (REPO / "README.md").read_text()
     section = readme.split("## Command line\n", 1)[1].split("\n## ", 1)[0]
     lines = [
