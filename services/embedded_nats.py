@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -36,8 +37,22 @@ def find_binary() -> str:
     )
 
 
+# Below Linux's ephemeral range (32768-60999 by default), from which the kernel picks the
+# local port of every outgoing connection: a port found free there can be taken by a client
+# socket before the server that wanted it binds it.
+LISTEN_PORTS = range(20000, 32768)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port nothing on 127.0.0.1 listens on now, for a server about to start."""
+    for port in random.sample(LISTEN_PORTS, 50):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # the range is crowded: any port the kernel gives
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
