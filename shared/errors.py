@@ -35,6 +35,21 @@ class InvalidWorkflow(HeddleError):
         )
 
 
+class DocumentTooLarge(HeddleError):
+    """A document encodes to more bytes than one NATS message may hold: refused before
+    anything is published or written."""
+
+    def __init__(self, what: str, size: int, limit: int, path: str = "steps") -> None:
+        self.what = what
+        self.size = size
+        self.limit = limit
+        self.path = path  # the field that makes it large, for the answer's problem
+        super().__init__(
+            f"the {what} encodes to {size} bytes; the NATS server accepts documents up to "
+            f"{limit} bytes"
+        )
+
+
 class NatsTooOld(HeddleError):
     def __init__(self, found_level: int, needed_level: int, needed_version: str) -> None:
         self.found_level = found_level

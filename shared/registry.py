@@ -30,6 +30,7 @@ from shared.contracts import (
     workflow_latest_decoder,
     workflow_version_decoder,
 )
+from shared.errors import DocumentTooLarge
 from shared.kv_reads import read_current, value_of
 from shared.timefmt import from_epoch
 
@@ -113,8 +114,11 @@ async def _put_latest(kv: KeyValue, latest: WorkflowLatest, revision: int | None
     return True
 
 
-async def register(kv: KeyValue, spec: WorkflowSpec, now: float) -> Registered:
-    """Store ``spec`` (already validated, with a name) as the next version of its workflow."""
+async def register(
+    kv: KeyValue, spec: WorkflowSpec, now: float, max_bytes: int | None = None
+) -> Registered:
+    """Store ``spec`` (already validated, with a name) as the next version of its workflow.
+    A version that encodes to more than ``max_bytes`` raises DocumentTooLarge, unwritten."""
     assert spec.name is not None
     name = spec.name
     want = digest(spec)
@@ -127,8 +131,11 @@ async def register(kv: KeyValue, spec: WorkflowSpec, now: float) -> Registered:
         stored = WorkflowVersion(
             name=name, version=version, registered_at=from_epoch(now), digest=want, spec=spec
         )
+        doc = encode(stored)
+        if max_bytes is not None and len(doc) > max_bytes:
+            raise DocumentTooLarge("workflow", len(doc), max_bytes)
         try:
-            await kv.create(names.workflow_version_key(name, version), encode(stored))
+            await kv.create(names.workflow_version_key(name, version), doc)
         except KeyWrongLastSequenceError:
             # Version taken by a concurrent (or dead) registration: help it finish, retry.
             taken = await get_version(kv, name, version)

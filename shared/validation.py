@@ -71,6 +71,8 @@ def _check_step(
         problems.append(Problem(f"{path}.command", "command must be a string"))
     elif not command.strip():
         problems.append(Problem(f"{path}.command", "command is empty"))
+    elif "\x00" in command:  # no exec argument can hold one: it would fail only at run time
+        problems.append(Problem(f"{path}.command", "command holds a NUL byte (\\u0000)"))
     elif len(command.encode()) > limits.max_command_bytes:
         problems.append(
             Problem(

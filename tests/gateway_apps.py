@@ -11,14 +11,23 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.web import BaseRunner
 
 from services.embedded_nats import EmbeddedNats
 from services.gateway.app import create_app
+from services.gateway.protocol import GatewayRunner
 from shared.settings import Settings
 from shared.tokens import new_token
 
 Gateway = Callable[..., Awaitable[TestClient]]
 FLOW = {"name": "flow", "steps": [{"id": "a", "command": "true"}]}
+
+
+class GatewayTestServer(TestServer):
+    """A TestServer that runs the app as the gateway does (protocol.GatewayRunner)."""
+
+    async def _make_runner(self, **kwargs: Any) -> BaseRunner:
+        return GatewayRunner(self.app, **kwargs)
 
 
 @pytest.fixture
@@ -42,7 +51,7 @@ async def gateway(nats_server: EmbeddedNats, admin_file: Path) -> AsyncIterator[
             "submit_confirm_timeout": 0.2,  # no orchestrator here: a submit answers 202
             **settings,
         }
-        client = TestClient(TestServer(create_app(Settings(**settings))))
+        client = TestClient(GatewayTestServer(create_app(Settings(**settings))))
         made.append(client)  # closed at the end even if it fails to start
         await client.start_server()
         return client

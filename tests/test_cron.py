@@ -27,6 +27,11 @@ def utc(*args: int) -> datetime:
         "0 0 * * 7",
         "0 0 29 2 *",
         "  0   9  *  *  *  ",
+        "0 0 * * sun",
+        "0 0 1 jan-mar *",
+        "5/10 * * * *",
+        "0 0 * * 0-7",
+        "01 00 * * *",
     ],
 )
 def test_valid_schedules(expr: str) -> None:
@@ -48,6 +53,19 @@ def test_valid_schedules(expr: str) -> None:
         ("* * * * 8", ["not a valid cron"]),
         ("*/0 * * * *", ["not a valid cron"]),
         ("a b c d e", ["not a valid cron"]),
+        # What croniter accepts and standard cron does not (shared/cron_fields.py).
+        ("1-0 * * * *", ["minute field", "reversed"]),  # croniter: every minute
+        ("* * 5-1 * *", ["day of month field", "reversed"]),
+        ("0 0 * * FRI-MON", ["day of week field", "reversed"]),
+        ("* * * * *\n", ["'\\n'", "one line"]),
+        ("*\t* * * *", ["'\\t'"]),
+        ("R * * * *", ["minute field", "'R' is not a number"]),  # croniter: random
+        ("0 0 L * *", ["day of month field", "'L'"]),
+        ("0 0 * FOO *", ["month field", "unknown name 'FOO'"]),
+        ("0 0 * * MON#2", ["'#'"]),
+        ("*/60 * * * *", ["step /60"]),
+        ("1,,2 * * * *", ["minute field"]),
+        ("001 * * * *", ["minute field"]),
         (None, ["must be a string"]),
         (5, ["must be a string"]),
         (["*"] * 5, ["must be a string"]),
@@ -81,6 +99,9 @@ def test_valid_timezones(tz: str) -> None:
         ("", ["unknown timezone"]),
         ("../../etc/passwd", ["unknown timezone"]),
         ("/etc/localtime", ["unknown timezone"]),
+        ("Europe", ["unknown timezone", "'Europe'"]),  # a directory of the zone files
+        ("E" * 5000, ["unknown timezone", "..."]),  # longer than a file name may be
+        ("Europe/" + "x" * 300, ["unknown timezone"]),
         (5, ["must be a string"]),
         (None, ["must be a string"]),
     ],
@@ -90,6 +111,7 @@ def test_invalid_timezones(tz: object, words: list[str]) -> None:
     assert problem is not None
     for word in words:
         assert word in problem
+    assert len(problem) < 200  # a long name is not repeated whole
 
 
 # ---- slots --------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from shared.contracts import RunRequest, StepSpec, WorkflowSpec
+from shared.contracts import RunRequest, StepSpec, SubmitRun, WorkflowSpec
 from shared.errors import InvalidWorkflow, Problem
 from shared.validation import (
     MAX_RETRIES,
@@ -14,6 +14,7 @@ from shared.validation import (
     Limits,
     parse_run_request,
     parse_workflow,
+    submit_problems,
     workflow_problems,
 )
 
@@ -54,6 +55,7 @@ SINGLE = [
     (doc(step("dot.ted")), LIMITS, "steps[0].id", ["'dot.ted'"]),
     (doc(step(command=["ls"])), LIMITS, "steps[0].command", ["string"]),
     (doc(step(command="  \n")), LIMITS, "steps[0].command", ["empty"]),
+    (doc(step(command="echo a\x00b")), LIMITS, "steps[0].command", ["NUL"]),
     (doc(step(command="x" * 11)), SMALL, "steps[0].command", ["11 bytes", "limit is 10"]),
     (doc(step(command="é" * 6)), SMALL, "steps[0].command", ["12 bytes", "limit is 10"]),
     (doc(step(dependsOn="a")), LIMITS, "steps[0].dependsOn", ["list"]),
@@ -246,6 +248,14 @@ def test_run_request_still_reports_step_problems_with_its_own() -> None:
 
 def test_workflow_documents_do_not_accept_run_fields() -> None:
     assert [p.path for p in workflow_problems(doc(runId="r1"), LIMITS)] == ["runId"]
+
+
+def test_a_direct_submit_with_a_nul_in_a_command_is_refused() -> None:
+    # The orchestrator checks submits that did not come through the gateway the same way.
+    steps = [StepSpec(id="a", command="true"), StepSpec(id="b", command="echo \x00")]
+    cmd = SubmitRun(run_id="r1", steps=steps, submitted_at="2025-01-01T00:00:00.000Z")
+    problems = submit_problems(cmd, LIMITS)
+    assert [p.path for p in problems] == ["steps[1].command"] and "NUL" in problems[0].message
 
 
 def test_invalid_workflow_message_summarises_the_problems() -> None:

@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
+from nats.errors import MaxPayloadError
 
 from services.gateway import auth, logs, tokens, views, workflows
 from services.gateway import web as page
@@ -21,6 +22,7 @@ from services.gateway.keys import (
     GatewayResources,
 )
 from services.gateway.metrics import CONTENT_TYPE, Metrics
+from services.gateway.protocol import GatewayRunner
 from services.gateway.run_index import RunIndex
 from services.gateway.token_index import TokenIndex, read_token_file, seed_admin
 from shared import names
@@ -59,6 +61,10 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
             if name in exc.headers:
                 response.headers[name] = exc.headers[name]
         return response
+    except MaxPayloadError:  # a write no route measured first: too large, still not a 500
+        status = 413
+        limit = views.payload_limit(request)
+        return views.error(413, f"the document is larger than NATS accepts ({limit} bytes)")
     except Exception:
         log.exception("%s %s failed", request.method, request.path)
         return views.error(500, "internal error")
@@ -150,7 +156,7 @@ class Gateway:
 
     async def start(self) -> None:
         app = create_app(self.settings)
-        self.runner = web.AppRunner(
+        self.runner = GatewayRunner(
             app, shutdown_timeout=self.settings.shutdown_grace, access_log=None
         )
         await self.runner.setup()

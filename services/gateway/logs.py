@@ -43,28 +43,15 @@ from services.gateway.log_reader import (
     Feed,
     step_logs,
 )
+from services.gateway.params import header_int, query_int
 from services.gateway.reads import get_run_record, get_step_record, step_document
-from services.gateway.views import error, json_response, path_id
+from services.gateway.views import bad_request, error, json_response, path_id
 from shared import names
 from shared.contracts import TERMINAL_STEP, StepRecord, step_record_decoder
 from shared.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.gateway")
-
-
-def _bad(message: str) -> web.HTTPBadRequest:
-    return web.HTTPBadRequest(
-        text=msgspec.json.encode({"error": message}).decode(), content_type="application/json"
-    )
-
-
-def int_param(request: web.Request, name: str, default: int, high: int) -> int:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    if not raw.isdigit() or int(raw) > high:
-        raise _bad(f"{name} must be a whole number from 0 to {high}, not {raw!r}")
-    return int(raw)
+MAX_CURSOR = 2**63 - 1
 
 
 def flag_param(request: web.Request, name: str) -> bool:
@@ -73,7 +60,7 @@ def flag_param(request: web.Request, name: str) -> bool:
         return False
     if raw in ("1", "true", "yes"):
         return True
-    raise _bad(f"{name} must be 1 or 0 (true or false), not {raw!r}")
+    raise bad_request(f"{name} must be 1 or 0 (true or false), not {raw!r}")
 
 
 async def _lookup(request: web.Request) -> tuple[str, StepRecord] | web.Response:
@@ -105,7 +92,7 @@ async def heartbeat_at(js: JetStreamContext, run_id: str, step: StepRecord) -> f
 
 
 async def get_step(request: web.Request) -> web.Response:
-    tail = int_param(request, "tail", DEFAULT_TAIL, MAX_TAIL)
+    tail = query_int(request, "tail", 0, MAX_TAIL, DEFAULT_TAIL)
     found = await _lookup(request)
     if isinstance(found, web.Response):
         return found
@@ -121,10 +108,9 @@ async def get_step(request: web.Request) -> web.Response:
 
 async def get_logs(request: web.Request) -> web.StreamResponse:
     follow = flag_param(request, "follow")
-    after = int_param(request, "after", 0, 2**63 - 1)
-    last_event = request.headers.get("Last-Event-ID", "")
-    if follow and last_event.isdigit():
-        after = int(last_event)  # an EventSource reconnecting resumes where it was
+    after = query_int(request, "after", 0, MAX_CURSOR, 0)
+    if follow:  # an EventSource reconnecting resumes where it was
+        after = header_int(request.headers, "Last-Event-ID", 0, MAX_CURSOR, after)
     found = await _lookup(request)
     if isinstance(found, web.Response):
         return found

@@ -15,7 +15,8 @@ from services.gateway.keys import NATS, RESOURCES, SETTINGS
 from services.gateway.reads import get_run_record, pool_document, run_document
 from shared import names
 from shared.contracts import TERMINAL_RUN, CancelRun, SubmitRun, encode
-from shared.errors import InvalidWorkflow, Problem
+from shared.errors import DocumentTooLarge, InvalidWorkflow, Problem
+from shared.json_depth import MAX_JSON_DEPTH, json_depth_exceeds
 from shared.settings import Settings
 from shared.timefmt import now_rfc3339
 from shared.validation import Limits, check_id, parse_run_request
@@ -27,14 +28,43 @@ def json_response(body: Any, status: int = 200) -> web.Response:
     )
 
 
-def error(
-    http_status: int, message: str, problems: list[Problem] | None = None, **extra: Any
-) -> web.Response:
+def error_body(message: str, problems: list[Problem] | None = None, **extra: Any) -> bytes:
+    """The one shape of every error answer: ``error``, then ``problems`` if any."""
     body: dict[str, Any] = {"error": message}
     if problems is not None:
         body["problems"] = [p.to_json() for p in problems]
     body.update(extra)
-    return json_response(body, http_status)
+    return msgspec.json.encode(body)
+
+
+def error(
+    http_status: int, message: str, problems: list[Problem] | None = None, **extra: Any
+) -> web.Response:
+    return web.Response(
+        body=error_body(message, problems, **extra),
+        status=http_status,
+        content_type="application/json",
+    )
+
+
+def bad_request(message: str, problems: list[Problem] | None = None) -> web.HTTPBadRequest:
+    """The 400 as an exception, for helpers that cannot return an answer."""
+    text = error_body(message, problems).decode()
+    return web.HTTPBadRequest(text=text, content_type="application/json")
+
+
+# The server counts a message's headers in its limit (and drops the connection past it);
+# the client checks only the payload. So documents leave room for the headers.
+HEADER_ROOM = 1024
+
+
+def payload_limit(request: web.Request) -> int:
+    """The most bytes a document the gateway publishes or writes may encode to."""
+    return request.app[NATS].max_payload - HEADER_ROOM
+
+
+def too_large(exc: DocumentTooLarge) -> web.Response:
+    return error(413, str(exc), [Problem(exc.path, "too large")])
 
 
 def limits(settings: Settings) -> Limits:
@@ -44,35 +74,28 @@ def limits(settings: Settings) -> Limits:
 async def read_json(request: web.Request) -> Any:
     """The request body as JSON, or an HTTP error naming what is wrong with it."""
     if request.content_type != "application/json":
+        message = f"content type must be application/json, not {request.content_type or 'missing'}"
         raise web.HTTPUnsupportedMediaType(
-            text=msgspec.json.encode(
-                {
-                    "error": f"content type must be application/json, not "
-                    f"{request.content_type or 'missing'}"
-                }
-            ).decode(),
-            content_type="application/json",
+            text=error_body(message).decode(), content_type="application/json"
         )
     raw = await request.read()  # aiohttp answers 413 past client_max_size
+    # Decoding recurses: refuse deep nesting before it does (a RecursionError otherwise).
+    too_deep = f"JSON nested more than {MAX_JSON_DEPTH} levels deep (arrays and objects)"
+    if json_depth_exceeds(raw):
+        raise bad_request(too_deep)
     try:
         return msgspec.json.decode(raw)
+    except RecursionError as exc:  # not reached when the check above is right; still a 400
+        raise bad_request(too_deep) from exc
     except msgspec.DecodeError as exc:
-        raise web.HTTPBadRequest(
-            text=msgspec.json.encode({"error": f"malformed JSON: {exc}"}).decode(),
-            content_type="application/json",
-        ) from exc
+        raise bad_request(f"malformed JSON: {exc}") from exc
 
 
 def path_id(request: web.Request, key: str, what: str) -> str:
     value = request.match_info[key]
     problems: list[Problem] = []
     if not check_id(value, key, what, problems):
-        raise web.HTTPBadRequest(
-            text=msgspec.json.encode(
-                {"error": f"invalid {what}", "problems": [p.to_json() for p in problems]}
-            ).decode(),
-            content_type="application/json",
-        )
+        raise bad_request(f"invalid {what}", problems)
     return value
 
 
@@ -102,13 +125,9 @@ async def submit(request: web.Request, cmd: SubmitRun) -> web.Response:
     res = request.app[RESOURCES]
     settings = request.app[SETTINGS]
     payload = encode(cmd)
-    if len(payload) > nc.max_payload:
-        return error(
-            413,
-            f"the workflow encodes to {len(payload)} bytes; the NATS server "
-            f"accepts messages up to {nc.max_payload} bytes",
-            [Problem("steps", "too large")],
-        )
+    limit = payload_limit(request)
+    if len(payload) > limit:
+        return too_large(DocumentTooLarge("workflow", len(payload), limit))
     run_id = cmd.run_id
     stored = await nc.subscribe(names.run_stored(run_id), max_msgs=1)
     try:

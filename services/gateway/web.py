@@ -28,6 +28,7 @@ from nats.js.kv import KeyValue
 
 from services.gateway import views
 from services.gateway.keys import RESOURCES, RUN_INDEX
+from services.gateway.params import whole_number
 from shared import names
 from shared.contracts import (
     RunRecord,
@@ -35,6 +36,7 @@ from shared.contracts import (
     RunSummary,
     run_summary_decoder,
 )
+from shared.errors import Problem
 from shared.kv_reads import value_of
 
 log = logging.getLogger("heddle.gateway")
@@ -132,40 +134,17 @@ class Site:
 # ---- GET /api/runs -----------------------------------------------------------------------
 
 
-def _bad_query(problems: list[dict[str, str]]) -> web.HTTPBadRequest:
-    what = " and ".join(p["path"] for p in problems)
-    return web.HTTPBadRequest(
-        text=msgspec.json.encode({"error": f"invalid {what}", "problems": problems}).decode(),
-        content_type="application/json",
-    )
-
-
 def list_params(request: web.Request) -> tuple[int, str | None]:
     """``limit`` and ``status`` from the query, or a 400 naming every problem."""
-    problems: list[dict[str, str]] = []
-    limit = DEFAULT_LIMIT
-    raw = request.query.get("limit")
-    if raw is not None:
-        if raw.isascii() and raw.isdigit() and 1 <= int(raw) <= MAX_LIMIT:
-            limit = int(raw)
-        else:
-            problems.append(
-                {
-                    "path": "limit",
-                    "message": f"limit must be an integer from 1 to {MAX_LIMIT}, not {raw!r}",
-                }
-            )
+    problems: list[Problem] = []
+    limit = whole_number("limit", request.query.get("limit"), 1, MAX_LIMIT, problems)
     status = request.query.get("status")
     if status is not None and status not in RUN_STATUSES:
-        problems.append(
-            {
-                "path": "status",
-                "message": f"status must be one of {', '.join(RUN_STATUSES)}, not {status!r}",
-            }
-        )
+        message = f"status must be one of {', '.join(RUN_STATUSES)}, not {status!r}"
+        problems.append(Problem("status", message))
     if problems:
-        raise _bad_query(problems)
-    return limit, status
+        raise views.bad_request(f"invalid {' and '.join(p.path for p in problems)}", problems)
+    return limit or DEFAULT_LIMIT, status
 
 
 def run_summary(run: RunRecord, counts: dict[str, int] | None) -> dict[str, Any]:

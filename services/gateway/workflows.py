@@ -16,6 +16,7 @@ from aiohttp import web
 
 from services.gateway import views
 from services.gateway.keys import RESOURCES, SETTINGS
+from services.gateway.params import query_int
 from shared import names, registry
 from shared.contracts import (
     RunSummary,
@@ -25,7 +26,7 @@ from shared.contracts import (
     run_summary_decoder,
 )
 from shared.cron_plan import keyed_run_id
-from shared.errors import InvalidWorkflow, Problem
+from shared.errors import DocumentTooLarge, InvalidWorkflow, Problem
 from shared.kv_reads import read_current
 from shared.timefmt import epoch, now_rfc3339
 from shared.validation import parse_workflow
@@ -33,33 +34,11 @@ from shared.validation import parse_workflow
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000
 MAX_KEY_CHARS = 256
+MAX_VERSION = 2**31
 
 
 def _bad(message: str, problems: list[Problem]) -> web.Response:
     return views.error(400, message, problems)
-
-
-def _int_query(request: web.Request, key: str, low: int, high: int) -> int | None:
-    raw = request.query.get(key)
-    if raw is None:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = None
-    if value is None or not low <= value <= high:
-        raise web.HTTPBadRequest(
-            text=msgspec.json.encode(
-                {
-                    "error": f"invalid {key}",
-                    "problems": [
-                        {"path": key, "message": f"{key} must be an integer from {low} to {high}"}
-                    ],
-                }
-            ).decode(),
-            content_type="application/json",
-        )
-    return value
 
 
 def _unknown(name: str, version: int | None = None) -> web.Response:
@@ -127,7 +106,11 @@ async def register_workflow(request: web.Request) -> web.Response:
         spec = parse_workflow(doc, views.limits(settings), name_required=True)
     except InvalidWorkflow as exc:
         return _bad("invalid workflow", exc.problems)
-    done = await registry.register(request.app[RESOURCES].workflows, spec, epoch())
+    kv = request.app[RESOURCES].workflows
+    try:
+        done = await registry.register(kv, spec, epoch(), views.payload_limit(request))
+    except DocumentTooLarge as exc:
+        return views.too_large(exc)
     body = {"name": done.name, "version": done.version, "created": done.created}
     return views.json_response(body, 201 if done.created else 200)
 
@@ -146,7 +129,7 @@ async def list_workflows(request: web.Request) -> web.Response:
 
 async def get_workflow(request: web.Request) -> web.Response:
     name = views.path_id(request, "name", "workflow name")
-    version = _int_query(request, "version", 1, 2**31)
+    version = query_int(request, "version", 1, MAX_VERSION, None)
     kv = request.app[RESOURCES].workflows
     current = await registry.get_latest(kv, name)
     if current is None:
@@ -184,7 +167,7 @@ async def patch_workflow(request: web.Request) -> web.Response:
 
 async def trigger_run(request: web.Request) -> web.Response:
     name = views.path_id(request, "name", "workflow name")
-    version = _int_query(request, "version", 1, 2**31)
+    version = query_int(request, "version", 1, MAX_VERSION, None)
     key = request.headers.get("Idempotency-Key")
     if request.can_read_body:
         doc = await views.read_json(request)
@@ -230,7 +213,7 @@ async def trigger_run(request: web.Request) -> web.Response:
 
 async def workflow_runs(request: web.Request) -> web.Response:
     name = views.path_id(request, "name", "workflow name")
-    limit = _int_query(request, "limit", 1, MAX_LIMIT) or DEFAULT_LIMIT
+    limit = query_int(request, "limit", 1, MAX_LIMIT, DEFAULT_LIMIT)
     res = request.app[RESOURCES]
     if await registry.get_latest(res.workflows, name) is None:
         return _unknown(name)
