@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+
+from nats.js.errors import NotFoundError
 
 from services.dispatcher.app import LOOKAHEAD
 from shared import names
@@ -177,6 +180,30 @@ async def test_submit_without_orchestrator_is_accepted_then_created(stack: Stack
     s.start("orchestrator")
     run = await s.wait_run("later", timeout=20)
     assert run["status"] == "succeeded" and step_of(run, "x")["stdoutTail"] == "late"
+
+
+async def test_a_run_id_that_exists_answers_200_at_any_age(stack: StackFactory) -> None:
+    """Past the stream's duplicate window (here: the command stream made anew, so it
+    remembers no message id) and after the orchestrator forgot what it finished, a submit
+    with an existing runId still answers 200 with the run as it is, and changes nothing."""
+    s = await stack(runners=1)
+    doc = {"runId": "old", "steps": [{"id": "x", "command": "echo first"}]}
+    done = await s.wait_run(await s.submit(doc))
+    async with await s.connect() as nc:
+        await nc.jetstream().delete_stream(names.CMD_STREAM)
+        s.kill("orchestrator")
+        s.start("orchestrator")  # makes the command stream again, with no message ids in it
+        deadline = time.monotonic() + 20
+        while True:
+            with contextlib.suppress(NotFoundError):
+                await nc.jetstream().consumer_info(names.CMD_STREAM, names.ORCH_CMD_DURABLE)
+                break
+            assert time.monotonic() < deadline, s.logs("orchestrator")[-2000:]
+            await asyncio.sleep(0.05)
+    again = {"runId": "old", "steps": [{"id": "x", "command": "echo second"}]}
+    status, body = await s.request("POST", "/api/runs", json=again)
+    assert (status, body) == (200, {"runId": "old", "status": "succeeded", "created": False})
+    assert await s.run("old") == done
 
 
 async def test_resubmitting_a_finished_run_after_a_restart_changes_nothing(

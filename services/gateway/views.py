@@ -111,16 +111,19 @@ async def create_run(request: web.Request) -> web.Response:
         req = parse_run_request(doc, limits(settings))
     except InvalidWorkflow as exc:
         return error(400, "invalid workflow", exc.problems)
-    run_id = req.run_id or req.workflow_id or new_run_id()
+    chosen = req.run_id or req.workflow_id
+    run_id = chosen or new_run_id()
     cmd = SubmitRun(
         run_id=run_id, steps=req.steps, submitted_at=now_rfc3339(), workflow_name=req.name
     )
-    return await submit(request, cmd)
+    return await submit(request, cmd, chosen_id=chosen is not None)
 
 
-async def submit(request: web.Request, cmd: SubmitRun) -> web.Response:
+async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -> web.Response:
     """Send a submit command; answer 201 once the orchestrator stored the run, 200 if it
-    existed already, 202 if the orchestrator did not confirm in time (it will create it)."""
+    existed already, 202 if the orchestrator did not confirm in time (it will create it).
+    A run id the client chose is looked up first: the stream's duplicate window (120 s)
+    and the orchestrator's memory of finished runs are both shorter than a run's life."""
     nc = request.app[NATS]
     res = request.app[RESOURCES]
     settings = request.app[SETTINGS]
@@ -129,6 +132,12 @@ async def submit(request: web.Request, cmd: SubmitRun) -> web.Response:
     if len(payload) > limit:
         return too_large(DocumentTooLarge("workflow", len(payload), limit))
     run_id = cmd.run_id
+    if chosen_id:
+        existing = await get_run_record(res.runs, run_id)
+        if existing is not None:
+            return json_response(
+                {"runId": run_id, "status": existing.status, "created": False}, 200
+            )
     stored = await nc.subscribe(names.run_stored(run_id), max_msgs=1)
     try:
         ack = await res.js.publish(

@@ -204,7 +204,7 @@ async def trigger_run(request: web.Request) -> web.Response:
         version=version,
         trigger="api",
     )
-    response = await views.submit(request, cmd)
+    response = await views.submit(request, cmd, chosen_id=key is not None)
     if response.status >= 300:
         return response
     body = msgspec.json.decode(response.body) | {"workflow": name, "version": version}
