@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import helm_python as helm
-import nats
 import pytest
 
 from services.embedded_nats import find_binary, free_port, port_open
@@ -35,6 +34,7 @@ from tests.chart_render import (
     only_strings,
     render,
 )
+from tests.nats_clients import login
 
 # --- the chart: NATS users and passwords ---------------------------------------------------------
 
@@ -494,19 +494,8 @@ async def test_the_charts_users_work_on_a_real_nats_server(
 
         # A runner reaches what it needs and is refused the run state.
         runner = perms.runner_user("runner-0")
-        errors: list[str] = []
-
-        async def error_cb(exc: Exception) -> None:
-            errors.append(str(exc))
-
-        nc = await nats.connect(
-            url,
-            user=runner,
-            password=passwords[runner],
-            inbox_prefix=perms.inbox_prefix(runner),
-            error_cb=error_cb,
-            allow_reconnect=False,
-        )
+        client = await login(url, runner, passwords[runner])
+        nc = client.nc
         try:
             settings = Settings(nats_url=url)
             await ensure_resources(
@@ -517,13 +506,10 @@ async def test_the_charts_users_work_on_a_real_nats_server(
                 create=False,
             )
             await nc.jetstream().publish(names.kv_subject(names.RUNNERS_BUCKET, "runner-0"), b"{}")
-            assert errors == []
+            assert client.errors == []
             await nc.publish(names.kv_subject(names.RUNS_BUCKET, "x"), b"{}")
             await nc.flush()
-            deadline = asyncio.get_running_loop().time() + 5
-            while not any("permissions violation" in e for e in errors):
-                assert asyncio.get_running_loop().time() < deadline, errors
-                await asyncio.sleep(0.02)
+            await client.refused()
         finally:
             await nc.close()
 

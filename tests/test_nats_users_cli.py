@@ -3,13 +3,11 @@ that loads them."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import stat
 from pathlib import Path
 
-import nats
 import pytest
 
 from services.cli import main
@@ -20,6 +18,7 @@ from shared.nats_io import connect
 from shared.resources import ensure_resources
 from shared.settings import Settings
 from shared.tokens import PREFIX, token_text_problem
+from tests.nats_clients import login
 
 USERS = ["dispatcher", "gateway", "inspector", "orchestrator"]
 
@@ -104,28 +103,13 @@ async def test_nats_server_loads_the_config_and_each_user_its_password_file(
             await nc.close()
         # runner-0 may write its own registry entry, not runner-1's.
         user = perms.runner_user("runner-0")
-        errors: list[str] = []
-
-        async def error_cb(exc: Exception) -> None:
-            errors.append(str(exc))
-
-        nc = await nats.connect(
-            server.url,
-            user=user,
-            password=(out / user / "password").read_text().strip(),
-            inbox_prefix=perms.inbox_prefix(user),
-            error_cb=error_cb,
-            allow_reconnect=False,
-        )
+        client = await login(server.url, user, (out / user / "password").read_text().strip())
+        nc = client.nc
         try:
             await nc.jetstream().publish(names.kv_subject(names.RUNNERS_BUCKET, "runner-0"), b"{}")
             await nc.publish(names.kv_subject(names.RUNNERS_BUCKET, "runner-1"), b"{}")
             await nc.flush()
-            for _ in range(250):
-                if any("permissions violation" in e for e in errors):
-                    break
-                await asyncio.sleep(0.02)
-            assert any("permissions violation" in e for e in errors), errors
+            await client.refused()
         finally:
             await nc.close()
     finally:

@@ -16,7 +16,6 @@ from pathlib import Path
 import aiohttp
 import nats
 import pytest
-from nats.aio.client import Client
 
 from services.embedded_nats import free_port
 from shared import names
@@ -25,7 +24,9 @@ from shared.contracts import Heartbeat, StepFinished, StepSpec, SubmitRun, encod
 from shared.resources import ensure_resources
 from shared.settings import Settings
 from shared.timefmt import now_rfc3339
+from tests import nats_clients
 from tests.conftest import StackFactory
+from tests.nats_clients import LoggedIn
 from tests.stack import Stack, step_of
 
 # Run as a step's command: try NATS with no credentials.
@@ -43,14 +44,9 @@ asyncio.run(main())
 """
 
 
-async def login(s: Stack, user: str, errors: list[str] | None = None) -> Client:
+async def login(s: Stack, user: str) -> LoggedIn:
     """A connection as one of the stack's users, its asynchronous errors collected."""
-
-    async def error_cb(exc: Exception) -> None:
-        if errors is not None:
-            errors.append(str(exc))
-
-    return await s.connect(user, error_cb=error_cb, allow_reconnect=False)
+    return await nats_clients.login(s.nats_url, user, s.nats_password(user))
 
 
 async def nats_only(stack: StackFactory) -> Stack:
@@ -100,17 +96,13 @@ async def test_each_role_is_refused_outside_its_permissions(
     if user.startswith(perms.RUNNER_PREFIX):
         s.auth.add_runner(user[len(perms.RUNNER_PREFIX) :])  # type: ignore[union-attr]
         s.nats.reload()  # type: ignore[union-attr]
-    errors: list[str] = []
-    nc = await login(s, user, errors)
+    client = await login(s, user)
     try:
         with pytest.raises(nats.errors.TimeoutError):  # dropped: no acknowledgement comes
-            await nc.jetstream().publish(subject, b"{}", timeout=1)
-        deadline = time.monotonic() + 5
-        while not any("permissions violation" in e for e in errors):
-            assert time.monotonic() < deadline, errors
-            await asyncio.sleep(0.02)
+            await client.nc.jetstream().publish(subject, b"{}", timeout=1)
+        await client.refused()
     finally:
-        await nc.close()
+        await client.nc.close()
     assert f'Publish Violation - Subject "{subject}"' in (s.tmp / "nats.log").read_text()
 
 
@@ -120,17 +112,13 @@ async def test_a_runner_may_not_listen_for_another_runners_assignments(
     s = await nats_only(stack)
     s.auth.add_runner("runner-0")  # type: ignore[union-attr]
     s.nats.reload()  # type: ignore[union-attr]
-    errors: list[str] = []
-    nc = await login(s, perms.runner_user("runner-0"), errors)
+    client = await login(s, perms.runner_user("runner-0"))
     try:
-        await nc.subscribe(names.runner_assign("runner-1"))
-        await nc.flush()
-        deadline = time.monotonic() + 5
-        while not any("permissions violation for subscription" in e for e in errors):
-            assert time.monotonic() < deadline, errors
-            await asyncio.sleep(0.02)
+        await client.nc.subscribe(names.runner_assign("runner-1"))
+        await client.nc.flush()
+        await client.refused("permissions violation for subscription")
     finally:
-        await nc.close()
+        await client.nc.close()
 
 
 async def test_the_inspector_reads_everything_and_writes_nothing(stack: StackFactory) -> None:
@@ -141,8 +129,8 @@ async def test_the_inspector_reads_everything_and_writes_nothing(stack: StackFac
     assert s.auth is not None
     context = json.loads(s.auth.users.save_context(s.nats_url).read_text())
     assert set(context) >= {"url", "user", "password"} and context["user"] == "inspector"
-    errors: list[str] = []
-    nc = await login(s, context["user"], errors)
+    client = await login(s, context["user"])
+    nc, errors = client.nc, client.errors
     try:
         js = nc.jetstream()
         streams = {info.config.name for info in await js.streams_info()}
@@ -239,8 +227,7 @@ async def test_one_runner_cannot_speak_for_another_runners_attempt(
     run_id = await s.submit(doc)
     victim = await s.wait_step(run_id, "victim", {"running"})
     holder, other = victim["runner"], ({"runner-0", "runner-1"} - {victim["runner"]}).pop()
-    errors: list[str] = []
-    nc = await login(s, perms.runner_user(other), errors)
+    nc = (await login(s, perms.runner_user(other))).nc
     js = nc.jetstream()
     try:
         attempts = [
@@ -305,7 +292,7 @@ async def test_a_submit_that_skips_the_gateway_is_validated(
             StepSpec(id="t", command="true", depends_on=["nope"]),
         ],
     )
-    nc = await login(s, perms.GATEWAY)
+    nc = (await login(s, perms.GATEWAY)).nc
     try:
         await nc.jetstream().publish(names.CMD_SUBMIT, encode(bad))
     finally:
@@ -327,7 +314,7 @@ async def test_a_submit_that_skips_the_gateway_is_validated(
     good = SubmitRun(
         run_id="direct", submitted_at=now_rfc3339(), steps=[StepSpec(id="a", command="true")]
     )
-    nc = await login(s, perms.GATEWAY)
+    nc = (await login(s, perms.GATEWAY)).nc
     try:
         await nc.jetstream().publish(names.CMD_SUBMIT, encode(good))
     finally:
@@ -396,7 +383,7 @@ async def test_a_forged_outcome_for_a_queued_step_is_refused(
     run_id = await s.submit(doc)
     await s.wait_step(run_id, "busy", {"running"})
     assert step_of(await s.run(run_id), "waiting")["status"] == "queued"  # one runner, busy
-    nc = await login(s, perms.runner_user("runner-1"))
+    nc = (await login(s, perms.runner_user("runner-1"))).nc
     try:
         forged = forged_outcome(run_id, "waiting", "runner-1", ticket="0123456789abcdef")
         await nc.jetstream().publish(

@@ -3,8 +3,6 @@ token, and `heddle token` as a subprocess against a gateway on a real port."""
 
 from __future__ import annotations
 
-import asyncio
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from shared.tokens import (
 from tests.gateway_apps import Gateway, call, make_token, root, status_becomes
 from tests.gateway_apps import admin_file as admin_file  # fixtures
 from tests.gateway_apps import gateway as gateway
-from tests.stack import REPO
+from tests.test_cli import heddle
 
 # ---- the pure parts ------------------------------------------------------------------------
 
@@ -149,22 +147,6 @@ async def test_admin_token_file_seeds_once(
 
 
 # ---- the CLI -------------------------------------------------------------------------------
-
-
-async def heddle(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "services.cli",
-        *args,
-        cwd=REPO,
-        env={"PATH": "/usr/bin:/bin", **(env or {})},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 async def test_cli(gateway: Gateway, admin_file: Path, tmp_path: Path) -> None:
