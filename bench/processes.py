@@ -57,8 +57,13 @@ class StackAuth:
     token_file: Path
 
     @classmethod
-    def create(cls, tmp: Path, extra: tuple[perms.User, ...] = ()) -> StackAuth:
+    def create(
+        cls, tmp: Path, runners: list[str] | None = None, extra: tuple[perms.User, ...] = ()
+    ) -> StackAuth:
+        """The users (``runners``' among them: one started later needs a reload, see
+        ``add_runner``) and the admin token, written to ``tmp``."""
         users = NatsUsers.load(tmp, extra)
+        users.ensure_runners(runners or [])
         users.save()
         token, token_file = new_token(), tmp / "admin-token"
         write_private(token_file, token + "\n")

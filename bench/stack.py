@@ -72,9 +72,7 @@ class BenchStack:
     def start(self) -> None:
         """As ``heddle up`` runs it: a NATS user per service and runner, an admin token."""
         self.gateway_port = free_port()
-        self.auth = StackAuth.create(self.tmp)
-        self.auth.users.ensure_runners([f"runner-{i}" for i in range(self.runners)])
-        self.auth.users.save()
+        self.auth = StackAuth.create(self.tmp, [f"runner-{i}" for i in range(self.runners)])
         self.nats = EmbeddedNats(
             self.tmp / "nats",
             port=free_port(),

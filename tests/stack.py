@@ -25,6 +25,7 @@ TERMINAL_STEP = {"succeeded", "failed", "skipped", "cancelled"}
 # The tests' own NATS user, allowed everything: it plays the parts a test needs (a forged
 # event, a broker's view). Only test stacks have it; `heddle up` has no such user.
 SUPERUSER = "heddle-test"
+SUPERUSER_PASSWORD = "test-" + SUPERUSER
 
 
 @dataclass
@@ -46,10 +47,8 @@ class Stack:
         among them (a runner started later gets its user through a reload)."""
         if self.nats is None:
             everything = perms.Permissions(publish=(">",), subscribe=(">",))
-            superuser = perms.User(SUPERUSER, "test-" + SUPERUSER, everything)
-            self.auth = StackAuth.create(self.tmp, extra=(superuser,))
-            if self.auth.users.ensure_runners(list(runners)):
-                self.auth.users.save()
+            superuser = perms.User(SUPERUSER, SUPERUSER_PASSWORD, everything)
+            self.auth = StackAuth.create(self.tmp, list(runners), extra=(superuser,))
             self.nats = EmbeddedNats(
                 self.tmp / "nats",
                 port=free_port(),
@@ -69,7 +68,7 @@ class Stack:
 
     def nats_password(self, user: str) -> str:
         if user == SUPERUSER:
-            return "test-" + SUPERUSER
+            return SUPERUSER_PASSWORD
         assert self.auth is not None
         return self.auth.users.passwords[user]
 
