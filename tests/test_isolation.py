@@ -15,6 +15,7 @@ from services.runner_agent.isolation import (
     StepUserError,
     make_undumpable,
     resolve_step_user,
+    setpriv_binary,
     step_base_env,
 )
 from shared import names
@@ -48,7 +49,7 @@ def test_a_step_gets_no_heddle_or_nats_variable_and_no_url_with_a_password() -> 
 def test_the_step_user_is_resolved_only_where_the_runner_can_switch() -> None:
     nobody = pwd.getpwnam("nobody")
     assert resolve_step_user("nobody", euid=0) == StepUser(
-        "nobody", nobody.pw_uid, nobody.pw_gid, nobody.pw_dir
+        "nobody", nobody.pw_uid, nobody.pw_gid, nobody.pw_dir, setpriv_binary()
     )
     assert resolve_step_user(str(nobody.pw_uid), euid=0).name == "nobody"  # type: ignore[union-attr]
     assert resolve_step_user("nobody", euid=1000) is None  # not root: steps run as the runner
@@ -60,8 +61,8 @@ def test_the_step_user_is_resolved_only_where_the_runner_can_switch() -> None:
 
 
 def test_setpriv_drops_to_the_user_before_the_shell() -> None:
-    user = StepUser("nobody", 65534, 65534, "/nonexistent")
-    argv = user.argv("/usr/bin/setpriv", ["/bin/sh", "-c", "id"])
+    user = StepUser("nobody", 65534, 65534, "/nonexistent", "/usr/bin/setpriv")
+    argv = user.argv(["/bin/sh", "-c", "id"])
     assert argv == [
         "/usr/bin/setpriv",
         "--reuid=65534",

@@ -20,12 +20,11 @@ from nats.aio.msg import Msg
 
 from services.runner_agent.attempt import Attempt, AttemptContext
 from services.runner_agent.isolation import (
+    StepUser,
     make_undumpable,
     resolve_step_user,
-    setpriv_binary,
     step_base_env,
 )
-from services.runner_agent.process import RunAs
 from services.runner_agent.registration import Registration
 from shared import failpoints, names
 from shared.acked import AckedPublisher
@@ -66,7 +65,7 @@ class RunnerAgent:
         self.nc: Client | None = None
         self.registration: Registration | None = None
         self._ctx: AttemptContext | None = None
-        self.run_as: RunAs | None = None
+        self.run_as: StepUser | None = None
 
     # ---- lifecycle ----
 
@@ -74,9 +73,7 @@ class RunnerAgent:
         settings = self.settings
         if not make_undumpable():
             log.warning("could not make the runner non-dumpable: steps may read its memory")
-        step_user = resolve_step_user(settings.step_user)
-        if step_user is not None:
-            self.run_as = RunAs(setpriv_binary(), step_user)
+        step_user = self.run_as = resolve_step_user(settings.step_user)
         event(
             log,
             "steps run as",

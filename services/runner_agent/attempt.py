@@ -25,8 +25,9 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from services.runner_agent.heartbeats import Heartbeats
+from services.runner_agent.isolation import StepUser
 from services.runner_agent.output import LogPublisher
-from services.runner_agent.process import ProcessResult, RunAs, StepProcess, step_env
+from services.runner_agent.process import ProcessResult, StepProcess, step_env
 from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import StepFinished, StepReady, StepStarted, encode
@@ -50,7 +51,7 @@ class AttemptContext:
     settings: Settings
     base_env: dict[str, str]  # credentials already removed (isolation.step_base_env)
     heartbeat_ttl: int
-    run_as: RunAs | None = None  # the step user, where the runner can switch to it
+    run_as: StepUser | None = None  # where the runner can switch users
 
 
 class Attempt:

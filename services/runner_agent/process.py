@@ -33,14 +33,6 @@ OutputSink = Callable[[str, bytes], Awaitable[None]]  # (stream name, raw bytes 
 
 
 @dataclass(frozen=True, slots=True)
-class RunAs:
-    """Run the command as another user: through ``setpriv``, which drops to ``user``."""
-
-    setpriv: str
-    user: StepUser
-
-
-@dataclass(frozen=True, slots=True)
 class ProcessResult:
     outcome: Outcome
     exit_code: int | None
@@ -91,7 +83,7 @@ class StepProcess:
         kill_grace: float,
         tail_bytes: int,
         sink: OutputSink | None = None,
-        run_as: RunAs | None = None,
+        run_as: StepUser | None = None,
     ) -> None:
         self.command = command
         self.env = env
@@ -202,9 +194,8 @@ class StepProcess:
         err_r, err_w = os.pipe()
         path, argv, env = "/bin/sh", ["/bin/sh", "-c", self.command], self.env
         if self.run_as is not None:
-            user = self.run_as.user
-            path, argv = self.run_as.setpriv, user.argv(self.run_as.setpriv, argv)
-            env = {**env, "HOME": user.home, "USER": user.name, "LOGNAME": user.name}
+            argv = self.run_as.argv(argv)
+            path, env = argv[0], self.run_as.env(env)
         try:
             self.pid = os.posix_spawn(
                 path,
