@@ -23,7 +23,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from nats.js.kv import KeyValue
 
 from services.dispatcher.pool import Pool
-from shared import names
+from shared import names, tickets
 from shared.contracts import (
     Heartbeat,
     StepFinished,
@@ -357,4 +357,4 @@ def _covers(seen: Heartbeat | StepFinished, ready: StepReady) -> bool:
     this attempt, only one that carries its ticket, which no other runner knows."""
     if seen.attempt != ready.attempt:
         return seen.attempt > ready.attempt
-    return not ready.ticket or seen.ticket == ready.ticket
+    return tickets.holds(ready.ticket, seen.ticket)

@@ -7,7 +7,6 @@ order; the run actor performs them. Nothing here awaits, touches NATS, or reads 
 from __future__ import annotations
 
 import random
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,12 +32,8 @@ from shared.contracts import (
     SubmitRun,
 )
 from shared.dag import Graph, Readiness, downstream
+from shared.tickets import holds, new_ticket
 from shared.timefmt import from_epoch, parse
-
-
-def new_ticket() -> str:
-    """An attempt's ticket (StepReady.ticket): 64 random bits, hex."""
-    return secrets.token_hex(8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +230,7 @@ class RunState:
     def holds_ticket(step: StepRecord, ticket: str) -> bool:
         """Whether a message about the step's current attempt comes from the runner that was
         given it. Steps stored before tickets existed have none, and accept any."""
-        return not step.ticket or secrets.compare_digest(ticket, step.ticket)
+        return holds(step.ticket, ticket)
 
     def on_accepted(self, step_id: str, attempt: int, runner: str) -> None:
         """A heartbeat shows which runner holds a queued attempt (before it reported started),

@@ -9,7 +9,7 @@ import logging
 
 from nats.js import JetStreamContext
 
-from shared import names
+from shared import names, tickets
 from shared.contracts import StepFinished
 from shared.stored_events import last_outcome
 
@@ -34,7 +34,7 @@ async def stored_outcome(
     ev = await last_outcome(js, run_id, step_id, runner)
     if ev is None or ev.attempt != attempt:
         return None
-    if ticket and ev.ticket != ticket:
+    if not tickets.holds(ticket, ev.ticket):
         return None
     return ev
 
