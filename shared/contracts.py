@@ -258,6 +258,13 @@ class RunRecord(Wire):
     trigger: str = "api"
     scheduled_for: str | None = None
 
+    @property
+    def registered_workflow(self) -> str | None:
+        """The registered workflow whose history this run belongs to. An inline run may
+        carry any name, but only a trigger of a registered version (which sets ``version``)
+        enters that workflow's history, ``lastRun`` and retention count."""
+        return self.workflow_name if self.version is not None else None
+
 
 # ---- the workflow registry (heddle-workflows), cron state (heddle-cron), run history ----
 

@@ -224,7 +224,10 @@ async def test_retention_deletes_what_it_should_and_nothing_else(stack: StackFac
         quick.append(await trigger(s, "keep"))
         await s.wait_run(quick[-1])
     other = await trigger(s, "other")
-    inline = await s.submit({"steps": [{"id": "i", "command": "echo i; sleep 0.3"}]})
+    # An inline run may carry a registered workflow's name; it stays out of that history.
+    inline = await s.submit(
+        {"name": "keep", "steps": [{"id": "i", "command": "echo i; sleep 0.3"}]}
+    )
     await s.wait_run(other)
     await s.wait_run(inline)
 
@@ -235,6 +238,8 @@ async def test_retention_deletes_what_it_should_and_nothing_else(stack: StackFac
             break
         assert time.monotonic() < deadline, body
         await asyncio.sleep(0.1)
+    _, body = await s.request("GET", "/api/workflows")
+    assert {w["name"]: w["lastRun"]["runId"] for w in body["workflows"]}["keep"] == quick[3]
     nc = await s.connect()
     js = nc.jetstream()
     try:

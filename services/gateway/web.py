@@ -159,13 +159,13 @@ async def list_runs(request: web.Request) -> web.Response:
     runs_kv = request.app[RESOURCES].runs
     runs = await request.app[RUN_INDEX].caught_up()
     shown = runs.newest(limit, status)
-    # Only runs of named workflows have counts kept, in the history index: one get per
+    # Only runs of registered workflows have counts kept, in the history index: one get per
     # shown run (at most ``limit``), not a replay of every workflow's history.
-    named = [r for r in shown if r.workflow_name is not None]
-    found = await asyncio.gather(
-        *(_history_entry(runs_kv, r.workflow_name, r.run_id) for r in named)  # type: ignore[arg-type]
-    )
-    counts = {r.run_id: summary.counts for r, summary in zip(named, found, strict=True) if summary}
+    named = [(r, r.registered_workflow) for r in shown if r.registered_workflow is not None]
+    found = await asyncio.gather(*(_history_entry(runs_kv, wf, r.run_id) for r, wf in named))
+    counts = {
+        r.run_id: summary.counts for (r, _), summary in zip(named, found, strict=True) if summary
+    }
     return views.json_response(
         {
             "runs": [run_summary(r, counts.get(r.run_id)) for r in shown],

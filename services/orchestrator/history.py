@@ -43,10 +43,10 @@ ACK_TIMEOUT = 10.0
 
 
 def summary_of(run: RunRecord, counts: dict[str, int]) -> RunSummary:
-    assert run.workflow_name is not None
+    assert run.registered_workflow is not None
     return RunSummary(
         run_id=run.run_id,
-        workflow_name=run.workflow_name,
+        workflow_name=run.registered_workflow,
         status=run.status,
         created_at=run.created_at,
         step_count=run.step_count,
@@ -122,7 +122,7 @@ class RunHistory:
         tracked = self._runs.get(run_id)
         if tracked is None:
             state = self._lookup(run_id)
-            if state is None or state.run.workflow_name is None:
+            if state is None or state.run.registered_workflow is None:
                 return
             tracked = self._runs[run_id] = Tracked.of(state)  # counts as they are now
             changed = True

@@ -67,7 +67,7 @@ def doomed(
     """The runs retention deletes (pure): never one that is not finished."""
     by_workflow: dict[str | None, list[RunRecord]] = defaultdict(list)
     for run in runs:
-        by_workflow[run.workflow_name].append(run)
+        by_workflow[run.registered_workflow].append(run)
     out = []
     for name, group in by_workflow.items():
         group.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
@@ -134,7 +134,7 @@ class Retention:
             if run_id not in kept and run_id not in deleted:
                 await self._purge_kv(names.hist_key(summary.workflow_name, run_id))
         for run in kept.values():
-            if run.workflow_name is None or run.status not in TERMINAL_RUN:
+            if run.registered_workflow is None or run.status not in TERMINAL_RUN:
                 continue
             summary = summaries.get(run.run_id)
             if summary is None or summary.status != run.status:
@@ -157,10 +157,11 @@ class Retention:
             self.js.purge_stream(names.LOGS_STREAM, subject=names.log_run_filter(rid)),
             self.js.purge_stream(names.EVENTS_STREAM, subject=names.evt_run_filter(rid)),
         ]
-        if run.workflow_name is not None:
-            purges.append(self._purge_kv(names.hist_key(run.workflow_name, rid)))
+        workflow = run.registered_workflow
+        if workflow is not None:
+            purges.append(self._purge_kv(names.hist_key(workflow, rid)))
             if run.scheduled_for is not None:
-                slot = names.cron_slot_key(run.workflow_name, slot_stamp(parse(run.scheduled_for)))
+                slot = names.cron_slot_key(workflow, slot_stamp(parse(run.scheduled_for)))
                 purges.append(self._purge_kv(slot, names.CRON_BUCKET))
         await asyncio.gather(*purges)
         await self._purge_kv(names.run_key(rid))  # last: the record is how a sweep finds it
@@ -168,14 +169,14 @@ class Retention:
     async def _repair(self, run: RunRecord) -> None:
         steps = await read_current(self.runs_kv, names.steps_of_run(run.run_id))
         counts = Counter(step_record_decoder.decode(e.value).status for e in steps)
-        assert run.workflow_name is not None
+        assert run.registered_workflow is not None
         await self.runs_kv.put(
-            names.hist_key(run.workflow_name, run.run_id), encode(summary_of(run, counts))
+            names.hist_key(run.registered_workflow, run.run_id), encode(summary_of(run, counts))
         )
 
     async def _fix_last(self, gone: list[RunRecord], kept: dict[str, RunRecord]) -> None:
         """A workflow whose ``last`` run was deleted points at its newest remaining run."""
-        touched = {r.workflow_name for r in gone if r.workflow_name is not None}
+        touched = {r.registered_workflow for r in gone if r.registered_workflow is not None}
         if not touched:
             return
         lasts = {
@@ -189,7 +190,7 @@ class Retention:
             last = lasts.get(name)
             if last is None or last.run_id in kept:
                 continue
-            remaining = [r for r in kept.values() if r.workflow_name == name]
+            remaining = [r for r in kept.values() if r.registered_workflow == name]
             if not remaining:
                 await self._purge_kv(names.last_run_key(name))
                 continue
