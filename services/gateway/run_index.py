@@ -1,7 +1,6 @@
 """The runs list's index: every run record of heddle-runs in memory, newest first, kept up
 to date by one ordered consumer on ``run.*``, so ``GET /api/runs`` costs the runs it shows,
-not a replay of every record kept (10,000 kept runs took 350-390 ms a request to replay;
-the web page asks every 2 s).
+not a replay of every record kept, which the web page would ask for every 2 s.
 
 Start: the consumer is created first (new messages only), then the current records are read
 in one replay (``read_current``), then what the consumer delivered meanwhile is applied on
