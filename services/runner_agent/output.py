@@ -3,12 +3,11 @@
 The complete lines of one pipe read (of stdout or of stderr) go out as one message on the
 attempt's log subject: the lines' bytes as the command wrote them, with the stream and the
 first line's number in the ``Heddle-Stream`` and ``Heddle-Seq`` headers (``chunks.py``,
-docs/logs.md). A message per line cost about 5 microseconds of the runner's CPU and 3.5 of
-the server's, which capped a chatty command near 145,000 lines/s and made ``seq 1 200000``
-take over a second; a chunk per read keeps the lines as they were written and as live as
-before (a read returns what the command has written so far) for about a hundredth of the
-messages. Chunks are bytes, not JSON, because encoding lines as a JSON array cost the runner
-more than everything else it did for them. A partial line waits for its newline, or for the
+docs/logs.md). A message costs the runner and the server the same whatever it holds, so a
+chunk per read, not a message per line: it keeps the lines as they were written and as live
+(a read returns what the command has written so far) for about a hundredth of the messages.
+Chunks are bytes, not JSON, because encoding lines as a JSON array would cost the runner
+more than everything else it does for them. A partial line waits for its newline, or for the
 command to end. The runner's own notes (started, succeeded, failed: reason) are JSON
 ``LogLine`` messages on the same subject.
 
@@ -16,8 +15,8 @@ Messages are core publishes: the stream stores them in order without a round tri
 a command that prints fast is not slowed by acknowledgements, and whatever was written to
 the socket before a crash is stored. Core messages are not flow-controlled, though, and a
 stream drops what arrives while its ingest queue is full (nats-server's
-``max_buffered_msgs``, 10,000 messages): an unchecked ``seq 1 200000`` with a message per
-line lost 40% of its lines. So once ``CHECKPOINT_MESSAGES`` messages or
+``max_buffered_msgs``, 10,000 messages), silently: a fast command would lose lines. So once
+``CHECKPOINT_MESSAGES`` messages or
 ``CHECKPOINT_BYTES`` of payload went out since the last checkpoint, the next message (and
 the final note, if the command wrote anything) is published with an acknowledgement, and
 the next checkpoint waits for the previous one's: a stream stores one connection's messages
