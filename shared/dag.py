@@ -123,8 +123,8 @@ def topological_order(graph: Graph) -> list[str]:
 
 class Readiness:
     """How many parents of each step have yet to succeed. A success makes its children
-    ready in O(children); checking every parent of every child again made a 1,000-wide
-    join cost a million checks."""
+    ready in O(children), where checking every parent of every child would make a
+    1,000-wide join cost a million checks."""
 
     __slots__ = ("_children", "_waiting")
 

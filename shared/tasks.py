@@ -4,10 +4,10 @@ Every service stops its loops by cancelling their tasks and waiting for them. On
 a cancellation can be lost: ``asyncio.wait_for`` (used by nats-py for its timeouts, and by
 Heddle) returns the awaited result instead of raising ``CancelledError`` when the result and
 the cancellation arrive in the same turn of the event loop (CPython gh-86296, fixed in
-3.12). The loop then goes on to its next wait, which for a KV watch could be an hour: 4 of
-30 `heddle up` stops took 20 s, until the supervisor killed the dispatcher, whose runner
-watch had lost its cancellation to the registry deletes of the runners stopping with it.
-So a task still running a moment after its cancellation is cancelled again.
+3.12). The loop then goes on to its next wait, which for a KV watch can be an hour (a
+dispatcher stopping with its runners gets their registry deletes as it is cancelled), and
+the stop hangs until the supervisor's SIGKILL. So a task still running a moment after its
+cancellation is cancelled again.
 """
 
 from __future__ import annotations

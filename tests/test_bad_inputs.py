@@ -1,4 +1,4 @@
-"""Inputs that once got a 500 (issue 16) get a JSON 4xx naming the problem, through gateway
+"""Bad inputs (issue 16) get a JSON 4xx naming the problem, never a 500, through gateway
 apps on aiohttp's TestServer over a real nats-server (tests/gateway_apps.py)."""
 
 from __future__ import annotations

@@ -55,11 +55,9 @@ from shared.tasks import cancel_and_wait
 log = logging.getLogger("heddle.dispatcher")
 AttemptKey = tuple[str, str, int, int]  # run, step, attempt, requeue
 ACK_WAIT = 10.0
-# Ready steps fetched beyond the free runners: when a runner frees up, its next step is
-# already here, so the pull round trip is off the critical path (+8% steps/s on a saturated
-# 1,000-step fan-out with 2), and with 6 a pull request goes out every third step or so
-# instead of every step (4% less CPU per step in all, 9% less of the server's). Few,
-# because a step held here is not available to another dispatcher.
+# Ready steps fetched beyond the free runners: a runner that frees up finds its next step
+# already here, off the pull's round trip, and one pull request serves several steps. Few,
+# because a step held here is not available to another dispatcher (docs/performance.md).
 LOOKAHEAD = 6
 # After a reconnect every ready message is checked, not only redelivered ones: a broker
 # killed mid-flight can forget a consumer's deliveries, and what it sends again then comes
