@@ -3,8 +3,8 @@ notices runs ending and reads server timestamps.
 
 Runs are submitted and read over the HTTP API only. To know *when* a run ended without
 polling the gateway (polling a 10,000-step run would load the system being measured), the
-probe listens to the run records the orchestrator writes (core subscription on
-``$KV.heddle-runs.run.*``) and notes the moment a terminal one passes by. Server-side times
+probe follows the run records the orchestrator stores (an ordered consumer of
+``$KV.heddle-runs.run.*``) and notes the moment a terminal one arrives. Server-side times
 (when NATS stored a step's queued record, or a runner's first heartbeat of an attempt) come
 from JetStream message metadata.
 """
