@@ -32,6 +32,16 @@ class StepSpec(Wire, forbid_unknown_fields=True):
     depends_on: list[str] = []
     retries: int = 0
     timeout_seconds: float | None = None
+    env: dict[str, str] = {}  # static variables; over the workflow's (shared/step_env.py)
+
+
+class ParamSpec(Wire, forbid_unknown_fields=True):
+    """A parameter a workflow declares: a run gives it a value, or it takes the default (one
+    with no default must be given). Steps get it as ``HEDDLE_PARAM_<NAME>``."""
+
+    name: str
+    default: str | None = None
+    description: str | None = None
 
 
 class WorkflowSpec(Wire, forbid_unknown_fields=True):
@@ -41,13 +51,18 @@ class WorkflowSpec(Wire, forbid_unknown_fields=True):
     timezone: str | None = None
     catchup: bool = True
     description: str | None = None
+    params: list[ParamSpec] = []
+    env: dict[str, str] = {}  # static variables of every step
 
 
 class RunRequest(WorkflowSpec, forbid_unknown_fields=True):
-    """Body of POST /api/runs: an inline workflow, optionally with a client-chosen run id."""
+    """Body of POST /api/runs: an inline workflow, optionally with a client-chosen run id.
+    Its ``params`` are the run's values (an object), or declarations as a workflow document
+    has them (a list), each then taking its default."""
 
     run_id: str | None = None
     workflow_id: str | None = None  # the older route's name for runId
+    params: list[ParamSpec] | dict[str, str] = []  # type: ignore[assignment]
 
 
 # ---- commands (HEDDLE_CMD) ------------------------------------------------------------
@@ -65,6 +80,9 @@ class SubmitRun(Command, tag="submit", frozen=True):
     version: int | None = None
     trigger: str = "api"
     scheduled_for: str | None = None
+    scheduled_tz: str | None = None  # the schedule's timezone (HEDDLE_SCHEDULED_TZ)
+    params: dict[str, str] = {}  # the run's parameter values, defaults applied
+    env: dict[str, str] = {}  # the workflow's static variables
 
 
 class CancelRun(Command, tag="cancel", frozen=True):
@@ -100,6 +118,9 @@ class StepReady(Wire, frozen=True):
     # runner given the attempt know. Its events and heartbeats carry it back, so no other
     # runner can speak for the attempt (docs/architecture.md, "Security").
     ticket: str = ""
+    # The step's own variables (parameters, slot, static env, upstream outputs:
+    # shared/step_env.py), set after the runner's environment is stripped of HEDDLE_*.
+    env: dict[str, str] = {}
 
 
 class AssignReply(Wire, frozen=True):
@@ -146,6 +167,8 @@ class StepFinished(StepEvent, tag="finished", frozen=True, kw_only=True):
     # step that ends within HEDDLE_STARTED_REPORT_DELAY has no started event to say so.
     started_at: str | None = None
     pid: int | None = None
+    # What a succeeded attempt wrote to $HEDDLE_OUTPUTS (shared/outputs.py); never a failed one's.
+    outputs: dict[str, str] = {}
 
 
 AnyStepEvent = StepStarted | StepFinished
@@ -220,6 +243,7 @@ class AttemptRecord(Wire):
     finished_at: str | None = None
     exit_code: int | None = None
     reason: str | None = None
+    outputs: dict[str, str] = {}  # the attempt's, if it succeeded
 
 
 class StepRecord(Wire):
@@ -244,6 +268,14 @@ class StepRecord(Wire):
     attempts: list[AttemptRecord] = []
     requeues: int = 0  # the current attempt queued again after its assignment was lost
     ticket: str = ""  # the current attempt's (StepReady.ticket); never shown by the API
+    env: dict[str, str] = {}  # the step's static variables (StepSpec.env)
+
+    @property
+    def outputs(self) -> dict[str, str]:
+        """The outputs that count: the succeeded attempt's (the last), none otherwise."""
+        if self.status == "succeeded" and self.attempts:
+            return self.attempts[-1].outputs
+        return {}
 
 
 class RunRecord(Wire):
@@ -257,6 +289,9 @@ class RunRecord(Wire):
     version: int | None = None
     trigger: str = "api"
     scheduled_for: str | None = None
+    scheduled_tz: str | None = None
+    params: dict[str, str] = {}  # the values the run was given, defaults applied
+    env: dict[str, str] = {}  # the workflow's static variables
 
     @property
     def registered_workflow(self) -> str | None:

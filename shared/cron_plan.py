@@ -120,3 +120,27 @@ def keyed_run_id(workflow: str, key: str) -> str:
     """The run an idempotency key names: the same workflow and key give the same run."""
     digest = hashlib.sha256(f"{workflow}\x00{key}".encode()).hexdigest()[:16]
     return f"{workflow[:40]}-k{digest}"
+
+
+def named_slot(text: object, expr: str | None, tz: str | None, now: datetime) -> datetime:
+    """The slot a person names for a manual run (``scheduledFor``): an ISO 8601 time with
+    its offset, a whole minute, not in the future, and one of the schedule's slots if the
+    workflow has one. Raises ValueError saying what is wrong."""
+    if not isinstance(text, str):
+        raise ValueError("scheduledFor must be an ISO 8601 time string")
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO 8601 time") from None
+    if at.tzinfo is None:
+        raise ValueError(f"{text!r} has no offset: add Z (UTC) or one such as +02:00")
+    at = at.astimezone(UTC)
+    if at.second or at.microsecond:
+        raise ValueError(f"{text!r} is not a whole minute: slots are cron's minutes")
+    if at > now:
+        raise ValueError(f"{text!r} is in the future")
+    if expr and last_slot(expr, tz, at) != at:
+        before = last_slot(expr, tz, at)
+        hint = f"; the slot before it is {before.astimezone(UTC):%Y-%m-%dT%H:%MZ}" if before else ""
+        raise ValueError(f"{text!r} is not a slot of the schedule {expr!r} ({tz or 'UTC'}){hint}")
+    return at

@@ -142,6 +142,12 @@ class Settings:
         "HEDDLE_OUTPUT_TAIL_BYTES",
         "how much of stdout and stderr a finished event carries",
     )
+    outputs_max_bytes: int = _s(
+        64 * 1024,
+        "HEDDLE_OUTPUTS_MAX_BYTES",
+        "largest $HEDDLE_OUTPUTS file a step may write (its outputs in all); a larger one "
+        "fails the attempt",
+    )
     log_max_age: float = _s(7 * 86400.0, "HEDDLE_LOG_MAX_AGE", "how long HEDDLE_LOGS keeps a line")
     log_max_bytes: int = _s(1024**3, "HEDDLE_LOG_MAX_BYTES", "total size HEDDLE_LOGS keeps")
     log_line_max_bytes: int = _s(
@@ -272,6 +278,7 @@ class Settings:
             "max_command_bytes",
             "max_body_bytes",
             "output_tail_bytes",
+            "outputs_max_bytes",
             "log_line_max_bytes",
         ):
             if getattr(self, name) < 1:

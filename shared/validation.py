@@ -16,9 +16,19 @@ from shared.contracts import RunRequest, SubmitRun, WorkflowSpec
 from shared.dag import structural_problems
 from shared.errors import InvalidWorkflow, Problem
 from shared.names import ID_PATTERN
+from shared.step_env import declaration_problems, env_problems, inline_problems, values_problems
 
-STEP_FIELDS = {"id", "command", "dependsOn", "retries", "timeoutSeconds"}
-WORKFLOW_FIELDS = {"name", "steps", "schedule", "timezone", "catchup", "description"}
+STEP_FIELDS = {"id", "command", "dependsOn", "retries", "timeoutSeconds", "env"}
+WORKFLOW_FIELDS = {
+    "name",
+    "steps",
+    "schedule",
+    "timezone",
+    "catchup",
+    "description",
+    "params",
+    "env",
+}
 RUN_FIELDS = WORKFLOW_FIELDS | {"runId", "workflowId"}
 MAX_RETRIES = 100
 MAX_TIMEOUT = 7 * 86400
@@ -106,6 +116,8 @@ def _check_step(
                 f"timeoutSeconds must be a number above 0 and at most {MAX_TIMEOUT}",
             )
         )
+    if "env" in step:
+        problems.extend(env_problems(step["env"], f"{path}.env"))
     if isinstance(step_id, str):
         return step_id, dep_ids
     return None
@@ -129,8 +141,15 @@ def check_schedule(doc: dict[str, Any], problems: list[Problem]) -> None:
 
 
 def workflow_problems(
-    doc: object, limits: Limits, *, allowed: set[str] = WORKFLOW_FIELDS, name_required: bool = False
+    doc: object,
+    limits: Limits,
+    *,
+    allowed: set[str] = WORKFLOW_FIELDS,
+    name_required: bool = False,
+    inline: bool = False,
 ) -> list[Problem]:
+    """Every problem of a workflow document. ``inline``: a run's document, whose ``params``
+    may be the run's values (``shared/step_env.py``, ``inline_problems``)."""
     if not isinstance(doc, dict):
         return [Problem("", "the body must be a JSON object")]
     problems: list[Problem] = []
@@ -144,6 +163,22 @@ def workflow_problems(
     if "description" in doc and not isinstance(doc["description"], str):
         problems.append(Problem("description", "description must be a string"))
     check_schedule(doc, problems)
+    if "params" in doc:
+        check = inline_problems if inline else declaration_problems
+        found = check(doc["params"])
+        problems.extend(found)
+        if not found and doc.get("schedule") is not None and isinstance(doc["params"], list):
+            for i, decl in enumerate(doc["params"]):
+                if "default" not in decl:
+                    problems.append(
+                        Problem(
+                            f"params[{i}]",
+                            f"parameter {decl['name']!r} needs a default: a scheduled run "
+                            "gives no values",
+                        )
+                    )
+    if "env" in doc:
+        problems.extend(env_problems(doc["env"], "env"))
     steps = doc.get("steps")
     if steps is None:
         problems.append(Problem("steps", "missing required field"))
@@ -175,7 +210,7 @@ def parse_workflow(doc: object, limits: Limits, *, name_required: bool = True) -
 
 
 def parse_run_request(doc: object, limits: Limits) -> RunRequest:
-    problems = workflow_problems(doc, limits, allowed=RUN_FIELDS)
+    problems = workflow_problems(doc, limits, allowed=RUN_FIELDS, inline=True)
     if isinstance(doc, dict):
         for key in ("runId", "workflowId"):
             if key in doc:
@@ -195,5 +230,8 @@ def submit_problems(cmd: SubmitRun, limits: Limits) -> list[Problem]:
     if cmd.workflow_name is not None:
         check_id(cmd.workflow_name, "workflowName", "workflow name", problems)
     doc = {"steps": msgspec.to_builtins(cmd.steps)}
+    if cmd.env:
+        doc["env"] = cmd.env
     problems.extend(workflow_problems(doc, limits))
+    problems.extend(values_problems(cmd.params))
     return problems

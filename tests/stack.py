@@ -196,6 +196,20 @@ class Stack:
                 raise AssertionError(f"step {step_id} not {statuses} after {timeout}s")
             await asyncio.sleep(0.05)
 
+    async def wait_history(
+        self, workflow: str, succeeded: int, timeout: float = 20.0
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Until ``succeeded`` runs of a workflow have succeeded: its history (newest first,
+        up to 1000 runs) and the succeeded ones in it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            _, body = await self.request("GET", f"/api/workflows/{workflow}/runs?limit=1000")
+            done = [r for r in body["runs"] if r["status"] == "succeeded"]
+            if len(done) >= succeeded:
+                return body["runs"], done
+            assert time.monotonic() < deadline, body
+            await asyncio.sleep(0.1)
+
     async def wait_ready(self, runners: int, timeout: float = 30.0) -> None:
         """The gateway answers and the pool shows ``runners`` runners."""
         deadline = time.monotonic() + timeout

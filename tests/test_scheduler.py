@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -244,14 +243,7 @@ async def test_scheduled_runs_execute_on_runners(stack: StackFactory) -> None:
     }
     status, body = await s.request("POST", "/api/workflows", json=doc)
     assert (status, body["version"]) == (201, 1)
-    deadline = time.monotonic() + 20
-    while True:
-        status, body = await s.request("GET", "/api/workflows/minutely/runs")
-        done = [r for r in body["runs"] if r["status"] == "succeeded"]
-        if len(done) >= 3:
-            break
-        assert time.monotonic() < deadline, body
-        await asyncio.sleep(0.1)
+    runs, done = await s.wait_history("minutely", 3)
     for entry in done:
         assert entry["trigger"] == "schedule" and entry["version"] == 1
         assert entry["counts"] == {"succeeded": 1}
@@ -261,9 +253,9 @@ async def test_scheduled_runs_execute_on_runners(stack: StackFactory) -> None:
         step = run["steps"][0]
         assert step["runner"] in ("runner-0", "runner-1")
         assert step["stdoutTail"] == entry["runId"]
-    slots = sorted(parse(r["scheduledFor"]) for r in body["runs"])
+    slots = sorted(parse(r["scheduledFor"]) for r in runs)
     assert all(b - a == MIN for a, b in itertools.pairwise(slots))  # none skipped
     status, listing = await s.request("GET", "/api/workflows")
     last = listing["workflows"][0]["lastRun"]  # the newest run (more may have come since)
     assert last["runId"].startswith("minutely-")
-    assert last["createdAt"] >= body["runs"][0]["createdAt"]
+    assert last["createdAt"] >= runs[0]["createdAt"]

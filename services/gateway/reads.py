@@ -57,6 +57,8 @@ STEP_FIELDS = {
     "queuedAt": "queued_at",
     "requeues": "requeues",
     "retryAt": "retry_at",
+    "env": "env",  # the step's static variables (over the workflow's)
+    "outputs": "outputs",  # what its succeeded attempt wrote to $HEDDLE_OUTPUTS
 }
 
 
@@ -93,6 +95,9 @@ async def run_document(runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord) -> di
         "version": run.version,
         "trigger": run.trigger,
         "scheduledFor": run.scheduled_for,
+        "scheduledTz": run.scheduled_tz,
+        "params": run.params,
+        "env": run.env,
         "counts": counts,
         "steps": out_steps,
         "edges": edges,

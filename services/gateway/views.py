@@ -18,6 +18,7 @@ from shared.contracts import TERMINAL_RUN, CancelRun, SubmitRun, encode
 from shared.errors import DocumentTooLarge, InvalidWorkflow, Problem
 from shared.json_depth import MAX_JSON_DEPTH, json_depth_exceeds
 from shared.settings import Settings
+from shared.step_env import inline_values
 from shared.timefmt import now_rfc3339
 from shared.validation import Limits, check_id, parse_run_request
 
@@ -114,7 +115,12 @@ async def create_run(request: web.Request) -> web.Response:
     chosen = req.run_id or req.workflow_id
     run_id = chosen or new_run_id()
     cmd = SubmitRun(
-        run_id=run_id, steps=req.steps, submitted_at=now_rfc3339(), workflow_name=req.name
+        run_id=run_id,
+        steps=req.steps,
+        submitted_at=now_rfc3339(),
+        workflow_name=req.name,
+        params=inline_values(req.params),
+        env=req.env,
     )
     return await submit(request, cmd, chosen_id=chosen is not None)
 

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from services.gateway import views
+from services.gateway import run_inputs, views
 from services.gateway.keys import RESOURCES, SETTINGS
 from services.gateway.params import query_int
 from shared import names, registry
@@ -25,7 +25,7 @@ from shared.contracts import (
     WorkflowVersion,
     run_summary_decoder,
 )
-from shared.cron_plan import keyed_run_id
+from shared.cron_plan import keyed_run_id, scheduled_run_id
 from shared.errors import DocumentTooLarge, InvalidWorkflow, Problem
 from shared.kv_reads import read_current
 from shared.timefmt import epoch, now_rfc3339
@@ -33,7 +33,6 @@ from shared.validation import parse_workflow
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000
-MAX_KEY_CHARS = 256
 MAX_VERSION = 2**31
 
 
@@ -78,6 +77,8 @@ def definition_document(w: WorkflowVersion, latest: WorkflowLatest) -> dict[str,
         "paused": latest.paused,
         "description": spec.description,
         "stepCount": len(spec.steps),
+        "params": msgspec.to_builtins(spec.params),
+        "env": spec.env,
         "steps": steps,
         "edges": [{"from": p, "to": s.id} for s in spec.steps for p in s.depends_on],
     }
@@ -168,24 +169,12 @@ async def patch_workflow(request: web.Request) -> web.Response:
 async def trigger_run(request: web.Request) -> web.Response:
     name = views.path_id(request, "name", "workflow name")
     version = query_int(request, "version", 1, MAX_VERSION, None)
-    key = request.headers.get("Idempotency-Key")
+    body: Any = {}
     if request.can_read_body:
-        doc = await views.read_json(request)
-        problems: list[Problem] = []
-        if not isinstance(doc, dict):
-            problems.append(Problem("", "the body must be a JSON object"))
-        else:
-            for field in doc:
-                if field != "idempotencyKey":
-                    problems.append(Problem(field, f"unknown field {field!r}"))
-            key = doc.get("idempotencyKey", key)
-        if problems:
-            return _bad("invalid request", problems)
-    if key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_CHARS):
-        return _bad(
-            "invalid idempotency key",
-            [Problem("idempotencyKey", f"a string of 1 to {MAX_KEY_CHARS} characters")],
-        )
+        body = await views.read_json(request)
+    problems = run_inputs.body_problems(body)
+    if problems:
+        return _bad("invalid request", problems)
     kv = request.app[RESOURCES].workflows
     if version is None:
         current = await registry.get_latest(kv, name)
@@ -195,16 +184,28 @@ async def trigger_run(request: web.Request) -> web.Response:
     stored = await registry.get_version(kv, name, version)
     if stored is None:
         return _unknown(name, version) if await registry.get_latest(kv, name) else _unknown(name)
-    run_id = keyed_run_id(name, key) if key is not None else views.new_run_id()
+    spec = stored.spec
+    given = run_inputs.trigger_inputs(body, request.headers.get("Idempotency-Key"), spec)
+    if given.problems:
+        return _bad("invalid request", given.problems)
+    key = given.key
+    if given.slot is not None:  # one run per slot, whoever starts it (cron or a person)
+        run_id = scheduled_run_id(name, given.slot)
+    else:
+        run_id = keyed_run_id(name, key) if key is not None else views.new_run_id()
     cmd = SubmitRun(
         run_id=run_id,
-        steps=stored.spec.steps,
+        steps=spec.steps,
         submitted_at=now_rfc3339(),
         workflow_name=name,
         version=version,
         trigger="api",
+        scheduled_for=given.scheduled_for,
+        scheduled_tz=(spec.timezone or "UTC") if given.slot is not None else None,
+        params=given.params,
+        env=spec.env,
     )
-    response = await views.submit(request, cmd, chosen_id=key is not None)
+    response = await views.submit(request, cmd, chosen_id=key is not None or given.slot is not None)
     if response.status >= 300:
         return response
     body = msgspec.json.decode(response.body) | {"workflow": name, "version": version}

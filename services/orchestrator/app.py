@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections import OrderedDict
@@ -82,6 +83,11 @@ class Orchestrator:
             on_disconnect=self._disconnected,
         )
         res = await ensure_resources(self.nc, self.settings)
+        # A ready message carries the step's variables: one too large for the server fails
+        # its step with a reason instead (RunState._ready); 1 KiB is left for headers.
+        self.policy = dataclasses.replace(
+            self.policy, max_ready_bytes=max(self.nc.max_payload - 1024, 1024)
+        )
         self.js = res.js
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self.liveness = Liveness(self.settings, res, self.actors)

@@ -180,6 +180,8 @@ class Scheduler:
     ) -> None:
         spec = await self._version(wf.name, wf.version)
         stamp = now_rfc3339()  # one per batch: ties in createdAt fall back to slot order
+        # Every parameter of a scheduled workflow has a default (shared/validation.py).
+        defaults = {p.name: p.default for p in spec.spec.params if p.default is not None}
         claims = [
             CronSlot(
                 name=wf.name,
@@ -206,6 +208,9 @@ class Scheduler:
                 version=wf.version,
                 trigger="schedule",
                 scheduled_for=claim.slot,
+                scheduled_tz=wf.timezone or "UTC",
+                params=defaults,
+                env=spec.spec.env,
             )
             futures.append(
                 await self.js.publish_async(

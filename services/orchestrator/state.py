@@ -32,6 +32,7 @@ from shared.contracts import (
     SubmitRun,
 )
 from shared.dag import Graph, Readiness, downstream
+from shared.step_env import env_bytes, step_variables
 from shared.tickets import holds, new_ticket
 from shared.timefmt import from_epoch, parse
 
@@ -41,6 +42,9 @@ class Policy:
     retry_base: float = 1.0
     retry_cap: float = 300.0
     default_timeout: float = 3600.0
+    # The most bytes a ready message may take (the server's payload limit, less room for
+    # headers); 0: unchecked. A step whose variables make it larger fails instead.
+    max_ready_bytes: int = 0
 
 
 class RunState:
@@ -63,6 +67,10 @@ class RunState:
         self.terminal = sum(1 for s in steps if s.status in TERMINAL_STEP)
         self.succeeded = {s.id for s in steps if s.status == "succeeded"}
         self.readiness = Readiness(self.graph, self.succeeded)
+        # Succeeded steps with outputs, and for each step queued so far the steps upstream
+        # of it that have outputs (computed once per step, from its parents').
+        self.with_outputs = {s.id for s in steps if s.outputs}
+        self._upstream_outputs: dict[str, frozenset[str]] = {}
 
     # ---- construction ----
 
@@ -85,6 +93,9 @@ class RunState:
             version=cmd.version,
             trigger=cmd.trigger,
             scheduled_for=cmd.scheduled_for,
+            scheduled_tz=cmd.scheduled_tz,
+            params=dict(cmd.params),
+            env=dict(cmd.env),
         )
         steps = [
             StepRecord(
@@ -94,6 +105,7 @@ class RunState:
                 depends_on=list(s.depends_on),
                 retries=s.retries,
                 timeout_seconds=s.timeout_seconds or policy.default_timeout,
+                env=dict(s.env),
             )
             for i, s in enumerate(cmd.steps)
         ]
@@ -169,6 +181,8 @@ class RunState:
         step.stderr_tail = ev.stderr_tail
         self._close_attempt(step, ev.finished_at, ev.exit_code, ev.reason)
         if ev.outcome == "succeeded":
+            if ev.outputs and step.attempts and step.attempts[-1].attempt == step.attempt:
+                step.attempts[-1].outputs = dict(ev.outputs)  # only a success's are kept
             return self._succeed(step, ev.finished_at)
         reason = ev.reason or (
             f"exit code {ev.exit_code}" if ev.exit_code is not None else ev.outcome
@@ -220,10 +234,11 @@ class RunState:
             return [Ignored(step_id, f"lost-assignment finding for attempt {attempt} ignored")]
         step.requeues += 1
         step.queued_at = from_epoch(now)
+        ready, _ = self._ready(step)
         return [
             PersistStep(step, step.status),
             Requeued(step.id, attempt, step.requeues),
-            Enqueue(self._ready(step)),
+            Enqueue(ready),
         ]
 
     @staticmethod
@@ -277,11 +292,28 @@ class RunState:
         step.started_at = step.finished_at = step.exit_code = None
         step.requeues = 0
         step.ticket = self._tickets()
-        return [PersistStep(step, prev), Enqueue(self._ready(step))]
+        ready, too_large = self._ready(step)
+        if too_large:
+            # No runner could be given it, and another try would be as large.
+            step.attempts.append(AttemptRecord(attempt=attempt))
+            self._close_attempt(step, stamp, None, too_large)
+            return self._fail(step, too_large, stamp, prev)
+        return [PersistStep(step, prev), Enqueue(ready)]
 
-    def _ready(self, step: StepRecord) -> StepReady:
-        return StepReady(
-            run_id=self.run.run_id,
+    def _ready(self, step: StepRecord) -> tuple[StepReady, str | None]:
+        """The step's ready message, and why it cannot be sent (too large), if it cannot."""
+        run = self.run
+        upstream = self._outputs_upstream(step.id)
+        env = step_variables(
+            params=run.params,
+            scheduled_for=run.scheduled_for,
+            scheduled_tz=run.scheduled_tz,
+            run_env=run.env,
+            step_env=step.env,
+            outputs=[(s, self.steps[s].outputs) for s in upstream],
+        )
+        ready = StepReady(
+            run_id=run.run_id,
             step_id=step.id,
             attempt=step.attempt,
             command=step.command,
@@ -289,7 +321,40 @@ class RunState:
             ready_at=step.queued_at or "",
             requeue=step.requeues,
             ticket=step.ticket,
+            env=env,
         )
+        limit = self.policy.max_ready_bytes
+        if limit and env:
+            size = env_bytes(env) + len(step.command.encode()) + 512
+            if size > limit:
+                return ready, (
+                    f"its environment (parameters, env and upstream outputs) makes its ready "
+                    f"message about {size} bytes; the NATS server accepts up to {limit}"
+                )
+        return ready, None
+
+    def _outputs_upstream(self, step_id: str) -> list[str]:
+        """The steps upstream of ``step_id`` (directly or not) that have outputs, in document
+        order. Asked when the step is queued, when every one upstream has succeeded."""
+        if not self.with_outputs:
+            return []
+        memo, parents, has = self._upstream_outputs, self.graph.parents, self.with_outputs
+        todo = [step_id]
+        while todo:
+            node = todo[-1]
+            missing = [p for p in parents[node] if p not in memo]
+            if missing:
+                todo.extend(missing)
+                continue
+            todo.pop()
+            if node in memo:
+                continue
+            acc: frozenset[str] = frozenset()
+            for p in parents[node]:
+                carried = memo[p] | {p} if p in has else memo[p]
+                acc = acc | carried if acc else carried
+            memo[node] = acc
+        return sorted(memo[step_id], key=self.graph.index.__getitem__)
 
     def _close_attempt(
         self, step: StepRecord, at: str, exit_code: int | None, reason: str | None
@@ -307,6 +372,8 @@ class RunState:
         step.reason = None
         self.terminal += 1
         self.succeeded.add(step.id)
+        if step.outputs:
+            self.with_outputs.add(step.id)
         ready = self.readiness.succeed(step.id)
         effects: list[Effect] = [PersistStep(step, prev)]
         if not self.run.cancel_requested:
@@ -337,7 +404,11 @@ class RunState:
                 PersistStep(step, prev),
                 ScheduleRetry(step.id, next_attempt, now + delay, delay),
             ]
-        effects = self._terminate(step, "failed", reason, stamp)
+        return self._fail(step, reason, stamp, step.status)
+
+    def _fail(self, step: StepRecord, reason: str, stamp: str, prev: str) -> list[Effect]:
+        """The step fails for good: every step downstream of it is skipped."""
+        effects = self._terminate(step, "failed", reason, stamp, prev)
         for victim_id, _parent in downstream(self.graph, step.id):
             victim = self.steps[victim_id]
             if victim.status == "pending":
@@ -348,8 +419,10 @@ class RunState:
                 )
         return effects + self._maybe_finish(stamp)
 
-    def _terminate(self, step: StepRecord, status: str, reason: str, stamp: str) -> list[Effect]:
-        prev = step.status
+    def _terminate(
+        self, step: StepRecord, status: str, reason: str, stamp: str, prev: str | None = None
+    ) -> list[Effect]:
+        prev = step.status if prev is None else prev
         step.status = status  # type: ignore[assignment]
         step.reason = reason
         step.retry_at = None
@@ -385,7 +458,7 @@ class RunState:
         for step in self.steps.values():
             if step.status == "queued":
                 step.queued_at = step.queued_at or stamp
-                effects.append(Enqueue(self._ready(step)))
+                effects.append(Enqueue(self._ready(step)[0]))
             elif (
                 step.status == "pending"
                 and not self.run.cancel_requested

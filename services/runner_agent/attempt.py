@@ -27,11 +27,13 @@ from nats.js import JetStreamContext
 from services.runner_agent.heartbeats import Heartbeats
 from services.runner_agent.isolation import StepUser
 from services.runner_agent.output import LogPublisher
+from services.runner_agent.outputs_file import OutputsFile
 from services.runner_agent.process import ProcessResult, StepProcess, step_env
 from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import StepFinished, StepReady, StepStarted, encode
 from shared.metrics import ATTEMPTS
+from shared.outputs import OutputsError
 from shared.service import event
 from shared.settings import Settings
 from shared.timefmt import now_rfc3339
@@ -61,6 +63,7 @@ class Attempt:
         self.process: StepProcess | None = None
         self.logs: LogPublisher | None = None
         self.failure: str | None = None  # the command could not be started
+        self.outputs_file: OutputsFile | None = None  # $HEDDLE_OUTPUTS
         self.task: asyncio.Task | None = None
         self.done = asyncio.Event()
         self.beats = Heartbeats(
@@ -93,9 +96,16 @@ class Attempt:
         logs = self.logs = LogPublisher(
             ctx.js, ready.run_id, ready.step_id, ready.attempt, ctx.settings.log_line_max_bytes
         )
+        env = step_env(ctx.base_env, ready.run_id, ready.step_id, ready.attempt, ready.env)
+        try:
+            self.outputs_file = OutputsFile(ctx.run_as)
+            env["HEDDLE_OUTPUTS"] = self.outputs_file.path
+        except OSError as exc:
+            log.warning("no outputs file for %s/%s: %s", ready.run_id, ready.step_id, exc)
+            self.failure = f"could not make the outputs file: {exc}"
         process = self.process = StepProcess(
             ready.command,
-            step_env(ctx.base_env, ready.run_id, ready.step_id, ready.attempt),
+            env,
             ready.timeout_seconds,
             ctx.settings.kill_grace,
             ctx.settings.output_tail_bytes,
@@ -103,6 +113,8 @@ class Attempt:
             run_as=ctx.run_as,
         )
         self.beats.start()
+        if self.failure is not None:
+            return
         try:
             process.start()
         except Exception as exc:
@@ -188,6 +200,12 @@ class Attempt:
                 self._answer_timer = None
         if self._announcing is not None:
             await self._announcing  # under way: the started event never follows the outcome
+        outputs = self._outputs(result)
+        if isinstance(outputs, str):
+            result = ProcessResult(
+                "failed", result.exit_code, outputs, result.stdout_tail, result.stderr_tail
+            )
+            outputs = {}
         finished = StepFinished(
             run_id=ready.run_id,
             step_id=ready.step_id,
@@ -202,6 +220,7 @@ class Attempt:
             stderr_tail=result.stderr_tail,
             started_at=self.started_at,
             pid=process.pid if self.started_at else None,
+            outputs=outputs,
         )
         ATTEMPTS.labels(finished.outcome).inc()
         await self._send_answer()
@@ -214,6 +233,23 @@ class Attempt:
             # (a broker that came back, an acknowledgement lost with it) is not silent.
             self.beats.stop()
             self.done.set()
+
+    def _outputs(self, result: ProcessResult) -> dict[str, str] | str:
+        """The outputs of a succeeded attempt, or why they fail it; a failed attempt's are
+        dropped unread: only a success passes outputs on."""
+        file, self.outputs_file = self.outputs_file, None
+        if file is None:
+            return {}
+        try:
+            if result.outcome != "succeeded":
+                return {}
+            return file.read(self.ctx.settings.outputs_max_bytes)
+        except OutputsError as exc:
+            return f"bad outputs: {exc}"
+        except OSError as exc:
+            return f"outputs not read: {exc}"
+        finally:
+            file.close()
 
     async def _answer_alone(self) -> None:
         """An answer that does not travel with the outcome follows the first heartbeat, so

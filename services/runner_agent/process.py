@@ -15,11 +15,12 @@ import signal
 import sys
 import warnings
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from services.runner_agent.isolation import StepUser
 from shared.contracts import Outcome
+from shared.step_env import passes
 
 log = logging.getLogger("heddle.runner")
 
@@ -291,8 +292,19 @@ class StepProcess:
         )
 
 
-def step_env(base: dict[str, str], run_id: str, step_id: str, attempt: int) -> dict[str, str]:
+def step_env(
+    base: dict[str, str],
+    run_id: str,
+    step_id: str,
+    attempt: int,
+    variables: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The step's environment: the runner's, already stripped of every credential
+    (isolation.step_base_env), then the step's own ``variables`` (its ready message's:
+    parameters, slot, static env, upstream outputs), then the run, step and attempt."""
     env = dict(base)
+    if variables:
+        env.update((k, v) for k, v in variables.items() if passes(k))
     env.update(HEDDLE_RUN_ID=run_id, HEDDLE_STEP_ID=step_id, HEDDLE_ATTEMPT=str(attempt))
     return env
 
