@@ -83,6 +83,11 @@ class SubmitRun(Command, tag="submit", frozen=True):
     scheduled_tz: str | None = None  # the schedule's timezone (HEDDLE_SCHEDULED_TZ)
     params: dict[str, str] = {}  # the run's parameter values, defaults applied
     env: dict[str, str] = {}  # the workflow's static variables
+    # A retry of a failed or cancelled run (POST /api/runs/{run}/retry): the run it retries,
+    # and its steps that succeeded, each with its succeeded attempt (outputs included),
+    # carried over as succeeded: they do not run again.
+    retry_of: str | None = None
+    carried: dict[str, AttemptRecord] = {}
 
 
 class CancelRun(Command, tag="cancel", frozen=True):
@@ -292,6 +297,8 @@ class RunRecord(Wire):
     scheduled_tz: str | None = None
     params: dict[str, str] = {}  # the values the run was given, defaults applied
     env: dict[str, str] = {}  # the workflow's static variables
+    retry_of: str | None = None  # the run this one retries
+    retried_by: str | None = None  # the run that retries this one
 
     @property
     def registered_workflow(self) -> str | None:

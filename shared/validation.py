@@ -234,4 +234,10 @@ def submit_problems(cmd: SubmitRun, limits: Limits) -> list[Problem]:
         doc["env"] = cmd.env
     problems.extend(workflow_problems(doc, limits))
     problems.extend(values_problems(cmd.params))
+    if cmd.retry_of is not None:
+        check_id(cmd.retry_of, "retryOf", "run id", problems)
+    ids = {s.id for s in cmd.steps}
+    for step_id in cmd.carried:
+        if step_id not in ids:
+            problems.append(Problem(f"carried.{step_id}", f"unknown step {step_id!r}"))
     return problems

@@ -75,6 +75,22 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = command("run", "trigger a run of a registered workflow")
     p.add_argument("name")
     p.add_argument("--key", help="an idempotency key: the same key makes one run")
+    p.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a parameter's value (repeat for more); steps get HEDDLE_PARAM_<NAME>",
+    )
+    p.add_argument(
+        "--scheduled-for",
+        metavar="TIME",
+        help="the cron slot the run is for (ISO 8601): one run per slot, as cron's",
+    )
+    wait_option(p)
+    p = command("retry", "run a failed or cancelled run again from its failure")
+    p.add_argument("run")
     wait_option(p)
     command("register", "register a workflow (a new version if it changed)").add_argument("file")
     command("status", "a run's status and its steps").add_argument("run")
@@ -139,8 +155,28 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     gw = gateway_of(args)
-    body = None if args.key is None else {"idempotencyKey": args.key}
-    return _after_start(gw, args, gw.call("POST", f"/api/workflows/{_id(args.name)}/runs", body))
+    body: dict[str, Any] = {}
+    if args.key is not None:
+        body["idempotencyKey"] = args.key
+    if args.param:
+        body["params"] = dict(_param(text) for text in args.param)
+    if args.scheduled_for is not None:
+        body["scheduledFor"] = args.scheduled_for
+    path = f"/api/workflows/{_id(args.name)}/runs"
+    return _after_start(gw, args, gw.call("POST", path, body or None))
+
+
+def _param(text: str) -> tuple[str, str]:
+    name, eq, value = text.partition("=")
+    if not eq or not name:
+        raise Usage(f"--param {text!r}: give NAME=VALUE")
+    return name, value
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    """A retry is a new run: printed and followed as submit and run print theirs."""
+    gw = gateway_of(args)
+    return _after_start(gw, args, gw.call("POST", f"/api/runs/{_id(args.run)}/retry"))
 
 
 def cmd_register(args: argparse.Namespace) -> int:
@@ -228,6 +264,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "watch": cmd_watch,
     "logs": cmd_logs,
     "cancel": cmd_cancel,
+    "retry": cmd_retry,
     "runs": cmd_runs,
     "workflows": cmd_workflows,
     "pause": lambda args: _set_paused(args, True),

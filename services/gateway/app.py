@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 from nats.errors import MaxPayloadError
 
-from services.gateway import auth, logs, tokens, views, workflows
+from services.gateway import auth, logs, retry, tokens, views, workflows
 from services.gateway import web as page
 from services.gateway.keys import (
     METRICS,
@@ -85,6 +85,7 @@ def setup_routes(app: web.Application) -> None:
     r.add_get("/api/runs/{run}", views.get_run)
     logs.setup_routes(app)  # /api/runs/{run}/steps/{step} and .../logs
     r.add_post("/api/runs/{run}/cancel", views.cancel_run)
+    retry.setup_routes(app)  # POST /api/runs/{run}/retry
     r.add_get("/api/runners", views.get_runners)
     r.add_get("/healthz", views.healthz)
     r.add_get("/readyz", views.readyz)

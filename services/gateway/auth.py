@@ -45,6 +45,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("GET", "/workflow/{id}"): "viewer",
     ("GET", "/pods"): "viewer",
     ("POST", "/api/runs/{run}/cancel"): "operator",
+    ("POST", "/api/runs/{run}/retry"): "operator",  # the run's own commands again
     ("POST", "/api/workflows/{name}/runs"): "operator",
     ("PATCH", "/api/workflows/{name}"): "operator",
     ("POST", "/api/runs"): "admin",  # any command, run as it is written

@@ -98,6 +98,8 @@ async def run_document(runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord) -> di
         "scheduledTz": run.scheduled_tz,
         "params": run.params,
         "env": run.env,
+        "retryOf": run.retry_of,
+        "retriedBy": run.retried_by,
         "counts": counts,
         "steps": out_steps,
         "edges": edges,

@@ -18,6 +18,7 @@ import msgspec
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from services.orchestrator.actor import Cancel, RetryTimer, RunActor
@@ -36,6 +37,7 @@ from shared.contracts import (
     StepStarted,
     SubmitRun,
     command_decoder,
+    encode,
     event_decoder,
     run_record_decoder,
 )
@@ -275,7 +277,37 @@ class Orchestrator:
             return
         state, effects = RunState.new(cmd, self.policy, time.time())
         actor = self._spawn(state)
-        actor.post_init(effects, msg, self._announce, self._stored)
+        announce = self._announce
+        if cmd.retry_of is not None:
+            retried = cmd.retry_of
+
+            async def announce(run_id: str) -> None:
+                await self._link_retry(retried, run_id)
+                await self._announce(run_id)
+
+        actor.post_init(effects, msg, announce, self._stored)
+
+    async def _link_retry(self, retried: str, retry: str) -> None:
+        """The retried run names its retry (``retriedBy``). A finished run has no actor, so
+        its record is changed here, by compare-and-set; nothing else writes it."""
+        key = names.run_key(retried)
+        for _ in range(5):
+            try:
+                entry = await self.runs_kv.get(key)
+                if entry.value is None:
+                    return  # deleted by retention meanwhile
+                run = run_record_decoder.decode(entry.value)
+                if run.retried_by is not None:
+                    return
+                run.retried_by = retry
+                await self.runs_kv.update(key, encode(run), last=entry.revision)
+                event(log, "run retried", run=retried, retry=retry)
+                return
+            except KeyWrongLastSequenceError:
+                continue
+            except Exception as exc:  # the gateway finds the retry by its id all the same
+                log.warning("linking %s to its retry %s failed: %s", retried, retry, exc)
+                return
 
     async def _announce(self, run_id: str) -> None:
         event(log, "run stored", run=run_id)

@@ -47,6 +47,19 @@ class Policy:
     max_ready_bytes: int = 0
 
 
+def _carry_over(step: StepRecord, done: AttemptRecord, run_id: str) -> None:
+    """A step of a retried run that succeeded there: succeeded here too, with the attempt
+    that succeeded (and its outputs), and not run again."""
+    step.status = "succeeded"
+    step.attempt = done.attempt
+    step.attempts = [done]
+    step.runner = done.runner
+    step.started_at = done.started_at
+    step.finished_at = done.finished_at
+    step.exit_code = done.exit_code
+    step.reason = f"succeeded in run {run_id}; not run again"
+
+
 class RunState:
     """One run's steps, as the orchestrator's actor holds them in memory."""
 
@@ -109,12 +122,17 @@ class RunState:
             )
             for i, s in enumerate(cmd.steps)
         ]
+        if cmd.retry_of is not None:
+            run.retry_of = cmd.retry_of
+            for step in steps:
+                done = cmd.carried.get(step.id)
+                if done is not None:
+                    _carry_over(step, done, cmd.retry_of)
         state = cls(run, steps, policy, rand, tickets)
         effects: list[Effect] = []
         stamp = from_epoch(now)
-        roots = set(state.graph.roots())
         for step in steps:
-            if step.id in roots:
+            if step.status == "pending" and state.readiness.waiting(step.id) == 0:
                 effects.extend(state._queue(step, 1, stamp))
             else:
                 effects.append(PersistStep(step, "new"))

@@ -1,0 +1,31 @@
+"""``POST /api/runs/{run}/retry``: a failed or cancelled run again, from its failure
+(``shared/retries.py``). The orchestrator creates the retry and links both runs
+(``retryOf`` on the new one, ``retriedBy`` on the old)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from services.gateway import views
+from services.gateway.keys import RESOURCES
+from services.gateway.reads import get_run_record
+from shared.kv_reads import read_steps
+from shared.retries import refusal, retry_command
+from shared.timefmt import now_rfc3339
+
+
+async def retry_run(request: web.Request) -> web.Response:
+    run_id = views.path_id(request, "run", "run id")
+    res = request.app[RESOURCES]
+    run = await get_run_record(res.runs, run_id)
+    if run is None:
+        return views.error(404, f"run {run_id!r} not found")
+    why = refusal(run)
+    if why is not None:
+        return views.error(409, why, status=run.status)
+    cmd = retry_command(run, await read_steps(res.runs, run), now_rfc3339())
+    return await views.submit(request, cmd, chosen_id=True)
+
+
+def setup_routes(app: web.Application) -> None:
+    app.router.add_post("/api/runs/{run}/retry", retry_run)
