@@ -77,17 +77,28 @@ async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> lis
             # it has caught up with its own count. With an expiry, the request waits for the
             # messages and returns as soon as the batch is full; it only runs out when a key
             # was deleted meanwhile.
-            request = json.dumps({"batch": expected, "expires": int(PULL_EXPIRES * 1e9)}).encode()
-            await nc.publish(
-                f"$JS.API.CONSUMER.MSG.NEXT.{kv._stream}.{info.name}", request, reply=inbox
-            )
+            next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{kv._stream}.{info.name}"
+
+            async def pull(batch: int) -> None:
+                request = {"batch": batch, "expires": int(PULL_EXPIRES * 1e9)}
+                await nc.publish(next_subject, json.dumps(request).encode(), reply=inbox)
+
+            await pull(expected)
             latest: dict[str, KeyValue.Entry] = {}
             seen = 0
             while seen < expected:
                 msg = await asyncio.wait_for(queue.get(), timeout)
                 headers = msg.headers or {}
                 if not msg.data and "Status" in headers:
-                    break  # 408: the request expired (a key was deleted meanwhile)
+                    # The pull expired (408) before the batch was full: either keys were
+                    # deleted meanwhile (nothing left to deliver, so the read is complete)
+                    # or the server was slow, and the rest is asked for again. Stopping
+                    # here on a slow server is what once showed a run without its steps.
+                    left = (await js.consumer_info(kv._stream, info.name)).num_pending
+                    if not left:
+                        break
+                    await pull(expected - seen)
+                    continue
                 seen += 1
                 key = msg.subject[len(prefix) :]
                 deleted = headers.get("KV-Operation") in ("DEL", "PURGE") or (
@@ -115,24 +126,13 @@ async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> lis
             await js.delete_consumer(kv._stream, info.name)
 
 
-async def read_steps(runs_kv: KeyValue, run: RunRecord, attempts: int = 5) -> list[StepRecord]:
-    """Every step record of ``run``, in document order. The run record says how many there
-    are: a replay that comes back short (it has been seen once under heavy load, cause not
-    pinned down) is read again rather than shown or acted on."""
-    steps: list[StepRecord] = []
-    for attempt in range(attempts):
-        entries = await read_current(runs_kv, names.steps_of_run(run.run_id))
-        steps = [step_record_decoder.decode(e.value) for e in entries]
-        if len(steps) >= run.step_count:
-            break
-        log.warning(
-            "run %s: read %d of %d step records (try %d); reading again",
-            run.run_id,
-            len(steps),
-            run.step_count,
-            attempt + 1,
-        )
-        await asyncio.sleep(0.05 * (attempt + 1))
+async def read_steps(runs_kv: KeyValue, run: RunRecord) -> list[StepRecord]:
+    """Every step record of ``run``, in document order. Complete by construction: a new
+    run's record is written only once every step record is stored (the orchestrator's
+    effects), and the replay reads every key the server counted. Fewer only while
+    retention deletes the run (steps first, the run record last)."""
+    entries = await read_current(runs_kv, names.steps_of_run(run.run_id))
+    steps = [step_record_decoder.decode(e.value) for e in entries]
     steps.sort(key=lambda s: s.index)
     return steps
 

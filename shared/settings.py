@@ -54,6 +54,11 @@ class Settings:
     max_body_bytes: int = _s(
         8 * 1024 * 1024, "HEDDLE_MAX_BODY_BYTES", "largest accepted HTTP request body"
     )
+    body_timeout: float = _s(
+        30.0,
+        "HEDDLE_BODY_TIMEOUT",
+        "seconds a request body may take to arrive; a slower one is cut with 408",
+    )
     auth: str = _s(
         "tokens",
         "HEDDLE_AUTH",
@@ -252,6 +257,7 @@ class Settings:
             "retry_cap",
             "kill_grace",
             "default_timeout",
+            "body_timeout",
         ):
             if not getattr(self, name) > 0:  # also catches NaN
                 problems.append(f"{env_name(name)} must be positive")

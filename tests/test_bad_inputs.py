@@ -6,19 +6,22 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
 
+from services.embedded_nats import EmbeddedNats
 from services.gateway.keys import NATS
 from services.gateway.views import HEADER_ROOM
 from shared.contracts import SubmitRun, encode
 from shared.json_depth import MAX_JSON_DEPTH
 from shared.timefmt import now_rfc3339
 from shared.validation import Limits, parse_run_request
-from tests.gateway_apps import FLOW, Gateway, call, root
+from tests.gateway_apps import FLOW, Gateway, bearer, call, root
 from tests.gateway_apps import admin_file as admin_file  # fixtures
 from tests.gateway_apps import gateway as gateway
 
@@ -224,3 +227,44 @@ async def test_a_malformed_request_gets_the_json_error_shape(
     assert head.split(b"\r\n")[0].endswith(b" 400 Bad Request"), head
     assert b"Content-Type: application/json" in head, head
     assert body.startswith(b'{"error":"' + words), body
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+async def test_a_body_that_stalls_is_cut_with_408(
+    gateway: Gateway, admin_file: Path, method: str, path: str
+) -> None:
+    gw = await gateway(body_timeout=0.3)
+    head = (
+        f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {root(admin_file)}\r\nContent-Length: 1000\r\n\r\n"
+    )
+    # Ten bytes of the thousand announced, then nothing: the gateway must not wait forever.
+    reader, writer = await asyncio.open_connection(gw.host, gw.port)
+    try:
+        writer.write(head.encode() + b'{"steps":[')
+        answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        length = int(answer.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+        body = await reader.readexactly(length)
+    finally:
+        writer.close()
+    assert b"Connection: close" in answer
+    assert answer.split(b"\r\n")[0].endswith(b" 408 Request Timeout"), answer
+    assert b"HEDDLE_BODY_TIMEOUT" in json.loads(body)["error"].encode()
+
+
+async def test_nats_too_slow_to_answer_is_503_with_retry_after(
+    gateway: Gateway, admin_file: Path, nats_server: EmbeddedNats
+) -> None:
+    gw = await gateway()
+    token = root(admin_file)
+    assert (await call(gw, "GET", "/api/runs/r1", token))[0] == 404
+    os.kill(
+        nats_server.proc.pid, signal.SIGSTOP
+    )  # the server holds the connection, answers nothing
+    try:
+        async with gw.get("/api/runs/r1", headers=bearer(token)) as resp:
+            assert resp.status == 503 and resp.headers["Retry-After"].isdigit()
+            assert "NATS" in (await resp.json())["error"]
+    finally:
+        os.kill(nats_server.proc.pid, signal.SIGCONT)
+    assert (await call(gw, "GET", "/api/runs/r1", token))[0] == 404  # and it recovers

@@ -86,30 +86,33 @@ async def test_runs_list(stack: StackFactory) -> None:
     await s.wait_run(await s.submit({"runId": "r1", "steps": [{"id": "a", "command": "true"}]}))
     await s.wait_run(await s.submit({"runId": "r2", "steps": [{"id": "a", "command": "exit 1"}]}))
     named = {
-        "runId": "r3",
         "name": "listed",
         "steps": [{"id": "a", "command": "true"}, {"id": "b", "command": "true"}],
     }
-    await s.wait_run(await s.submit(named))
+    assert (await s.request("POST", "/api/workflows", json=named))[0] == 201
+    status, made = await s.request("POST", "/api/workflows/listed/runs")
+    assert status == 201, made
+    r3 = made["runId"]
+    await s.wait_run(r3)
     await s.submit({"runId": "r4", "steps": [{"id": "a", "command": "sleep 30"}]})
     await s.wait_step("r4", "a", {"running"})
 
     body = await runs_list(s)
-    assert [r["runId"] for r in body["runs"]] == ["r4", "r3", "r2", "r1"]
+    assert [r["runId"] for r in body["runs"]] == ["r4", r3, "r2", "r1"]
     assert (body["total"], body["matching"], body["limit"]) == (4, 4, 50)
     by_id = {r["runId"]: r for r in body["runs"]}
-    assert [by_id[r]["status"] for r in ("r1", "r2", "r3", "r4")] == [
+    assert [by_id[r]["status"] for r in ("r1", "r2", r3, "r4")] == [
         "succeeded",
         "failed",
         "succeeded",
         "running",
     ]
-    r3 = by_id["r3"]
-    assert (r3["workflowName"], r3["stepCount"], r3["trigger"]) == ("listed", 2, "api")
-    assert r3["createdAt"] < r3["finishedAt"]
+    third = by_id[r3]
+    assert (third["workflowName"], third["stepCount"], third["trigger"]) == ("listed", 2, "api")
+    assert third["createdAt"] < third["finishedAt"]
     assert by_id["r1"]["counts"] is None and by_id["r1"]["workflowName"] is None
     assert by_id["r4"]["finishedAt"] is None
-    # A named run's counts come from the history index, which follows the run record.
+    # A registered workflow's runs have counts, from the history index that follows them.
     deadline = time.monotonic() + 30
     while (await runs_list(s, "?status=succeeded&limit=1"))["runs"][0]["counts"] != {
         "succeeded": 2
@@ -117,17 +120,17 @@ async def test_runs_list(stack: StackFactory) -> None:
         assert time.monotonic() < deadline, await runs_list(s)
         await asyncio.sleep(0.05)
 
-    assert [r["runId"] for r in (await runs_list(s, "?limit=2"))["runs"]] == ["r4", "r3"]
+    assert [r["runId"] for r in (await runs_list(s, "?limit=2"))["runs"]] == ["r4", r3]
     for status, ids in {
         "running": ["r4"],
-        "succeeded": ["r3", "r1"],
+        "succeeded": [r3, "r1"],
         "failed": ["r2"],
         "cancelled": [],
     }.items():
         body = await runs_list(s, f"?status={status}")
         assert [r["runId"] for r in body["runs"]] == ids, status
         assert body["matching"] == len(ids) and body["total"] == 4
-    assert [r["runId"] for r in (await runs_list(s, "?status=succeeded&limit=1"))["runs"]] == ["r3"]
+    assert [r["runId"] for r in (await runs_list(s, "?status=succeeded&limit=1"))["runs"]] == [r3]
     assert len((await runs_list(s, "?limit=1000"))["runs"]) == 4
 
     bad = {

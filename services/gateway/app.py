@@ -8,9 +8,17 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
-from nats.errors import MaxPayloadError
+from nats.errors import (
+    ConnectionClosedError,
+    ConnectionReconnectingError,
+    MaxPayloadError,
+    NoRespondersError,
+    OutboundBufferLimitError,
+    StaleConnectionError,
+)
+from nats.js.errors import ServiceUnavailableError
 
-from services.gateway import auth, logs, retry, tokens, views, workflows
+from services.gateway import api_page, auth, logs, retry, tokens, views, workflows
 from services.gateway import web as page
 from services.gateway.keys import (
     METRICS,
@@ -31,6 +39,18 @@ from shared.resources import ensure_resources
 from shared.settings import Settings
 
 log = logging.getLogger("heddle.gateway")
+# What NATS raises when it is too slow, reconnecting or without JetStream for a moment
+# (nats.errors.TimeoutError is a TimeoutError): a 503 with Retry-After, never a 500.
+NATS_UNAVAILABLE = (
+    TimeoutError,
+    ConnectionClosedError,
+    ConnectionReconnectingError,
+    NoRespondersError,
+    OutboundBufferLimitError,
+    StaleConnectionError,
+    ServiceUnavailableError,
+)
+RETRY_AFTER = "1"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -45,6 +65,10 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
         return response
     except web.HTTPException as exc:
         status = exc.status
+        if exc.status == 408:  # the rest of the body may still come: end the connection
+            response = web.Response(status=408, body=exc.text, content_type="application/json")
+            response.force_close()
+            return response
         if exc.status < 400 or exc.content_type == "application/json":
             raise
         message = exc.reason
@@ -60,6 +84,12 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
         for name in ("Allow", "Retry-After"):
             if name in exc.headers:
                 response.headers[name] = exc.headers[name]
+        return response
+    except NATS_UNAVAILABLE as exc:  # slow or away: the client may try again
+        status = 503
+        log.warning("%s %s: NATS did not answer: %r", request.method, request.path, exc)
+        response = views.error(503, "NATS did not answer in time; try again")
+        response.headers["Retry-After"] = RETRY_AFTER
         return response
     except MaxPayloadError:  # a write no route measured first: too large, still not a 500
         status = 413
@@ -93,6 +123,7 @@ def setup_routes(app: web.Application) -> None:
     workflows.setup_routes(app)
     tokens.setup_routes(app)
     page.setup_routes(app)  # the web page, its assets, GET /api/runs
+    api_page.setup_routes(app)  # /openapi.json and /docs
     # The route names older scripts use.
     r.add_post("/workflow", views.create_run)
     r.add_get("/workflow/{id}", views.get_run_legacy)

@@ -34,6 +34,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("GET", "/healthz"): OPEN,
     ("GET", "/readyz"): OPEN,
     ("GET", "/metrics"): OPEN,  # or viewer, with HEDDLE_METRICS_AUTH=token
+    ("GET", "/openapi.json"): OPEN,  # the API's shape, the same for every deployment
+    ("GET", "/docs"): OPEN,
     ("GET", "/api/runs"): "viewer",
     ("GET", "/api/runs/{run}"): "viewer",
     ("GET", "/api/runs/{run}/steps/{step}"): "viewer",

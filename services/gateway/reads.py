@@ -7,11 +7,20 @@ its heartbeat keys for the live ``lastHeartbeatAt`` of running steps.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
-import msgspec
 from nats.js.kv import KeyValue
 
+from services.gateway.api_types import (
+    Edge,
+    Lease,
+    Pool,
+    RunDocument,
+    RunFacts,
+    RunnerDoc,
+    StepDocument,
+)
 from shared import names
 from shared.contracts import (
     RunRecord,
@@ -24,8 +33,6 @@ from shared.contracts import (
 from shared.kv_reads import read_current, read_steps, stored_at, value_of
 from shared.timefmt import from_epoch
 
-_to_builtins = msgspec.to_builtins
-
 
 async def get_run_record(runs_kv: KeyValue, run_id: str) -> RunRecord | None:
     value = await value_of(runs_kv, names.run_key(run_id))
@@ -37,40 +44,41 @@ async def get_step_record(runs_kv: KeyValue, run_id: str, step_id: str) -> StepR
     return step_record_decoder.decode(value) if value else None
 
 
-# camelCase name in the document -> attribute of StepRecord, in the order shown.
-STEP_FIELDS = {
-    "id": "id",
-    "command": "command",
-    "dependsOn": "depends_on",
-    "status": "status",
-    "attempt": "attempt",
-    "runner": "runner",
-    "exitCode": "exit_code",
-    "startedAt": "started_at",
-    "finishedAt": "finished_at",
-    "lastHeartbeatAt": "last_heartbeat_at",
-    "stdoutTail": "stdout_tail",
-    "stderrTail": "stderr_tail",
-    "reason": "reason",
-    "retries": "retries",
-    "timeoutSeconds": "timeout_seconds",
-    "queuedAt": "queued_at",
-    "requeues": "requeues",
-    "retryAt": "retry_at",
-    "env": "env",  # the step's static variables (over the workflow's)
-    "outputs": "outputs",  # what its succeeded attempt wrote to $HEDDLE_OUTPUTS
-}
-
-
-def step_document(step: StepRecord, heartbeat_at: float | None) -> dict[str, Any]:
-    doc = {name: getattr(step, attr) for name, attr in STEP_FIELDS.items()}
-    doc["attempts"] = _to_builtins(step.attempts)
+def step_document(step: StepRecord, heartbeat_at: float | None) -> StepDocument:
+    beat = step.last_heartbeat_at
     if heartbeat_at is not None and step.status in ("queued", "running"):
-        doc["lastHeartbeatAt"] = from_epoch(heartbeat_at)
-    return doc
+        beat = from_epoch(heartbeat_at)
+    return StepDocument(
+        id=step.id,
+        command=step.command,
+        depends_on=step.depends_on,
+        status=step.status,
+        attempt=step.attempt,
+        runner=step.runner,
+        exit_code=step.exit_code,
+        started_at=step.started_at,
+        finished_at=step.finished_at,
+        last_heartbeat_at=beat,
+        stdout_tail=step.stdout_tail,
+        stderr_tail=step.stderr_tail,
+        reason=step.reason,
+        retries=step.retries,
+        timeout_seconds=step.timeout_seconds,
+        queued_at=step.queued_at,
+        requeues=step.requeues,
+        retry_at=step.retry_at,
+        attempts=step.attempts,
+        env=step.env,
+        outputs=step.outputs,
+    )
 
 
-async def run_document(runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord) -> dict[str, Any]:
+def run_facts(run: RunRecord) -> dict[str, Any]:
+    """The run record's fields as ``RunFacts`` names them (the document and the list)."""
+    return {f: getattr(run, f) for f in RunFacts.__struct_fields__}
+
+
+async def run_document(runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord) -> RunDocument:
     steps = await read_steps(runs_kv, run)
     live = any(s.status in ("queued", "running") for s in steps)
     beats: dict[tuple[str, str], float] = {}  # (step, runner) -> stored at
@@ -81,62 +89,49 @@ async def run_document(runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord) -> di
             if at:
                 beats[hb.step_id, hb.runner] = at
     out_steps = [step_document(s, beats.get((s.id, s.runner or ""))) for s in steps]
-    edges = [{"from": p, "to": s.id} for s in steps for p in s.depends_on]
-    counts: dict[str, int] = {}
-    for s in steps:
-        counts[s.status] = counts.get(s.status, 0) + 1
-    return {
-        "runId": run.run_id,
-        "status": run.status,
-        "createdAt": run.created_at,
-        "finishedAt": run.finished_at,
-        "cancelRequested": run.cancel_requested,
-        "workflowName": run.workflow_name,
-        "version": run.version,
-        "trigger": run.trigger,
-        "scheduledFor": run.scheduled_for,
-        "scheduledTz": run.scheduled_tz,
-        "params": run.params,
-        "env": run.env,
-        "retryOf": run.retry_of,
-        "retriedBy": run.retried_by,
-        "counts": counts,
-        "steps": out_steps,
-        "edges": edges,
-    }
+    edges = [Edge(from_=p, to=s.id) for s in steps for p in s.depends_on]
+    return RunDocument(
+        **run_facts(run),
+        params=run.params,
+        env=run.env,
+        retry_of=run.retry_of,
+        retried_by=run.retried_by,
+        counts=dict(Counter(s.status for s in steps)),
+        steps=out_steps,
+        edges=edges,
+    )
 
 
-async def pool_document(runners_kv: KeyValue) -> dict[str, Any]:
+async def pool_document(runners_kv: KeyValue) -> Pool:
     now = time.time()
     runners = []
     for e in await read_current(runners_kv, ">"):
         info = runner_info_decoder.decode(e.value)
         seen = stored_at(e)
         runners.append(
-            {
-                "name": info.name,
-                "pod": info.pod,
-                "node": info.node,
-                "pid": info.pid,
-                "status": info.status,
-                "runId": info.run_id,
-                "stepId": info.step_id,
-                "attempt": info.attempt,
-                "version": info.version,
-                "startedAt": info.started_at,
-                "lastSeenAt": from_epoch(seen) if seen else info.seen_at,
-                "secondsSinceSeen": round(max(now - seen, 0.0), 3) if seen else None,
-            }
+            RunnerDoc(
+                name=info.name,
+                pod=info.pod,
+                node=info.node,
+                pid=info.pid,
+                status=info.status,
+                run_id=info.run_id,
+                step_id=info.step_id,
+                attempt=info.attempt,
+                version=info.version,
+                started_at=info.started_at,
+                last_seen_at=from_epoch(seen) if seen else info.seen_at,
+                seconds_since_seen=round(max(now - seen, 0.0), 3) if seen else None,
+            )
         )
-    runners.sort(key=lambda r: r["name"])
-    leased = [
-        {"runner": r["name"], "runId": r["runId"], "stepId": r["stepId"]}
-        for r in runners
-        if r["status"] == "busy"
-    ]
-    return {
-        "total": len(runners),
-        "available": sum(1 for r in runners if r["status"] == "idle"),
-        "leased": leased,
-        "runners": runners,
-    }
+    runners.sort(key=lambda r: r.name)
+    return Pool(
+        total=len(runners),
+        available=sum(1 for r in runners if r.status == "idle"),
+        leased=[
+            Lease(runner=r.name, run_id=r.run_id, step_id=r.step_id)
+            for r in runners
+            if r.status == "busy"
+        ],
+        runners=runners,
+    )

@@ -9,13 +9,13 @@ gateway applies the record to its own index at once, the others through their wa
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import msgspec
 from aiohttp import web
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
 from services.gateway import views
+from services.gateway.api_types import NewToken, TokenDoc, TokenList
 from services.gateway.keys import CALLER, RESOURCES, TOKENS
 from shared.service import event
 from shared.timefmt import now_rfc3339
@@ -37,15 +37,15 @@ def _caller(request: web.Request) -> str | None:
     return caller.name if caller is not None else None
 
 
-def token_document(r: TokenRecord) -> dict[str, Any]:
+def token_document(r: TokenRecord) -> TokenDoc:
     """A record as the API shows it: never its hash."""
-    return {
-        "name": r.name,
-        "role": r.role,
-        "createdAt": r.created_at,
-        "revoked": r.revoked,
-        "revokedAt": r.revoked_at,
-    }
+    return TokenDoc(
+        name=r.name,
+        role=r.role,
+        created_at=r.created_at,
+        revoked=r.revoked,
+        revoked_at=r.revoked_at,
+    )
 
 
 async def create_token(request: web.Request) -> web.Response:
@@ -61,7 +61,7 @@ async def create_token(request: web.Request) -> web.Response:
         return views.error(409, f"a token named {name!r} exists already")
     request.app[TOKENS].put(revision, record)
     event(log, "token made", token=name, role=role, by=_caller(request))
-    body = {"name": name, "role": role, "token": token, "createdAt": record.created_at}
+    body = NewToken(name=name, role=role, token=token, created_at=record.created_at)
     made = views.json_response(body, 201)
     made.headers["Cache-Control"] = "no-store"  # the one answer that holds a token
     return made
@@ -69,7 +69,7 @@ async def create_token(request: web.Request) -> web.Response:
 
 async def list_tokens(request: web.Request) -> web.Response:
     records = request.app[TOKENS].records()
-    return views.json_response({"tokens": [token_document(r) for r in records]})
+    return views.json_response(TokenList(tokens=[token_document(r) for r in records]))
 
 
 async def revoke_token(request: web.Request) -> web.Response:

@@ -11,6 +11,7 @@ import msgspec
 from aiohttp import web
 from nats.errors import TimeoutError as NatsTimeout
 
+from services.gateway.api_types import ErrorDoc, ProblemDoc, StatusDoc, Submitted
 from services.gateway.keys import NATS, RESOURCES, SETTINGS
 from services.gateway.reads import get_run_record, pool_document, run_document
 from shared import names
@@ -30,12 +31,13 @@ def json_response(body: Any, status: int = 200) -> web.Response:
 
 
 def error_body(message: str, problems: list[Problem] | None = None, **extra: Any) -> bytes:
-    """The one shape of every error answer: ``error``, then ``problems`` if any."""
-    body: dict[str, Any] = {"error": message}
-    if problems is not None:
-        body["problems"] = [p.to_json() for p in problems]
-    body.update(extra)
-    return msgspec.json.encode(body)
+    """The one shape of every error answer (``ErrorDoc``): ``error``, then ``problems``."""
+    listed = (
+        msgspec.UNSET
+        if problems is None
+        else [ProblemDoc(path=p.path, message=p.message) for p in problems]
+    )
+    return encode(ErrorDoc(error=message, problems=listed, **extra))
 
 
 def error(
@@ -79,7 +81,14 @@ async def read_json(request: web.Request) -> Any:
         raise web.HTTPUnsupportedMediaType(
             text=error_body(message).decode(), content_type="application/json"
         )
-    raw = await request.read()  # aiohttp answers 413 past client_max_size
+    limit = request.app[SETTINGS].body_timeout
+    try:  # aiohttp answers 413 past client_max_size, but never times a slow body out
+        raw = await asyncio.wait_for(request.read(), limit)
+    except TimeoutError as exc:
+        message = f"the request body did not arrive within {limit:g} s (HEDDLE_BODY_TIMEOUT)"
+        raise web.HTTPRequestTimeout(
+            text=error_body(message).decode(), content_type="application/json"
+        ) from exc
     # Decoding recurses: refuse deep nesting before it does (a RecursionError otherwise).
     too_deep = f"JSON nested more than {MAX_JSON_DEPTH} levels deep (arrays and objects)"
     if json_depth_exceeds(raw):
@@ -141,23 +150,21 @@ async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -
     if chosen_id:
         existing = await get_run_record(res.runs, run_id)
         if existing is not None:
-            return json_response(
-                {"runId": run_id, "status": existing.status, "created": False}, 200
-            )
+            return json_response(Submitted(run_id=run_id, status=existing.status, created=False))
     stored = await nc.subscribe(names.run_stored(run_id), max_msgs=1)
     try:
         ack = await res.js.publish(
             names.CMD_SUBMIT, payload, headers={"Nats-Msg-Id": names.submit_msg_id(run_id)}
         )
-        if ack.duplicate and await get_run_record(res.runs, run_id) is not None:
-            return json_response({"runId": run_id, "created": False}, 200)
+        if ack.duplicate and (existing := await get_run_record(res.runs, run_id)) is not None:
+            return json_response(Submitted(run_id=run_id, status=existing.status, created=False))
         try:
             await stored.next_msg(timeout=settings.submit_confirm_timeout)
         except (NatsTimeout, TimeoutError):
-            return json_response({"runId": run_id, "status": "accepted"}, 202)
+            return json_response(Submitted(run_id=run_id, status="accepted"), 202)
     finally:
         await stored.unsubscribe()
-    return json_response({"runId": run_id, "status": "running", "created": True}, 201)
+    return json_response(Submitted(run_id=run_id, status="running", created=True), 201)
 
 
 async def get_run(request: web.Request, key: str = "run") -> web.Response:
@@ -180,7 +187,7 @@ async def cancel_run(request: web.Request) -> web.Response:
     if run is None:
         return error(404, f"run {run_id!r} not found")
     if run.status == "cancelled":
-        return json_response({"runId": run_id, "status": "cancelled"}, 200)
+        return json_response(Submitted(run_id=run_id, status="cancelled"))
     if run.status in TERMINAL_RUN:
         return error(409, f"run {run_id!r} already finished: {run.status}", status=run.status)
     await res.js.publish(
@@ -188,7 +195,7 @@ async def cancel_run(request: web.Request) -> web.Response:
         encode(CancelRun(run_id=run_id, requested_at=now_rfc3339())),
         headers={"Nats-Msg-Id": f"cancel.{run_id}"},
     )
-    return json_response({"runId": run_id, "status": "cancelling"}, 202)
+    return json_response(Submitted(run_id=run_id, status="cancelling"), 202)
 
 
 async def get_runners(request: web.Request) -> web.Response:
@@ -196,7 +203,7 @@ async def get_runners(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return json_response({"status": "ok"})
+    return json_response(StatusDoc(status="ok"))
 
 
 async def readyz(request: web.Request) -> web.Response:
@@ -207,4 +214,4 @@ async def readyz(request: web.Request) -> web.Response:
         await asyncio.wait_for(nc.flush(), 2.0)
     except Exception as exc:
         return error(503, f"NATS is not answering: {exc}")
-    return json_response({"status": "ready"})
+    return json_response(StatusDoc(status="ready"))

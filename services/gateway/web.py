@@ -20,15 +20,16 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import get_args
 
-import msgspec
 from aiohttp import web
 from nats.js.kv import KeyValue
 
 from services.gateway import views
+from services.gateway.api_types import RunList, RunListEntry
 from services.gateway.keys import RESOURCES, RUN_INDEX
 from services.gateway.params import whole_number
+from services.gateway.reads import run_facts
 from shared import names
 from shared.contracts import (
     RunRecord,
@@ -147,11 +148,8 @@ def list_params(request: web.Request) -> tuple[int, str | None]:
     return limit or DEFAULT_LIMIT, status
 
 
-def run_summary(run: RunRecord, counts: dict[str, int] | None) -> dict[str, Any]:
-    """Every field of the run record by its JSON name (defaults included), and the counts."""
-    doc = {f.encode_name: getattr(run, f.name) for f in msgspec.structs.fields(run)}
-    doc["counts"] = counts
-    return doc
+def run_summary(run: RunRecord, counts: dict[str, int] | None) -> RunListEntry:
+    return RunListEntry(**run_facts(run), step_count=run.step_count, counts=counts)
 
 
 async def list_runs(request: web.Request) -> web.Response:
@@ -167,12 +165,12 @@ async def list_runs(request: web.Request) -> web.Response:
         r.run_id: summary.counts for (r, _), summary in zip(named, found, strict=True) if summary
     }
     return views.json_response(
-        {
-            "runs": [run_summary(r, counts.get(r.run_id)) for r in shown],
-            "total": runs.total,
-            "matching": runs.matching(status),
-            "limit": limit,
-        }
+        RunList(
+            runs=[run_summary(r, counts.get(r.run_id)) for r in shown],
+            total=runs.total,
+            matching=runs.matching(status),
+            limit=limit,
+        )
     )
 
 

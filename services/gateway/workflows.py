@@ -15,6 +15,19 @@ import msgspec
 from aiohttp import web
 
 from services.gateway import run_inputs, views
+from services.gateway.api_types import (
+    Edge,
+    HistoryEntry,
+    LastRun,
+    PausedWorkflow,
+    Registered,
+    Submitted,
+    Triggered,
+    WorkflowDefinition,
+    WorkflowList,
+    WorkflowRuns,
+    WorkflowSummary,
+)
 from services.gateway.keys import RESOURCES, SETTINGS
 from services.gateway.params import query_int
 from shared import names, registry
@@ -46,55 +59,59 @@ def _unknown(name: str, version: int | None = None) -> web.Response:
     return views.error(404, f"workflow {name!r} has no version {version}")
 
 
-def summary_document(w: WorkflowLatest, last: RunSummary | None) -> dict[str, Any]:
+def facts(w: WorkflowLatest) -> dict[str, Any]:
+    """What a workflow's list entry and its pause answer share."""
     return {
         "name": w.name,
         "version": w.version,
-        "registeredAt": w.registered_at,
+        "registered_at": w.registered_at,
         "schedule": w.schedule,
         "timezone": w.timezone,
         "catchup": w.catchup,
         "paused": w.paused,
-        "stepCount": w.step_count,
+        "step_count": w.step_count,
         "description": w.description,
-        "lastRun": None
-        if last is None
-        else {"runId": last.run_id, "status": last.status, "createdAt": last.created_at},
     }
 
 
-def definition_document(w: WorkflowVersion, latest: WorkflowLatest) -> dict[str, Any]:
+def summary_document(w: WorkflowLatest, last: RunSummary | None) -> WorkflowSummary:
+    shown = None
+    if last is not None:
+        shown = LastRun(run_id=last.run_id, status=last.status, created_at=last.created_at)
+    return WorkflowSummary(**facts(w), last_run=shown)
+
+
+def definition_document(w: WorkflowVersion, latest: WorkflowLatest) -> WorkflowDefinition:
     spec = w.spec
-    steps = msgspec.to_builtins(spec.steps)
-    return {
-        "name": w.name,
-        "version": w.version,
-        "latestVersion": latest.version,
-        "registeredAt": w.registered_at,
-        "schedule": spec.schedule,
-        "timezone": spec.timezone,
-        "catchup": spec.catchup,
-        "paused": latest.paused,
-        "description": spec.description,
-        "stepCount": len(spec.steps),
-        "params": msgspec.to_builtins(spec.params),
-        "env": spec.env,
-        "steps": steps,
-        "edges": [{"from": p, "to": s.id} for s in spec.steps for p in s.depends_on],
-    }
+    return WorkflowDefinition(
+        name=w.name,
+        version=w.version,
+        latest_version=latest.version,
+        registered_at=w.registered_at,
+        schedule=spec.schedule,
+        timezone=spec.timezone,
+        catchup=spec.catchup,
+        paused=latest.paused,
+        description=spec.description,
+        step_count=len(spec.steps),
+        params=spec.params,
+        env=spec.env,
+        steps=spec.steps,
+        edges=[Edge(from_=p, to=s.id) for s in spec.steps for p in s.depends_on],
+    )
 
 
-def history_entry(r: RunSummary) -> dict[str, Any]:
-    return {
-        "runId": r.run_id,
-        "status": r.status,
-        "version": r.version,
-        "trigger": r.trigger,
-        "scheduledFor": r.scheduled_for,
-        "createdAt": r.created_at,
-        "finishedAt": r.finished_at,
-        "counts": r.counts,
-    }
+def history_entry(r: RunSummary) -> HistoryEntry:
+    return HistoryEntry(
+        run_id=r.run_id,
+        status=r.status,
+        version=r.version,
+        trigger=r.trigger,
+        scheduled_for=r.scheduled_for,
+        created_at=r.created_at,
+        finished_at=r.finished_at,
+        counts=r.counts,
+    )
 
 
 # ---- handlers ---------------------------------------------------------------------------
@@ -112,7 +129,7 @@ async def register_workflow(request: web.Request) -> web.Response:
         done = await registry.register(kv, spec, epoch(), views.payload_limit(request))
     except DocumentTooLarge as exc:
         return views.too_large(exc)
-    body = {"name": done.name, "version": done.version, "created": done.created}
+    body = Registered(name=done.name, version=done.version, created=done.created)
     return views.json_response(body, 201 if done.created else 200)
 
 
@@ -124,7 +141,7 @@ async def list_workflows(request: web.Request) -> web.Response:
         summary = run_summary_decoder.decode(e.value)
         last[summary.workflow_name] = summary
     return views.json_response(
-        {"workflows": [summary_document(w, last.get(w.name)) for w in workflows]}
+        WorkflowList(workflows=[summary_document(w, last.get(w.name)) for w in workflows])
     )
 
 
@@ -161,9 +178,7 @@ async def patch_workflow(request: web.Request) -> web.Response:
     )
     if updated is None:
         return _unknown(name)
-    doc = summary_document(updated, None)
-    del doc["lastRun"]  # not read here
-    return views.json_response(doc | {"pausedAt": updated.paused_at})
+    return views.json_response(PausedWorkflow(**facts(updated), paused_at=updated.paused_at))
 
 
 async def trigger_run(request: web.Request) -> web.Response:
@@ -208,7 +223,8 @@ async def trigger_run(request: web.Request) -> web.Response:
     response = await views.submit(request, cmd, chosen_id=key is not None or given.slot is not None)
     if response.status >= 300:
         return response
-    body = msgspec.json.decode(response.body) | {"workflow": name, "version": version}
+    answer = msgspec.json.decode(response.body, type=Submitted)
+    body = Triggered(**msgspec.structs.asdict(answer), workflow=name, version=version)
     return views.json_response(body, response.status)
 
 
@@ -223,7 +239,9 @@ async def workflow_runs(request: web.Request) -> web.Response:
         for e in await read_current(res.runs, names.hist_of_workflow(name))
     ]
     runs.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
-    return views.json_response({"workflow": name, "runs": [history_entry(r) for r in runs[:limit]]})
+    return views.json_response(
+        WorkflowRuns(workflow=name, runs=[history_entry(r) for r in runs[:limit]])
+    )
 
 
 def setup_routes(app: web.Application) -> None:

@@ -138,6 +138,9 @@ class EffectRunner:
                     )
                     if i != last_run:
                         continue
+                    if create_run:  # every step record is stored before the run's exists
+                        await self._settle(futures)
+                        futures = []
                     futures.append(
                         await publish(
                             names.kv_subject(names.RUNS_BUCKET, names.run_key(run_id)),
@@ -199,14 +202,20 @@ class EffectRunner:
                     )
                 case Ignored(step_id=step_id, reason=reason):
                     event(log, "ignored", run=run_id, step=step_id, reason=reason)
-        if futures:
-            done, pending = await asyncio.wait(futures, timeout=ACK_TIMEOUT)
-            for fut in pending:
-                fut.cancel()
-            if pending:
-                raise TimeoutError(f"{len(pending)} writes unacknowledged")
-            for fut in done:
-                fut.result()
+        await self._settle(futures)
+
+    @staticmethod
+    async def _settle(futures: list[asyncio.Future]) -> None:
+        """Wait for the acknowledgements of ``futures``; raise if one failed or is late."""
+        if not futures:
+            return
+        done, pending = await asyncio.wait(futures, timeout=ACK_TIMEOUT)
+        for fut in pending:
+            fut.cancel()
+        if pending:
+            raise TimeoutError(f"{len(pending)} writes unacknowledged")
+        for fut in done:
+            fut.result()
 
     async def _write_new_steps(self, run_id: str, effects: list[Effect]) -> list[int]:
         """A new run's pending step records, in bulk: core publishes with an acknowledged

@@ -1,0 +1,414 @@
+"""Every operation of the HTTP API, as the OpenAPI document describes it (``openapi.py``).
+
+One entry per method and route: its parameters, its body's type and its answers' types.
+The error statuses every operation shares (auth, Host, bodies, NATS) are added by
+``openapi.error_statuses``; an entry lists only the errors that are its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from services.gateway.api_types import (
+    LogDump,
+    NewToken,
+    PatchWorkflow,
+    PausedWorkflow,
+    Pool,
+    Registered,
+    RunDocument,
+    RunList,
+    StatusDoc,
+    StepWithLogs,
+    Submitted,
+    TokenDoc,
+    TokenList,
+    TokenRequest,
+    Triggered,
+    TriggerRequest,
+    WorkflowDefinition,
+    WorkflowList,
+    WorkflowRuns,
+)
+from services.gateway.log_reader import DEFAULT_TAIL, MAX_TAIL
+from shared.contracts import RunRequest, WorkflowSpec
+from shared.names import ID_PATTERN
+
+Answer = tuple[type | str | None, str]  # (JSON type, or a media type for text; meaning)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    where: Literal["path", "query", "header"]
+    schema: dict[str, Any]
+    description: str
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    operation_id: str
+    summary: str
+    tag: str
+    answers: dict[int, Answer]
+    params: tuple[Param, ...] = ()
+    body: type | None = None
+    body_required: bool = True
+    errors: dict[int, str] = field(default_factory=dict)  # this operation's own meanings
+    links: dict[int, dict[str, Any]] = field(default_factory=dict)
+    description: str = ""
+    deprecated: bool = False
+    offline: bool = False  # answers without NATS: never a 503
+
+
+ID = {"type": "string", "pattern": ID_PATTERN.pattern.replace("\\Z", "$")}
+
+
+def _id(name: str, what: str) -> Param:
+    return Param(name, "path", ID, f"The {what}")
+
+
+RUN = _id("run", "run's id")
+STEP = _id("step", "step's id")
+WORKFLOW = _id("name", "workflow's name")
+LIMIT = Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}, "How many")
+VERSION = Param(
+    "version", "query", {"type": "integer", "minimum": 1, "maximum": 2**31}, "A version"
+)
+CURSOR = {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
+
+RUN_LINKS = {
+    "GetRun": {"operationId": "getRun", "parameters": {"run": "$response.body#/runId"}},
+    "CancelRun": {"operationId": "cancelRun", "parameters": {"run": "$response.body#/runId"}},
+}
+SUBMITTED = {
+    201: (Submitted, "Created and stored by the orchestrator"),
+    200: (Submitted, "A run with this id exists already: nothing was created"),
+    202: (Submitted, "Accepted; the orchestrator had not confirmed it within the wait"),
+}
+SUBMIT_NOTE = (
+    "Every step's command is run as written, so submitting needs the admin role. A client "
+    "may choose the run id (`runId`): submitting it again answers 200 with that run."
+)
+
+OPERATIONS: tuple[Operation, ...] = (
+    # ---- runs
+    Operation(
+        "POST",
+        "/api/runs",
+        "createRun",
+        "Submit a workflow to run now",
+        "runs",
+        SUBMITTED,
+        body=RunRequest,
+        description=SUBMIT_NOTE,
+        links={201: RUN_LINKS, 200: RUN_LINKS, 202: RUN_LINKS},
+    ),
+    Operation(
+        "GET",
+        "/api/runs",
+        "listRuns",
+        "Runs, newest first",
+        "runs",
+        {200: (RunList, "The newest runs")},
+        params=(
+            LIMIT,
+            Param(
+                "status",
+                "query",
+                {"enum": ["running", "succeeded", "failed", "cancelled"]},
+                "Only runs in this state",
+            ),
+        ),
+    ),
+    Operation(
+        "GET",
+        "/api/runs/{run}",
+        "getRun",
+        "A run with every step",
+        "runs",
+        {200: (RunDocument, "The run document")},
+        params=(RUN,),
+    ),
+    Operation(
+        "POST",
+        "/api/runs/{run}/cancel",
+        "cancelRun",
+        "Cancel a run",
+        "runs",
+        {
+            200: (Submitted, "It was cancelled already"),
+            202: (Submitted, "Cancelling: running steps are stopped, the rest skipped"),
+        },
+        params=(RUN,),
+        errors={409: "The run finished already (`status` says how)"},
+    ),
+    Operation(
+        "POST",
+        "/api/runs/{run}/retry",
+        "retryRun",
+        "Run a failed or cancelled run again from its failure",
+        "runs",
+        {
+            201: (Submitted, "The retry, created: succeeded steps carried over, the rest run"),
+            200: (Submitted, "The run was retried already: its retry"),
+            202: (Submitted, "Accepted; the orchestrator had not confirmed it within the wait"),
+        },
+        params=(RUN,),
+        errors={409: "The run is still running or succeeded (`status` says which)"},
+    ),
+    Operation(
+        "GET",
+        "/api/runs/{run}/steps/{step}",
+        "getStep",
+        "A step with its logs by attempt",
+        "runs",
+        {200: (StepWithLogs, "The step, and the last lines of each attempt")},
+        params=(
+            RUN,
+            STEP,
+            Param(
+                "tail",
+                "query",
+                {"type": "integer", "minimum": 0, "maximum": MAX_TAIL},
+                f"Lines per attempt (default {DEFAULT_TAIL})",
+            ),
+        ),
+    ),
+    Operation(
+        "GET",
+        "/api/runs/{run}/steps/{step}/logs",
+        "getStepLogs",
+        "A step's log lines",
+        "runs",
+        {200: (LogDump, "Every line after the cursor; with follow, text/event-stream")},
+        params=(
+            RUN,
+            STEP,
+            Param("after", "query", CURSOR, "Lines after this cursor only"),
+            Param(
+                "follow",
+                "query",
+                {"type": "boolean"},
+                "Stream the lines as server-sent events until the step ends",
+            ),
+            Param(
+                "Last-Event-ID",
+                "header",
+                {"type": "string", "pattern": "^[0-9]{0,19}$"},
+                "With follow: resume after this cursor",
+            ),
+        ),
+    ),
+    Operation(
+        "GET",
+        "/api/runners",
+        "listRunners",
+        "The runner pool",
+        "runners",
+        {200: (Pool, "Every runner and what it holds")},
+    ),
+    # ---- registered workflows
+    Operation(
+        "POST",
+        "/api/workflows",
+        "registerWorkflow",
+        "Register a workflow version",
+        "workflows",
+        {
+            201: (Registered, "A new version"),
+            200: (Registered, "The same document as the latest version: nothing changed"),
+        },
+        body=WorkflowSpec,
+        description="`name` is required here.",
+    ),
+    Operation(
+        "GET",
+        "/api/workflows",
+        "listWorkflows",
+        "Registered workflows",
+        "workflows",
+        {200: (WorkflowList, "Each workflow's latest version and last run")},
+    ),
+    Operation(
+        "GET",
+        "/api/workflows/{name}",
+        "getWorkflow",
+        "A workflow's definition",
+        "workflows",
+        {200: (WorkflowDefinition, "The latest version, or the one asked for")},
+        params=(WORKFLOW, VERSION),
+    ),
+    Operation(
+        "PATCH",
+        "/api/workflows/{name}",
+        "patchWorkflow",
+        "Pause or resume its schedule",
+        "workflows",
+        {200: (PausedWorkflow, "The workflow as it is now")},
+        params=(WORKFLOW,),
+        body=PatchWorkflow,
+    ),
+    Operation(
+        "POST",
+        "/api/workflows/{name}/runs",
+        "triggerRun",
+        "Run a registered workflow now",
+        "workflows",
+        {
+            201: (Triggered, "Created"),
+            200: (Triggered, "A run with this idempotency key exists already"),
+            202: (Triggered, "Accepted; not confirmed within the wait"),
+        },
+        params=(
+            WORKFLOW,
+            VERSION,
+            Param(
+                "Idempotency-Key",
+                "header",
+                {"type": "string", "minLength": 1, "maxLength": 256},
+                "Triggers with the same key make one run",
+            ),
+        ),
+        body=TriggerRequest,
+        body_required=False,
+        links={201: RUN_LINKS, 200: RUN_LINKS, 202: RUN_LINKS},
+    ),
+    Operation(
+        "GET",
+        "/api/workflows/{name}/runs",
+        "workflowRuns",
+        "A workflow's run history",
+        "workflows",
+        {200: (WorkflowRuns, "Newest first")},
+        params=(WORKFLOW, LIMIT),
+    ),
+    # ---- API tokens
+    Operation(
+        "POST",
+        "/api/tokens",
+        "createToken",
+        "Make an API token",
+        "tokens",
+        {201: (NewToken, "The token: shown once, never again")},
+        body=TokenRequest,
+        errors={409: "A token of that name exists already"},
+    ),
+    Operation(
+        "GET",
+        "/api/tokens",
+        "listTokens",
+        "API tokens (never their secrets)",
+        "tokens",
+        {200: (TokenList, "Every token")},
+        offline=True,
+    ),
+    Operation(
+        "POST",
+        "/api/tokens/{name}/revoke",
+        "revokeToken",
+        "Revoke an API token",
+        "tokens",
+        {200: (TokenDoc, "Revoked (or it was already)")},
+        params=(_id("name", "token's name"),),
+    ),
+    # ---- operations and the page
+    Operation(
+        "GET",
+        "/healthz",
+        "health",
+        "Is the process alive",
+        "operations",
+        {200: (StatusDoc, "Alive")},
+        offline=True,
+    ),
+    Operation(
+        "GET",
+        "/readyz",
+        "ready",
+        "Can it serve: is NATS answering",
+        "operations",
+        {200: (StatusDoc, "Ready")},
+    ),
+    Operation(
+        "GET",
+        "/metrics",
+        "metrics",
+        "Prometheus metrics",
+        "operations",
+        {200: ("text/plain", "The text exposition format")},
+        offline=True,
+    ),
+    Operation(
+        "GET",
+        "/openapi.json",
+        "openapi",
+        "This document",
+        "operations",
+        {200: ("application/json", "OpenAPI 3.1")},
+        offline=True,
+    ),
+    Operation(
+        "GET",
+        "/docs",
+        "apiDocs",
+        "This document as a page",
+        "operations",
+        {200: ("text/html", "The operations, their parameters and answers")},
+        offline=True,
+    ),
+    Operation(
+        "GET",
+        "/",
+        "page",
+        "The web page",
+        "page",
+        {200: ("text/html", "The page")},
+        offline=True,
+    ),
+    Operation(
+        "GET",
+        "/static/{name}",
+        "asset",
+        "The page's scripts and styles",
+        "page",
+        {200: ("application/octet-stream", "The file")},
+        params=(Param("name", "path", {"type": "string"}, "The file's name"),),
+        errors={404: "No such file"},
+        offline=True,
+    ),
+    # ---- the routes older scripts use
+    Operation(
+        "POST",
+        "/workflow",
+        "createRunLegacy",
+        "Submit a workflow (older name)",
+        "legacy",
+        SUBMITTED,
+        body=RunRequest,
+        deprecated=True,
+        description=SUBMIT_NOTE,
+    ),
+    Operation(
+        "GET",
+        "/workflow/{id}",
+        "getRunLegacy",
+        "A run (older name)",
+        "legacy",
+        {200: (RunDocument, "The run document")},
+        params=(_id("id", "run's id"),),
+        deprecated=True,
+    ),
+    Operation(
+        "GET",
+        "/pods",
+        "listPods",
+        "The runner pool (older name)",
+        "legacy",
+        {200: (Pool, "Every runner and what it holds")},
+        deprecated=True,
+    ),
+)

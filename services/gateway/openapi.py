@@ -1,0 +1,152 @@
+"""The HTTP API as an OpenAPI 3.1 document (``GET /openapi.json``).
+
+Bodies and answers are the msgspec types the gateway decodes (``shared/contracts.py``) and
+answers with (``api_types.py``), turned into JSON Schema by ``msgspec.json.schema_components``;
+the operations are the table in ``api_routes.py``; who may call each comes from
+``auth.ROUTE_ROLES``. tests/test_openapi.py checks that every route of the app is described,
+and CI fuzzes the running API against this document (Schemathesis, tests/test_api_fuzz.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from services.gateway.api_routes import OPERATIONS, Operation, Param
+from services.gateway.api_types import ErrorDoc
+from services.gateway.auth import HOST_FREE, ROUTE_ROLES, UNLISTED
+from shared.json_depth import MAX_JSON_DEPTH
+
+VERSION = "0.1.0"
+REF = "#/components/schemas/{name}"
+ERROR_MEANINGS = {
+    400: "A bad parameter or body: `error` says what, `problems` lists each one",
+    401: "No token, or a token that is unknown or revoked",
+    403: "The token's role is below the one this operation needs (`needs`)",
+    404: "No such run, step, workflow, version, token or route",
+    408: "The request body did not arrive in time (HEDDLE_BODY_TIMEOUT)",
+    409: "The request conflicts with the current state",
+    413: "The body is over HEDDLE_MAX_BODY_BYTES, or the document over the NATS payload limit",
+    415: "The body is not application/json",
+    421: "The Host header names a host this gateway does not answer to (HEDDLE_ALLOWED_HOSTS)",
+    503: "NATS is unreachable or too slow to answer; try again (Retry-After)",
+}
+BODY_ERRORS = (400, 408, 413, 415)
+
+
+def _media(kind: type | str | None, schemas: dict[type, Any]) -> dict[str, Any]:
+    if kind is None:
+        return {}
+    if isinstance(kind, str):
+        return {"content": {kind: {"schema": {"type": "string"}}}}
+    return {"content": {"application/json": {"schema": schemas[kind]}}}
+
+
+def _param(p: Param) -> dict[str, Any]:
+    return {
+        "name": p.name,
+        "in": p.where,
+        "required": p.where == "path",
+        "description": p.description,
+        "schema": p.schema,
+    }
+
+
+def _role(op: Operation) -> str | None:
+    return ROUTE_ROLES.get((op.method, op.path), UNLISTED)
+
+
+def error_statuses(op: Operation) -> set[int]:
+    """Every error status ``op`` may answer with, besides those its table entry names."""
+    found = set(op.errors) | {503}  # NATS may be slow for anything but the page and probes
+    if op.path not in HOST_FREE:
+        found.add(421)
+    if _role(op) is not None:
+        found |= {401, 403}
+    if op.method in ("POST", "PATCH"):
+        found.add(415)  # a form content type is refused even without a body
+    if op.body is not None:
+        found |= set(BODY_ERRORS)
+    if op.params:
+        found.add(400)
+    if any(p.where == "path" for p in op.params):
+        found.add(404)
+    if op.offline:
+        found.discard(503)
+    return found
+
+
+def _operation(op: Operation, schemas: dict[type, Any]) -> dict[str, Any]:
+    role = _role(op)
+    doc: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "tags": [op.tag],
+        "security": [] if role is None else [{"bearer": []}],
+    }
+    notes = [op.description] if op.description else []
+    notes.append("Open to anyone." if role is None else f"Needs a token with role {role}.")
+    doc["description"] = " ".join(notes)
+    if op.deprecated:
+        doc["deprecated"] = True
+    if op.params:
+        doc["parameters"] = [_param(p) for p in op.params]
+    if op.body is not None:
+        doc["requestBody"] = {"required": op.body_required, **_media(op.body, schemas)}
+    answers: dict[str, Any] = {}
+    for status, (kind, meaning) in sorted(op.answers.items()):
+        answers[str(status)] = {"description": meaning, **_media(kind, schemas)}
+        if status in op.links:
+            answers[str(status)]["links"] = op.links[status]
+    for status in sorted(error_statuses(op)):
+        if status in op.errors:  # this operation's own meaning, in the one error shape
+            answers[str(status)] = {"description": op.errors[status], **_media(ErrorDoc, schemas)}
+        else:
+            answers[str(status)] = {"$ref": f"#/components/responses/E{status}"}
+    doc["responses"] = answers
+    return doc
+
+
+def document() -> dict[str, Any]:
+    """The whole OpenAPI document (pure: the same every time, for one version)."""
+    kinds = {k for op in OPERATIONS for k in _types(op)} | {ErrorDoc}
+    ordered = sorted(kinds, key=lambda t: t.__name__)
+    refs, components = msgspec.json.schema_components(ordered, ref_template=REF)
+    schemas = dict(zip(ordered, refs, strict=True))
+    paths: dict[str, dict[str, Any]] = {}
+    for op in OPERATIONS:
+        paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, schemas)
+    error = {"content": {"application/json": {"schema": schemas[ErrorDoc]}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Heddle",
+            "version": VERSION,
+            "description": (
+                "Heddle runs DAGs of shell commands. Every error answers JSON in one shape "
+                f"(ErrorDoc). JSON bodies may nest at most {MAX_JSON_DEPTH} levels deep."
+            ),
+        },
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "responses": {
+                f"E{status}": {"description": meaning, **error}
+                for status, meaning in ERROR_MEANINGS.items()
+            },
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An API token (`heddle token create`); roles viewer < "
+                    "operator < admin",
+                }
+            },
+        },
+    }
+
+
+def _types(op: Operation) -> list[type]:
+    found = [op.body] if isinstance(op.body, type) else []
+    return found + [k for k, _ in op.answers.values() if isinstance(k, type)]
