@@ -18,10 +18,11 @@ import pytest
 from nats.js import JetStreamContext
 
 from services.embedded_nats import EmbeddedNats
-from services.gateway import log_lines, log_reader
+from services.gateway import log_lines, log_tail
 from services.gateway.log_index import attempt_messages
 from services.gateway.log_lines import CURSOR_SPAN
-from services.gateway.log_reader import read_attempt, read_lines
+from services.gateway.log_reader import read_lines
+from services.gateway.log_tail import read_attempt
 from services.runner_agent.chunks import (
     chunk,
     cut_long_lines,
@@ -181,19 +182,21 @@ async def test_chunks_read_back_with_notes_anywhere(
     await a.orchestrator("retrying in 200 ms (attempt 2 of 2)")
     await a.orchestrator("another note after the runner's last line")
     total = len(a.expected)
-    tails = [0, 1, 2, 3, 4, 5, 999, 1000, 1001, 1699, 1700, 1701, 5000, total - 1, total]
-    messages = await a.check([*tails, total + 1])
+    # 7,000 and 15,000 lines hold one and two of the notes among the chunks.
+    tails = [0, 1, 2, 3, 4, 5, 999, 1000, 1001, 1699, 1700, 1701, 5000, 7000, 15000]
+    messages = await a.check([*tails, total - 1, total, total + 1])
     assert messages < total / 100  # chunks, not a message per line
     # A tail reads about its own lines (and the rest of one chunk), not the attempt.
     read: list[int] = []
-    replay = log_reader.read_lines
+    replay = log_tail.replay
 
-    async def counted(*args: Any) -> list[Any]:
-        lines = await replay(*args)
-        read.append(len(lines))
-        return lines
+    async def counted(*args: Any) -> AsyncIterator[list[Any]]:
+        read.append(0)
+        async for batch in replay(*args):
+            read[-1] += len(batch)
+            yield batch
 
-    monkeypatch.setattr(log_reader, "read_lines", counted)
+    monkeypatch.setattr(log_tail, "replay", counted)
     for tail in (1, 5, 1000, 1001, 3000):
         part = await read_attempt(js, "run", "step", 1, messages, tail)
         assert len(part.lines) == tail and read[-1] <= tail + MAX_CHUNK_LINES + 4, (tail, read)

@@ -26,7 +26,7 @@ import asyncio
 from dataclasses import dataclass
 
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RawStreamMsg
+from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, RawStreamMsg
 from nats.js.errors import NotFoundError
 
 from services.gateway.log_lines import cursor_of, decode
@@ -111,25 +111,50 @@ async def attempt_messages(js: JetStreamContext, run_id: str, step_id: str) -> d
     return out
 
 
-async def pending_from(js: JetStreamContext, subject: str, start: int) -> int:
-    """How many messages on ``subject`` have a stream sequence >= ``start``: the
-    num_pending of a pull consumer created there (and deleted at once); the server counts,
-    nothing is delivered."""
-    info = await js.add_consumer(
+async def pull_consumer(
+    js: JetStreamContext, subject: str, start: int, idle: float = 10.0
+) -> ConsumerInfo:
+    """A pull consumer of ``subject`` from stream sequence ``start`` on, kept in memory,
+    acknowledging nothing; the server drops it ``idle`` seconds after its last pull if
+    ``forget`` could not."""
+    return await js.add_consumer(
         names.LOGS_STREAM,
         ConsumerConfig(
             filter_subject=subject,
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-            opt_start_seq=start,
+            opt_start_seq=max(start, 1),
             ack_policy=AckPolicy.NONE,
             mem_storage=True,
             num_replicas=1,
-            inactive_threshold=10.0,
+            inactive_threshold=idle,
         ),
     )
-    task = asyncio.create_task(js.delete_consumer(names.LOGS_STREAM, info.name))
+
+
+def forget(js: JetStreamContext, consumer: str) -> None:
+    """Delete a consumer without waiting for the answer (nor failing without one)."""
+    task = asyncio.create_task(js.delete_consumer(names.LOGS_STREAM, consumer))
     task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
+async def pending_from(js: JetStreamContext, subject: str, start: int) -> int:
+    """How many messages on ``subject`` have a stream sequence >= ``start``: the
+    num_pending of a pull consumer created there (and deleted at once); the server counts,
+    nothing is delivered."""
+    info = await pull_consumer(js, subject, start)
+    forget(js, info.name)
     return info.num_pending
+
+
+async def notes_between(js: JetStreamContext, subject: str, a: Stored, b: Stored) -> int:
+    """How many of the orchestrator's notes are stored between the runner's messages ``a``
+    and ``b``: the messages between them less the runner's (its numbers say how many)."""
+    if a.number is None or b.number is None or b.sseq <= a.sseq + 1:
+        return 0
+    after_a, from_b = await asyncio.gather(
+        pending_from(js, subject, a.sseq + 1), pending_from(js, subject, b.sseq)
+    )
+    return max(0, after_a - from_b - (b.number - a.number - 1))
 
 
 async def nth_last(js: JetStreamContext, subject: str, first: int, last: int, n: int) -> int:

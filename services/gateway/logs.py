@@ -18,6 +18,10 @@ resume after it, in the middle of a chunk if need be.
   cursor, live as it is written, a ``status`` event when the step changes state, and a
   final ``end`` event with the terminal state once the step is terminal and its last line
   was sent.
+
+Both JSON documents are written as their lines are read (log_documents.py), never built
+whole; what comes before the lines (the step, the counts, where each tail starts) is read
+first, so a NATS timeout there still answers: 503, with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from services.gateway.keys import RESOURCES
+from services.gateway.log_documents import dump_logs, write_step
 from services.gateway.log_index import last_cursor
 from services.gateway.log_lines import encode_json
 from services.gateway.log_reader import (
@@ -41,17 +46,18 @@ from services.gateway.log_reader import (
     KEEPALIVE,
     MAX_TAIL,
     Feed,
-    step_logs,
 )
+from services.gateway.log_tail import locate_step
 from services.gateway.params import header_int, query_int
 from services.gateway.reads import get_run_record, get_step_record, step_document
-from services.gateway.views import bad_request, error, json_response, path_id
+from services.gateway.views import bad_request, error, error_body, path_id
 from shared import names
 from shared.contracts import TERMINAL_STEP, StepRecord, step_record_decoder
 from shared.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.gateway")
 MAX_CURSOR = 2**63 - 1
+RETRY_AFTER = "1"  # seconds a client waits before asking again after a NATS timeout
 
 
 def flag_param(request: web.Request, name: str) -> bool:
@@ -63,7 +69,8 @@ def flag_param(request: web.Request, name: str) -> bool:
     raise bad_request(f"{name} must be 1 or 0 (true or false), not {raw!r}")
 
 
-async def _lookup(request: web.Request) -> tuple[str, StepRecord] | web.Response:
+async def _lookup(request: web.Request) -> tuple[str, StepRecord]:
+    """The run's id and the step's record; a 404 (raised) if either is unknown."""
     run_id = path_id(request, "run", "run id")
     step_id = path_id(request, "step", "step id")
     runs = request.app[RESOURCES].runs
@@ -71,10 +78,14 @@ async def _lookup(request: web.Request) -> tuple[str, StepRecord] | web.Response
         get_run_record(runs, run_id), get_step_record(runs, run_id, step_id)
     )
     if run is None:
-        return error(404, f"run {run_id!r} not found")
+        raise _not_found(f"run {run_id!r} not found")
     if step is None:
-        return error(404, f"run {run_id!r} has no step {step_id!r}")
+        raise _not_found(f"run {run_id!r} has no step {step_id!r}")
     return run_id, step
+
+
+def _not_found(message: str) -> web.HTTPNotFound:
+    return web.HTTPNotFound(text=error_body(message).decode(), content_type="application/json")
 
 
 async def heartbeat_at(js: JetStreamContext, run_id: str, step: StepRecord) -> float | None:
@@ -91,19 +102,26 @@ async def heartbeat_at(js: JetStreamContext, run_id: str, step: StepRecord) -> f
     return msg.time.timestamp() if msg.time else None
 
 
-async def get_step(request: web.Request) -> web.Response:
+def nats_busy() -> web.Response:
+    """NATS did not answer in time (busy, or reconnecting): a 503 the client may retry."""
+    resp = error(503, "NATS did not answer in time; try again")
+    resp.headers["Retry-After"] = RETRY_AFTER
+    return resp
+
+
+async def get_step(request: web.Request) -> web.StreamResponse:
     tail = query_int(request, "tail", 0, MAX_TAIL, DEFAULT_TAIL)
-    found = await _lookup(request)
-    if isinstance(found, web.Response):
-        return found
-    run_id, step = found
-    js = request.app[RESOURCES].js
-    beat = None
-    if step.status in ("queued", "running"):
-        beat = await heartbeat_at(js, run_id, step)
-    doc = {"runId": run_id, **step_document(step, beat)}
-    doc.update(await step_logs(js, step, run_id, tail))
-    return json_response(doc)
+    try:
+        run_id, step = await _lookup(request)
+        js = request.app[RESOURCES].js
+        beat = None
+        if step.status in ("queued", "running"):
+            beat = await heartbeat_at(js, run_id, step)
+        head = {"runId": run_id, **msgspec.to_builtins(step_document(step, beat))}
+        tails = await locate_step(js, step, run_id, tail)
+    except TimeoutError:  # nats.errors.TimeoutError is one
+        return nats_busy()
+    return await write_step(request, js, head, tails)
 
 
 async def get_logs(request: web.Request) -> web.StreamResponse:
@@ -111,49 +129,16 @@ async def get_logs(request: web.Request) -> web.StreamResponse:
     after = query_int(request, "after", 0, MAX_CURSOR, 0)
     if follow:  # an EventSource reconnecting resumes where it was
         after = header_int(request.headers, "Last-Event-ID", 0, MAX_CURSOR, after)
-    found = await _lookup(request)
-    if isinstance(found, web.Response):
-        return found
-    run_id, step = found
-    js = request.app[RESOURCES].js
-    subject = names.log_step_filter(run_id, step.id)
+    try:
+        run_id, step = await _lookup(request)
+        js = request.app[RESOURCES].js
+        subject = names.log_step_filter(run_id, step.id)
+        end = 0 if follow else await last_cursor(js, subject)
+    except TimeoutError:  # nats.errors.TimeoutError is one
+        return nats_busy()
     if follow:
         return await follow_logs(request, js, run_id, step, subject, after)
-    return await dump_logs(request, js, run_id, step, subject, after)
-
-
-async def dump_logs(
-    request: web.Request,
-    js: JetStreamContext,
-    run_id: str,
-    step: StepRecord,
-    subject: str,
-    after: int,
-) -> web.StreamResponse:
-    """Every line after ``after`` as one JSON document, written as it is read."""
-    end = await last_cursor(js, subject)
-    feed = await Feed(js, subject, after).start() if end > after else None
-    resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-    head = {"runId": run_id, "stepId": step.id, "status": step.status, "attempt": step.attempt}
-    cursor, n = after, 0
-    try:
-        await resp.prepare(request)
-        await resp.write(encode_json(head)[:-1] + b',"lines":[')
-        if feed is not None:
-            async for batch in feed.until(end):
-                body = encode_json(batch)[1:-1]
-                await resp.write(b"," + body if n else body)
-                n += len(batch)
-                cursor = batch[-1].cursor
-        expired = b"true" if step.attempts and end == 0 else b"false"
-        await resp.write(b'],"cursor":%d,"logsExpired":%s}' % (cursor, expired))
-        await resp.write_eof()
-    except ConnectionResetError:
-        pass  # the client went away
-    finally:
-        if feed is not None:
-            await feed.stop()
-    return resp
+    return await dump_logs(request, js, run_id, step, after, end)
 
 
 def _event(kind: str, data: Any) -> bytes:
