@@ -17,6 +17,7 @@ from services.gateway.api_types import (
     PausedWorkflow,
     Pool,
     Registered,
+    RegisterRequest,
     RunDocument,
     RunList,
     StatusDoc,
@@ -32,7 +33,7 @@ from services.gateway.api_types import (
     WorkflowRuns,
 )
 from services.gateway.log_reader import DEFAULT_TAIL, MAX_TAIL
-from shared.contracts import RunRequest, WorkflowSpec
+from shared.contracts import RunRequest
 from shared.names import ID_PATTERN
 
 Answer = tuple[type | str | None, str]  # (JSON type, or a media type for text; meaning)
@@ -80,10 +81,39 @@ VERSION = Param(
 )
 CURSOR = {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
 
-RUN_LINKS = {
-    "GetRun": {"operationId": "getRun", "parameters": {"run": "$response.body#/runId"}},
-    "CancelRun": {"operationId": "cancelRun", "parameters": {"run": "$response.body#/runId"}},
+
+def _links(source: str, targets: dict[str, str], **more: str) -> dict[int, dict[str, Any]]:
+    """OpenAPI links from an operation's 2xx answers: ``targets`` maps an operationId to
+    its path parameter, filled from ``source`` (a runtime expression); ``more`` adds
+    parameters every target gets."""
+    links = {
+        op[0].upper() + op[1:]: {"operationId": op, "parameters": {param: source, **more}}
+        for op, param in targets.items()
+    }
+    return {200: links, 201: links, 202: links}
+
+
+RUN_ID = "$response.body#/runId"
+RUN_LINKS = _links(RUN_ID, {"getRun": "run", "cancelRun": "run", "retryRun": "run"})
+SUBMIT_LINKS = {
+    status: links
+    | {
+        "GetStep": {
+            "operationId": "getStep",
+            "parameters": {"run": RUN_ID, "step": "$request.body#/steps/0/id"},
+        }
+    }
+    for status, links in RUN_LINKS.items()
 }
+WORKFLOW_LINKS = _links(
+    "$response.body#/name",
+    {
+        "getWorkflow": "name",
+        "patchWorkflow": "name",
+        "triggerRun": "name",
+        "workflowRuns": "name",
+    },
+)
 SUBMITTED = {
     201: (Submitted, "Created and stored by the orchestrator"),
     200: (Submitted, "A run with this id exists already: nothing was created"),
@@ -105,7 +135,7 @@ OPERATIONS: tuple[Operation, ...] = (
         SUBMITTED,
         body=RunRequest,
         description=SUBMIT_NOTE,
-        links={201: RUN_LINKS, 200: RUN_LINKS, 202: RUN_LINKS},
+        links=SUBMIT_LINKS,
     ),
     Operation(
         "GET",
@@ -222,8 +252,8 @@ OPERATIONS: tuple[Operation, ...] = (
             201: (Registered, "A new version"),
             200: (Registered, "The same document as the latest version: nothing changed"),
         },
-        body=WorkflowSpec,
-        description="`name` is required here.",
+        body=RegisterRequest,
+        links=WORKFLOW_LINKS,
     ),
     Operation(
         "GET",
@@ -275,7 +305,7 @@ OPERATIONS: tuple[Operation, ...] = (
         ),
         body=TriggerRequest,
         body_required=False,
-        links={201: RUN_LINKS, 200: RUN_LINKS, 202: RUN_LINKS},
+        links=RUN_LINKS,
     ),
     Operation(
         "GET",
@@ -295,6 +325,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "tokens",
         {201: (NewToken, "The token: shown once, never again")},
         body=TokenRequest,
+        links=_links("$response.body#/name", {"revokeToken": "name"}),
         errors={409: "A token of that name exists already"},
     ),
     Operation(
@@ -389,6 +420,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "legacy",
         SUBMITTED,
         body=RunRequest,
+        links=_links(RUN_ID, {"getRunLegacy": "id"}),
         deprecated=True,
         description=SUBMIT_NOTE,
     ),

@@ -8,11 +8,20 @@ has no value, and every field is required in the schema.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
-from shared.contracts import AttemptRecord, ParamSpec, RunStatus, StepSpec, StepStatus
+from shared.contracts import (
+    AttemptRecord,
+    Id,
+    ParamSpec,
+    RunStatus,
+    StepSpec,
+    StepStatus,
+    WorkflowSpec,
+)
 from shared.tokens import Role
 
 
@@ -286,16 +295,22 @@ class NewToken(Doc):
 # ---- request bodies the gateway checks by hand (their schema for the document) ------------
 
 
-class PatchWorkflow(Doc):
+class RegisterRequest(WorkflowSpec, kw_only=True, forbid_unknown_fields=True):
+    """A workflow document to register: one with a name."""
+
+    name: Id
+
+
+class PatchWorkflow(Doc, forbid_unknown_fields=True):
     paused: bool
 
 
-class TriggerRequest(Doc):
-    idempotency_key: str | msgspec.UnsetType = msgspec.UNSET
-    params: dict[str, str] | msgspec.UnsetType = msgspec.UNSET  # values of declared params
-    scheduled_for: str | msgspec.UnsetType = msgspec.UNSET  # the slot a manual run is for
+class TriggerRequest(Doc, forbid_unknown_fields=True):
+    idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=256)] | UnsetType = UNSET
+    params: dict[str, str] | UnsetType = UNSET  # values of declared params
+    scheduled_for: str | UnsetType = UNSET  # the slot a manual run is for
 
 
-class TokenRequest(Doc):
-    name: str
+class TokenRequest(Doc, forbid_unknown_fields=True):
+    name: Id
     role: Role
