@@ -50,14 +50,13 @@ from services.gateway.log_reader import (
 from services.gateway.log_tail import locate_step
 from services.gateway.params import header_int, query_int
 from services.gateway.reads import get_run_record, get_step_record, step_document
-from services.gateway.views import bad_request, error, error_body, path_id
+from services.gateway.views import bad_request, error_body, path_id
 from shared import names
 from shared.contracts import TERMINAL_STEP, StepRecord, step_record_decoder
 from shared.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.gateway")
 MAX_CURSOR = 2**63 - 1
-RETRY_AFTER = "1"  # seconds a client waits before asking again after a NATS timeout
 
 
 def flag_param(request: web.Request, name: str) -> bool:
@@ -102,25 +101,16 @@ async def heartbeat_at(js: JetStreamContext, run_id: str, step: StepRecord) -> f
     return msg.time.timestamp() if msg.time else None
 
 
-def nats_busy() -> web.Response:
-    """NATS did not answer in time (busy, or reconnecting): a 503 the client may retry."""
-    resp = error(503, "NATS did not answer in time; try again")
-    resp.headers["Retry-After"] = RETRY_AFTER
-    return resp
-
-
 async def get_step(request: web.Request) -> web.StreamResponse:
     tail = query_int(request, "tail", 0, MAX_TAIL, DEFAULT_TAIL)
-    try:
-        run_id, step = await _lookup(request)
-        js = request.app[RESOURCES].js
-        beat = None
-        if step.status in ("queued", "running"):
-            beat = await heartbeat_at(js, run_id, step)
-        head = {"runId": run_id, **msgspec.to_builtins(step_document(step, beat))}
-        tails = await locate_step(js, step, run_id, tail)
-    except TimeoutError:  # nats.errors.TimeoutError is one
-        return nats_busy()
+    # A NATS timeout before the answer starts is the middleware's 503 (app.py).
+    run_id, step = await _lookup(request)
+    js = request.app[RESOURCES].js
+    beat = None
+    if step.status in ("queued", "running"):
+        beat = await heartbeat_at(js, run_id, step)
+    head = {"runId": run_id, **msgspec.to_builtins(step_document(step, beat))}
+    tails = await locate_step(js, step, run_id, tail)
     return await write_step(request, js, head, tails)
 
 
@@ -129,13 +119,10 @@ async def get_logs(request: web.Request) -> web.StreamResponse:
     after = query_int(request, "after", 0, MAX_CURSOR, 0)
     if follow:  # an EventSource reconnecting resumes where it was
         after = header_int(request.headers, "Last-Event-ID", 0, MAX_CURSOR, after)
-    try:
-        run_id, step = await _lookup(request)
-        js = request.app[RESOURCES].js
-        subject = names.log_step_filter(run_id, step.id)
-        end = 0 if follow else await last_cursor(js, subject)
-    except TimeoutError:  # nats.errors.TimeoutError is one
-        return nats_busy()
+    run_id, step = await _lookup(request)
+    js = request.app[RESOURCES].js
+    subject = names.log_step_filter(run_id, step.id)
+    end = 0 if follow else await last_cursor(js, subject)
     if follow:
         return await follow_logs(request, js, run_id, step, subject, after)
     return await dump_logs(request, js, run_id, step, after, end)
