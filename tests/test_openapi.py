@@ -9,10 +9,13 @@ from typing import Any
 
 import msgspec
 
+from services.gateway.api_routes import OPERATIONS
 from services.gateway.app import create_app
 from services.gateway.auth import ROUTE_ROLES
 from services.gateway.openapi import document
 from shared.settings import Settings
+from shared.tokens import parse_token_request
+from shared.validation import Limits, parse_run_request, parse_workflow
 from tests.gateway_apps import Gateway, call
 from tests.gateway_apps import admin_file as admin_file  # fixtures
 from tests.gateway_apps import gateway as gateway
@@ -96,3 +99,14 @@ async def test_served_without_a_token_as_json_and_as_a_page(
     for ops in body["paths"].values():
         for op in ops.values():
             assert f'id="{op["operationId"]}"' in page
+
+
+def test_every_example_body_is_one_the_gateway_accepts() -> None:
+    examples = {op.operation_id: op for op in OPERATIONS if op.example is not None}
+    assert {"createRun", "registerWorkflow", "createToken"} <= set(examples)
+    for op in examples.values():
+        assert op.body is not None
+        msgspec.convert(op.example, op.body)  # raises if it does not fit the schema's type
+    parse_run_request(examples["createRun"].example, Limits())
+    parse_workflow(examples["registerWorkflow"].example, Limits(), name_required=True)
+    assert isinstance(parse_token_request(examples["createToken"].example), tuple)

@@ -58,6 +58,7 @@ class Operation:
     params: tuple[Param, ...] = ()
     body: type | None = None
     body_required: bool = True
+    example: dict[str, Any] | None = None  # a valid body, for readers and the fuzzer's first run
     errors: dict[int, str] = field(default_factory=dict)  # this operation's own meanings
     links: dict[int, dict[str, Any]] = field(default_factory=dict)
     description: str = ""
@@ -136,6 +137,7 @@ OPERATIONS: tuple[Operation, ...] = (
         body=RunRequest,
         description=SUBMIT_NOTE,
         links=SUBMIT_LINKS,
+        example={"runId": "hello-1", "steps": [{"id": "hello", "command": "echo hello"}]},
     ),
     Operation(
         "GET",
@@ -254,6 +256,15 @@ OPERATIONS: tuple[Operation, ...] = (
         },
         body=RegisterRequest,
         links=WORKFLOW_LINKS,
+        example={
+            "name": "nightly",
+            "schedule": "0 6 * * *",
+            "timezone": "Europe/Paris",
+            "steps": [
+                {"id": "extract", "command": "echo extract"},
+                {"id": "load", "command": "echo load", "dependsOn": ["extract"], "retries": 2},
+            ],
+        },
     ),
     Operation(
         "GET",
@@ -281,6 +292,7 @@ OPERATIONS: tuple[Operation, ...] = (
         {200: (PausedWorkflow, "The workflow as it is now")},
         params=(WORKFLOW,),
         body=PatchWorkflow,
+        example={"paused": True},
     ),
     Operation(
         "POST",
@@ -306,6 +318,7 @@ OPERATIONS: tuple[Operation, ...] = (
         body=TriggerRequest,
         body_required=False,
         links=RUN_LINKS,
+        example={"idempotencyKey": "2026-12-01"},
     ),
     Operation(
         "GET",
@@ -327,6 +340,7 @@ OPERATIONS: tuple[Operation, ...] = (
         body=TokenRequest,
         links=_links("$response.body#/name", {"revokeToken": "name"}),
         errors={409: "A token of that name exists already"},
+        example={"name": "ci", "role": "operator"},
     ),
     Operation(
         "GET",

@@ -94,6 +94,8 @@ def _operation(op: Operation, schemas: dict[type, Any]) -> dict[str, Any]:
         doc["parameters"] = [_param(p) for p in op.params]
     if op.body is not None:
         doc["requestBody"] = {"required": op.body_required, **_media(op.body, schemas)}
+        if op.example is not None:
+            doc["requestBody"]["content"]["application/json"]["example"] = op.example
     answers: dict[str, Any] = {}
     for status, (kind, meaning) in sorted(op.answers.items()):
         answers[str(status)] = {"description": meaning, **_media(kind, schemas)}
