@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
+from collections.abc import Awaitable, Callable
 
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -21,7 +20,9 @@ from nats.js.errors import KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
 from shared import names
+from shared.buckets import Bucket
 from shared.contracts import RunRecord, StepRecord, step_record_decoder
+from shared.jetstream_api import request_next
 
 log = logging.getLogger("heddle.nats")
 
@@ -46,7 +47,7 @@ async def _last_per_key_consumer(
     )
 
 
-async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> list[KeyValue.Entry]:
+async def read_current(kv: Bucket, pattern: str, timeout: float = 10.0) -> list[KeyValue.Entry]:
     """Current values of every key matching ``pattern``: one replay of the bucket's stream
     (last message per key), not a get per key.
 
@@ -57,76 +58,84 @@ async def read_current(kv: KeyValue, pattern: str, timeout: float = 10.0) -> lis
     load reported runs with no steps. Its push consumers also linger after unsubscribing,
     which a gateway polling runs would pile up.
     """
-    js: JetStreamContext = kv._js  # nats-py exposes no public accessors for these
-    nc: Client = js._nc
-    prefix: str = kv._pre
-    info = await _last_per_key_consumer(js, kv._stream, f"{prefix}{pattern}")
+    info = await _last_per_key_consumer(kv.js, kv.stream, f"{kv.prefix}{pattern}")
     try:
         expected = info.num_pending or 0
         if expected == 0:
             return []
-        inbox = nc.new_inbox()
         queue: asyncio.Queue[Msg] = asyncio.Queue()
-
-        async def collect(msg: Msg) -> None:
-            queue.put_nowait(msg)
-
-        sub = await nc.subscribe(inbox, cb=collect)
+        inbox = kv.nc.new_inbox()
+        sub = await kv.nc.subscribe(inbox, cb=_into(queue))
         try:
-            # Not no_wait: right after creation a consumer may answer "no messages" before
-            # it has caught up with its own count. With an expiry, the request waits for the
-            # messages and returns as soon as the batch is full; it only runs out when a key
-            # was deleted meanwhile.
-            next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{kv._stream}.{info.name}"
-
-            async def pull(batch: int) -> None:
-                request = {"batch": batch, "expires": int(PULL_EXPIRES * 1e9)}
-                await nc.publish(next_subject, json.dumps(request).encode(), reply=inbox)
-
-            await pull(expected)
-            latest: dict[str, KeyValue.Entry] = {}
-            seen = 0
-            while seen < expected:
-                msg = await asyncio.wait_for(queue.get(), timeout)
-                headers = msg.headers or {}
-                if not msg.data and "Status" in headers:
-                    # The pull expired (408) before the batch was full: either keys were
-                    # deleted meanwhile (nothing left to deliver, so the read is complete)
-                    # or the server was slow, and the rest is asked for again. Stopping
-                    # here on a slow server is what once showed a run without its steps.
-                    left = (await js.consumer_info(kv._stream, info.name)).num_pending
-                    if not left:
-                        break
-                    await pull(expected - seen)
-                    continue
-                seen += 1
-                key = msg.subject[len(prefix) :]
-                deleted = headers.get("KV-Operation") in ("DEL", "PURGE") or (
-                    "Nats-Marker-Reason" in headers
-                )
-                if deleted or not msg.data:
-                    latest.pop(key, None)
-                    continue
-                meta = msg.metadata
-                latest[key] = KeyValue.Entry(
-                    bucket=kv._name,
-                    key=key,
-                    value=msg.data,
-                    revision=meta.sequence.stream,
-                    delta=meta.num_pending,
-                    created=meta.timestamp,
-                    operation=None,
-                )
-            return list(latest.values())
+            return await _replay(kv, info.name, inbox, queue, expected, timeout)
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
     finally:
         with contextlib.suppress(Exception):
-            await js.delete_consumer(kv._stream, info.name)
+            await kv.js.delete_consumer(kv.stream, info.name)
 
 
-async def read_steps(runs_kv: KeyValue, run: RunRecord) -> list[StepRecord]:
+def _into(queue: asyncio.Queue[Msg]) -> Callable[[Msg], Awaitable[None]]:
+    async def collect(msg: Msg) -> None:
+        queue.put_nowait(msg)
+
+    return collect
+
+
+async def _replay(
+    kv: Bucket, consumer: str, inbox: str, queue: asyncio.Queue[Msg], expected: int, timeout: float
+) -> list[KeyValue.Entry]:
+    """Pull the ``expected`` last messages per key delivered to ``inbox``; the keys that
+    still have a value, as entries."""
+
+    async def pull(batch: int) -> None:
+        # Not no_wait: right after creation a consumer may answer "no messages" before it
+        # has caught up with its own count. With an expiry, the request waits for the
+        # messages and returns as soon as the batch is full; it only runs out when a key
+        # was deleted meanwhile.
+        await request_next(kv.nc, kv.stream, consumer, inbox, batch, PULL_EXPIRES)
+
+    await pull(expected)
+    latest: dict[str, KeyValue.Entry] = {}
+    seen = 0
+    while seen < expected:
+        msg = await asyncio.wait_for(queue.get(), timeout)
+        headers = msg.headers or {}
+        if not msg.data and "Status" in headers:
+            # The pull expired (408) before the batch was full: either keys were deleted
+            # meanwhile (nothing left to deliver, so the read is complete) or the server
+            # was slow, and the rest is asked for again. Stopping here on a slow server is
+            # what once showed a run without its steps.
+            if not (await kv.js.consumer_info(kv.stream, consumer)).num_pending:
+                break
+            await pull(expected - seen)
+            continue
+        seen += 1
+        key = msg.subject[len(kv.prefix) :]
+        if headers.get("KV-Operation") in ("DEL", "PURGE") or "Nats-Marker-Reason" in headers:
+            latest.pop(key, None)  # deleted, purged or expired
+        elif msg.data:
+            latest[key] = _entry(kv.bucket, key, msg)
+        else:
+            latest.pop(key, None)
+    return list(latest.values())
+
+
+def _entry(bucket: str, key: str, msg: Msg) -> KeyValue.Entry:
+    meta = msg.metadata
+    return KeyValue.Entry(
+        bucket=bucket,
+        key=key,
+        value=msg.data,
+        revision=meta.sequence.stream,
+        delta=meta.num_pending,
+        created=meta.timestamp,
+        operation=None,
+    )
+
+
+async def read_steps(runs_kv: Bucket, run: RunRecord) -> list[StepRecord]:
     """Every step record of ``run``, in document order. Complete by construction: a new
     run's record is written only once every step record is stored (the orchestrator's
     effects), and the replay reads every key the server counted. Fewer only while

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -19,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from shared.jetstream_api import request_next
 from shared.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.pull")
@@ -37,7 +37,8 @@ class ContinuousPull:
         expires: float = 5.0,
     ) -> None:
         self.nc = nc
-        self.api = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+        self.stream = stream
+        self.durable = durable
         self.handler = handler
         self.credit = credit
         self.expires = expires
@@ -70,9 +71,8 @@ class ContinuousPull:
             return
         self.outstanding += want
         self._last_sent = time.monotonic()
-        body = {"batch": want, "expires": int(self.expires * 1e9)}
         try:
-            await self.nc.publish(self.api, json.dumps(body).encode(), reply=self._inbox)
+            await request_next(self.nc, self.stream, self.durable, self._inbox, want, self.expires)
         except Exception as exc:  # disconnected: the refresh loop asks again
             self.outstanding -= want
             log.debug("pull request failed: %s", exc)

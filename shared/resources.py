@@ -19,9 +19,9 @@ from nats.js.api import (
     StreamConfig,
 )
 from nats.js.errors import NotFoundError
-from nats.js.kv import KeyValue
 
 from shared import names
+from shared.buckets import Bucket, open_bucket
 from shared.errors import JetStreamUnavailable, NatsTooOld, ResourceMismatch
 from shared.settings import Settings
 
@@ -59,7 +59,7 @@ def check_api_level(level: int) -> None:
 @dataclass(frozen=True, slots=True)
 class Resources:
     js: JetStreamContext
-    kv: dict[str, KeyValue]
+    kv: dict[str, Bucket]
 
 
 def _storage(settings: Settings) -> StorageType:
@@ -142,6 +142,7 @@ def bucket_configs(settings: Settings) -> dict[str, StreamConfig]:
         names.RUNNERS_BUCKET: kv(names.RUNNERS_BUCKET, "Runner registry", marker_ttl=1.0),
         names.CRON_BUCKET: kv(names.CRON_BUCKET, "Cron slots, each created at most once"),
         names.TOKENS_BUCKET: kv(names.TOKENS_BUCKET, "API token records (hashes only)"),
+        names.PODS_BUCKET: kv(names.PODS_BUCKET, "Runner pods, as the orchestrator sees them"),
     }
 
 
@@ -264,5 +265,5 @@ async def ensure_resources(
     else:
         wanted = [s_cfg[s].name for s in streams] + [b_cfg[b].name for b in buckets]
         await asyncio.gather(*(wait_for_stream(js, n) for n in wanted if n))
-    kv = {b: await js.key_value(b) for b in buckets}
+    kv = {b: await open_bucket(nc, js, b) for b in buckets}
     return Resources(js=js, kv=kv)

@@ -15,6 +15,7 @@ from typing import Any
 
 import nats
 import pytest
+from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from services.embedded_nats import EmbeddedNats
@@ -104,26 +105,32 @@ def test_chunks_are_slices_of_the_bytes_within_both_caps() -> None:
 
 
 @pytest.fixture
-async def js(nats_server: EmbeddedNats) -> AsyncIterator[JetStreamContext]:
+async def nc(nats_server: EmbeddedNats) -> AsyncIterator[Client]:
     nc = await nats.connect(nats_server.url)
-    res = await ensure_resources(nc, Settings.from_env({}, nats_url=nats_server.url))
-    yield res.js
+    await ensure_resources(nc, Settings.from_env({}, nats_url=nats_server.url))
+    yield nc
     await nc.close()
+
+
+@pytest.fixture
+def js(nc: Client) -> JetStreamContext:
+    return nc.jetstream(timeout=10)
 
 
 class Attempt:
     """One attempt's log written the way the services write it, and what it should read."""
 
-    def __init__(self, js: JetStreamContext, attempt: int, max_line_bytes: int = 16384) -> None:
-        self.js = js
+    def __init__(self, nc: Client, attempt: int, max_line_bytes: int = 16384) -> None:
+        self.nc = nc
+        self.js = js = nc.jetstream(timeout=10)
         self.attempt = attempt
         self.subject = names.log("run", "step", attempt)
-        self.pub = LogPublisher(js, "run", "step", attempt, max_line_bytes)
+        self.pub = LogPublisher(nc, js, "run", "step", attempt, max_line_bytes)
         self.expected: list[tuple[str, int, str]] = []  # (stream, seq, text)
 
     async def orchestrator(self, text: str) -> None:
         """A note as the orchestrator writes it (same connection: its place is known)."""
-        await self.js._nc.publish(self.subject, encode(LogLine(stream="heddle", seq=0, text=text)))
+        await self.nc.publish(self.subject, encode(LogLine(stream="heddle", seq=0, text=text)))
         self.expected.append(("heddle", 0, text))
 
     async def note(self, text: str) -> None:
@@ -146,7 +153,7 @@ class Attempt:
     async def check(self, tails: list[int]) -> int:
         """Everything reads back as written: all of it, from any cursor, and every tail;
         returns the number of messages the lines took."""
-        await self.js._nc.flush()
+        await self.nc.flush()
         messages = (await attempt_messages(self.js, "run", "step")).get(self.attempt, 0)
         whole = await read_attempt(self.js, "run", "step", self.attempt, messages, 10**6)
         got = [(x.stream, x.seq, x.text) for x in whole.lines]
@@ -168,9 +175,9 @@ class Attempt:
 
 
 async def test_chunks_read_back_with_notes_anywhere(
-    js: JetStreamContext, monkeypatch: pytest.MonkeyPatch
+    nc: Client, js: JetStreamContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = Attempt(js, 1)
+    a = Attempt(nc, 1)
     await a.orchestrator("cancel requested early")  # before the runner's first message
     await a.note("started on runner r (pid 1)")
     for i in range(12):
@@ -213,9 +220,9 @@ async def test_chunks_read_back_with_notes_anywhere(
     }
 
 
-async def test_single_lines_and_notes_only(js: JetStreamContext) -> None:
+async def test_single_lines_and_notes_only(nc: Client) -> None:
     # A line per read (a command that prints slowly): a message per line, as before.
-    slow = Attempt(js, 1)
+    slow = Attempt(nc, 1)
     await slow.note("started")
     for i in range(20):
         await slow.lines("stdout", [f"line {i}"])
@@ -224,14 +231,14 @@ async def test_single_lines_and_notes_only(js: JetStreamContext) -> None:
     await slow.close("succeeded")
     await slow.check(list(range(0, 30)))
     # Many notes before the runner's few lines; and notes alone (a skipped step).
-    early = Attempt(js, 2)
+    early = Attempt(nc, 2)
     for i in range(12):
         await early.orchestrator(f"note {i}")
     await early.note("started")
     await early.lines("stdout", ["a", "b", "c"])
     await early.close("succeeded")
     await early.check(list(range(0, 20)))
-    only = Attempt(js, 3)
+    only = Attempt(nc, 3)
     for i in range(10):
         await only.orchestrator(f"note {i}")
     await only.check([0, 1, 5, 9, 10, 11])
@@ -244,11 +251,12 @@ async def stored(js: JetStreamContext) -> None:
 
 
 async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
+    nc: Client,
     js: JetStreamContext,
 ) -> None:
     held = "started on runner r (pid 1)"
     # Nothing written: the first and the final note are one message of two lines.
-    quiet = Attempt(js, 1)
+    quiet = Attempt(nc, 1)
     quiet.pub.hold(held)
     await quiet.close("succeeded")  # unconfirmed (no output): stored once what follows is
     await stored(js)
@@ -258,14 +266,14 @@ async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
     assert json.loads(only.data) == {"stream": "heddle", "seq": 1, "lines": [held, "succeeded"]}
     assert only.headers == {MSG_HEADER: "1"}
     # Output first: the held note goes out before it.
-    loud = Attempt(js, 2)
+    loud = Attempt(nc, 2)
     loud.pub.hold(held)
     await loud.pub.write("stdout", b"a\nb\n")
     await loud.close("succeeded")
     loud.expected[:0] = [("heddle", 1, held), ("stdout", 2, "a"), ("stdout", 3, "b")]
     assert await loud.check([0, 1, 4]) == 3
     # Released (the command outlived the report delay): sent once, then the rest as usual.
-    slow = Attempt(js, 3)
+    slow = Attempt(nc, 3)
     slow.pub.hold(held)
     await slow.pub.release()
     await slow.pub.release()
@@ -276,8 +284,8 @@ async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
     assert await slow.check([0, 3]) == 3
 
 
-async def test_long_lines_and_partial_lines(js: JetStreamContext) -> None:
-    a = Attempt(js, 1, max_line_bytes=16)
+async def test_long_lines_and_partial_lines(nc: Client, js: JetStreamContext) -> None:
+    a = Attempt(nc, 1, max_line_bytes=16)
     await a.note("started")
     await a.pub.write("stdout", b"one\ntw")  # a partial line waits for its newline
     await a.pub.write("stdout", b"o\n" + b"x" * 40 + b"\n\xff\xfe\n")
@@ -287,7 +295,7 @@ async def test_long_lines_and_partial_lines(js: JetStreamContext) -> None:
     await a.pub.write("stderr", "no newline: é".encode())  # goes out before the final note
     a.expected.append(("stderr", 8, "no newline: é"))
     await a.close("succeeded")
-    await js._nc.flush()
+    await nc.flush()
     lines = await read_lines(js, a.subject, 0, 10**12)
     assert [(x.stream, x.seq, x.text) for x in lines] == a.expected
     assert a.pub.output_lines == 7

@@ -13,6 +13,7 @@ from nats.aio.client import Client
 from services.embedded_nats import EmbeddedNats
 from services.gateway.run_index import RunIndex, RunList
 from shared import names
+from shared.buckets import open_bucket
 from shared.contracts import RunRecord, encode
 from tests.stack import REPO
 
@@ -73,7 +74,7 @@ async def test_the_index_follows_the_records_and_is_caught_up_to_each_request(
     nc: Client,
 ) -> None:
     js = nc.jetstream()
-    kv = await js.key_value(names.RUNS_BUCKET)
+    kv = await open_bucket(nc, js, names.RUNS_BUCKET)
     for i in range(50):
         await kv.put(names.run_key(f"old{i:02d}"), encode(run(f"old{i:02d}", i % 60)))
     await kv.put(names.step_key("old00", "a"), b"{}")  # not a run record: not indexed
@@ -125,7 +126,7 @@ async def test_a_burst_written_elsewhere_is_all_in_the_next_answer(
     nc: Client, nats_server: EmbeddedNats
 ) -> None:
     js = nc.jetstream()
-    index = RunIndex(js, await js.key_value(names.RUNS_BUCKET))
+    index = RunIndex(js, await open_bucket(nc, js, names.RUNS_BUCKET))
     index.start()
     try:
         assert (await index.caught_up()).total == 0

@@ -11,6 +11,7 @@ from nats.js import JetStreamContext
 
 from services.orchestrator.retention import Retention
 from shared import names
+from shared.buckets import open_bucket
 from shared.contracts import RunSummary, encode
 from shared.kv_reads import read_current
 from tests.conftest import StackFactory
@@ -255,7 +256,7 @@ async def test_retention_deletes_what_it_should_and_nothing_else(stack: StackFac
 
         # The age rule, with the clock two hours on: every finished run goes, named or not;
         # the live one stays, and becomes the workflow's last run.
-        kv = await js.key_value(names.RUNS_BUCKET)
+        kv = await open_bucket(nc, js, names.RUNS_BUCKET)
         aged = Retention(js, kv, keep_runs=0, keep_age=3600, interval=1)
         swept = await aged.sweep(now=time.time() + 7200)
         assert set(swept.deleted) == {*quick[2:], other, inline}

@@ -94,7 +94,12 @@ class Attempt:
         self._answer = answer
         ctx, ready = self.ctx, self.ready
         logs = self.logs = LogPublisher(
-            ctx.js, ready.run_id, ready.step_id, ready.attempt, ctx.settings.log_line_max_bytes
+            ctx.nc,
+            ctx.js,
+            ready.run_id,
+            ready.step_id,
+            ready.attempt,
+            ctx.settings.log_line_max_bytes,
         )
         env = step_env(ctx.base_env, ready.run_id, ready.step_id, ready.attempt, ready.env)
         try:

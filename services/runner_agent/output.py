@@ -33,12 +33,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-
-from nats.js import JetStreamContext
+from typing import TYPE_CHECKING
 
 from services.runner_agent.chunks import chunk, cut_long_lines, cut_point, split_long
 from shared import names
 from shared.contracts import LogLine, encode
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+    from nats.js import JetStreamContext
 
 log = logging.getLogger("heddle.runner")
 
@@ -52,10 +55,16 @@ SEQ_HEADER = names.LOG_SEQ_HEADER
 
 class LogPublisher:
     def __init__(
-        self, js: JetStreamContext, run_id: str, step_id: str, attempt: int, max_line_bytes: int
+        self,
+        nc: Client,
+        js: JetStreamContext,
+        run_id: str,
+        step_id: str,
+        attempt: int,
+        max_line_bytes: int,
     ) -> None:
         self._js = js
-        self._nc = js._nc  # core publishes: ordered, pipelined, stored by the stream
+        self._nc = nc  # core publishes: ordered, pipelined, stored by the stream
         self.subject = names.log(run_id, step_id, attempt)
         self.max_line_bytes = max_line_bytes
         self.seq = 0  # lines numbered so far (the command's and the runner's notes)

@@ -1,0 +1,37 @@
+"""A KV bucket handle: nats-py's KeyValue, plus what a replay of the bucket needs and
+KeyValue keeps private (the connection, the bucket's name, its stream and key prefix)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nats.js.errors import BucketNotFoundError, NotFoundError
+from nats.js.kv import KeyValue
+
+from shared import names
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+    from nats.js import JetStreamContext
+
+
+class Bucket(KeyValue):
+    """Every KeyValue call, and in the open: ``nc``, ``js``, ``bucket``, ``stream`` and
+    ``prefix`` (what ``shared/kv_reads.py`` replays with)."""
+
+    def __init__(self, nc: Client, js: JetStreamContext, bucket: str, direct: bool) -> None:
+        self.nc = nc
+        self.js = js
+        self.bucket = bucket
+        self.stream = names.kv_stream(bucket)
+        self.prefix = names.kv_subject(bucket, "")
+        super().__init__(name=bucket, stream=self.stream, pre=self.prefix, js=js, direct=direct)
+
+
+async def open_bucket(nc: Client, js: JetStreamContext, bucket: str) -> Bucket:
+    """The bucket as ``js.key_value`` opens it: its stream must exist."""
+    try:
+        info = await js.stream_info(names.kv_stream(bucket))
+    except NotFoundError as exc:
+        raise BucketNotFoundError from exc
+    return Bucket(nc, js, bucket, direct=bool(info.config.allow_direct))
