@@ -3,7 +3,8 @@
 nats-py's ``fetch(n)`` waits, once the stream was empty, until ``n`` messages came or the
 timeout passed, which puts up to a whole timeout on the critical path. This adapter keeps
 pull requests outstanding instead (as the Go client's ``Consume`` does) and hands each
-message to the handler as it is delivered. ``credit`` bounds how many are requested: the
+message to the handler as it is delivered, then settles the handler's outcome
+(``shared/consume.py``). ``credit`` bounds how many are requested: the
 orchestrator keeps a large credit; the dispatcher asks for as many as it has free runners.
 """
 
@@ -18,12 +19,13 @@ from collections.abc import Awaitable, Callable
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from shared.consume import Outcome, settle
 from shared.jetstream_api import request_next
 from shared.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.pull")
 
-Handler = Callable[[Msg], Awaitable[None]]
+Handler = Callable[[Msg], Awaitable[Outcome]]
 
 
 class ContinuousPull:
@@ -93,11 +95,11 @@ class ContinuousPull:
             return
         self.outstanding = max(self.outstanding - 1, 0)
         try:
-            await self.handler(msg)
+            outcome = await self.handler(msg)
         except Exception:
             log.exception("handler failed for %s", msg.subject)
-            with contextlib.suppress(Exception):
-                await msg.nak(delay=1.0)
+            outcome = Outcome.FAILED
+        await settle(msg, outcome)
         await self.top_up()
 
     async def _refresh_loop(self) -> None:

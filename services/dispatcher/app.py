@@ -24,6 +24,7 @@ from nats.js.kv import KeyValue
 
 from services.dispatcher.pool import Pool
 from shared import names, tickets
+from shared.consume import Outcome, redelivered, settle
 from shared.contracts import (
     Heartbeat,
     StepFinished,
@@ -219,14 +220,15 @@ class Dispatcher:
 
     # ---- dispatching ----
 
-    async def _on_ready(self, msg: Msg) -> None:
+    async def _on_ready(self, msg: Msg) -> Outcome:
         if self._stopping:
-            return  # unacknowledged: redelivered to the next dispatcher
+            return Outcome.LEFT  # redelivered to the next dispatcher
         self._unplaced += 1
         self._recredit()  # before the pull tops itself up after this message
         task = asyncio.create_task(self._assign(msg))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
+        return Outcome.HELD  # settled by _assign once a runner accepted it
 
     async def _assign(self, msg: Msg) -> None:
         try:
@@ -234,7 +236,7 @@ class Dispatcher:
         except msgspec.DecodeError as exc:
             self._unplaced -= 1
             log.error("dropping undecodable ready message %s: %s", msg.subject, exc)
-            await msg.term()
+            await settle(msg, Outcome.REFUSED)
             return
         # Redelivered because a dispatcher died between a runner's acceptance and its
         # acknowledgement, or sent again by a broker that lost its consumer's state, or
@@ -248,7 +250,7 @@ class Dispatcher:
         now = time.monotonic()
         while self._recent and next(iter(self._recent.values())) < now:
             self._recent.popitem(last=False)
-        check = msg.metadata.num_delivered > 1 or now < self._wary_until or key in self._recent
+        check = redelivered(msg) or now < self._wary_until or key in self._recent
         self._in_hand.add(key)
         try:
             await self._place(msg, ready, check)
@@ -270,7 +272,7 @@ class Dispatcher:
                         step=ready.step_id,
                         attempt=ready.attempt,
                     )
-                    await msg.ack()
+                    await settle(msg, Outcome.DONE)
                     return
             name = self.pool.reserve()
             if name is None:
@@ -278,7 +280,7 @@ class Dispatcher:
                 try:
                     await asyncio.wait_for(self._free.wait(), ACK_WAIT / 3)
                 except TimeoutError:
-                    await msg.in_progress()  # still waiting for a runner, not lost
+                    await settle(msg, Outcome.WAITING)  # waiting for a runner, not lost
                 continue
             self._unplaced -= 1
             try:
@@ -306,7 +308,7 @@ class Dispatcher:
                 continue
             self.pool.accepted(name, ready.run_id, ready.step_id, ready.attempt, reply.jobs)
             await self._wake()
-            await msg.ack()
+            await settle(msg, Outcome.DONE)
             event(
                 log,
                 "assigned",

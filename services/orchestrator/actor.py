@@ -18,6 +18,7 @@ from nats.aio.msg import Msg
 from services.orchestrator.decisions import Effect
 from services.orchestrator.effects import EffectRunner
 from services.orchestrator.state import RunState
+from shared.consume import Outcome, settle
 from shared.contracts import StepFinished, StepStarted
 from shared.tasks import cancel_and_wait
 
@@ -128,7 +129,7 @@ class RunActor:
                 log.exception("run %s: handling %d messages failed", self.run_id, len(batch))
                 for _, msg in batch:
                     if msg is not None:
-                        await msg.nak(delay=1.0)
+                        await settle(msg, Outcome.FAILED)
             finally:
                 for _ in batch:
                     self._mailbox.task_done()
@@ -141,7 +142,7 @@ class RunActor:
             [(create, msg)] = batch
             await self._create(create)  # type: ignore[arg-type]
             if msg is not None:
-                await msg.ack()
+                await settle(msg, Outcome.DONE)
             return
         effects: list[Effect] = []
         decided: list[Msg] = []
@@ -152,14 +153,14 @@ class RunActor:
             except Exception:
                 log.exception("run %s: handling %r failed", self.run_id, message)
                 if msg is not None:
-                    await msg.nak(delay=1.0)
+                    await settle(msg, Outcome.FAILED)
                 continue
             if msg is not None:
                 decided.append(msg)
         if effects:
             await self._effects.apply(self.run_id, effects)
         for msg in decided:
-            await msg.ack()
+            await settle(msg, Outcome.DONE)
 
     async def _create(self, create: Create) -> None:
         # Checked here, in the run's own task, so submits of different runs are checked

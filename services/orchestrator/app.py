@@ -12,7 +12,6 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 
 import msgspec
 from nats.aio.client import Client
@@ -21,7 +20,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from services.orchestrator.actor import Cancel, RetryTimer, RunActor
+from services.orchestrator.actor import Cancel, Message, RetryTimer, RunActor
 from services.orchestrator.decisions import KillAttempt
 from services.orchestrator.effects import EffectRunner
 from services.orchestrator.liveness import Liveness
@@ -29,6 +28,7 @@ from services.orchestrator.state import Policy, RunState
 from services.orchestrator.workflows import WorkflowFeatures
 from shared import names
 from shared.acked import AckedPublisher
+from shared.consume import Outcome, too_early_for_good
 from shared.contracts import (
     TERMINAL_RUN,
     CancelRun,
@@ -44,7 +44,7 @@ from shared.contracts import (
 from shared.kv_reads import read_current, read_steps
 from shared.metrics import LIVE_RUNS
 from shared.nats_io import close, connect_until_ready
-from shared.pull import ContinuousPull
+from shared.pull import ContinuousPull, Handler
 from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
 from shared.settings import Settings
@@ -227,38 +227,39 @@ class Orchestrator:
 
     # ---- commands and events ----
 
-    def _guard(self, handler: Callable[[Msg], Awaitable[None]]) -> Callable[[Msg], Awaitable[None]]:
-        async def guarded(msg: Msg) -> None:
+    def _guard(self, handler: Handler) -> Handler:
+        async def guarded(msg: Msg) -> Outcome:
             if self._stopping:
-                return  # not acknowledged: redelivered to whoever runs next
-            await handler(msg)
+                return Outcome.LEFT  # redelivered to whoever runs next
+            return await handler(msg)
 
         return guarded
 
-    async def _on_command(self, msg: Msg) -> None:
+    async def _on_command(self, msg: Msg) -> Outcome:
         try:
             cmd = command_decoder.decode(msg.data)
         except msgspec.DecodeError as exc:
             log.error("dropping undecodable command on %s: %s", msg.subject, exc)
-            await msg.term()
-            return
+            return Outcome.REFUSED
         match cmd:
             case SubmitRun():
-                await self._submit(cmd, msg)
+                return await self._submit(cmd, msg)
             case CancelRun(run_id=run_id):
-                actor = self.actors.get(run_id)
-                if actor is None:
-                    await msg.ack()  # finished or unknown: the gateway answered already
-                else:
-                    actor.post(Cancel(), msg)
+                # No actor: finished or unknown, and the gateway answered already.
+                return self._post(run_id, Cancel(), msg)
             case RetryDue(run_id=run_id, step_id=step_id, attempt=attempt):
-                actor = self.actors.get(run_id)
-                if actor is None:
-                    await msg.ack()
-                else:
-                    actor.post(RetryTimer(step_id, attempt), msg)
+                return self._post(run_id, RetryTimer(step_id, attempt), msg)
 
-    async def _submit(self, cmd: SubmitRun, msg: Msg) -> None:
+    def _post(self, run_id: str, message: Message, msg: Msg) -> Outcome:
+        """To the run's actor, which settles ``msg`` once its effects are stored; done at
+        once if the run has no actor (finished, or unknown)."""
+        actor = self.actors.get(run_id)
+        if actor is None:
+            return Outcome.DONE
+        actor.post(message, msg)
+        return Outcome.HELD
+
+    async def _submit(self, cmd: SubmitRun, msg: Msg) -> Outcome:
         problems = submit_problems(cmd, self.limits)
         if problems:
             # Not through the gateway (which checks the same): refused, never half-created.
@@ -267,14 +268,12 @@ class Orchestrator:
                 "; ".join(f"{p.path}: {p.message}" for p in problems),
                 extra={"fields": {"run": cmd.run_id[:100]}},
             )
-            await msg.term()
-            return
+            return Outcome.REFUSED
         run_id = cmd.run_id
         if run_id in self.actors or run_id in self.finished:
             event(log, "duplicate submit", run=run_id)
             await self.nc.publish(names.run_stored(run_id), b"")
-            await msg.ack()
-            return
+            return Outcome.DONE
         state, effects = RunState.new(cmd, self.policy, time.time())
         actor = self._spawn(state)
         announce = self._announce
@@ -286,6 +285,7 @@ class Orchestrator:
                 await self._announce(run_id)
 
         actor.post_init(effects, msg, announce, self._stored)
+        return Outcome.HELD
 
     async def _link_retry(self, retried: str, retry: str) -> None:
         """The retried run names its retry (``retriedBy``). A finished run has no actor, so
@@ -320,13 +320,12 @@ class Orchestrator:
             return False
         return entry is not None and entry.value is not None
 
-    async def _on_event(self, msg: Msg) -> None:
+    async def _on_event(self, msg: Msg) -> Outcome:
         try:
             ev = event_decoder.decode(msg.data)
         except msgspec.DecodeError as exc:
             log.error("dropping undecodable event on %s: %s", msg.subject, exc)
-            await msg.term()
-            return
+            return Outcome.REFUSED
         if names.evt_runner(msg.subject) != ev.runner:
             # The server lets a runner publish under its own name alone: the subject is who
             # sent it, the body only what it claims.
@@ -336,25 +335,20 @@ class Orchestrator:
                 msg.subject,
                 extra={"fields": {"run": ev.run_id, "step": ev.step_id}},
             )
-            await msg.term()
-            return
+            return Outcome.REFUSED
         actor = self.actors.get(ev.run_id)
         if actor is not None:
             actor.post(ev, msg)
-            return
+            return Outcome.HELD
         if ev.run_id in self.finished:
             reason = f"run is already {self.finished[ev.run_id]}"
-            event(log, "ignored", run=ev.run_id, step=ev.step_id, reason=reason)
-            await self._fence(ev, reason)
-            await msg.ack()
-            return
-        # Not created yet (its submit is being redelivered), or long finished.
-        if await self._stored(ev.run_id) or msg.metadata.num_delivered > 30:
-            event(log, "ignored", run=ev.run_id, step=ev.step_id, reason="run not live")
-            await self._fence(ev, "run not live")
-            await msg.ack()
+        elif await self._stored(ev.run_id) or too_early_for_good(msg):
+            reason = "run not live"  # long finished, or never to be created
         else:
-            await msg.nak(delay=0.5)
+            return Outcome.NOT_YET  # not created yet: its submit is being redelivered
+        event(log, "ignored", run=ev.run_id, step=ev.step_id, reason=reason)
+        await self._fence(ev, reason)
+        return Outcome.DONE
 
     async def _fence(self, ev: StepEvent, reason: str) -> None:
         """A step that started in a run that has ended is told to die. A short step's runner
