@@ -29,10 +29,14 @@ from services.gateway.api_types import (
     Triggered,
     TriggerRequest,
     WorkflowDefinition,
+    WorkflowGrid,
     WorkflowList,
     WorkflowRuns,
 )
+from services.gateway.grid import MAX_LIMIT as GRID_LIMIT
+from services.gateway.grid import MAX_STEPS as GRID_STEPS
 from services.gateway.log_reader import DEFAULT_TAIL, MAX_TAIL
+from services.gateway.workflows import CURSOR_PATTERN
 from shared.contracts import RunRequest
 from shared.names import ID_PATTERN
 
@@ -81,6 +85,12 @@ VERSION = Param(
     "version", "query", {"type": "integer", "minimum": 1, "maximum": 2**31}, "A version"
 )
 CURSOR = {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
+BEFORE = Param(
+    "before",
+    "query",
+    {"type": "string", "pattern": CURSOR_PATTERN},
+    "Only runs older than this cursor: the `next` of the page before",
+)
 
 
 def _links(source: str, targets: dict[str, str], **more: str) -> dict[int, dict[str, Any]]:
@@ -113,6 +123,7 @@ WORKFLOW_LINKS = _links(
         "patchWorkflow": "name",
         "triggerRun": "name",
         "workflowRuns": "name",
+        "workflowGrid": "name",
     },
 )
 SUBMITTED = {
@@ -326,8 +337,32 @@ OPERATIONS: tuple[Operation, ...] = (
         "workflowRuns",
         "A workflow's run history",
         "workflows",
-        {200: (WorkflowRuns, "Newest first")},
-        params=(WORKFLOW, LIMIT),
+        {200: (WorkflowRuns, "Newest first; `next` pages back")},
+        params=(WORKFLOW, LIMIT, BEFORE),
+        description="Every run kept is reachable: pass an answer's `next` as `before` for the "
+        "older runs, until `next` is null.",
+    ),
+    Operation(
+        "GET",
+        "/api/workflows/{name}/grid",
+        "workflowGrid",
+        "A workflow's run history with each step's state",
+        "workflows",
+        {200: (WorkflowGrid, "Runs newest first, each with its steps' states")},
+        params=(
+            WORKFLOW,
+            Param(
+                "limit",
+                "query",
+                {"type": "integer", "minimum": 1, "maximum": GRID_LIMIT},
+                "How many runs (default 20)",
+            ),
+            BEFORE,
+        ),
+        description="The history's page, as `GET /api/workflows/{name}/runs` pages it, with "
+        "`states` (step id to state) for each run; a run of more than "
+        f"{GRID_STEPS} steps has `states: null`. Finished runs' states are read once per "
+        "gateway and kept.",
     ),
     # ---- API tokens
     Operation(

@@ -190,6 +190,9 @@ class RunnerDoc(Doc):
     started_at: str
     last_seen_at: str
     seconds_since_seen: float | None
+    # When the held step's current attempt started (its queued time before its start is
+    # reported); null while idle
+    held_since: str | None
 
 
 class Lease(Doc):
@@ -234,6 +237,9 @@ class WorkflowFacts(Doc):
 
 class WorkflowSummary(WorkflowFacts, kw_only=True):
     last_run: LastRun | None
+    recent: list[LastRun]  # its newest runs, newest first (at most 10)
+    # The schedule's next three slots after now, UTC; empty without a schedule or paused
+    next_fires: list[str]
 
 
 class WorkflowList(Doc):
@@ -266,6 +272,21 @@ class HistoryEntry(Doc):
 class WorkflowRuns(Doc):
     workflow: str
     runs: list[HistoryEntry]
+    next: str | None  # pass as ``before`` for the older runs; null on the oldest page
+
+
+class GridRun(HistoryEntry, kw_only=True):
+    # Each step's state; null for a run of more steps than the grid shows
+    states: dict[str, StepStatus] | None
+
+
+class WorkflowGrid(Doc):
+    """A workflow's runs by steps: the history page with every step's state."""
+
+    workflow: str
+    steps: list[str]  # the rows: the latest version's steps in order, then others seen
+    runs: list[GridRun]  # the columns, newest first
+    next: str | None
 
 
 # ---- API tokens ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from nats.errors import (
 )
 from nats.js.errors import ServiceUnavailableError
 
-from services.gateway import api_page, auth, logs, retry, tokens, views, workflows
+from services.gateway import api_page, auth, grid, logs, retry, tokens, views, workflows
 from services.gateway import web as page
 from services.gateway.keys import (
     METRICS,
@@ -122,6 +122,7 @@ def setup_routes(app: web.Application) -> None:
     r.add_get("/metrics", metrics)
     workflows.setup_routes(app)
     tokens.setup_routes(app)
+    grid.setup_routes(app)  # GET /api/workflows/{name}/grid
     page.setup_routes(app)  # the web page, its assets, GET /api/runs
     api_page.setup_routes(app)  # /openapi.json and /docs
     # The route names older scripts use.

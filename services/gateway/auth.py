@@ -44,6 +44,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("GET", "/api/workflows"): "viewer",
     ("GET", "/api/workflows/{name}"): "viewer",
     ("GET", "/api/workflows/{name}/runs"): "viewer",
+    ("GET", "/api/workflows/{name}/grid"): "viewer",
     ("GET", "/workflow/{id}"): "viewer",
     ("GET", "/pods"): "viewer",
     ("POST", "/api/runs/{run}/cancel"): "operator",

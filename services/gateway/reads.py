@@ -6,6 +6,7 @@ its heartbeat keys for the live ``lastHeartbeatAt`` of running steps.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from typing import Any
@@ -23,6 +24,7 @@ from services.gateway.api_types import (
 )
 from shared import names
 from shared.contracts import (
+    RunnerInfo,
     RunRecord,
     StepRecord,
     heartbeat_decoder,
@@ -102,11 +104,25 @@ async def run_document(runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord) -> Ru
     )
 
 
-async def pool_document(runners_kv: KeyValue) -> Pool:
+async def held_since(runs_kv: KeyValue, info: RunnerInfo) -> str | None:
+    """When the step a busy runner holds began its current attempt: its start, or the time
+    it was queued while its start is not reported yet (one get of the step's record)."""
+    if info.status != "busy" or not info.run_id or not info.step_id:
+        return None
+    step = await get_step_record(runs_kv, info.run_id, info.step_id)
+    if step is None or step.attempt != info.attempt:
+        return None
+    return step.started_at or step.queued_at
+
+
+async def pool_document(runners_kv: KeyValue, runs_kv: KeyValue) -> Pool:
     now = time.time()
     runners = []
-    for e in await read_current(runners_kv, ">"):
-        info = runner_info_decoder.decode(e.value)
+    entries = await read_current(runners_kv, ">")
+    infos = [runner_info_decoder.decode(e.value) for e in entries]
+    # One get per busy runner, at once: a pool's size, never a replay of runs.
+    since = await asyncio.gather(*(held_since(runs_kv, info) for info in infos))
+    for e, info, held in zip(entries, infos, since, strict=True):
         seen = stored_at(e)
         runners.append(
             RunnerDoc(
@@ -122,6 +138,7 @@ async def pool_document(runners_kv: KeyValue) -> Pool:
                 started_at=info.started_at,
                 last_seen_at=from_epoch(seen) if seen else info.seen_at,
                 seconds_since_seen=round(max(now - seen, 0.0), 3) if seen else None,
+                held_since=held,
             )
         )
     runners.sort(key=lambda r: r.name)

@@ -44,6 +44,8 @@ class RunList:
         self._runs: dict[str, tuple[int, RunRecord]] = {}  # run id -> (stream sequence, record)
         self._order: list[tuple[str, str]] = []  # (created_at, run id), oldest first
         self._statuses: Counter[str] = Counter()
+        # The same order per registered workflow, for its recent runs (the workflow list).
+        self._of_workflow: dict[str, list[tuple[str, str]]] = {}
 
     def put(self, seq: int, run: RunRecord) -> None:
         """A record stored at stream sequence ``seq``; an older one than held is ignored."""
@@ -55,6 +57,9 @@ class RunList:
         self._runs[run.run_id] = (seq, run)
         bisect.insort(self._order, (run.created_at, run.run_id))
         self._statuses[run.status] += 1
+        workflow = run.registered_workflow
+        if workflow is not None:
+            bisect.insort(self._of_workflow.setdefault(workflow, []), (run.created_at, run.run_id))
 
     def remove(self, run_id: str, seq: int) -> None:
         """The key was deleted at stream sequence ``seq``."""
@@ -73,6 +78,11 @@ class RunList:
                     break
         return out
 
+    def newest_of(self, workflow: str, limit: int) -> list[RunRecord]:
+        """The newest runs of a registered workflow, newest first: O(limit)."""
+        order = self._of_workflow.get(workflow, [])
+        return [self._runs[run_id][1] for _, run_id in reversed(order[-limit:])]
+
     @property
     def total(self) -> int:
         return len(self._runs)
@@ -81,10 +91,19 @@ class RunList:
         return self.total if status is None else self._statuses[status]
 
     def _forget(self, run: RunRecord) -> None:
-        i = bisect.bisect_left(self._order, (run.created_at, run.run_id))
-        if i < len(self._order) and self._order[i] == (run.created_at, run.run_id):
-            del self._order[i]
+        _drop(self._order, (run.created_at, run.run_id))
+        workflow = run.registered_workflow
+        if workflow is not None and workflow in self._of_workflow:
+            _drop(self._of_workflow[workflow], (run.created_at, run.run_id))
+            if not self._of_workflow[workflow]:
+                del self._of_workflow[workflow]
         self._statuses[run.status] -= 1
+
+
+def _drop(order: list[tuple[str, str]], key: tuple[str, str]) -> None:
+    i = bisect.bisect_left(order, key)
+    if i < len(order) and order[i] == key:
+        del order[i]
 
 
 class RunIndex:

@@ -199,7 +199,8 @@ async def cancel_run(request: web.Request) -> web.Response:
 
 
 async def get_runners(request: web.Request) -> web.Response:
-    return json_response(await pool_document(request.app[RESOURCES].runners))
+    res = request.app[RESOURCES]
+    return json_response(await pool_document(res.runners, res.runs))
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -9,6 +9,8 @@ once still get distinct versions. Runs are only ever created by the orchestrator
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -28,32 +30,40 @@ from services.gateway.api_types import (
     WorkflowRuns,
     WorkflowSummary,
 )
-from services.gateway.keys import RESOURCES, SETTINGS
+from services.gateway.keys import RESOURCES, RUN_INDEX, SETTINGS
 from services.gateway.params import query_int
 from shared import names, registry
 from shared.contracts import (
+    RunRecord,
     RunSummary,
     SubmitRun,
     WorkflowLatest,
     WorkflowVersion,
     run_summary_decoder,
 )
+from shared.cron import slots_between
 from shared.cron_plan import keyed_run_id, scheduled_run_id
 from shared.errors import DocumentTooLarge, InvalidWorkflow, Problem
 from shared.kv_reads import read_current
-from shared.timefmt import epoch, now_rfc3339
+from shared.timefmt import epoch, now_rfc3339, rfc3339
 from shared.validation import parse_workflow
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000
 MAX_VERSION = 2**31
+RECENT = 10  # recent runs per workflow in the list
+NEXT_FIRES = 3
+HORIZON = timedelta(days=5 * 366)  # how far ahead next fire times are looked for
+# A page cursor: the last shown run's createdAt and id (history is sorted on both).
+CURSOR = re.compile(r"^([0-9][0-9T:.+Z-]{9,39})_([A-Za-z0-9_-]{1,64})\Z")
+CURSOR_PATTERN = CURSOR.pattern.replace("\\Z", "$")
 
 
 def _bad(message: str, problems: list[Problem]) -> web.Response:
     return views.error(400, message, problems)
 
 
-def _unknown(name: str, version: int | None = None) -> web.Response:
+def unknown(name: str, version: int | None = None) -> web.Response:
     if version is None:
         return views.error(404, f"workflow {name!r} not found")
     return views.error(404, f"workflow {name!r} has no version {version}")
@@ -74,11 +84,29 @@ def facts(w: WorkflowLatest) -> dict[str, Any]:
     }
 
 
-def summary_document(w: WorkflowLatest, last: RunSummary | None) -> WorkflowSummary:
+def next_fires(w: WorkflowLatest, now: datetime) -> list[str]:
+    """The schedule's next slots after ``now`` (none while paused), in UTC."""
+    if not w.schedule or w.paused:
+        return []
+    try:
+        slots = slots_between(w.schedule, w.timezone, now, now + HORIZON, NEXT_FIRES)
+    except Exception:  # croniter gives up on dates it cannot reach
+        return []
+    return [rfc3339(s) for s in slots]
+
+
+def summary_document(
+    w: WorkflowLatest, last: RunSummary | None, recent: list[RunRecord], now: datetime
+) -> WorkflowSummary:
     shown = None
     if last is not None:
         shown = LastRun(run_id=last.run_id, status=last.status, created_at=last.created_at)
-    return WorkflowSummary(**facts(w), last_run=shown)
+    return WorkflowSummary(
+        **facts(w),
+        last_run=shown,
+        recent=[LastRun(run_id=r.run_id, status=r.status, created_at=r.created_at) for r in recent],
+        next_fires=next_fires(w, now),
+    )
 
 
 def definition_document(w: WorkflowVersion, latest: WorkflowLatest) -> WorkflowDefinition:
@@ -140,8 +168,16 @@ async def list_workflows(request: web.Request) -> web.Response:
     for e in await read_current(res.runs, names.LAST_RUN_ALL):
         summary = run_summary_decoder.decode(e.value)
         last[summary.workflow_name] = summary
+    # The recent runs come from the gateway's index of run records, in memory.
+    runs = await request.app[RUN_INDEX].caught_up()
+    now = datetime.now(UTC)
     return views.json_response(
-        WorkflowList(workflows=[summary_document(w, last.get(w.name)) for w in workflows])
+        WorkflowList(
+            workflows=[
+                summary_document(w, last.get(w.name), runs.newest_of(w.name, RECENT), now)
+                for w in workflows
+            ]
+        )
     )
 
 
@@ -151,11 +187,11 @@ async def get_workflow(request: web.Request) -> web.Response:
     kv = request.app[RESOURCES].workflows
     current = await registry.get_latest(kv, name)
     if current is None:
-        return _unknown(name)
+        return unknown(name)
     latest = current[0]
     stored = await registry.get_version(kv, name, version or latest.version)
     if stored is None:
-        return _unknown(name, version)
+        return unknown(name, version)
     return views.json_response(definition_document(stored, latest))
 
 
@@ -177,7 +213,7 @@ async def patch_workflow(request: web.Request) -> web.Response:
         request.app[RESOURCES].workflows, name, doc["paused"], epoch()
     )
     if updated is None:
-        return _unknown(name)
+        return unknown(name)
     return views.json_response(PausedWorkflow(**facts(updated), paused_at=updated.paused_at))
 
 
@@ -194,11 +230,11 @@ async def trigger_run(request: web.Request) -> web.Response:
     if version is None:
         current = await registry.get_latest(kv, name)
         if current is None:
-            return _unknown(name)
+            return unknown(name)
         version = current[0].version
     stored = await registry.get_version(kv, name, version)
     if stored is None:
-        return _unknown(name, version) if await registry.get_latest(kv, name) else _unknown(name)
+        return unknown(name, version) if await registry.get_latest(kv, name) else unknown(name)
     spec = stored.spec
     given = run_inputs.trigger_inputs(body, request.headers.get("Idempotency-Key"), spec)
     if given.problems:
@@ -228,19 +264,49 @@ async def trigger_run(request: web.Request) -> web.Response:
     return views.json_response(body, response.status)
 
 
-async def workflow_runs(request: web.Request) -> web.Response:
-    name = views.path_id(request, "name", "workflow name")
-    limit = query_int(request, "limit", 1, MAX_LIMIT, DEFAULT_LIMIT)
+def before_param(request: web.Request) -> tuple[str, str] | None:
+    """``?before=CURSOR``: the (createdAt, run id) a page starts after, or a 400."""
+    raw = request.query.get("before")
+    if raw is None:
+        return None
+    m = CURSOR.match(raw)
+    if m is None:
+        shown = raw if len(raw) <= 80 else f"{raw[:80]}..."
+        message = f"before must be a cursor from an answer's next, not {shown!r}"
+        raise views.bad_request("invalid before", [Problem("before", message)])
+    return m.group(1), m.group(2)
+
+
+async def history_page(
+    request: web.Request, name: str, limit: int
+) -> tuple[list[RunSummary], str | None] | None:
+    """A page of the workflow's history, newest first, after ``?before=``, and the cursor of
+    the next page; None for an unknown workflow. One filtered replay of its summaries."""
+    before = before_param(request)
     res = request.app[RESOURCES]
     if await registry.get_latest(res.workflows, name) is None:
-        return _unknown(name)
+        return None
     runs = [
         run_summary_decoder.decode(e.value)
         for e in await read_current(res.runs, names.hist_of_workflow(name))
     ]
+    if before is not None:
+        runs = [r for r in runs if (r.created_at, r.run_id) < before]
     runs.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
+    page = runs[:limit]
+    more = len(runs) > limit
+    return page, (f"{page[-1].created_at}_{page[-1].run_id}" if more else None)
+
+
+async def workflow_runs(request: web.Request) -> web.Response:
+    name = views.path_id(request, "name", "workflow name")
+    limit = query_int(request, "limit", 1, MAX_LIMIT, DEFAULT_LIMIT)
+    found = await history_page(request, name, limit)
+    if found is None:
+        return unknown(name)
+    runs, after = found
     return views.json_response(
-        WorkflowRuns(workflow=name, runs=[history_entry(r) for r in runs[:limit]])
+        WorkflowRuns(workflow=name, runs=[history_entry(r) for r in runs], next=after)
     )
 
 
