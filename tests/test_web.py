@@ -19,10 +19,11 @@ from multidict import CIMultiDict
 from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 
 from tests.conftest import StackFactory
-from tests.stack import Stack
+from tests.stack import REPO, Stack
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 WAIT = 30_000  # ms: how long the browser waits for a condition before failing
+SHOTS = REPO / "test-results" / "web"  # screenshots of each browser test (ignored by git)
 
 
 # ---- HTTP ---------------------------------------------------------------------------------
@@ -45,7 +46,11 @@ async def test_page_and_assets(stack: StackFactory) -> None:
     # Every asset is the gateway's own, by a versioned root-relative URL: no CDN, no host.
     refs = re.findall(r'(?:src|href)="([^"]*)"', page)
     assets = [r for r in refs if r.startswith("/static/")]
-    assert {r.split("?")[0] for r in assets} == {"/static/app.js", "/static/style.css"}
+    assert {r.split("?")[0] for r in assets} == {
+        "/static/app.js",
+        "/static/graph.js",
+        "/static/style.css",
+    }
     assert all(r.startswith(("/static/", "#", "data:")) for r in refs), refs
     # The page is revalidated: same ETag, 304.
     status, _, _ = await fetch(s, "/", **{"If-None-Match": headers["ETag"]})
@@ -184,6 +189,12 @@ async def open_page(browser: Browser, url: str, errors: list[str]) -> Page:
     return page
 
 
+async def shot(page: Page, name: str, full_page: bool = True) -> None:
+    """A screenshot of the page as it is, as test-results/web/<name>.png."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=SHOTS / f"{name}.png", full_page=full_page)
+
+
 async def submit_in_page(page: Page, doc: dict[str, Any] | str) -> None:
     await page.locator("a[data-nav=submit]").click()
     await page.locator("#doc").fill(doc if isinstance(doc, str) else json.dumps(doc))
@@ -224,6 +235,7 @@ async def test_browser_submit_watch_follow_and_runners(
     )
     await expect(page.locator("#run-status")).to_have_text("running")
     await expect(page.locator('#dag [data-node="gate"]')).to_have_count(1)
+    await shot(page, "run")
 
     # The runs list shows it, and leads back to it.
     await page.locator("a[data-nav=runs]").click()
@@ -241,6 +253,7 @@ async def test_browser_submit_watch_follow_and_runners(
     await expect(page.locator("#log-state")).to_contain_text("Step ended: succeeded", timeout=WAIT)
     await expect(page.locator("#step-status")).to_have_text("succeeded")
     await expect(page.locator('#log section[data-attempt="1"] .line-heddle').first).to_be_visible()
+    await shot(page, "step-log")
 
     # The run, then the first step's log: stdout, and stderr shown as text, not markup.
     await page.locator(".crumbs a", has_text=run_id).click()
@@ -260,6 +273,7 @@ async def test_browser_submit_watch_follow_and_runners(
     await expect(page.locator("#runners-body tr[data-runner]")).to_have_count(2)
     for name in ("runner-0", "runner-1"):
         await expect(page.locator(f'tr[data-runner="{name}"] .badge')).to_have_text("idle")
+    await shot(page, "runners-idle")
     assert errors == []
 
 
@@ -286,6 +300,7 @@ async def test_browser_problems_and_cancel(stack: StackFactory, browser: Browser
         [f"{p['path']} {p['message']}" for p in answer["problems"]], use_inner_text=True
     )
     await expect(page.locator("#submit-error")).to_contain_text("400")
+    await shot(page, "submit-problems")
 
     await submit_in_page(page, {"steps": [{"id": "big", "command": "x" * 5000}]})
     await expect(page.locator("#submit-error")).to_contain_text("limit is 4000 bytes", timeout=WAIT)
@@ -312,6 +327,7 @@ async def test_browser_token_prompt_and_address(stack: StackFactory, browser: Br
     page = await open_page(browser, s.base + "/", errors)
     await expect(page.locator("#token-form")).to_be_visible(timeout=WAIT)
     await expect(page.locator("#token-input")).to_have_attribute("type", "password")
+    await shot(page, "token-prompt")
     assert await page.locator("#runs-body").count() == 0
     await page.locator("#token-input").fill(s.admin_token)
     await page.locator("#token-use").click()

@@ -1,6 +1,8 @@
-// Heddle's web page: runs, a run's steps, a step's log (live), the runner pool, and a form
-// to submit a workflow. Plain JavaScript, no build step. Every string that comes from the
-// API is put into the page as text (textContent, attributes), never as HTML.
+// Heddle's web page: runs, a run's steps and graph, a step's log (live), registered
+// workflows with their schedules, history grid and versions, the runner pool, and a form to
+// submit a workflow. Plain JavaScript, no build step (graph.js draws large graphs). Every
+// string that comes from the API is put into the page as text (textContent, attributes),
+// never as HTML.
 "use strict";
 
 (() => {
@@ -12,10 +14,14 @@
   const KNOWN = new Set([...STEP_STATES, "idle", "busy"]);
   const RUNS_POLL_MS = 2000;
   const RUN_POLL_MS = 1000;
-  const RUNNERS_POLL_MS = 2000;
+  const RUNNERS_POLL_MS = 1000;  // the pool's "for" column ticks with it
   const LOG_TAIL = 1000;           // lines per attempt read before following
   const MAX_DOM_LINES = 5000;      // lines per attempt kept on the page
-  const DAG_MAX_STEPS = 300;       // larger runs get the table only
+  const SVG_MAX_STEPS = 300;       // larger runs are drawn on a canvas (graph.js)
+  const TABLE_CHUNK = 400;         // step rows added per frame on a large run's first draw
+  const WORKFLOWS_POLL_MS = 2000;
+  const GRID_POLL_MS = 3000;
+  const KEY_WINDOW_MS = 5000;      // Run now clicks this close together are one request
   const DRAFT_KEY = "heddle.submit.draft";
   const TOKEN_KEY = "heddle.token";  // sessionStorage: this tab only, gone when it closes
   const EXAMPLE = {
@@ -72,6 +78,7 @@
   const badge = (st) => h("span", { class: "badge " + stateClass(st) }, st || "unknown");
   const enc = encodeURIComponent;
   const runHref = (run) => "#/runs/" + enc(run);
+  const workflowHref = (name) => "#/workflows/" + enc(name);
   const stepHref = (run, step) => runHref(run) + "/steps/" + enc(step);
   const dash = () => h("span", { class: "muted" }, "–");
 
@@ -178,8 +185,9 @@
 
   // {status, body}: body is the decoded JSON (or text); status 0 when the gateway was not
   // reached. A 401 shows the token prompt.
-  async function api(method, path, body) {
-    const init = { method, headers: authHeaders({ Accept: "application/json" }), cache: "no-store" };
+  async function api(method, path, body, headers) {
+    const init = { method, headers: authHeaders({ Accept: "application/json", ...headers }),
+      cache: "no-store" };
     if (body !== undefined) {
       init.body = body;
       init.headers["Content-Type"] = "application/json";
@@ -538,51 +546,68 @@
     ];
   }
 
+  // The graph of a large run: graph.js on a canvas, with fit, zoom and find.
+  function canvasDag(runId, steps) {
+    const css = getComputedStyle(document.documentElement);
+    const color = (name) => css.getPropertyValue("--" + name).trim() || "#8a93a3";
+    const box = h("div", { class: "graph-box", id: "graph-box" });
+    const findInput = h("input", { type: "search", id: "graph-find", placeholder: "find a step by id",
+      "aria-label": "find a step by id", spellcheck: "false", autocomplete: "off" });
+    const findNote = h("span", { class: "muted", id: "graph-find-note", "aria-live": "polite" });
+    const graph = window.HeddleGraph.create(box, steps, {
+      states: STEP_STATES,
+      color,
+      background: color("panel") || "#fff",
+      edge: "#aeb6c4",
+      ink: color("ink"),
+      accent: color("accent"),
+      font: css.getPropertyValue("--mono").trim() || "monospace",
+      open: (id) => { location.hash = stepHref(runId, id); },
+    });
+    const find = (ev) => {
+      ev.preventDefault();
+      const id = graph.find(findInput.value);
+      findNote.textContent = id === null ? `No step matches “${findInput.value.trim()}”.`
+        : `${id}: Enter on the graph, or a click, opens it.`;
+      if (id !== null) graph.canvas.focus();
+    };
+    const legend = h("span", { class: "legend graph-legend" },
+      STEP_STATES.map((st) => h("span", { class: "chip " + stateClass(st) }, st)));
+    const bar = h("form", { class: "graph-bar", id: "graph-find-form", onsubmit: find },
+      findInput, h("button", { type: "submit" }, "Find"),
+      h("button", { type: "button", id: "graph-fit", onclick: () => graph.fit() }, "Fit"),
+      h("button", { type: "button", onclick: () => graph.zoom(1.5), "aria-label": "zoom in" }, "+"),
+      h("button", { type: "button", onclick: () => graph.zoom(1 / 1.5), "aria-label": "zoom out" }, "−"),
+      findNote, legend);
+    return { el: h("div", { class: "graph" }, bar, box), update: graph.update, destroy: graph.destroy };
+  }
+
   function viewRun(runId) {
+    const started = performance.now();
     const head = h("div", { class: "title" }, h("h1", { class: "mono" }, runId));
     const meta = h("dl", { class: "meta", id: "run-meta" });
     const outcome = h("span", { id: "cancel-outcome", class: "outcome", "aria-live": "polite" });
     const cancel = h("button", { id: "cancel", class: "danger", disabled: true }, "Cancel run");
+    const retry = h("button", { id: "retry", hidden: true,
+      title: "a new run: succeeded steps carried over, the rest run again" }, "Retry from the failure");
     const notice = h("div", { id: "run-notice" });
     const dagBox = h("div", { class: "dag-box", id: "dag" });
     const tbody = h("tbody", { id: "steps-body" });
     const rows = new Map();
     let dag = null;
     let misses = 0;
+    let filling = null;   // a large run's rows, added a chunk per frame
     add(main, [
       h("nav", { class: "crumbs" }, h("a", { href: "#/runs" }, "Runs"), " / ", runId),
-      head, h("div", { class: "actions" }, cancel, outcome), notice, meta, dagBox,
+      head, h("div", { class: "actions" }, cancel, retry, outcome), notice, meta, dagBox,
       h("table", { class: "grid", id: "steps" },
         h("thead", {}, h("tr", {}, ["Step", "Status", "Attempt", "Runner", "Exit", "Duration",
           "Depends on", "Reason"].map((t) => h("th", {}, t)))),
         tbody),
     ]);
 
-    function render(run) {
-      put(head, h("h1", { class: "mono" }, run.runId), badge(run.status));
-      head.querySelector(".badge").id = "run-status";
-      const counts = STEP_STATES.filter((st) => run.counts && run.counts[st])
-        .map((st) => h("span", { class: "chip " + stateClass(st) }, `${run.counts[st]} ${st}`));
-      const item = (k, ...v) => [h("dt", {}, k), h("dd", {}, ...v)];
-      put(meta, ...[
-        item("Workflow", run.workflowName
-          ? [run.workflowName, run.version ? ` v${run.version}` : ""] : dash()),
-        item("Trigger", run.trigger || dash(), run.scheduledFor ? [" for ", fmtTime(run.scheduledFor)] : null),
-        item("Created", fmtTime(run.createdAt)),
-        item("Finished", fmtTime(run.finishedAt)),
-        item("Duration", duration(run.createdAt, run.finishedAt)),
-        item("Steps", `${run.steps.length} `, h("span", { class: "chips" }, counts)),
-      ].flat());
-      cancel.disabled = TERMINAL_RUN.has(run.status);
-      put(notice, run.cancelRequested && !TERMINAL_RUN.has(run.status)
-        ? h("p", { class: "muted" }, "Cancel requested: running steps are being stopped.") : null);
-      if (!dag && run.steps.length && run.steps.length <= DAG_MAX_STEPS) {
-        dag = drawDag(run.runId, run.steps);
-        put(dagBox, dag.svg);
-      } else if (dag) {
-        dag.update(run.steps);
-      }
-      for (const st of run.steps) {
+    function renderRows(steps) {
+      for (const st of steps) {
         // A running step's row shows a growing duration; any other changes with its record.
         const ticking = st.startedAt && !st.finishedAt && !TERMINAL_STEP.has(st.status);
         const key = JSON.stringify(st) + (ticking ? Date.now() : "");
@@ -595,9 +620,64 @@
         if (row.key !== key) {
           row.key = key;
           row.tr.className = stateClass(st.status);
-          put(row.tr, ...stepCells(run.runId, st));
+          put(row.tr, ...stepCells(runId, st));
         }
       }
+    }
+
+    // A large run's table is built a chunk per frame, after its graph: the graph shows at
+    // once and the page stays responsive. Later polls update what is built.
+    function fillRows(steps) {
+      if (rows.size >= steps.length || steps.length <= TABLE_CHUNK) {
+        renderRows(steps);
+        return;
+      }
+      if (filling) cancelAnimationFrame(filling);
+      let at = rows.size;
+      renderRows(steps.slice(0, at));
+      const more = () => {
+        renderRows(steps.slice(at, at + TABLE_CHUNK));
+        at += TABLE_CHUNK;
+        filling = at < steps.length ? requestAnimationFrame(more) : null;
+      };
+      filling = requestAnimationFrame(more);
+    }
+
+    function render(run) {
+      put(head, h("h1", { class: "mono" }, run.runId), badge(run.status));
+      head.querySelector(".badge").id = "run-status";
+      const counts = STEP_STATES.filter((st) => run.counts && run.counts[st])
+        .map((st) => h("span", { class: "chip " + stateClass(st) }, `${run.counts[st]} ${st}`));
+      const item = (k, ...v) => [h("dt", {}, k), h("dd", {}, ...v)];
+      put(meta, ...[
+        item("Workflow", run.workflowName
+          ? [run.version ? h("a", { href: workflowHref(run.workflowName) }, run.workflowName)
+            : run.workflowName, run.version ? ` v${run.version}` : ""] : dash()),
+        item("Trigger", run.trigger || dash(), run.scheduledFor ? [" for ", fmtTime(run.scheduledFor)] : null),
+        item("Created", fmtTime(run.createdAt)),
+        item("Finished", fmtTime(run.finishedAt)),
+        item("Duration", duration(run.createdAt, run.finishedAt)),
+        item("Steps", `${run.steps.length} `, h("span", { class: "chips" }, counts)),
+        run.retryOf ? item("Retry of", h("a", { href: runHref(run.retryOf), class: "mono", id: "retry-of" }, run.retryOf)) : [],
+        run.retriedBy ? item("Retried by", h("a", { href: runHref(run.retriedBy), class: "mono", id: "retried-by" }, run.retriedBy)) : [],
+      ].flat());
+      cancel.disabled = TERMINAL_RUN.has(run.status);
+      retry.hidden = !["failed", "cancelled"].includes(run.status);
+      put(notice, run.cancelRequested && !TERMINAL_RUN.has(run.status)
+        ? h("p", { class: "muted" }, "Cancel requested: running steps are being stopped.") : null);
+      if (!dag && run.steps.length) {
+        if (run.steps.length <= SVG_MAX_STEPS) {
+          dag = drawDag(run.runId, run.steps);
+          put(dagBox, dag.svg);
+        } else {
+          dag = canvasDag(run.runId, run.steps);
+          put(dagBox, dag.el);
+          performance.measure("heddle-run-to-graph", { start: started });
+        }
+      } else if (dag) {
+        dag.update(run.steps);
+      }
+      fillRows(run.steps);
     }
 
     const p = poller(async () => {
@@ -633,7 +713,24 @@
       outcome.className = "outcome " + (r.status === 202 || r.status === 200 ? "ok" : "bad");
       p.now();
     });
-    return p.stop;
+    retry.addEventListener("click", async () => {
+      retry.disabled = true;
+      outcome.className = "outcome";
+      outcome.textContent = "Retrying…";
+      const r = await api("POST", "/api/runs/" + enc(runId) + "/retry");
+      retry.disabled = false;
+      if ([200, 201, 202].includes(r.status) && r.body.runId) {
+        location.hash = runHref(r.body.runId);
+        return;
+      }
+      outcome.textContent = `Not retried: ${errorText(r)} (${r.status || "no answer"}).`;
+      outcome.className = "outcome bad";
+    });
+    return () => {
+      p.stop();
+      if (filling) cancelAnimationFrame(filling);
+      if (dag && dag.destroy) dag.destroy();
+    };
   }
 
   // ---- Step ------------------------------------------------------------------------------
@@ -851,6 +948,343 @@
     };
   }
 
+  // ---- Workflows -------------------------------------------------------------------------
+
+  // A random idempotency key (crypto.randomUUID needs a secure context; this does not).
+  function newKey() {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    return "page-" + Array.from(bytes, (x) => x.toString(16).padStart(2, "0")).join("");
+  }
+
+  // Run now and Pause/Resume for one workflow, kept across redraws (a poll must not reset
+  // a click in flight). Clicks of Run now within KEY_WINDOW_MS of the last one send the
+  // same Idempotency-Key: a double click makes one run, the second answered 200.
+  function workflowControls(name, refresh) {
+    let key = null;
+    let lastClick = 0;
+    let paused = false;
+    const said = h("span", { class: "outcome", "data-outcome": name, "aria-live": "polite" });
+    const run = h("button", { class: "primary", "data-run-now": name }, "Run now");
+    const pause = h("button", { "data-pause": name }, "Pause");
+    const tell = (ok, ...parts) => {
+      said.className = "outcome " + (ok ? "ok" : "bad");
+      put(said, ...parts);
+    };
+    run.addEventListener("click", async () => {
+      const now = Date.now();
+      if (key === null || now - lastClick > KEY_WINDOW_MS) key = newKey();
+      lastClick = now;
+      tell(true, "Starting…");
+      const r = await api("POST", `/api/workflows/${enc(name)}/runs`, undefined,
+        { "Idempotency-Key": key });
+      if ([200, 201, 202].includes(r.status) && r.body.runId) {
+        tell(true, r.status === 200 ? "Already started: " : "Started ",
+          h("a", { href: runHref(r.body.runId), class: "mono", "data-started": name }, r.body.runId),
+          ` (${r.status})`);
+      } else tell(false, `Not started: ${errorText(r)} (${r.status || "no answer"})`);
+      refresh();
+    });
+    pause.addEventListener("click", async () => {
+      pause.disabled = true;
+      const r = await api("PATCH", `/api/workflows/${enc(name)}`, JSON.stringify({ paused: !paused }));
+      pause.disabled = false;
+      if (r.status === 200) {
+        set(r.body.paused, true);
+        tell(true, r.body.paused ? "Paused." : "Resumed.");
+      } else tell(false, `Not changed: ${errorText(r)} (${r.status || "no answer"})`);
+      refresh();
+    });
+    function set(isPaused, scheduled) {
+      paused = isPaused;
+      pause.textContent = paused ? "Resume" : "Pause";
+      pause.hidden = !scheduled;
+    }
+    return { run, pause, said, set };
+  }
+
+  function strip(runs) {
+    // Oldest on the left, as time reads.
+    return h("span", { class: "strip" }, [...runs].reverse().map((r) =>
+      h("a", { href: runHref(r.runId), class: "tick " + stateClass(r.status),
+        title: `${r.runId}: ${r.status}, ${r.createdAt}`, "data-status": r.status })));
+  }
+
+  function scheduleCell(wf) {
+    if (!wf.schedule) return h("span", { class: "muted" }, "none (manual)");
+    return [h("code", { class: "cron" }, wf.schedule), " ", h("span", { class: "muted" }, wf.timezone || "UTC"),
+      wf.paused ? [" ", h("span", { class: "badge st-paused", "data-paused": "" }, "paused")] : null];
+  }
+
+  function firesCell(wf) {
+    if (!wf.schedule) return dash();
+    if (wf.paused) return h("span", { class: "muted" }, "none while paused");
+    return h("span", { class: "fires" }, (wf.nextFires || []).map((t) => h("span", {}, fmtTime(t))));
+  }
+
+  function viewWorkflows() {
+    const problem = h("div");
+    const tbody = h("tbody", { id: "workflows-body" });
+    const controls = new Map();
+    add(main, [
+      h("div", { class: "title" }, h("h1", {}, "Workflows")),
+      problem,
+      h("table", { class: "grid", id: "workflows" },
+        h("thead", {}, h("tr", {}, ["Workflow", "Version", "Schedule", "Next fires", "Last run",
+          "Recent runs", ""].map((t) => h("th", {}, t)))),
+        tbody),
+    ]);
+    const p = poller(async () => {
+      const r = await api("GET", "/api/workflows");
+      if (r.status !== 200) {
+        put(problem, errorBox(r));
+        return true;
+      }
+      problem.replaceChildren();
+      const list = r.body.workflows || [];
+      if (!list.length) {
+        put(tbody, h("tr", {}, h("td", { colspan: 7, class: "empty" },
+          "No registered workflow: register one with POST /api/workflows (see the README).")));
+        return true;
+      }
+      put(tbody, ...list.map((wf) => {
+        let c = controls.get(wf.name);
+        if (!c) {
+          c = workflowControls(wf.name, () => p.now());
+          controls.set(wf.name, c);
+        }
+        c.set(wf.paused, Boolean(wf.schedule));
+        return h("tr", { "data-workflow": wf.name },
+          h("td", {}, h("a", { href: workflowHref(wf.name), class: "mono" }, wf.name),
+            wf.description ? h("div", { class: "command" }, wf.description) : null),
+          h("td", { class: "num" }, `v${wf.version}`),
+          h("td", { class: "schedule" }, scheduleCell(wf)),
+          h("td", { class: "next-fires" }, firesCell(wf)),
+          h("td", { class: "last-run" }, wf.lastRun
+            ? [badge(wf.lastRun.status), " ", h("a", { href: runHref(wf.lastRun.runId), class: "mono" },
+              wf.lastRun.runId)]
+            : h("span", { class: "muted" }, "never run")),
+          h("td", { class: "recent" }, (wf.recent || []).length ? strip(wf.recent) : dash()),
+          h("td", { class: "wf-actions" }, h("div", { class: "actions" }, c.run, c.pause), c.said));
+      }));
+      return true;
+    }, WORKFLOWS_POLL_MS);
+    return p.stop;
+  }
+
+  // What changed from version a to version b: the workflow's own fields, then each step
+  // added, removed or changed (field by field).
+  function diffVersions(a, b) {
+    const show = (v) => (v === undefined || v === null ? "–" : typeof v === "string" ? v : JSON.stringify(v));
+    const out = [];
+    for (const f of ["schedule", "timezone", "catchup", "description", "params", "env"]) {
+      if (JSON.stringify(a[f]) !== JSON.stringify(b[f])) {
+        out.push({ kind: "changed", what: f, detail: `${show(a[f])} → ${show(b[f])}` });
+      }
+    }
+    const before = new Map(a.steps.map((st) => [st.id, st]));
+    const after = new Map(b.steps.map((st) => [st.id, st]));
+    for (const st of a.steps) if (!after.has(st.id)) out.push({ kind: "removed", what: st.id, detail: st.command });
+    for (const st of b.steps) {
+      const old = before.get(st.id);
+      if (!old) {
+        out.push({ kind: "added", what: st.id, detail: st.command });
+        continue;
+      }
+      for (const f of new Set([...Object.keys(old), ...Object.keys(st)])) {
+        if (JSON.stringify(old[f]) !== JSON.stringify(st[f])) {
+          out.push({ kind: "changed", what: `${st.id}.${f}`, detail: `${show(old[f])} → ${show(st[f])}` });
+        }
+      }
+    }
+    return out;
+  }
+
+  function viewWorkflow(name, query) {
+    const head = h("div", { class: "title" }, h("h1", { class: "mono" }, name));
+    const meta = h("dl", { class: "meta", id: "workflow-meta" });
+    const problem = h("div");
+    const gridBox = h("div", { class: "run-grid-box", id: "grid" });
+    const gridInfo = h("span", { class: "muted", id: "grid-info" });
+    const newer = h("button", { id: "grid-newer", disabled: true }, "← Newer");
+    const older = h("button", { id: "grid-older", disabled: true }, "Older →");
+    const sizes = ["5", "10", "20", "50", "100"];
+    const limit = sizes.includes(query.get("limit")) ? query.get("limit") : "20";
+    const sizeSel = h("select", { id: "grid-limit", "aria-label": "runs per page" },
+      sizes.map((n) => h("option", { value: n, selected: n === limit }, `${n} runs`)));
+    const versionSel = h("select", { id: "version", "aria-label": "version" });
+    const fromSel = h("select", { id: "diff-from", "aria-label": "compare from version" });
+    const toSel = h("select", { id: "diff-to", "aria-label": "compare to version" });
+    const stepsBox = h("div", { id: "version-steps" });
+    const diffBox = h("div", { id: "diff" });
+    const c = workflowControls(name, () => { info.now(); grid.now(); });
+    const versions = new Map();  // number -> definition
+    const cursors = [];          // the `before` of each page shown before this one
+    let before = null;
+    let latest = 0;
+    add(main, [
+      h("nav", { class: "crumbs" }, h("a", { href: "#/workflows" }, "Workflows"), " / ", name),
+      head, h("div", { class: "actions" }, c.run, c.pause, c.said), problem, meta,
+      h("div", { class: "section-bar" }, h("h2", {}, "History"), gridInfo,
+        h("div", { class: "controls" }, sizeSel, newer, older)),
+      gridBox,
+      h("div", { class: "section-bar" }, h("h2", {}, "Versions"),
+        h("label", { class: "muted" }, "show ", versionSel)),
+      stepsBox,
+      h("div", { class: "section-bar" }, h("h2", {}, "Changes"),
+        h("label", { class: "muted" }, "from ", fromSel), h("label", { class: "muted" }, "to ", toSel)),
+      diffBox,
+    ]);
+
+    async function version(n) {
+      if (versions.has(n)) return versions.get(n);
+      const r = await api("GET", `/api/workflows/${enc(name)}?version=${n}`);
+      if (r.status !== 200) {
+        put(problem, errorBox(r));
+        return null;
+      }
+      versions.set(n, r.body);
+      return r.body;
+    }
+
+    async function showVersion() {
+      const v = await version(Number(versionSel.value));
+      if (!v) return;
+      put(stepsBox, h("p", { class: "muted" }, `v${v.version}, registered `, fmtTime(v.registeredAt),
+        v.schedule ? [", schedule ", h("code", {}, v.schedule), ` (${v.timezone || "UTC"})`] : ", no schedule"),
+      h("table", { class: "grid", id: "version-steps-table" },
+        h("thead", {}, h("tr", {}, ["Step", "Command", "Depends on", "Retries", "Timeout"].map((x) => h("th", {}, x)))),
+        h("tbody", {}, v.steps.map((st) => h("tr", { "data-step": st.id },
+          h("td", { class: "mono" }, st.id),
+          h("td", {}, h("code", { class: "command-cell" }, st.command)),
+          h("td", { class: "mono" }, (st.dependsOn || []).join(", ") || dash()),
+          h("td", { class: "num" }, st.retries ?? 0),
+          h("td", { class: "num" }, st.timeoutSeconds ? `${st.timeoutSeconds} s` : "default"))))));
+    }
+
+    async function showDiff() {
+      const [a, b] = await Promise.all([version(Number(fromSel.value)), version(Number(toSel.value))]);
+      if (!a || !b) return;
+      const changes = diffVersions(a, b);
+      put(diffBox, changes.length
+        ? h("ul", { class: "diff", id: "diff-list" }, changes.map((ch) =>
+          h("li", { class: "diff-" + ch.kind, "data-kind": ch.kind },
+            h("span", { class: "diff-kind" }, ch.kind), " ", h("code", {}, ch.what), " ",
+            h("span", { class: "diff-detail" }, ch.detail))))
+        : h("p", { class: "muted", id: "diff-list" }, `v${a.version} and v${b.version} are the same.`));
+    }
+
+    function fillVersions(n) {
+      if (n === latest) return;
+      const had = latest;
+      latest = n;
+      const opts = (sel, chosen) => put(sel, ...Array.from({ length: n }, (_, i) => n - i)
+        .map((v) => h("option", { value: v, selected: v === chosen }, `v${v}`)));
+      opts(versionSel, had && Number(versionSel.value) !== had ? Number(versionSel.value) : n);
+      opts(toSel, n);
+      opts(fromSel, Math.max(1, n - 1));
+      showVersion();
+      showDiff();
+    }
+
+    versionSel.addEventListener("change", showVersion);
+    fromSel.addEventListener("change", showDiff);
+    toSel.addEventListener("change", showDiff);
+
+    const info = poller(async () => {
+      const r = await api("GET", `/api/workflows/${enc(name)}`);
+      if (r.status !== 200) {
+        put(problem, errorBox(r));
+        return r.status !== 404;
+      }
+      const wf = r.body;
+      c.set(wf.paused, Boolean(wf.schedule));
+      put(head, h("h1", { class: "mono" }, name), h("span", { class: "muted" }, `v${wf.latestVersion}`),
+        wf.paused ? h("span", { class: "badge st-paused" }, "paused") : null);
+      const listed = await api("GET", "/api/workflows");
+      const mine = listed.status === 200 ? (listed.body.workflows || []).find((w) => w.name === name) : null;
+      const item = (k, ...v) => [h("dt", {}, k), h("dd", {}, ...v)];
+      put(meta, ...[
+        item("Description", wf.description || dash()),
+        item("Schedule", scheduleCell(wf)),
+        item("Next fires", mine ? firesCell(mine) : dash()),
+        item("Catch up", wf.schedule ? (wf.catchup ? "yes: missed slots run" : "no: only the latest missed slot") : dash()),
+        item("Parameters", (wf.params || []).length ? wf.params.map((pr, i) => [i ? ", " : "",
+          h("code", {}, pr.name), pr.default !== undefined && pr.default !== null ? ` = ${pr.default}` : " (required)"]) : dash()),
+        item("Recent runs", mine && mine.recent.length ? strip(mine.recent) : dash()),
+      ].flat());
+      fillVersions(wf.latestVersion);
+      return true;
+    }, WORKFLOWS_POLL_MS * 2);
+
+    function cell(runId, step, state) {
+      if (!state) return h("td", { class: "cell none", title: `${step}: not in this run` });
+      return h("td", { class: "cell", "data-run": runId, "data-step": step },
+        h("a", { href: stepHref(runId, step), class: "sq " + stateClass(state), "data-state": state,
+          title: `${step} in ${runId}: ${state}`, "aria-label": `${step} in ${runId}: ${state}` }));
+    }
+
+    function renderGrid(g) {
+      const runs = [...g.runs].reverse();  // oldest on the left, newest on the right
+      if (!runs.length) {
+        put(gridBox, h("p", { class: "muted" }, "No runs yet."));
+        gridInfo.textContent = "";
+        return;
+      }
+      gridInfo.textContent = `${runs.length} run${runs.length === 1 ? "" : "s"}` +
+        (cursors.length ? `, page ${cursors.length + 1}` : ", the newest");
+      const headRow = h("tr", {}, h("th", { class: "corner" }, "step \\ run"),
+        runs.map((r) => h("th", { class: "run-col", "data-run": r.runId },
+          h("a", { href: runHref(r.runId), class: "sq run " + stateClass(r.status),
+            title: `${r.runId}: ${r.status}, created ${r.createdAt}` }),
+          h("span", { class: "run-time" }, fmtTime(r.createdAt)))));
+      const body = g.steps.map((step) => h("tr", { "data-step": step },
+        h("th", { class: "mono step-name", title: step }, step),
+        runs.map((r) => (r.states === null
+          ? h("td", { class: "cell none", title: "too many steps to show; see the run" })
+          : cell(r.runId, step, r.states[step])))));
+      put(gridBox, h("table", { class: "run-grid", id: "run-grid" }, h("thead", {}, headRow),
+        h("tbody", {}, body)));
+    }
+
+    const grid = poller(async () => {
+      const q = new URLSearchParams({ limit: sizeSel.value });
+      if (before) q.set("before", before);
+      const r = await api("GET", `/api/workflows/${enc(name)}/grid?${q}`);
+      if (r.status !== 200) {
+        put(gridBox, errorBox(r));
+        return r.status !== 404;
+      }
+      renderGrid(r.body);
+      older.disabled = !r.body.next;
+      older.dataset.next = r.body.next || "";
+      newer.disabled = cursors.length === 0;
+      return true;
+    }, GRID_POLL_MS);
+
+    older.addEventListener("click", () => {
+      if (!older.dataset.next) return;
+      cursors.push(before);
+      before = older.dataset.next;
+      older.disabled = true;
+      grid.now();
+    });
+    newer.addEventListener("click", () => {
+      if (!cursors.length) return;
+      before = cursors.pop();
+      newer.disabled = true;
+      grid.now();
+    });
+    sizeSel.addEventListener("change", () => {
+      cursors.length = 0;
+      before = null;
+      grid.now();
+    });
+    return () => {
+      info.stop();
+      grid.stop();
+    };
+  }
+
   // ---- Runners ---------------------------------------------------------------------------
 
   function viewRunners() {
@@ -861,8 +1295,8 @@
       h("div", { class: "title" }, h("h1", {}, "Runners")),
       summary, problem,
       h("table", { class: "grid", id: "runners" },
-        h("thead", {}, h("tr", {}, ["Runner", "Status", "Current step", "Node", "Pid", "Version",
-          "Started", "Last seen"].map((t) => h("th", {}, t)))),
+        h("thead", {}, h("tr", {}, ["Runner", "Status", "Holds", "For", "Pod", "Node", "Pid",
+          "Version", "Started", "Last seen"].map((t) => h("th", {}, t)))),
         tbody),
     ]);
     const card = (label, value, id) => h("div", { class: "card" },
@@ -880,18 +1314,21 @@
         card("leased", (pool.leased || []).length, "pool-leased"));
       const runners = pool.runners || [];
       if (!runners.length) {
-        put(tbody, h("tr", {}, h("td", { colspan: 8, class: "empty" },
+        put(tbody, h("tr", {}, h("td", { colspan: 10, class: "empty" },
           "No runner in the pool: start one with heddle runner.")));
         return true;
       }
       put(tbody, ...runners.map((rn) => h("tr", { "data-runner": rn.name },
         h("td", { class: "mono" }, rn.name),
         h("td", {}, badge(rn.status)),
-        h("td", {}, rn.runId && rn.stepId
+        h("td", { class: "holds" }, rn.runId && rn.stepId
           ? [h("a", { href: stepHref(rn.runId, rn.stepId), class: "mono" }, `${rn.runId} / ${rn.stepId}`),
             rn.attempt ? h("span", { class: "muted" }, ` attempt ${rn.attempt}`) : null]
           : dash()),
-        h("td", {}, rn.node || dash()),
+        h("td", { class: "held-for num" }, rn.status === "busy" && rn.heldSince
+          ? h("span", { title: `since ${rn.heldSince}` }, duration(rn.heldSince, null)) : dash()),
+        h("td", { class: "pod" }, rn.pod || dash()),
+        h("td", { class: "node" }, rn.node || dash()),
         h("td", { class: "num" }, rn.pid ?? dash()),
         h("td", {}, rn.version || dash()),
         h("td", {}, fmtTime(rn.startedAt)),
@@ -935,6 +1372,12 @@
     } else if (top === "runs" && parts.length === 4 && parts[2] === "steps") {
       document.title = `${parts[3]} of ${parts[1]} · Heddle`;
       cleanup = viewStep(parts[1], parts[3]);
+    } else if (top === "workflows" && parts.length <= 1) {
+      document.title = "Workflows · Heddle";
+      cleanup = viewWorkflows();
+    } else if (top === "workflows" && parts.length === 2) {
+      document.title = `${parts[1]} · Heddle`;
+      cleanup = viewWorkflow(parts[1], query);
     } else if (top === "submit") {
       document.title = "Submit · Heddle";
       cleanup = viewSubmit();
