@@ -16,7 +16,8 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY shared ./shared
 COPY services ./services
-RUN /opt/heddle/bin/pip install . \
+# The k8s extra: the orchestrator watches the runner pods through the Kubernetes API.
+RUN /opt/heddle/bin/pip install '.[k8s]' \
  && /opt/heddle/bin/heddle --help >/dev/null
 
 # --- runtime ---------------------------------------------------------------------------------

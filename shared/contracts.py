@@ -214,6 +214,23 @@ class RunnerInfo(Wire):
     jobs: int = 0
 
 
+class RunnerPod(Wire):
+    """A runner pod as the orchestrator's pod watch last saw it (``heddle-pods/<pod>``, in a
+    cluster only; services/orchestrator/pods.py reads it off the API's pod object)."""
+
+    name: str
+    runner: str  # the runner it runs: its heddle/runner label, else the pod's name
+    uid: str = ""
+    phase: str = "Unknown"  # Pending, Running, Succeeded, Failed, Unknown
+    node: str | None = None
+    ready: bool = False
+    restarts: int = 0
+    # Why it is not running, when it is not: Terminating, CrashLoopBackOff, Evicted ...
+    reason: str | None = None
+    last_termination: str | None = None  # the runner container's, e.g. "OOMKilled (exit 137)"
+    seen_at: str = ""
+
+
 class LogLine(Wire, frozen=True):
     """A JSON message of a step's log (HEDDLE_LOGS, ``heddle.log.<run>.<step>.<attempt>``):
     the services' notes (docs/logs.md). The command's own output is in chunks of raw lines
@@ -399,6 +416,7 @@ cancel_attempt_decoder = msgspec.json.Decoder(CancelAttempt)
 heartbeat_decoder = msgspec.json.Decoder(Heartbeat)
 log_line_decoder = msgspec.json.Decoder(LogLine)
 runner_info_decoder = msgspec.json.Decoder(RunnerInfo)
+runner_pod_decoder = msgspec.json.Decoder(RunnerPod)
 step_record_decoder = msgspec.json.Decoder(StepRecord)
 run_record_decoder = msgspec.json.Decoder(RunRecord)
 run_request_decoder = msgspec.json.Decoder(RunRequest)

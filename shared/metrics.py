@@ -96,8 +96,9 @@ REQUEUES = Counter(
 )
 VERDICTS = Counter(
     "heddle_watchdog_verdicts",
-    "The heartbeat watchdog's verdicts: silent (the attempt fails) or withdrawn (its "
-    "outcome was stored after all).",
+    "The watchdog's verdicts: silent (no heartbeat: the attempt fails), pod (the runner's pod "
+    "was deleted, evicted, OOMKilled or on a NotReady node: the attempt fails) or withdrawn "
+    "(its outcome was stored after all).",
     ["verdict"],
     registry=None,
 )

@@ -23,6 +23,8 @@ HEARTBEATS_BUCKET = "heddle-heartbeats"
 RUNNERS_BUCKET = "heddle-runners"
 CRON_BUCKET = "heddle-cron"
 TOKENS_BUCKET = "heddle-tokens"  # API token records by name: hashes, never tokens
+# The runner pods as the orchestrator's pod watch last saw them, by pod name (in a cluster).
+PODS_BUCKET = "heddle-pods"
 
 ALL_STREAMS = (CMD_STREAM, STEPS_STREAM, EVENTS_STREAM, LOGS_STREAM)
 ALL_BUCKETS = (
@@ -32,6 +34,7 @@ ALL_BUCKETS = (
     RUNNERS_BUCKET,
     CRON_BUCKET,
     TOKENS_BUCKET,
+    PODS_BUCKET,
 )
 
 # Durable consumers

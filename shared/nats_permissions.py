@@ -127,7 +127,7 @@ def gateway() -> Permissions:
 
 
 def orchestrator() -> Permissions:
-    """The owner of run state: every stream's keeper, the only writer of runs and cron."""
+    """The owner of run state: every stream's keeper, the only writer of runs, cron and pods."""
     return Permissions(
         publish=(
             names.CMD_SUBMIT,  # the cron scheduler's runs
@@ -139,6 +139,7 @@ def orchestrator() -> Permissions:
             names.run_stored("*"),
             kv_write(names.RUNS_BUCKET),
             kv_write(names.CRON_BUCKET),
+            kv_write(names.PODS_BUCKET),  # the runner pods, as its pod watch sees them
             f"{API}.>",
             "$JS.ACK.>",
             "$JS.FC.>",

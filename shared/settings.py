@@ -204,6 +204,30 @@ class Settings:
     )
     pod_name: str = _s("", "POD_NAME", "set by Kubernetes: the runner pod's name")
     node_name: str = _s("", "NODE_NAME", "set by Kubernetes: the node the pod runs on")
+    pod_watch: str = _s(
+        "auto",
+        "HEDDLE_POD_WATCH",
+        "the orchestrator watches the runner pods through the Kubernetes API and fails the "
+        "attempt of a runner whose pod is deleted, evicted, OOMKilled or on a NotReady node at "
+        "once: auto (when it runs in a cluster, or HEDDLE_KUBECONFIG is set) or off",
+    )
+    kubeconfig: str = _s(
+        "",
+        "HEDDLE_KUBECONFIG",
+        "a kubeconfig file for the pod watch, instead of the pod's in-cluster service account",
+    )
+    kube_namespace: str = _s(
+        "",
+        "HEDDLE_KUBE_NAMESPACE",
+        "the runner pods' namespace; empty: the orchestrator pod's own (or the kubeconfig "
+        "context's)",
+    )
+    runner_pod_selector: str = _s(
+        "app.kubernetes.io/component=runner",
+        "HEDDLE_RUNNER_POD_SELECTOR",
+        "the label selector of the runner pods the pod watch follows; a pod's runner is its "
+        "heddle/runner label, else its name",
+    )
     log_level: str = _s("info", "HEDDLE_LOG_LEVEL", "debug, info, warning or error")
     event_loop: str = _s(
         "uvloop",
@@ -240,6 +264,8 @@ class Settings:
         problems = []
         if self.event_loop not in ("uvloop", "asyncio"):
             problems.append(f"HEDDLE_EVENT_LOOP must be uvloop or asyncio, not {self.event_loop!r}")
+        if self.pod_watch not in ("auto", "off"):
+            problems.append(f"HEDDLE_POD_WATCH must be auto or off, not {self.pod_watch!r}")
         if self.storage not in ("file", "memory"):
             problems.append(f"HEDDLE_STORAGE must be file or memory, not {self.storage!r}")
         if self.auth not in ("tokens", "none"):

@@ -61,15 +61,18 @@ VALUE_SETS = {
                 "clientFrom": [{"podSelector": {"matchLabels": {"app": "nats-box"}}}],
             },
         },
-        "rbac": {"create": True},
+        "podWatch": {
+            "nodes": False,
+            "apiServer": {"to": [{"ipBlock": {"cidr": "172.18.0.0/16"}}], "ports": [6443]},
+        },
         "clusterDomain": "corp.internal",
         "networkPolicy": {"dnsTo": [{"namespaceSelector": {}}]},
         "metrics": {"networkPolicy": {"from": [{"namespaceSelector": {}}]}},
     },
-    "external-nats-no-rbac": {
+    "external-nats-no-pod-watch": {
         "nats": {"enabled": False},
         "settings": {"natsUrl": "nats://nats.example:4222"},
-        "rbac": {"create": False},
+        "podWatch": {"enabled": False},
         "serviceAccount": {"create": False},
         "networkPolicy": {
             "externalNats": {"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}], "port": 4223}
@@ -154,7 +157,11 @@ def test_default_render_runs_the_control_plane_runners_and_nats(default: Manifes
         expected = 2 if svc["metadata"]["name"] == "runner" else 1
         assert len(matched) == expected, (svc["metadata"]["name"], matched)
     assert matched_by(default, "runner") == set(DEFAULT_RUNNERS)
-    assert set(default.of_kind("ServiceAccount")) == {"heddle", "heddle-runner"}
+    assert set(default.of_kind("ServiceAccount")) == {
+        "heddle",
+        "heddle-orchestrator",
+        "heddle-runner",
+    }
     assert set(default.of_kind("ConfigMap")) == {"heddle-settings"}
 
 
@@ -496,47 +503,113 @@ def test_pods_run_as_non_root_without_privileges(default: Manifest) -> None:
         assert c["securityContext"]["readOnlyRootFilesystem"] is True, component
 
 
-def test_rbac_is_minimal(chart: helm.Chart, default: Manifest) -> None:
-    # Heddle never calls the Kubernetes API: by default no RBAC and no token in any pod, so a
-    # step finds none to read.
-    assert not default.of_kind("ClusterRole")
-    assert not default.of_kind("ClusterRoleBinding")
-    assert not default.of_kind("Role")
-    assert not default.of_kind("RoleBinding")
+def test_rbac_is_the_pod_watch_and_nothing_else(chart: helm.Chart, default: Manifest) -> None:
+    # The orchestrator alone: list and watch pods in the namespace, get nodes; no write, no
+    # other resource. Only its pod mounts a token; a runner's step finds none to read.
+    (role,) = default.of_kind("Role").values()
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]
+    (cluster_role,) = default.of_kind("ClusterRole").values()
+    assert cluster_role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    assert NAMESPACE in cluster_role["metadata"]["name"]  # one per release, cluster-wide
+    orchestrator_sa = {
+        "kind": "ServiceAccount",
+        "name": "heddle-orchestrator",
+        "namespace": NAMESPACE,
+    }
+    for kind, role_kind, bound in (
+        ("RoleBinding", "Role", role),
+        ("ClusterRoleBinding", "ClusterRole", cluster_role),
+    ):
+        (binding,) = default.of_kind(kind).values()
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": role_kind,
+            "name": bound["metadata"]["name"],
+        }
+        assert binding["subjects"] == [orchestrator_sa]
     containers = default.heddle_containers()
     for name in DEFAULT_RUNNERS:
         runner_pod, _ = containers[name]
         assert runner_pod["serviceAccountName"] == "heddle-runner"
         assert runner_pod["automountServiceAccountToken"] is False
-    assert default.get("ServiceAccount", "heddle-runner")["automountServiceAccountToken"] is False
-    for component in CONTROL_PLANE:
+    for sa in default.of_kind("ServiceAccount").values():  # pods opt in, accounts never
+        assert sa["automountServiceAccountToken"] is False, sa["metadata"]["name"]
+    for component in ("gateway", "dispatcher"):
         pod, _ = containers[component]
         assert pod["serviceAccountName"] == "heddle", component
         assert pod["automountServiceAccountToken"] is False, component
+    pod, container = containers["orchestrator"]
+    assert pod["serviceAccountName"] == "heddle-orchestrator"
+    assert pod["automountServiceAccountToken"] is True
+    settings = Settings.from_env(only_strings(default.env(container)))
+    assert settings.pod_watch == "auto"
     nats_pod = default.get("StatefulSet", "nats")["spec"]["template"]["spec"]
     assert nats_pod["automountServiceAccountToken"] is False
 
-    # rbac.create: runners may `get` pods, nothing else, and mount the token for it.
-    with_rbac = render(chart, {"rbac": {"create": True}})
-    assert not with_rbac.of_kind("ClusterRole")
-    assert not with_rbac.of_kind("ClusterRoleBinding")
-    (role,) = with_rbac.of_kind("Role").values()
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
-    (binding,) = with_rbac.of_kind("RoleBinding").values()
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "Role",
-        "name": role["metadata"]["name"],
+    # podWatch.nodes=false: no cluster-wide object at all.
+    no_nodes = render(chart, {"podWatch": {"nodes": False}})
+    assert not no_nodes.of_kind("ClusterRole") and not no_nodes.of_kind("ClusterRoleBinding")
+    assert len(no_nodes.of_kind("Role")) == 1
+
+    # podWatch.enabled=false: no RBAC, no token in any pod, and the orchestrator watches nothing.
+    off = render(chart, {"podWatch": {"enabled": False}})
+    for kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"):
+        assert not off.of_kind(kind), kind
+    for name, (pod, _) in off.heddle_containers().items():
+        assert pod["automountServiceAccountToken"] is False, name
+    _, container = off.heddle_containers()["orchestrator"]
+    assert Settings.from_env(only_strings(off.env(container))).pod_watch == "off"
+    assert "orchestrator-kube-api" not in off.of_kind("NetworkPolicy")
+
+
+def test_the_pod_watch_selects_exactly_the_runner_pods(chart: helm.Chart) -> None:
+    from services.orchestrator.pods import RUNNER_LABEL
+
+    for values in ({}, {"namePrefix": "blue-", "runners": {"replicas": 3}}):
+        manifest = render(chart, values)
+        _, container = manifest.heddle_containers()["orchestrator"]
+        selector = Settings.from_env(only_strings(manifest.env(container))).runner_pod_selector
+        wanted = dict(term.split("=", 1) for term in selector.split(","))
+
+        def selected(labels: dict[str, str], wanted: dict[str, str] = wanted) -> bool:
+            return all(labels.get(k) == v for k, v in wanted.items())
+
+        picked = {
+            w["spec"]["template"]["metadata"]["labels"].get(RUNNER_LABEL)
+            for w in manifest.workloads()
+            if selected(w["spec"]["template"]["metadata"]["labels"])
+        }
+        assert picked == set(manifest.runner_workloads()), values
+        # A runner pod's runner is its label: the runner's own name (HEDDLE_RUNNER_NAME).
+        for name, (_, c) in manifest.heddle_containers().items():
+            if name in manifest.runner_workloads():
+                assert manifest.env(c)["HEDDLE_RUNNER_NAME"] == name
+        # Another release's runners in the same namespace are not this one's.
+        other = {**wanted, "app.kubernetes.io/instance": "other"}
+        assert not selected(other)
+
+
+def test_the_orchestrator_may_reach_the_api_server(chart: helm.Chart, default: Manifest) -> None:
+    policy = default.get("NetworkPolicy", "orchestrator-kube-api")
+    assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == (
+        "orchestrator"
+    )
+    assert policy["spec"]["policyTypes"] == ["Egress"]
+    (rule,) = policy["spec"]["egress"]
+    assert [p["port"] for p in rule["ports"]] == [443, 6443] and "to" not in rule
+    pinned = render(
+        chart,
+        {
+            "podWatch": {
+                "apiServer": {"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [6443]}
+            }
+        },
+    )
+    (rule,) = pinned.get("NetworkPolicy", "orchestrator-kube-api")["spec"]["egress"]
+    assert rule == {
+        "ports": [{"protocol": "TCP", "port": 6443}],
+        "to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}],
     }
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": "heddle-runner", "namespace": NAMESPACE}
-    ]
-    for name in DEFAULT_RUNNERS:
-        runner_pod, _ = with_rbac.heddle_containers()[name]
-        assert runner_pod["automountServiceAccountToken"] is True
-    for component in CONTROL_PLANE:
-        pod, _ = with_rbac.heddle_containers()[component]
-        assert pod["automountServiceAccountToken"] is False, component
 
 
 def test_lint_passes_strict() -> None:

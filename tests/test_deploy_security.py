@@ -285,13 +285,19 @@ def pods_selected(manifest: Manifest, selector: dict[str, Any]) -> set[str]:
     }
 
 
-def policy_for(manifest: Manifest, workload: str) -> dict[str, Any]:
-    (policy,) = [
-        p
+def policies_for(manifest: Manifest, workload: str) -> list[dict[str, Any]]:
+    """Every policy that selects the workload's pods: their rules add up."""
+    return [
+        p["spec"]
         for p in manifest.of_kind("NetworkPolicy").values()
         if workload in pods_selected(manifest, p["spec"]["podSelector"])
     ]
-    return policy["spec"]
+
+
+def policy_for(manifest: Manifest, workload: str) -> dict[str, Any]:
+    """The one policy that isolates the workload's ingress (and its egress)."""
+    (spec,) = [s for s in policies_for(manifest, workload) if "Ingress" in s["policyTypes"]]
+    return spec
 
 
 def test_only_heddle_pods_reach_nats(chart: helm.Chart, default: Manifest) -> None:
@@ -360,6 +366,16 @@ def test_runners_and_control_plane_reach_only_nats_and_dns(
         assert not spec.get("ingress"), name  # they serve nothing
         assert egress_is_nats_and_dns(spec, default) == [], name
         assert "nats" not in pods_selected(default, spec["podSelector"])
+        others = [s for s in policies_for(default, name) if s is not spec]
+        if name == "orchestrator":
+            # Its pod watch: the API server's ports, egress only, for the orchestrator alone.
+            (api,) = others
+            assert api["policyTypes"] == ["Egress"]
+            assert pods_selected(default, api["podSelector"]) == {"orchestrator"}
+            (rule,) = api["egress"]
+            assert {p["port"] for p in rule["ports"]} == {443, 6443}
+        else:
+            assert others == [], name
     # Steps that need more network get it from a value.
     more = [{"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}], "ports": [{"port": 443}]}]
     opened = render(chart, {"runners": {"networkPolicy": {"egress": more}}})

@@ -201,11 +201,35 @@ class Lease(Doc):
     step_id: str | None
 
 
+class PodDoc(Doc):
+    """A runner pod, as the orchestrator's pod watch last saw it (in a cluster), with what its
+    runner's registry entry says."""
+
+    name: str
+    runner: str  # the runner it runs (its heddle/runner label)
+    phase: str  # Pending, Running, Succeeded, Failed, Unknown
+    node: str | None
+    ready: bool
+    restarts: int
+    reason: str | None  # why it is not running: Terminating, CrashLoopBackOff, Evicted ...
+    last_termination: str | None  # the runner container's last end, e.g. OOMKilled (exit 137)
+    seen_at: str  # when the pod watch last saw it change
+    # Whether its runner is in the registry: false for a pod whose agent never registered
+    # (crash-looping, say) or left it
+    registered: bool
+    status: Literal["idle", "busy"] | None  # its runner's, null when not registered
+    run_id: str | None  # the step its runner holds
+    step_id: str | None
+    attempt: int | None
+
+
 class Pool(Doc):
     total: int
     available: int
     leased: list[Lease]
     runners: list[RunnerDoc]
+    # The runner pods, in a cluster whose orchestrator watches them; empty elsewhere
+    pods: list[PodDoc]
 
 
 # ---- registered workflows -----------------------------------------------------------------

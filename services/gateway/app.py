@@ -146,6 +146,7 @@ async def nats_context(app: web.Application) -> AsyncIterator[None]:
         runners=res.kv[names.RUNNERS_BUCKET],
         workflows=res.kv[names.WORKFLOWS_BUCKET],
         tokens=res.kv[names.TOKENS_BUCKET],
+        pods=res.kv[names.PODS_BUCKET],
     )
     if admin is not None:
         await seed_admin(res.kv[names.TOKENS_BUCKET], token_index, admin, settings.admin_token_file)

@@ -24,6 +24,7 @@ class GatewayResources:
     runners: KeyValue
     workflows: KeyValue
     tokens: KeyValue
+    pods: KeyValue  # heddle-pods: the runner pods (in a cluster)
 
 
 SETTINGS = web.AppKey("settings", Settings)

@@ -151,4 +151,5 @@ async def pool_document(runners_kv: KeyValue, runs_kv: KeyValue) -> Pool:
             if r.status == "busy"
         ],
         runners=runners,
+        pods=[],  # GET /api/runners adds them (services/gateway/pods.py)
     )

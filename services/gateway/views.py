@@ -13,6 +13,7 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from services.gateway.api_types import ErrorDoc, ProblemDoc, StatusDoc, Submitted
 from services.gateway.keys import NATS, RESOURCES, SETTINGS
+from services.gateway.pods import pod_documents
 from services.gateway.reads import get_run_record, pool_document, run_document
 from shared import names
 from shared.contracts import TERMINAL_RUN, CancelRun, SubmitRun, encode
@@ -200,7 +201,9 @@ async def cancel_run(request: web.Request) -> web.Response:
 
 async def get_runners(request: web.Request) -> web.Response:
     res = request.app[RESOURCES]
-    return json_response(await pool_document(res.runners, res.runs))
+    pool = await pool_document(res.runners, res.runs)
+    pool.pods = await pod_documents(res.pods, pool.runners)
+    return json_response(pool)
 
 
 async def healthz(request: web.Request) -> web.Response:

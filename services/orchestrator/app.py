@@ -24,6 +24,7 @@ from services.orchestrator.actor import Cancel, Message, RetryTimer, RunActor
 from services.orchestrator.decisions import KillAttempt
 from services.orchestrator.effects import EffectRunner
 from services.orchestrator.liveness import Liveness
+from services.orchestrator.pod_watch import PodWatch, wanted
 from services.orchestrator.state import Policy, RunState
 from services.orchestrator.workflows import WorkflowFeatures
 from shared import names
@@ -68,6 +69,7 @@ class Orchestrator:
         self.actors: dict[str, RunActor] = {}
         self.finished: OrderedDict[str, str] = OrderedDict()  # run -> terminal status
         self.liveness: Liveness | None = None  # from start: it needs the connection
+        self.pod_watch: PodWatch | None = None  # in a cluster only (pod_watch.py)
         self.acked: AckedPublisher | None = None
         self._pulls: list[ContinuousPull] = []
         self._stopping = False
@@ -142,6 +144,11 @@ class Orchestrator:
         for pull in self._pulls:
             await pull.start()
         self.liveness.start()
+        if wanted(self.settings):
+            self.pod_watch = PodWatch(
+                self.settings, res.kv[names.PODS_BUCKET], self.liveness.runner_lost
+            )
+            await self.pod_watch.start()
         await self.workflows.start()
 
     async def stop(self) -> None:
@@ -150,6 +157,8 @@ class Orchestrator:
         self._stopping = True
         for pull in self._pulls:
             await pull.stop()
+        if self.pod_watch is not None:
+            await self.pod_watch.stop()
         if self.liveness is not None:
             await self.liveness.stop()
         # Let each run finish what it already took, within the grace; the rest is redelivered.

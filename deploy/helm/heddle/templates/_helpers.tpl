@@ -47,6 +47,23 @@ helm.sh/chart: {{ include "heddle.chart" $root }}
 {{- end -}}
 {{- end -}}
 
+{{- define "heddle.orchestratorServiceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.orchestratorName | default (include "heddle.name" (list . "heddle-orchestrator")) -}}
+{{- else -}}
+{{- .Values.serviceAccount.orchestratorName | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The label selector of this release's runner pods (the orchestrator's pod watch). */}}
+{{- define "heddle.runnerPodSelector" -}}
+{{- $out := list -}}
+{{- range $k, $v := include "heddle.selectorLabels" (list . "runner") | fromYaml -}}
+{{- $out = append $out (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," (sortAlpha $out) -}}
+{{- end -}}
+
 {{- define "heddle.runnerServiceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- .Values.serviceAccount.runnerName | default (include "heddle.name" (list . "heddle-runner")) -}}
@@ -208,6 +225,10 @@ A control-plane Deployment. Usage: include "heddle.controlPlane" (dict "root" . 
 {{- if eq $c "gateway" -}}
 {{- $identity = concat $identity (list (dict "name" "HEDDLE_ADMIN_TOKEN_FILE" "value" "/var/run/heddle/admin/token") (dict "name" "HEDDLE_ALLOWED_HOSTS" "value" (include "heddle.allowedHosts" $root))) -}}
 {{- end -}}
+{{- $watch := and (eq $c "orchestrator") $root.Values.podWatch.enabled -}}
+{{- if eq $c "orchestrator" -}}
+{{- $identity = concat $identity (list (dict "name" "HEDDLE_POD_WATCH" "value" (ternary "auto" "off" $watch)) (dict "name" "HEDDLE_RUNNER_POD_SELECTOR" "value" (include "heddle.runnerPodSelector" $root))) -}}
+{{- end -}}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -240,8 +261,14 @@ spec:
         {{- include "heddle.podAnnotations" $root | nindent 8 }}
         {{- include "heddle.nats.passwordChecksum" (list $root $c) | nindent 8 }}
     spec:
+      {{- if eq $c "orchestrator" }}
+      serviceAccountName: {{ include "heddle.orchestratorServiceAccountName" $root }}
+      # The pod watch's token (podWatch.enabled); the other control-plane pods mount none.
+      automountServiceAccountToken: {{ $watch }}
+      {{- else }}
       serviceAccountName: {{ include "heddle.serviceAccountName" $root }}
       automountServiceAccountToken: false
+      {{- end }}
       enableServiceLinks: false
       terminationGracePeriodSeconds: {{ int $v.terminationGracePeriodSeconds }}
       {{- with include "heddle.podCommon" $root | trim }}{{ . | nindent 6 }}{{ end }}

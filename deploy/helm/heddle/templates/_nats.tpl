@@ -12,7 +12,7 @@ the lists are sorted and deduplicated, as Permissions.to_config() does.
 {{- end -}}
 
 {{- define "heddle.nats.buckets" -}}
-{{- list "heddle-workflows" "heddle-runs" "heddle-heartbeats" "heddle-runners" "heddle-cron" "heddle-tokens" | toRawJson -}}
+{{- list "heddle-workflows" "heddle-runs" "heddle-heartbeats" "heddle-runners" "heddle-cron" "heddle-tokens" "heddle-pods" | toRawJson -}}
 {{- end -}}
 
 {{/* The services' durable consumers (names.py), which the inspector may not touch. */}}
@@ -73,9 +73,9 @@ list "subscribe" list ["publishDeny" list] ["allowResponses" true]) */}}
 {{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_gateway.>" "heddle.notify.run.*")) -}}
 {{- end -}}
 
-{{/* The owner of run state: every stream's keeper, the only writer of runs and cron. */}}
+{{/* The owner of run state: every stream's keeper, the only writer of runs, cron and pods. */}}
 {{- define "heddle.nats.orchestrator" -}}
-{{- $publish := list "heddle.cmd.submit" "heddle.cmd.timer.>" "heddle.sched.>" "heddle.step.ready.>" "heddle.log.>" "heddle.runner.*.cancel" "heddle.notify.run.*" "$KV.heddle-runs.>" "$KV.heddle-cron.>" "$JS.API.>" "$JS.ACK.>" "$JS.FC.>" -}}
+{{- $publish := list "heddle.cmd.submit" "heddle.cmd.timer.>" "heddle.sched.>" "heddle.step.ready.>" "heddle.log.>" "heddle.runner.*.cancel" "heddle.notify.run.*" "$KV.heddle-runs.>" "$KV.heddle-cron.>" "$KV.heddle-pods.>" "$JS.API.>" "$JS.ACK.>" "$JS.FC.>" -}}
 {{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_orchestrator.>")) -}}
 {{- end -}}
 

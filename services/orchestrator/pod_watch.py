@@ -1,0 +1,158 @@
+"""The orchestrator's pod watch: the runner pods, followed through the Kubernetes API when the
+orchestrator runs in a cluster (``HEDDLE_POD_WATCH=auto`` with an in-cluster service account,
+or ``HEDDLE_KUBECONFIG``).
+
+The API talk is shared/kube.py's and the judging pods.py's (pure); this module holds the I/O
+between them: each pod's record goes to ``heddle-pods`` (the gateway's ``GET /api/runners``
+shows it), and each verdict goes to the liveness path (``lost``), which fails the attempt the
+runner holds exactly as the watchdog fails a silent runner's, retries included. An API that
+cannot be reached gives no verdict: it is logged once, the watch tries again, and the heartbeat
+watchdog stays the backstop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from nats.js.kv import KeyValue
+
+from services.orchestrator.pods import PodJudge, PodVerdict
+from shared import kube
+from shared.contracts import RunnerPod, encode
+from shared.kv_reads import read_current
+from shared.service import event
+from shared.settings import Settings
+from shared.tasks import cancel_and_wait
+from shared.timefmt import from_epoch
+
+log = logging.getLogger("heddle.orchestrator")
+
+Lost = Callable[[str, str], Awaitable[None]]  # (runner, reason)
+
+
+def wanted(settings: Settings) -> bool:
+    """Whether this orchestrator watches pods: in a cluster, or given a kubeconfig."""
+    if settings.pod_watch == "off":
+        return False
+    return bool(settings.kubeconfig) or kube.in_cluster()
+
+
+class PodWatch:
+    def __init__(self, settings: Settings, pods_kv: KeyValue, lost: Lost) -> None:
+        self.settings = settings
+        self.pods_kv = pods_kv
+        self.lost = lost
+        self.judge = PodJudge()
+        self.source: kube.PodSource | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._checks: dict[str, asyncio.Task[None]] = {}  # node lookups under way
+        self._broken: str | None = None
+
+    async def start(self) -> None:
+        api, namespace = kube.connect(self.settings.kubeconfig)
+        namespace = self.settings.kube_namespace or namespace
+        self.source = kube.PodSource(api, namespace, self.settings.runner_pod_selector)
+        self.source.start()
+        self._task = asyncio.create_task(self._follow(), name="pod watch")
+        event(
+            log,
+            "pod watch started",
+            namespace=namespace,
+            selector=self.settings.runner_pod_selector,
+        )
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._task)
+        for task in list(self._checks.values()):
+            await cancel_and_wait(task)
+        if self.source is not None:
+            await self.source.stop()
+
+    async def _follow(self) -> None:
+        assert self.source is not None
+        while True:
+            item = await self.source.next()
+            try:
+                await self._handle(item)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("pod watch: handling %s failed", type(item).__name__)
+
+    async def _handle(self, item: kube.Item) -> None:
+        stamp = from_epoch(time.time())
+        match item:
+            case kube.Broken(error=error):
+                if error != self._broken:
+                    log.warning(
+                        "pod watch: the Kubernetes API is not answering (%s); no verdict "
+                        "until it does, the heartbeat watchdog judges meanwhile",
+                        error,
+                    )
+                self._broken = error
+            case kube.Listed(pods=pods):
+                if self._broken is not None:
+                    event(log, "pod watch resumed", pods=len(pods))
+                self._broken = None
+                await self._sync(self.judge.listed(pods, stamp))
+            case kube.Changed(kind=kind, pod=pod):
+                judgement = self.judge.event(kind, pod, stamp)
+                if judgement.record is not None:
+                    await self._put(judgement.record)
+                elif judgement.gone:
+                    await self._delete(pod.get("metadata", {}).get("name", ""))
+                for verdict in judgement.verdicts:
+                    await self._verdict(verdict)
+                node = judgement.check_node
+                if node and node not in self._checks:
+                    self._checks[node] = asyncio.create_task(self._check_node(node))
+
+    async def _verdict(self, verdict: PodVerdict) -> None:
+        event(
+            log, "runner pod verdict", runner=verdict.runner, pod=verdict.pod, reason=verdict.reason
+        )
+        await self.lost(verdict.runner, verdict.reason)
+
+    async def _check_node(self, name: str) -> None:
+        assert self.source is not None
+        try:
+            node = await self.source.node(name)
+        except kube.KubeError as exc:
+            log.warning("pod watch: node %s not read (%s); no verdict", name, exc)
+            return
+        finally:
+            self._checks.pop(name, None)
+        for verdict in self.judge.node_state(name, node):
+            await self._verdict(verdict)
+
+    # ---- heddle-pods ----
+
+    async def _put(self, rec: RunnerPod) -> None:
+        try:
+            await self.pods_kv.put(rec.name, encode(rec))
+        except Exception as exc:  # the next change or list writes it again
+            log.warning("pod watch: storing pod %s failed: %s", rec.name, exc)
+
+    async def _delete(self, name: str) -> None:
+        if not name:
+            return
+        try:
+            await self.pods_kv.delete(name)
+        except Exception as exc:
+            log.warning("pod watch: dropping pod %s failed: %s", name, exc)
+
+    async def _sync(self, records: list[RunnerPod]) -> None:
+        """After a list: every pod's record written, and the records of pods no longer
+        there dropped (also those an earlier orchestrator left)."""
+        for rec in records:
+            await self._put(rec)
+        try:
+            stored = {e.key for e in await read_current(self.pods_kv, ">")}
+        except Exception as exc:
+            log.warning("pod watch: reading heddle-pods failed: %s", exc)
+            return
+        for name in sorted(stored - {r.name for r in records}):
+            await self._delete(name)
