@@ -388,3 +388,27 @@ def test_views_and_completion() -> None:
         assert "submit) COMPREPLY=($(compgen -f -W" in script and "--wait" in script
     check = subprocess.run(["bash", "-n"], input=script, text=True, check=False)
     assert check.returncode == 0
+
+
+def requests_to(metrics: str, route: str) -> float:
+    """GET requests the gateway counted for ``route`` (its Prometheus text)."""
+    total = 0.0
+    for line in metrics.splitlines():
+        if line.startswith("heddle_http_requests_total{") and f'route="{route}"' in line:
+            if 'method="GET"' in line:
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def test_wait_is_told_by_the_run_events_instead_of_polling(stack: StackFactory) -> None:
+    s = await stack(runners=2)
+    env = env_of(s)
+    flow = {"steps": [{"id": "a", "command": "sleep 1.5"}, {"id": "b", "command": "sleep 1.5"}]}
+    flow["steps"][1]["dependsOn"] = ["a"]
+    rc, out, err = await heddle("submit", "-", "--wait", env=env, stdin=json.dumps(flow))
+    assert rc == 0, err
+    assert "succeeded" in out.splitlines()[-1], out
+    _, metrics = await s.request("GET", "/metrics")
+    # One read to start and one at the end; a poll every 0.5 s would have read six or more.
+    assert requests_to(metrics, "/api/runs/{run}") <= 3, metrics
+    assert requests_to(metrics, "/api/runs/{run}/events") == 1

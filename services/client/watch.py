@@ -1,15 +1,17 @@
-"""`heddle watch` (and `--wait`): poll a run until it ends, show what changes, and give the
+"""`heddle watch` (and `--wait`): follow a run until it ends, show what changes, and give the
 run's exit code.
 
-Polling ``GET /api/runs/{run}`` rather than following events: the run document is the one
-answer that holds every step's state, reason and times, a poll costs one KV replay on the
-gateway, and a lost connection needs no resume logic. What is shown depends on where the
-output goes: a live rich view on a terminal, a plain line per change otherwise, or the
-document as a JSON line each time it changes with ``--json``.
+The run document is read once, then kept up to date from the run's server-sent events
+(``GET /api/runs/{run}/events``): each change arrives as it is stored, and nothing is read
+again until the ``end`` event, when the document is read once more, whole. A gateway that
+does not stream them (or a stream that breaks) is read every ``POLL_INTERVAL`` instead.
+What is shown depends on where the output goes: a live rich view on a terminal, a plain line
+per change otherwise, or the document as a JSON line each time it changes with ``--json``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -26,7 +28,8 @@ from services.client import render
 from services.client.http import Gateway, Refused, Unreachable
 
 EXIT_CODES = {"succeeded": 0, "failed": 1, "cancelled": 3}
-POLL_INTERVAL = 0.5  # seconds between reads of the run
+POLL_INTERVAL = 0.5  # seconds between reads of the run, where its events are not streamed
+SHOW_INTERVAL = 0.2  # seconds between redraws while events arrive
 APPEAR_WAIT = 10.0  # a run answered 202 (accepted, not yet stored) may 404 this long
 OUTAGE_WAIT = 10.0  # a gateway restarting may not answer this long before we give up
 TERMINAL_RUN = frozenset(EXIT_CODES)
@@ -56,30 +59,64 @@ def exit_code(run: dict[str, Any]) -> int:
 def follow(
     gateway: Gateway, run_id: str, sink: Sink, interval: float = POLL_INTERVAL
 ) -> dict[str, Any]:
-    """Read the run until it is terminal, handing every read to ``sink``; the last read."""
+    """Follow the run until it is terminal, handing each new state to ``sink``; the last."""
     path = f"/api/runs/{run_id}"
-    seen = False
-    last_answer = time.monotonic()
     run: dict[str, Any] | None = None
     try:
-        while True:
-            try:
-                run = gateway.call("GET", path)
-            except Refused as exc:
-                # Only a run not stored yet is waited for, and only briefly.
-                if seen or exc.status != 404 or time.monotonic() - last_answer > APPEAR_WAIT:
-                    raise
-            except Unreachable:
-                if time.monotonic() - last_answer > OUTAGE_WAIT:
-                    raise
-            else:
-                seen, last_answer = True, time.monotonic()
-                sink.update(run)
-                if run["status"] in TERMINAL_RUN:
-                    return run
-            time.sleep(interval)
+        run = poll(gateway, path, sink, interval, until_seen=True)
+        if run["status"] not in TERMINAL_RUN:
+            with contextlib.suppress(Refused, Unreachable, OSError, ValueError):
+                run = told(gateway, path, run, sink)
+        if run["status"] not in TERMINAL_RUN:  # no stream, or it broke: read instead
+            run = poll(gateway, path, sink, interval)
+        return run
     finally:
         sink.close(run)
+
+
+def told(gateway: Gateway, path: str, run: dict[str, Any], sink: Sink) -> dict[str, Any]:
+    """Apply the run's events to ``run`` until the end event; then the whole document."""
+    steps = {step["id"]: step for step in run["steps"]}
+    shown = time.monotonic()
+    for kind, data in gateway.events(f"{path}/events"):
+        change = json.loads(data)
+        if kind == "end":
+            run = gateway.call("GET", path)
+            sink.update(run)
+            return run
+        if kind == "step" and change["stepId"] in steps:
+            steps[change.pop("stepId")].update(change)
+        elif kind == "run":
+            run.update(change)
+        # Thousands of changes a second are shown a few times a second, not each.
+        if time.monotonic() - shown >= SHOW_INTERVAL:
+            shown = time.monotonic()
+            sink.update(run)
+    return run
+
+
+def poll(
+    gateway: Gateway, path: str, sink: Sink, interval: float, until_seen: bool = False
+) -> dict[str, Any]:
+    """Read the run every ``interval`` until it is terminal (or, ``until_seen``, stored)."""
+    seen = False
+    last_answer = time.monotonic()
+    while True:
+        try:
+            run = gateway.call("GET", path)
+        except Refused as exc:
+            # Only a run not stored yet is waited for, and only briefly.
+            if seen or exc.status != 404 or time.monotonic() - last_answer > APPEAR_WAIT:
+                raise
+        except Unreachable:
+            if time.monotonic() - last_answer > OUTAGE_WAIT:
+                raise
+        else:
+            seen, last_answer = True, time.monotonic()
+            sink.update(run)
+            if until_seen or run["status"] in TERMINAL_RUN:
+                return run
+        time.sleep(interval)
 
 
 class PlainSink:

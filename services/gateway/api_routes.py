@@ -131,6 +131,10 @@ SUBMITTED = {
     200: (Submitted, "A run with this id exists already: nothing was created"),
     202: (Submitted, "Accepted; the orchestrator had not confirmed it within the wait"),
 }
+EVENTS_NOTE = (
+    "Server-sent events: the current state first, then `step` (StepChange) and `run` "
+    "(RunChange) events as they are stored, and a last `end` (RunEnd) when the run is over"
+)
 SUBMIT_NOTE = (
     "Every step's command is run as written, so submitting needs the admin role. A client "
     "may choose the run id (`runId`): submitting it again answers 200 with that run."
@@ -174,6 +178,15 @@ OPERATIONS: tuple[Operation, ...] = (
         "A run with every step",
         "runs",
         {200: (RunDocument, "The run document")},
+        params=(RUN,),
+    ),
+    Operation(
+        "GET",
+        "/api/runs/{run}/events",
+        "runEvents",
+        "A run's state changes, as they happen",
+        "runs",
+        {200: ("text/event-stream", EVENTS_NOTE)},
         params=(RUN,),
     ),
     Operation(

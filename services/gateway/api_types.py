@@ -135,6 +135,41 @@ class RunList(Doc):
     limit: int
 
 
+# ---- a run's events (GET /api/runs/{run}/events, server-sent) -----------------------------
+
+
+class StepChange(Doc):
+    """``event: step``: a step's new state."""
+
+    step_id: str
+    status: StepStatus
+    attempt: int
+    runner: str | None
+    exit_code: int | None
+    reason: str | None
+    started_at: str | None
+    finished_at: str | None
+    retry_at: str | None
+
+
+class RunChange(Doc):
+    """``event: run``: the run's new state."""
+
+    run_id: str
+    status: RunStatus
+    finished_at: str | None
+    cancel_requested: bool
+
+
+class RunEnd(Doc):
+    """``event: end``: the run is over; the stream ends after it."""
+
+    run_id: str
+    status: RunStatus
+    finished_at: str | None
+    counts: dict[str, int]
+
+
 # ---- logs ---------------------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from nats.errors import (
 )
 from nats.js.errors import ServiceUnavailableError
 
-from services.gateway import api_page, auth, grid, logs, retry, tokens, views, workflows
+from services.gateway import api_page, auth, grid, logs, retry, run_events, tokens, views, workflows
 from services.gateway import web as page
 from services.gateway.keys import (
     METRICS,
@@ -113,6 +113,7 @@ def setup_routes(app: web.Application) -> None:
     r = app.router
     r.add_post("/api/runs", views.create_run)
     r.add_get("/api/runs/{run}", views.get_run)
+    run_events.setup_routes(app)  # /api/runs/{run}/events
     logs.setup_routes(app)  # /api/runs/{run}/steps/{step} and .../logs
     r.add_post("/api/runs/{run}/cancel", views.cancel_run)
     retry.setup_routes(app)  # POST /api/runs/{run}/retry
@@ -121,8 +122,8 @@ def setup_routes(app: web.Application) -> None:
     r.add_get("/readyz", views.readyz)
     r.add_get("/metrics", metrics)
     workflows.setup_routes(app)
-    tokens.setup_routes(app)
     grid.setup_routes(app)  # GET /api/workflows/{name}/grid
+    tokens.setup_routes(app)
     page.setup_routes(app)  # the web page, its assets, GET /api/runs
     api_page.setup_routes(app)  # /openapi.json and /docs
     # The route names older scripts use.
