@@ -487,6 +487,14 @@ def test_on_accepted_only_records_the_current_queued_attempt() -> None:
     assert state.steps["a"].runner == "r1"
 
 
+def test_a_heartbeat_is_stored_with_the_next_record_and_names_the_runner() -> None:
+    state, _ = make([("a", [], 0)])
+    assert state.on_heartbeat("a", 1, "r1", from_epoch(T0 + 1)) == []  # no write of its own
+    assert state.steps["a"].runner == "r1"
+    [persist] = [e for e in started("a", runner="r1")(state) if isinstance(e, PersistStep)]
+    assert persist.step.last_heartbeat_at == from_epoch(T0 + 1)
+
+
 def test_an_outcome_without_a_started_event_carries_the_start() -> None:
     # A step that ended within the runner's report delay: queued -> succeeded in one event.
     state, _ = make([("a", [], 1)])

@@ -36,10 +36,14 @@ class Silent:
 
 
 @dataclass(frozen=True, slots=True)
-class Accepted:
+class Heard:
+    """A heartbeat of the attempt's own runner, as the server stored it (``stored_at``,
+    shown as the step's last heartbeat)."""
+
     step_id: str
     attempt: int
     runner: str
+    stored_at: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +75,7 @@ class Create:
     exists: Callable[[str], Awaitable[bool]]
 
 
-Message = StepStarted | StepFinished | Silent | Lost | Accepted | RetryTimer | Cancel | Create
+Message = StepStarted | StepFinished | Silent | Lost | Heard | RetryTimer | Cancel | Create
 
 
 class RunActor:
@@ -86,8 +90,11 @@ class RunActor:
         self._task: asyncio.Task | None = None
         # Monotonic time each running attempt was first seen running here: the watchdog's
         # reference when no heartbeat has been seen, and the backstop deadline's start.
-        self.running_since: dict[str, float] = {}
-        self.verdicts: set[tuple[str, int]] = set()
+        # Steps found running at a restart count from now.
+        mono = time.monotonic()
+        self.running_since: dict[str, float] = {
+            s.id: mono for s in state.steps.values() if s.status == "running"
+        }
         self.duplicate = False
 
     def start(self) -> None:
@@ -187,9 +194,8 @@ class RunActor:
                 effects = state.on_retry_due(step_id, attempt, now)
             case Cancel():
                 effects = state.cancel(now)
-            case Accepted(step_id=step_id, attempt=attempt, runner=runner):
-                state.on_accepted(step_id, attempt, runner)
-                effects = []
+            case Heard(step_id=step_id, attempt=attempt, runner=runner, stored_at=stored_at):
+                effects = state.on_heartbeat(step_id, attempt, runner, stored_at)
             case _:
                 raise TypeError(f"unexpected message {message!r}")
         step_id = getattr(message, "step_id", None)

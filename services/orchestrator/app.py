@@ -224,11 +224,7 @@ class Orchestrator:
                 )
                 continue
             state = RunState(run, steps, self.policy)
-            actor = self._spawn(state)
-            mono = time.monotonic()
-            for s in steps:
-                if s.status == "running":
-                    actor.running_since[s.id] = mono
+            self._spawn(state)  # which counts the running steps as running from now
             effects = state.resume(now)
             if effects:
                 await self.effects.apply(run.run_id, effects)

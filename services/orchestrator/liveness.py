@@ -22,7 +22,7 @@ import time
 import msgspec
 from nats.js.kv import KeyValue
 
-from services.orchestrator.actor import Accepted, Lost, RunActor, Silent
+from services.orchestrator.actor import Heard, Lost, RunActor
 from services.orchestrator.backstop import Backstop
 from services.orchestrator.stored import ready_steps, stored_outcome
 from services.orchestrator.watchdog import HeartbeatView
@@ -135,71 +135,43 @@ class Liveness:
                 extra={"fields": {"key": entry.key, "runner": hb.runner}},
             )
             return
-        previous = self.view.beats.get(hb.run_id, {}).get(hb.step_id)
         stored = stored_at(entry) or 0.0
         self.view.record(hb, stored)
-        if step is not None:
-            step.last_heartbeat_at = _stamp(stored)
-        if previous is None or previous.attempt != hb.attempt:
-            actor.post(Accepted(hb.step_id, hb.attempt, hb.runner))
+        # What the run makes of it (the step's last heartbeat, a queued attempt's runner)
+        # is its actor's to decide.
+        actor.post(Heard(hb.step_id, hb.attempt, hb.runner, _stamp(stored)))
 
     # ---- the watchdog's scan and the backstop's look ----
 
     async def scan(self) -> None:
         for actor in list(self.actors.values()):
-            for verdict in self.view.verdicts(actor.state, actor.running_since, actor.verdicts):
-                await self._give(actor, verdict, "silent")
-
-    async def runner_lost(self, runner: str, reason: str) -> None:
-        """A verdict from outside the heartbeats: the pod watch saw ``runner``'s pod go
-        (services/orchestrator/pod_watch.py). Every attempt it holds, running or accepted,
-        fails now, as a silent runner's does: retried at once if it has tries left. The
-        watchdog's scan never judges such an attempt again; one the pod watch did not see
-        stays the scan's."""
-        for actor in list(self.actors.values()):
-            beats = self.view.beats.get(actor.run_id, {})
-            for step in list(actor.state.steps.values()):
-                if step.status not in ("queued", "running"):
+            for verdict in self.view.verdicts(actor.state, actor.running_since):
+                # If the runner reported before it went quiet, its outcome is stored
+                # and waits in this service's backlog (a restart, or a busy moment).
+                step = actor.state.steps.get(verdict.step_id)
+                runner = step.runner if step is not None else None
+                ticket = step.ticket if step is not None else ""
+                try:
+                    outcome = await stored_outcome(
+                        self.js, actor.run_id, verdict.step_id, verdict.attempt, runner, ticket
+                    )
+                except OutcomeUnknown as exc:
+                    # Not knowing is not "none": judged again at the next scan.
+                    self.view.withdraw(actor.run_id, verdict.step_id, verdict.attempt)
+                    _postponed(
+                        "watchdog verdict", actor.run_id, verdict.step_id, verdict.attempt, exc
+                    )
                     continue
-                beat = beats.get(step.id)
-                held = step.runner == runner or (
-                    step.runner is None
-                    and beat is not None
-                    and beat.runner == runner
-                    and beat.attempt == step.attempt
+                VERDICTS.labels("silent" if outcome is None else "withdrawn").inc()
+                event(
+                    log,
+                    "watchdog verdict" if outcome is None else "watchdog verdict withdrawn",
+                    run=actor.run_id,
+                    step=verdict.step_id,
+                    attempt=verdict.attempt,
+                    reason=verdict.reason if outcome is None else "its outcome is stored",
                 )
-                key = (step.id, step.attempt)
-                if not held or key in actor.verdicts:
-                    continue
-                actor.verdicts.add(key)
-                await self._give(actor, Silent(step.id, step.attempt, reason), "pod")
-
-    async def _give(self, actor: RunActor, verdict: Silent, kind: str) -> None:
-        """Post a verdict to its run, unless the attempt's outcome is stored after all."""
-        # If the runner reported before it went quiet, its outcome is stored and waits in
-        # this service's backlog (a restart, or a busy moment).
-        step = actor.state.steps.get(verdict.step_id)
-        runner = step.runner if step is not None else None
-        ticket = step.ticket if step is not None else ""
-        try:
-            outcome = await stored_outcome(
-                self.js, actor.run_id, verdict.step_id, verdict.attempt, runner, ticket
-            )
-        except OutcomeUnknown as exc:
-            # Not knowing is not "none": judged again at the next scan.
-            actor.verdicts.discard((verdict.step_id, verdict.attempt))
-            _postponed("watchdog verdict", actor.run_id, verdict.step_id, verdict.attempt, exc)
-            return
-        VERDICTS.labels(kind if outcome is None else "withdrawn").inc()
-        event(
-            log,
-            "watchdog verdict" if outcome is None else "watchdog verdict withdrawn",
-            run=actor.run_id,
-            step=verdict.step_id,
-            attempt=verdict.attempt,
-            reason=verdict.reason if outcome is None else "its outcome is stored",
-        )
-        actor.post(verdict if outcome is None else outcome)
+                actor.post(verdict if outcome is None else outcome)
 
     async def look(self) -> None:
         """Queued attempts nobody holds (services/orchestrator/backstop.py)."""

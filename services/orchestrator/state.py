@@ -265,6 +265,18 @@ class RunState:
         given it. Steps stored before tickets existed have none, and accept any."""
         return holds(step.ticket, ticket)
 
+    def on_heartbeat(
+        self, step_id: str, attempt: int, runner: str, stored_at: str | None
+    ) -> list[Effect]:
+        """A heartbeat of the attempt's runner: the step shows when it was last heard (kept
+        in memory and stored with the step's next record: a write per heartbeat would cost
+        more than the display is worth), and a queued attempt learns its runner."""
+        step = self.steps.get(step_id)
+        if step is not None:
+            step.last_heartbeat_at = stored_at
+        self.on_accepted(step_id, attempt, runner)
+        return []
+
     def on_accepted(self, step_id: str, attempt: int, runner: str) -> None:
         """A heartbeat shows which runner holds a queued attempt (before it reported started),
         so a later verdict can fence that runner."""

@@ -37,6 +37,7 @@ class HeartbeatView:
         self.silence_limit = silence_limit
         self.kill_grace = kill_grace
         self.beats: dict[str, dict[str, Beat]] = {}  # run -> step -> latest beat
+        self.given: dict[str, set[tuple[str, int]]] = {}  # run -> (step, attempt) judged
         self.grace_from = time.monotonic()
         self.connected = True
 
@@ -47,6 +48,19 @@ class HeartbeatView:
 
     def forget_run(self, run_id: str) -> None:
         self.beats.pop(run_id, None)
+        self.given.pop(run_id, None)
+
+    def give(self, run_id: str, step_id: str, attempt: int) -> bool:
+        """Record a verdict on the attempt; False if it had one already."""
+        given = self.given.setdefault(run_id, set())
+        if (step_id, attempt) in given:
+            return False
+        given.add((step_id, attempt))
+        return True
+
+    def withdraw(self, run_id: str, step_id: str, attempt: int) -> None:
+        """The verdict was not delivered (its outcome could not be read): judge it again."""
+        self.given.get(run_id, set()).discard((step_id, attempt))
 
     def disconnected(self) -> None:
         self.connected = False
@@ -56,17 +70,15 @@ class HeartbeatView:
         self.grace_from = time.monotonic() if now is None else now
 
     def verdicts(
-        self,
-        state: RunState,
-        running_since: dict[str, float],
-        already: set[tuple[str, int]],
-        now: float | None = None,
+        self, state: RunState, running_since: dict[str, float], now: float | None = None
     ) -> list[Silent]:
-        """Silent verdicts for one run's attempts, each given at most once."""
+        """Silent verdicts for one run's attempts, each given at most once (``withdraw``
+        one to have it judged again)."""
         if not self.connected:
             return []
         now = time.monotonic() if now is None else now
         run_id = state.run.run_id
+        already = self.given.setdefault(run_id, set())
         out: list[Silent] = []
         for step_id, since in running_since.items():
             step = state.steps[step_id]
