@@ -100,26 +100,53 @@ def event(logger: logging.Logger, msg: str, **fields: object) -> None:
         handler.stream.write(json_line(time.time(), "info", logger.name, msg, fields) + "\n")
 
 
+class Health:
+    """What a service's readiness probe asks (``GET /readyz`` on its metrics port): ready once
+    ``start()`` has returned (connected, streams ensured, consumers bound), while its NATS
+    connection (``service.nc``) is up, and until it starts stopping. Liveness needs no state:
+    that the event loop answers at all is the proof."""
+
+    def __init__(self, service: object) -> None:
+        self.service = service
+        self.started = False
+        self.stopping = False
+
+    def ready(self) -> tuple[bool, str]:
+        if self.stopping:
+            return False, "stopping"
+        if not self.started:
+            return False, "starting"
+        nc = getattr(self.service, "nc", None)
+        if nc is not None and not nc.is_connected:
+            return False, "NATS disconnected"
+        return True, "ready"
+
+
 async def serve(service: Service, settings: Settings | None = None) -> None:
     """Start ``service``, run until SIGTERM or SIGINT, then stop it gracefully. With
-    HEDDLE_METRICS_PORT set, its metrics are served from before it starts until it stopped."""
+    HEDDLE_METRICS_PORT set, its metrics and probes are served from before it starts until it
+    stopped."""
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
     log = logging.getLogger(f"heddle.{service.name}")
+    health = Health(service)
     metrics = None
     if settings is not None and settings.metrics_port:
         from shared.metrics_http import MetricsServer  # aiohttp only where it serves
 
-        metrics = MetricsServer(service.name, settings.metrics_host, settings.metrics_port)
+        metrics = MetricsServer(service.name, settings.metrics_host, settings.metrics_port, health)
         await metrics.start()
     try:
         await service.start()
+        health.started = True
         event(log, "started", service=service.name)
         await stopping.wait()
+        health.stopping = True
         event(log, "stopping", service=service.name)
     finally:
+        health.stopping = True
         reporter = asyncio.create_task(_report_slow_stop(log))
         try:
             await service.stop()

@@ -78,6 +78,17 @@ VALUE_SETS = {
             "externalNats": {"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}], "port": 4223}
         },
     },
+    "nats-cluster": {
+        "nats": {"replicas": 3, "persistence": {"size": "4Gi"}},
+        "gateway": {"replicas": 2},
+        "runners": {"replicas": 4},
+        "podDisruptionBudget": {"runnersMaxUnavailable": 2},
+    },
+    "no-pdb-small-volume": {
+        "podDisruptionBudget": {"enabled": False},
+        "nats": {"persistence": {"size": "1Gi"}},
+        "settings": {"logMaxBytes": 536870912},
+    },
     "no-network-policy": {"networkPolicy": {"enabled": False}},
     "no-metrics-port": {"settings": {"metricsPort": 0}, "metrics": {"annotations": False}},
     "open-gateway-no-runners": {
@@ -231,7 +242,7 @@ def test_nats_storage_is_a_claim_or_an_empty_dir(chart: helm.Chart, default: Man
     nats = default.get("StatefulSet", "nats")["spec"]
     (claim,) = nats["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data"
-    assert claim["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "2Gi"
     assert "storageClassName" not in claim["spec"]
 
     sized = render(chart, {"nats": {"persistence": {"size": "20Gi", "storageClass": "fast"}}})
@@ -315,7 +326,8 @@ def test_a_setting_override_reaches_every_service(chart: helm.Chart, default: Ma
         "registryTtl": 30,
         "logLevel": "debug",
     }
-    manifest = render(chart, {"settings": overrides})
+    # A 4 GiB log stream needs a volume that holds it.
+    manifest = render(chart, {"settings": overrides, "nats": {"persistence": {"size": "8Gi"}}})
     containers = manifest.heddle_containers()
     assert set(containers) == {*CONTROL_PLANE, *DEFAULT_RUNNERS}
     for component, (_, container) in containers.items():
@@ -435,6 +447,131 @@ def test_gateway_probes_and_port(default: Manifest) -> None:
     assert gateway["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     svc_port = default.get("Service", "gateway")["spec"]["ports"][0]
     assert (svc_port["port"], svc_port["targetPort"]) == (8080, "http")
+
+
+def test_every_service_is_probed_on_its_metrics_port(chart: helm.Chart, default: Manifest) -> None:
+    # /healthz (live: the event loop answers) and /readyz (started, connected to NATS) are
+    # served beside /metrics (shared/metrics_http.py; tests/test_probes.py asks them).
+    for key, (_, container) in default.heddle_containers().items():
+        if key == "gateway":
+            continue
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        env = Settings.from_env(only_strings(default.env(container)))
+        assert ports["metrics"] == env.metrics_port, key
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+        assert container["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+        live = container["livenessProbe"]
+        # A frozen service is restarted within periodSeconds x failureThreshold (+ timeout).
+        assert live["periodSeconds"] * live["failureThreshold"] <= 30, key
+    # No metrics port, nothing to probe: no probe that would always fail.
+    none = render(chart, {"settings": {"metricsPort": 0}})
+    for key, (_, container) in none.heddle_containers().items():
+        if key != "gateway":
+            assert not {"livenessProbe", "readinessProbe", "startupProbe"} & set(container), key
+
+
+@pytest.mark.parametrize(
+    ("size", "log_bytes", "fits"),
+    [
+        ("2Gi", None, True),  # the default volume holds the default 1 GiB log stream
+        ("1Gi", None, False),  # the crash loop: err_code=10047
+        ("1Gi", 536870912, True),
+        ("1536Mi", None, True),
+        ("1500M", None, False),
+        ("2G", None, True),
+        ("10Gi", 7516192768, True),
+        ("10Gi", 7516192769, False),
+    ],
+)
+def test_the_nats_volume_must_hold_the_log_stream(
+    chart: helm.Chart, size: str, log_bytes: int | None, fits: bool
+) -> None:
+    values: dict[str, Any] = {"nats": {"persistence": {"size": size}}}
+    if log_bytes is not None:
+        values["settings"] = {"logMaxBytes": log_bytes}
+    if fits:
+        manifest = render(chart, values)
+        (claim,) = manifest.get("StatefulSet", "nats")["spec"]["volumeClaimTemplates"]
+        assert claim["spec"]["resources"]["requests"]["storage"] == size
+    else:
+        with pytest.raises(helm.HelmRenderError, match="cannot hold the log stream"):
+            render(chart, values)
+
+
+def test_the_default_volume_fits_the_default_log_stream(default: Manifest) -> None:
+    (claim,) = default.get("StatefulSet", "nats")["spec"]["volumeClaimTemplates"]
+    size = claim["spec"]["resources"]["requests"]["storage"]
+    assert size == "2Gi"
+    _, container = default.heddle_containers()["orchestrator"]
+    log_bytes = Settings.from_env(only_strings(default.env(container))).log_max_bytes
+    # nats-server gives JetStream 75% of the volume; the log stream reserves its max_bytes.
+    assert log_bytes <= 0.75 * 2 * 1024**3
+
+
+def test_a_three_node_nats_cluster(chart: helm.Chart) -> None:
+    manifest = render(chart, {"nats": {"replicas": 3}})
+    nats = manifest.get("StatefulSet", "nats")
+    assert nats["spec"]["replicas"] == 3
+    assert nats["spec"]["podManagementPolicy"] == "Parallel"
+    (container,) = nats["spec"]["template"]["spec"]["containers"]
+    args = dict(a.removeprefix("--").split("=", 1) for a in container["args"] if "=" in a)
+    headless = nats["spec"]["serviceName"]
+    assert args["cluster"] == "nats://0.0.0.0:6222"
+    assert args["cluster_name"] == "nats"
+    assert args["routes"].split(",") == [
+        f"nats://nats-{i}.{headless}:6222" for i in range(3)
+    ]  # every pod's stable name under the headless Service, which publishes the route port
+    ports = {p["name"]: p["port"] for p in manifest.get("Service", headless)["spec"]["ports"]}
+    assert ports["cluster"] == 6222
+    assert {p["name"] for p in container["ports"]} == {"client", "monitor", "cluster"}
+    # Every stream and bucket on three nodes.
+    for key, (_, c) in manifest.heddle_containers().items():
+        assert Settings.from_env(only_strings(manifest.env(c))).replicas == 3, key
+    # Only NATS pods reach the route port.
+    policy = manifest.get("NetworkPolicy", "nats")
+    (routes,) = [r for r in policy["spec"]["ingress"] if r["ports"][0]["port"] == 6222]
+    (peer,) = routes["from"]
+    assert peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "nats"
+    # A single node: no cluster, one replica of everything.
+    single = render(chart)
+    (container,) = single.get("StatefulSet", "nats")["spec"]["template"]["spec"]["containers"]
+    assert not [a for a in container["args"] if a.startswith(("--cluster", "--routes"))]
+    _, c = single.heddle_containers()["gateway"]
+    assert Settings.from_env(only_strings(single.env(c))).replicas == 1
+    # Settings.replicas beyond the nodes cannot be placed: refused.
+    with pytest.raises(helm.HelmRenderError, match=r"must not exceed nats\.replicas"):
+        render(chart, {"settings": {"replicas": 3}})
+    render(chart, {"settings": {"replicas": 3}, "nats": {"replicas": 3}})
+    with pytest.raises(helm.HelmValuesError):
+        render(chart, {"nats": {"replicas": 2}})  # no quorum after a loss: not offered
+
+
+def test_disruption_budgets(chart: helm.Chart, default: Manifest) -> None:
+    def selected(manifest: Manifest, pdb: dict[str, Any]) -> set[str]:
+        labels = pdb["spec"]["selector"]["matchLabels"]
+        return {
+            w["metadata"]["name"]
+            for w in manifest.workloads()
+            if labels.items() <= w["spec"]["template"]["metadata"]["labels"].items()
+        }
+
+    # One gateway, one NATS node: no budget (it would block drains); two runners: one.
+    assert set(default.of_kind("PodDisruptionBudget")) == {"runner"}
+    runners = default.get("PodDisruptionBudget", "runner")
+    assert selected(default, runners) == set(DEFAULT_RUNNERS)
+    assert runners["spec"]["maxUnavailable"] == 1
+    big = render(chart, VALUE_SETS["nats-cluster"])
+    pdbs = big.of_kind("PodDisruptionBudget")
+    assert set(pdbs) == {"gateway", "runner", "nats"}
+    assert selected(big, pdbs["gateway"]) == {"gateway"}
+    assert selected(big, pdbs["nats"]) == {"nats"}
+    assert selected(big, pdbs["runner"]) == set(big.runner_workloads())
+    assert pdbs["runner"]["spec"]["maxUnavailable"] == 2
+    assert pdbs["gateway"]["spec"]["maxUnavailable"] == pdbs["nats"]["spec"]["maxUnavailable"] == 1
+    assert not render(chart, {"podDisruptionBudget": {"enabled": False}}).of_kind(
+        "PodDisruptionBudget"
+    )
 
 
 def test_every_service_serves_metrics_where_prometheus_looks(

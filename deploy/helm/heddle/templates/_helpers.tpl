@@ -118,9 +118,36 @@ and waits up to killGrace + 5 s more for it to exit. */ -}}
 {{- if le (float64 .Values.runners.terminationGracePeriodSeconds) $runnerNeeds -}}
 {{- fail (printf "runners.terminationGracePeriodSeconds (%v) must exceed settings.shutdownGrace + settings.killGrace + 5 (%v)" .Values.runners.terminationGracePeriodSeconds $runnerNeeds) -}}
 {{- end -}}
-{{- if and .Values.nats.enabled $s.replicas (gt (float64 $s.replicas) 1.0) -}}
-{{- fail "settings.replicas must be 1 with the chart's single-node NATS (nats.enabled=true)" -}}
+{{- if and .Values.nats.enabled $s.replicas (gt (float64 $s.replicas) (float64 .Values.nats.replicas)) -}}
+{{- fail (printf "settings.replicas (%v) must not exceed nats.replicas (%v), the chart's NATS nodes" $s.replicas .Values.nats.replicas) -}}
 {{- end -}}
+{{- /* nats-server gives JetStream 75% of its volume, and HEDDLE_LOGS reserves its max_bytes:
+a volume that cannot hold it makes every service crash-loop (err_code=10047, insufficient
+storage resources). 70%: a margin for the filesystem's own overhead. */ -}}
+{{- $storage := toString (default "file" $s.storage) -}}
+{{- if and .Values.nats.enabled .Values.nats.persistence.enabled (eq $storage "file") -}}
+{{- $logBytes := 1073741824.0 -}}
+{{- if and (not (kindIs "invalid" $s.logMaxBytes)) (ne (toString $s.logMaxBytes) "") -}}
+{{- $logBytes = float64 $s.logMaxBytes -}}
+{{- end -}}
+{{- $volume := float64 (include "heddle.bytes" .Values.nats.persistence.size) -}}
+{{- $usable := mulf $volume 0.7 -}}
+{{- if gt $logBytes $usable -}}
+{{- fail (printf "nats.persistence.size %s cannot hold the log stream: settings.logMaxBytes (%s bytes) must be at most 70%% of the volume (%s bytes); raise the size or lower logMaxBytes" (toString .Values.nats.persistence.size) (include "heddle.settingValue" $logBytes) (include "heddle.settingValue" (floor $usable))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A Kubernetes quantity (2Gi, 1500M, 1073741824) in bytes. */}}
+{{- define "heddle.bytes" -}}
+{{- $q := toString . -}}
+{{- $units := dict "" 1.0 "k" 1e3 "K" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $q -}}
+{{- $unit := trimPrefix $num $q -}}
+{{- if or (not $num) (not (hasKey $units $unit)) -}}
+{{- fail (printf "%q is not a size this chart reads (e.g. 2Gi, 1500Mi, 2G)" $q) -}}
+{{- end -}}
+{{- mulf (float64 $num) (index $units $unit) | floor | int64 -}}
 {{- end -}}
 
 {{/*
@@ -290,7 +317,7 @@ spec:
             {{- . | nindent 12 }}
             {{- end }}
           {{- end }}
-          {{- if eq $c "gateway" }}
+          {{- if or (eq $c "gateway") $metricsPort }}
           {{- with $v.startupProbe }}
           startupProbe:
             {{- toYaml . | nindent 12 }}
