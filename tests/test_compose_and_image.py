@@ -264,23 +264,123 @@ def test_dockerfile() -> None:
     assert not {".venv", ".git"} & allowed
 
 
-def test_kind_script() -> None:
-    assert os.access(KIND_UP, os.X_OK), f"{KIND_UP} is not executable"
+KIND_DOWN = KIND_UP.parent / "down.sh"
+
+# Stand-ins for docker, kind, kubectl and helm: each appends its argv to $CALLS (one line, words
+# separated by tabs) and answers as the real tool would for what the scripts ask. KIND_LOAD_FAILS
+# makes `kind load docker-image` fail as it does with Docker 29 (kind #3795).
+STUBS = {
+    "docker": """
+case "$1 $2" in
+  "image inspect") echo "sha256:0123456789abcdef0123456789abcdef" ;;
+  "save -o") printf 'image archive of %s' "$4" > "$3" ;;
+esac
+exit 0
+""",
+    "kind": """
+case "$1 $2" in
+  "get clusters") printf '%s\\n' ${KIND_CLUSTERS:-} ;;
+  "load docker-image") [ -z "${KIND_LOAD_FAILS:-}" ] || {
+    echo "ERROR: failed to load image: command ctr images import failed" >&2; exit 1; } ;;
+  "load image-archive") [ -s "$3" ] && cp "$3" "$CALLS.archive" || exit 1
+    [ -z "${ARCHIVE_FAILS:-}" ] || exit 1 ;;
+esac
+exit 0
+""",
+    "kubectl": "exit 0\n",
+    "helm": "exit 0\n",
+}
+
+
+def run_script(
+    script: Path, tmp_path: Path, **env: str
+) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+    stubs = tmp_path / "bin"
+    stubs.mkdir(exist_ok=True)
+    for name, body in STUBS.items():
+        path = stubs / name
+        path.write_text(f'#!/bin/bash\n( IFS=$\'\\t\'; echo "{name}\t$*" ) >> "$CALLS"\n{body}')
+        path.chmod(0o755)
+    calls = tmp_path / "calls"
+    calls.write_text("")
     result = subprocess.run(
-        ["bash", "-n", str(KIND_UP)], capture_output=True, text=True, timeout=30, check=False
+        ["bash", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={
+            "PATH": f"{stubs}:/usr/bin:/bin",
+            "CALLS": str(calls),
+            "TMPDIR": str(tmp_path),
+            "HOME": str(tmp_path),
+            **env,
+        },
     )
+    return result, [line.split("\t") for line in calls.read_text().splitlines()]
+
+
+def test_kind_scripts_parse() -> None:
+    for script in (KIND_UP, KIND_DOWN):
+        assert os.access(script, os.X_OK), f"{script} is not executable"
+        result = subprocess.run(
+            ["bash", "-n", str(script)], capture_output=True, text=True, timeout=30, check=False
+        )
+        assert result.returncode == 0, result.stderr
+
+
+def test_kind_up_builds_loads_and_installs(tmp_path: Path) -> None:
+    result, calls = run_script(KIND_UP, tmp_path, RUNNERS="3")
     assert result.returncode == 0, result.stderr
-    script = KIND_UP.read_text()
-    for needed in (
-        "set -euo pipefail",
-        "kind create cluster",
-        "docker build",
-        "kind load docker-image",
-        "helm upgrade --install",
-        "deploy/helm/heddle",
-        "runners.replicas",
-    ):
-        assert needed in script, needed
+    tools = [c[:3] for c in calls]
+    assert ["kind", "create", "cluster"] in tools  # no cluster yet
+    assert ["docker", "build", "-t"] in tools
+    loads = [c for c in calls if c[:2] == ["kind", "load"]]
+    (load,) = loads
+    assert load[2] == "docker-image" and load[3].startswith("heddle:dev-")
+    assert not [c for c in calls if c[:2] == ["docker", "save"]]
+    (helm_call,) = [c for c in calls if c[0] == "helm"]
+    assert helm_call[1:3] == ["upgrade", "--install"]
+    assert f"image.tag={load[3].split(':', 1)[1]}" in helm_call
+    assert "runners.replicas=3" in helm_call and "--wait" in helm_call
+    assert "port-forward" in result.stderr and "TOKEN=" in result.stderr  # the URL, a token
+
+
+def test_kind_up_falls_back_to_an_image_archive(tmp_path: Path) -> None:
+    result, calls = run_script(KIND_UP, tmp_path, KIND_LOAD_FAILS="1", KIND_CLUSTERS="heddle")
+    assert result.returncode == 0, result.stderr
+    assert not [c for c in calls if c[:3] == ["kind", "create", "cluster"]]  # it exists
+    load, save, archive = [c for c in calls if c[:2] in (["kind", "load"], ["docker", "save"])]
+    image = load[3]
+    assert load[2] == "docker-image"
+    assert save[:3] == ["docker", "save", "-o"] and save[4] == image
+    assert archive[2] == "image-archive" and archive[3] == save[3]
+    assert archive[archive.index("--name") + 1] == "heddle"
+    # The archive kind loaded was the saved image, and it is gone afterwards.
+    assert (tmp_path / "calls.archive").read_text() == f"image archive of {image}"
+    assert not Path(save[3]).exists()
+    assert "image-archive" in result.stderr
+    # And then it installs.
+    assert [c for c in calls if c[0] == "helm"]
+
+
+def test_kind_up_stops_when_neither_load_works(tmp_path: Path) -> None:
+    result, calls = run_script(
+        KIND_UP, tmp_path, KIND_LOAD_FAILS="1", ARCHIVE_FAILS="1", KIND_CLUSTERS="heddle"
+    )
+    assert result.returncode != 0
+    assert "could not load" in result.stderr
+    assert not [c for c in calls if c[0] == "helm"]
+    assert not list(tmp_path.glob("heddle-image.*"))  # no archive left behind
+
+
+def test_kind_down_deletes_the_cluster(tmp_path: Path) -> None:
+    result, calls = run_script(KIND_DOWN, tmp_path, KIND_CLUSTERS="heddle other")
+    assert result.returncode == 0, result.stderr
+    assert ["kind", "delete", "cluster", "--name", "heddle"] in calls
+    result, calls = run_script(KIND_DOWN, tmp_path, KIND_CLUSTERS="other")
+    assert result.returncode == 0
+    assert not [c for c in calls if c[:2] == ["kind", "delete"]]
 
 
 def test_an_installed_package_carries_the_web_page(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@
 #   deploy/kind/up.sh                          # cluster "heddle", namespace "heddle", 2 runners
 #   RUNNERS=4 deploy/kind/up.sh --set settings.logLevel=debug   # extra args go to helm
 #   kubectl --context kind-heddle -n heddle port-forward svc/gateway 8080:8080
-#   kind delete cluster --name heddle          # tear everything down
+#   deploy/kind/down.sh                        # tear everything down
 #
 # Needs docker, kind, kubectl and helm on PATH.
 set -euo pipefail
@@ -44,8 +44,26 @@ tag="dev-${image_id#sha256:}"
 tag="${tag:0:16}"
 docker tag "$IMAGE:dev" "$IMAGE:$tag"
 
+# `kind load docker-image` fails with Docker 29 and with the containerd image store (kind
+# #3795): then the image goes through an archive, which every Docker can write.
+load_image() {
+  if kind load docker-image "$1" --name "$CLUSTER"; then
+    return 0
+  fi
+  log "kind load docker-image failed; loading $1 through docker save and kind load image-archive"
+  local archive
+  archive="$(mktemp "${TMPDIR:-/tmp}/heddle-image.XXXXXX")"
+  if docker save -o "$archive" "$1" && kind load image-archive "$archive" --name "$CLUSTER"; then
+    rm -f "$archive"
+    return 0
+  fi
+  rm -f "$archive"
+  echo "up.sh: could not load $1 into kind cluster $CLUSTER" >&2
+  return 1
+}
+
 log "loading $IMAGE:$tag into kind cluster $CLUSTER"
-kind load docker-image "$IMAGE:$tag" --name "$CLUSTER"
+load_image "$IMAGE:$tag"
 
 log "installing release $RELEASE into namespace $NAMESPACE"
 helm upgrade --install "$RELEASE" "$CHART" \
@@ -66,4 +84,5 @@ Heddle is up in kind cluster $CLUSTER, namespace $NAMESPACE.
   TOKEN=\$(kubectl --context $CONTEXT -n $NAMESPACE get secret heddle-admin-token -o jsonpath='{.data.token}' | base64 -d)
   curl -H "Authorization: Bearer \$TOKEN" http://127.0.0.1:8080/api/runs
   RUNNERS=4 $0        # more runners: each is a StatefulSet with its own NATS user
+  $(dirname "$0")/down.sh   # delete the cluster
 MSG
