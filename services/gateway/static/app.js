@@ -18,7 +18,7 @@
   const LOG_TAIL = 1000;           // lines per attempt read before following
   const MAX_DOM_LINES = 5000;      // lines per attempt kept on the page
   const SVG_MAX_STEPS = 300;       // larger runs are drawn on a canvas (graph.js)
-  const TABLE_CHUNK = 400;         // step rows added per frame on a large run's first draw
+  const TABLE_PAGE = 300;          // step rows shown at first (more on demand, by state)
   const WORKFLOWS_POLL_MS = 2000;
   const GRID_POLL_MS = 3000;
   const KEY_WINDOW_MS = 5000;      // Run now clicks this close together are one request
@@ -596,21 +596,35 @@
     const rows = new Map();
     let dag = null;
     let misses = 0;
-    let filling = null;   // a large run's rows, added a chunk per frame
+    let lastSteps = [];
+    // A large run's table shows TABLE_PAGE rows, more on demand, optionally of one state:
+    // thousands of rows would make every change re-lay out the page.
+    let shown = TABLE_PAGE;
+    const stateSel = h("select", { id: "steps-state", "aria-label": "steps in this state" },
+      h("option", { value: "" }, "every state"), STEP_STATES.map((st) => h("option", { value: st }, st)));
+    const tableInfo = h("span", { class: "muted", id: "steps-info" });
+    const more = h("button", { id: "steps-more", type: "button" }, `Show ${TABLE_PAGE} more`);
+    const tableBar = h("div", { class: "section-bar", hidden: true }, h("h2", {}, "Steps"), tableInfo,
+      h("div", { class: "controls" }, stateSel, more));
     add(main, [
       h("nav", { class: "crumbs" }, h("a", { href: "#/runs" }, "Runs"), " / ", runId),
-      head, h("div", { class: "actions" }, cancel, retry, outcome), notice, meta, dagBox,
+      head, h("div", { class: "actions" }, cancel, retry, outcome), notice, meta, dagBox, tableBar,
       h("table", { class: "grid", id: "steps" },
         h("thead", {}, h("tr", {}, ["Step", "Status", "Attempt", "Runner", "Exit", "Duration",
           "Depends on", "Reason"].map((t) => h("th", {}, t)))),
         tbody),
     ]);
 
+    // What a step's row shows, to redraw only the rows that changed (cheaper than the
+    // whole record, output tails included, on a run of thousands of steps).
+    const rowKey = (st) => [st.status, st.attempt, st.runner, st.exitCode, st.startedAt,
+      st.finishedAt, st.reason, st.retryAt].join("\u0000");
+
     function renderRows(steps) {
       for (const st of steps) {
         // A running step's row shows a growing duration; any other changes with its record.
         const ticking = st.startedAt && !st.finishedAt && !TERMINAL_STEP.has(st.status);
-        const key = JSON.stringify(st) + (ticking ? Date.now() : "");
+        const key = rowKey(st) + (ticking ? Date.now() : "");
         let row = rows.get(st.id);
         if (!row) {
           row = { tr: h("tr", { "data-step": st.id }), key: "" };
@@ -625,23 +639,28 @@
       }
     }
 
-    // A large run's table is built a chunk per frame, after its graph: the graph shows at
-    // once and the page stays responsive. Later polls update what is built.
     function fillRows(steps) {
-      if (rows.size >= steps.length || steps.length <= TABLE_CHUNK) {
+      lastSteps = steps;
+      if (steps.length <= TABLE_PAGE) {
         renderRows(steps);
         return;
       }
-      if (filling) cancelAnimationFrame(filling);
-      let at = rows.size;
-      renderRows(steps.slice(0, at));
-      const more = () => {
-        renderRows(steps.slice(at, at + TABLE_CHUNK));
-        at += TABLE_CHUNK;
-        filling = at < steps.length ? requestAnimationFrame(more) : null;
-      };
-      filling = requestAnimationFrame(more);
+      tableBar.hidden = false;
+      const matching = stateSel.value ? steps.filter((st) => st.status === stateSel.value) : steps;
+      const list = matching.slice(0, shown);
+      const ids = list.map((st) => st.id).join("\n");
+      if (ids !== fillRows.ids) {  // another set of rows: built again (a page of them)
+        fillRows.ids = ids;
+        rows.clear();
+        tbody.replaceChildren();
+      }
+      renderRows(list);
+      tableInfo.textContent = `${list.length} shown of ${matching.length}` +
+        (stateSel.value ? ` ${stateSel.value}` : "") + ` (${steps.length} steps)`;
+      more.hidden = list.length >= matching.length;
     }
+    stateSel.addEventListener("change", () => { shown = TABLE_PAGE; fillRows(lastSteps); });
+    more.addEventListener("click", () => { shown += TABLE_PAGE; fillRows(lastSteps); });
 
     function render(run) {
       put(head, h("h1", { class: "mono" }, run.runId), badge(run.status));
@@ -728,7 +747,6 @@
     });
     return () => {
       p.stop();
-      if (filling) cancelAnimationFrame(filling);
       if (dag && dag.destroy) dag.destroy();
     };
   }

@@ -93,16 +93,22 @@ window.HeddleGraph = (() => {
     let pending = false;
     let found = -1, hover = -1;
     let destroyed = false;
+    let fitted = false;
 
     function setStates(list) {
-      let changed = false;
+      let changed = canvas.dataset.states === undefined;
       for (const st of list) {
         const i = index.get(st.id);
         if (i === undefined) continue;
         const s = Math.max(0, states.indexOf(st.status));
         if (stateOf[i] !== s) { stateOf[i] = s; changed = true; }
       }
-      if (changed) invalidate();
+      if (!changed) return;
+      const counts = new Array(states.length).fill(0);
+      for (let i = 0; i < stateOf.length; i++) counts[stateOf[i]] += 1;
+      canvas.dataset.states = states.map((st, s) => (counts[s] ? `${st}:${counts[s]}` : ""))
+        .filter(Boolean).join(" ");
+      invalidate();
     }
 
     function invalidate() {
@@ -117,7 +123,9 @@ window.HeddleGraph = (() => {
       const h = Math.max(200, Math.floor(rect.height));
       dpr = window.devicePixelRatio || 1;
       if (w === cssW && h === cssH && canvas.width === Math.round(w * dpr)) return;
-      const first = cssW === 0;
+      // Fitted once it has its real size (created before it is in the page, it has none).
+      const first = !fitted && rect.width > 0;
+      if (first) fitted = true;
       cssW = w; cssH = h;
       canvas.width = Math.round(w * dpr);
       canvas.height = Math.round(h * dpr);
@@ -240,7 +248,8 @@ window.HeddleGraph = (() => {
       stats.draws.push(took);
       if (stats.draws.length > STATS_KEPT) stats.draws.shift();
       if (stats.firstDrawMs === null) {
-        stats.firstDrawMs = performance.now() - stats.created;
+        stats.drawnAt = performance.now();  // since the page's navigation began
+        stats.firstDrawMs = stats.drawnAt - stats.created;
         canvas.dataset.firstDrawMs = stats.firstDrawMs.toFixed(1);
       }
       canvas.dataset.drawn = String(stats.frames);
