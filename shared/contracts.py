@@ -7,7 +7,7 @@ services can talk during an upgrade. Encoders and decoders are built once per pr
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
 import msgspec
 
@@ -26,19 +26,12 @@ class Wire(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
 # ---- documents users write (HTTP) -------------------------------------------------------
 
 
-# The rules shared/validation.py enforces that a JSON Schema can state too: the API's
-# document (services/gateway/openapi.py) is generated from these types.
-MAX_RETRIES = 100
-MAX_TIMEOUT = 7 * 86400
-Id = Annotated[str, msgspec.Meta(pattern="^[A-Za-z0-9_-]{1,64}$")]
-
-
 class StepSpec(Wire, forbid_unknown_fields=True):
-    id: Id
-    command: Annotated[str, msgspec.Meta(min_length=1)]
-    depends_on: list[Id] = []
-    retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] = 0
-    timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT)] | None = None
+    id: str
+    command: str
+    depends_on: list[str] = []
+    retries: int = 0
+    timeout_seconds: float | None = None
     env: dict[str, str] = {}  # static variables; over the workflow's (shared/step_env.py)
 
 
@@ -52,8 +45,8 @@ class ParamSpec(Wire, forbid_unknown_fields=True):
 
 
 class WorkflowSpec(Wire, forbid_unknown_fields=True):
-    steps: Annotated[list[StepSpec], msgspec.Meta(min_length=1)]
-    name: Id | None = None
+    steps: list[StepSpec]
+    name: str | None = None
     schedule: str | None = None
     timezone: str | None = None
     catchup: bool = True
@@ -67,8 +60,8 @@ class RunRequest(WorkflowSpec, forbid_unknown_fields=True):
     Its ``params`` are the run's values (an object), or declarations as a workflow document
     has them (a list), each then taking its default."""
 
-    run_id: Id | None = None
-    workflow_id: Id | None = None  # the older route's name for runId
+    run_id: str | None = None
+    workflow_id: str | None = None  # the older route's name for runId
     params: list[ParamSpec] | dict[str, str] = []  # type: ignore[assignment]
 
 

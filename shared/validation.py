@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from shared.contracts import MAX_RETRIES, MAX_TIMEOUT, RunRequest, SubmitRun, WorkflowSpec
+from shared.contracts import RunRequest, SubmitRun, WorkflowSpec
 from shared.dag import structural_problems
 from shared.errors import InvalidWorkflow, Problem
 from shared.names import ID_PATTERN
@@ -30,6 +30,8 @@ WORKFLOW_FIELDS = {
     "env",
 }
 RUN_FIELDS = WORKFLOW_FIELDS | {"runId", "workflowId"}
+MAX_RETRIES = 100
+MAX_TIMEOUT = 7 * 86400
 
 
 @dataclass(frozen=True, slots=True)

@@ -169,6 +169,7 @@ async def test_a_step_holds_no_credential_and_nats_refuses_it(
         "HEDDLE_RUN_ID",
         "HEDDLE_STEP_ID",
         "HEDDLE_ATTEMPT",
+        "HEDDLE_OUTPUTS",  # the path of the step's own outputs file
     }
     assert connect.startswith("refused:") and "Authorization Violation" in connect
 

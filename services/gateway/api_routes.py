@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from services.gateway.api_types import (
+    ID_SCHEMA_PATTERN,
     LogDump,
     NewToken,
     PatchWorkflow,
@@ -38,7 +39,6 @@ from services.gateway.grid import MAX_STEPS as GRID_STEPS
 from services.gateway.log_reader import DEFAULT_TAIL, MAX_TAIL
 from services.gateway.workflows import CURSOR_PATTERN
 from shared.contracts import RunRequest
-from shared.names import ID_PATTERN
 
 Answer = tuple[type | str | None, str]  # (JSON type, or a media type for text; meaning)
 
@@ -70,7 +70,7 @@ class Operation:
     offline: bool = False  # answers without NATS: never a 503
 
 
-ID = {"type": "string", "pattern": ID_PATTERN.pattern.replace("\\Z", "$")}
+ID = {"type": "string", "pattern": ID_SCHEMA_PATTERN}
 
 
 def _id(name: str, what: str) -> Param:

@@ -15,14 +15,19 @@ from msgspec import UNSET, UnsetType
 
 from shared.contracts import (
     AttemptRecord,
-    Id,
     ParamSpec,
     RunStatus,
     StepSpec,
     StepStatus,
     WorkflowSpec,
 )
+from shared.names import ID_PATTERN
 from shared.tokens import Role
+
+# An id as JSON Schema states it (``$`` for Python's ``\Z``), for the types only the
+# document uses; the gateway checks ids in shared/validation.py.
+ID_SCHEMA_PATTERN = ID_PATTERN.pattern.replace("\\Z", "$")
+Id = Annotated[str, msgspec.Meta(pattern=ID_SCHEMA_PATTERN)]
 
 
 class Doc(msgspec.Struct, rename="camel", kw_only=True):

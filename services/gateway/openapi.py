@@ -14,9 +14,10 @@ from typing import Any
 import msgspec
 
 from services.gateway.api_routes import OPERATIONS, Operation, Param
-from services.gateway.api_types import ErrorDoc
+from services.gateway.api_types import ID_SCHEMA_PATTERN, ErrorDoc
 from services.gateway.auth import HOST_FREE, ROUTE_ROLES, UNLISTED
 from shared.json_depth import MAX_JSON_DEPTH
+from shared.validation import MAX_RETRIES, MAX_TIMEOUT
 
 VERSION = "0.1.0"
 REF = "#/components/schemas/{name}"
@@ -115,6 +116,7 @@ def document() -> dict[str, Any]:
     kinds = {k for op in OPERATIONS for k in _types(op)} | {ErrorDoc}
     ordered = sorted(kinds, key=lambda t: t.__name__)
     refs, components = msgspec.json.schema_components(ordered, ref_template=REF)
+    refine(components)
     schemas = dict(zip(ordered, refs, strict=True))
     paths: dict[str, dict[str, Any]] = {}
     for op in OPERATIONS:
@@ -147,6 +149,38 @@ def document() -> dict[str, Any]:
             },
         },
     }
+
+
+ID = {"pattern": ID_SCHEMA_PATTERN}
+# What shared/validation.py checks of a workflow document, stated in its schema as well. The
+# wire structs stay unconstrained, so that the orchestrator can list every problem of a
+# submit that skipped the gateway rather than fail on the first.
+RULES: dict[str, dict[str, dict[str, Any]]] = {
+    "StepSpec": {
+        "id": ID,
+        "command": {"minLength": 1},
+        "dependsOn": {"items": ID},
+        "retries": {"minimum": 0, "maximum": MAX_RETRIES},
+        "timeoutSeconds": {"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
+    },
+    **{
+        name: {"steps": {"minItems": 1}, "name": ID, "runId": ID, "workflowId": ID}
+        for name in ("WorkflowSpec", "RunRequest", "RegisterRequest")
+    },
+}
+
+
+def refine(components: dict[str, Any]) -> None:
+    """Add ``RULES`` to the generated schemas; for a nullable field, to its non-null type."""
+    for name, fields in RULES.items():
+        properties = components.get(name, {}).get("properties", {})
+        for field_name, rule in fields.items():
+            schema = properties.get(field_name)
+            if schema is None:
+                continue
+            for option in schema.get("anyOf", [schema]):
+                if option.get("type") != "null":
+                    option.update(rule)
 
 
 def _types(op: Operation) -> list[type]:
