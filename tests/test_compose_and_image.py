@@ -91,6 +91,10 @@ def test_compose_services(compose: dict[str, Any]) -> None:
     assert "--store_dir=/data" in nats["command"]
     assert mounts(nats)["/data"][0] in compose["volumes"]
     assert nats["depends_on"]["nats-users"]["condition"] == "service_completed_successfully"
+    # The client port for the nats CLI, on this machine's loopback only; nothing else.
+    (published,) = nats["ports"]
+    published = re.sub(r"\$\{HEDDLE_NATS_PORT:-(\d+)\}", r"\1", published)
+    assert published.split(":") == ["127.0.0.1", "4222", "4222"]
 
 
 def mounts(service: dict[str, Any]) -> dict[str, tuple[str, bool]]:

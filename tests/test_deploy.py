@@ -65,6 +65,7 @@ VALUE_SETS = {
             "nodes": False,
             "apiServer": {"to": [{"ipBlock": {"cidr": "172.18.0.0/16"}}], "ports": [6443]},
         },
+        "natsBox": {"enabled": True},
         "clusterDomain": "corp.internal",
         "networkPolicy": {"dnsTo": [{"namespaceSelector": {}}]},
         "metrics": {"networkPolicy": {"from": [{"namespaceSelector": {}}]}},
@@ -101,7 +102,11 @@ VALUE_SETS = {
 @pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
 def test_every_rendered_object_is_valid_kubernetes(chart: helm.Chart, values: dict) -> None:
     manifest = render(chart, values)
-    assert len(manifest.of_kind("Deployment")) == 3
+    deployments = set(manifest.of_kind("Deployment"))
+    assert {"gateway", "orchestrator", "dispatcher"} <= {
+        d.removeprefix("blue-") for d in deployments
+    }
+    assert len(deployments) == 3 + bool((values.get("natsBox") or {}).get("enabled"))
     runners = (values.get("runners") or {}).get("replicas", 2)
     assert len(manifest.runner_workloads()) == runners
     for obj in manifest.objects:

@@ -31,6 +31,7 @@ from tests.chart_render import (
     NAMESPACE,
     USERS_SECRET,
     Manifest,
+    nats_url_target,
     only_strings,
     render,
 )
@@ -534,3 +535,35 @@ async def test_the_charts_users_work_on_a_real_nats_server(
         for credentials in ({}, {"user": runner, "pass": other}):
             answer = await raw_connect(port, credentials)
             assert answer == b"-ERR 'Authorization Violation'", credentials
+
+
+def test_nats_box_is_the_inspector_and_reaches_nats_only(chart: helm.Chart) -> None:
+    manifest = render(chart, {"natsBox": {"enabled": True}})
+    box = manifest.get("Deployment", "nats-box")
+    pod = box["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    assert env["NATS_USER"] == perms.INSPECTOR
+    assert env["NATS_PASSWORD"] == {
+        "secretKeyRef": {"name": USERS_SECRET, "key": perms.INSPECTOR}
+    }  # its own key, no other password
+    name, port = nats_url_target(manifest)
+    assert env["NATS_URL"] == f"nats://{name}:{port}"
+    assert pod["automountServiceAccountToken"] is False
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    # The user it logs in as is read-only (shared/nats_permissions.py's inspector).
+    (inspector,) = [u for u in authorization(manifest) if u["user"] == perms.INSPECTOR]
+    assert inspector["permissions"] == perms.permissions_for(perms.INSPECTOR).to_config()
+    assert inspector["password"] == manifest.secret_data(USERS_SECRET)[perms.INSPECTOR]
+    # NATS lets it in on the client port; it reaches NATS and DNS alone; nothing reaches it.
+    (client_rule, *_) = policy_for(manifest, "nats")["ingress"]
+    assert any(
+        "nats-box" in pods_selected(manifest, peer["podSelector"])
+        for peer in client_rule["from"]
+        if "podSelector" in peer
+    )
+    spec = policy_for(manifest, "nats-box")
+    assert spec["policyTypes"] == ["Ingress", "Egress"] and not spec.get("ingress")
+    assert egress_is_nats_and_dns(spec, manifest) == []
+    # Off by default.
+    assert "nats-box" not in render(chart).of_kind("Deployment")
