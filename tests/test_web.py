@@ -242,6 +242,7 @@ async def test_browser_submit_watch_follow_and_runners(
     row = page.locator(f'tr[data-run="{run_id}"]')
     await expect(row).to_contain_text("web-flow", timeout=WAIT)
     await expect(row.locator(".badge")).to_have_text("running")
+    await shot(page, "runs")
     await row.locator("a").click()
 
     # The gate step's log, followed live: "released" is printed only once the page follows.
@@ -253,7 +254,6 @@ async def test_browser_submit_watch_follow_and_runners(
     await expect(page.locator("#log-state")).to_contain_text("Step ended: succeeded", timeout=WAIT)
     await expect(page.locator("#step-status")).to_have_text("succeeded")
     await expect(page.locator('#log section[data-attempt="1"] .line-heddle').first).to_be_visible()
-    await shot(page, "step-log")
 
     # The run, then the first step's log: stdout, and stderr shown as text, not markup.
     await page.locator(".crumbs a", has_text=run_id).click()
@@ -264,6 +264,7 @@ async def test_browser_submit_watch_follow_and_runners(
     await expect(log_line(page, "stdout", "hello-from-the-page")).to_have_count(1, timeout=WAIT)
     await expect(log_line(page, "stderr", "<b>not-bold</b>")).to_have_count(1)
     assert await page.locator("#log b").count() == 0
+    await shot(page, "step-log")
 
     await page.locator("a[data-nav=runs]").click()
     await expect(row.locator(".badge")).to_have_text("succeeded", timeout=WAIT)

@@ -130,6 +130,11 @@ async def test_a_5000_step_graph_draws_in_3s_pans_smoothly_and_opens_steps(
         "data-states", re.compile(r"succeeded:\d\d"), timeout=WAIT
     )
 
+    await page.locator("#graph-find").fill("s02-10")
+    await page.locator("#graph-find").press("Enter")
+    await expect(page.locator("#graph-find-note")).to_contain_text("s02-10:")
+    await shot(page, "graph-5000-live", full_page=False)
+
     # Find a step by id, then a click on it (centred) opens it.
     await page.locator("#graph-find").fill("s25-40")
     await page.locator("#graph-find").press("Enter")

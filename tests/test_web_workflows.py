@@ -128,13 +128,14 @@ async def test_workflow_grid_pages_versions_diff_and_retry(
     v1 = {
         "name": "etl",
         "params": [{"name": "fail", "default": "no"}],
+        "env": {"FIXED": str(flag)},
         "steps": [
             {"id": "extract", "command": "echo extract"},
             {"id": "load", "command": "echo load", "dependsOn": ["extract"]},
         ],
     }
     await register(s, v1)
-    check = f"[ \"$HEDDLE_PARAM_FAIL\" != yes ] || [ -e '{flag}' ]"
+    check = '[ "$HEDDLE_PARAM_FAIL" != yes ] || [ -e "$FIXED" ]'
     v2 = {
         **v1,
         "steps": [
