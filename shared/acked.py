@@ -17,9 +17,12 @@ import json
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.errors import APIError, NoStreamResponseError
+from nats.js.errors import APIError, KeyWrongLastSequenceError, NoStreamResponseError
 
 from shared.errors import AcknowledgementLost
+
+# JetStream's error code for a failed Nats-Expected-Last-Subject-Sequence (and -Sequence).
+WRONG_LAST_SEQUENCE = 10071
 
 
 class AckedPublisher:
@@ -78,6 +81,9 @@ class AckedPublisher:
                 found = {"description": data.decode(errors="replace")}
             error = {k: found[k] for k in ("code", "err_code", "description") if k in found}
             error.setdefault("code", 500)
+            if error.get("err_code") == WRONG_LAST_SEQUENCE:  # as kv.update raises it
+                future.set_exception(KeyWrongLastSequenceError(error.get("description")))
+                return
             try:
                 APIError.from_error(error)  # raises the server's error as nats-py types it
             except APIError as exc:

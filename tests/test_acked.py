@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import nats
 import pytest
 from nats.aio.client import Client
-from nats.js.errors import BadRequestError, NoStreamResponseError
+from nats.js.errors import BadRequestError, KeyWrongLastSequenceError, NoStreamResponseError
 
 from services.embedded_nats import EmbeddedNats
 from shared.acked import AckedPublisher
@@ -44,8 +44,9 @@ async def test_the_servers_error_is_raised_as_nats_py_types_it(nc: Client) -> No
     second = await acked.publish(
         "t.k", b"second", headers={"Nats-Expected-Last-Subject-Sequence": "0"}
     )
-    with pytest.raises(BadRequestError) as info:
+    with pytest.raises(KeyWrongLastSequenceError) as info:  # a BadRequestError, as kv's
         await second
+    assert isinstance(info.value, BadRequestError)
     assert "wrong last sequence" in str(info.value)
     nowhere = await acked.publish("elsewhere.x", b"lost")
     with pytest.raises(NoStreamResponseError):

@@ -4,11 +4,13 @@ once, in its final state, with every transition still logged."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
 import pytest
 from nats.aio.client import Client
+from nats.js.errors import KeyWrongLastSequenceError
 
 from services.orchestrator.actor import RunActor
 from services.orchestrator.effects import EffectRunner
@@ -109,3 +111,17 @@ async def test_a_message_alone_is_stored_alone(nc: Client) -> None:
     assert await writes(nc) - before == 3  # the step, then the run: succeeded
     assert (await record(nc, names.run_key("gc")))["status"] == "succeeded"
     await actor.stop()
+
+
+async def test_storing_a_run_that_exists_is_a_conflict_not_retried(nc: Client) -> None:
+    """A submit delivered again after its run was stored: the run record's
+    compare-and-set refuses it at once, and nothing of the stored run changes."""
+    await new_run(nc, [StepSpec(id="a", command="true")])
+    stored = await writes(nc)
+    cmd = SubmitRun(run_id="gc", submitted_at=from_epoch(T0 + 5), steps=[])
+    _, effects = RunState.new(cmd, Policy(), T0 + 5)
+    runner = EffectRunner(nc, nc.jetstream(), await AckedPublisher(nc).start())
+    with pytest.raises(KeyWrongLastSequenceError):
+        await asyncio.wait_for(runner.apply("gc", effects, create_run=True), 5)
+    assert await writes(nc) == stored
+    assert (await record(nc, names.run_key("gc")))["stepCount"] == 1

@@ -101,48 +101,7 @@ class Orchestrator:
         self.effects = self.workflows.effects  # the same runner, also feeding run history
         await self._rebuild()
         self.liveness.watch()
-        await ensure_consumer(
-            self.js,
-            names.CMD_STREAM,
-            ConsumerConfig(
-                durable_name=names.ORCH_CMD_DURABLE,
-                filter_subject=names.CMD_ALL,
-                ack_policy=AckPolicy.EXPLICIT,
-                ack_wait=60,
-                max_ack_pending=20_000,
-                deliver_policy=DeliverPolicy.ALL,
-            ),
-        )
-        await ensure_consumer(
-            self.js,
-            names.EVENTS_STREAM,
-            ConsumerConfig(
-                durable_name=names.ORCH_EVENTS_DURABLE,
-                filter_subject=names.EVT_ALL,
-                ack_policy=AckPolicy.EXPLICIT,
-                ack_wait=60,
-                max_ack_pending=50_000,
-                deliver_policy=DeliverPolicy.ALL,
-            ),
-        )
-        self._pulls = [
-            ContinuousPull(
-                self.nc,
-                names.CMD_STREAM,
-                names.ORCH_CMD_DURABLE,
-                self._guard(self._on_command),
-                credit=512,
-            ),
-            ContinuousPull(
-                self.nc,
-                names.EVENTS_STREAM,
-                names.ORCH_EVENTS_DURABLE,
-                self._guard(self._on_event),
-                credit=1024,
-            ),
-        ]
-        for pull in self._pulls:
-            await pull.start()
+        await self._consume()
         self.liveness.start()
         if wanted(self.settings):
             self.pod_watch = PodWatch(
@@ -150,6 +109,22 @@ class Orchestrator:
             )
             await self.pod_watch.start()
         await self.workflows.start()
+
+    async def _consume(self) -> None:
+        """Commands and events, each through its durable consumer and a continuous pull."""
+        cmd, events = names.ORCH_CMD_DURABLE, names.ORCH_EVENTS_DURABLE
+        await ensure_consumer(self.js, names.CMD_STREAM, _durable(cmd, names.CMD_ALL, 20_000))
+        await ensure_consumer(self.js, names.EVENTS_STREAM, _durable(events, names.EVT_ALL, 50_000))
+        self._pulls = [
+            ContinuousPull(
+                self.nc, names.CMD_STREAM, cmd, self._guard(self._on_command), credit=512
+            ),
+            ContinuousPull(
+                self.nc, names.EVENTS_STREAM, events, self._guard(self._on_event), credit=1024
+            ),
+        ]
+        for pull in self._pulls:
+            await pull.start()
 
     async def stop(self) -> None:
         if self._stopping:
@@ -372,3 +347,16 @@ class Orchestrator:
                 actor.post(RetryTimer(step_id, attempt))
 
         asyncio.get_running_loop().call_later(max(at - time.time(), 0.0), fire)
+
+
+def _durable(name: str, subjects: str, max_ack_pending: int) -> ConsumerConfig:
+    """An orchestrator consumer: every message from the first, each acknowledged once the
+    effects it caused are stored."""
+    return ConsumerConfig(
+        durable_name=name,
+        filter_subject=subjects,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=60,
+        max_ack_pending=max_ack_pending,
+        deliver_policy=DeliverPolicy.ALL,
+    )

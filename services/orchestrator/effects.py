@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from nats.aio.client import Client
 from nats.js import JetStreamContext
+from nats.js.errors import KeyWrongLastSequenceError
 
 from services.orchestrator.decisions import (
     Effect,
@@ -82,8 +84,8 @@ class EffectRunner:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if create_run and "wrong last sequence" in str(exc):
-                    raise
+                if create_run and isinstance(exc, KeyWrongLastSequenceError):
+                    raise  # the run exists: stored by an earlier delivery of its submit
                 log.warning(
                     "writing effects of run %s failed (%s); retrying in %.1fs", run_id, exc, delay
                 )
@@ -91,118 +93,106 @@ class EffectRunner:
                 delay = min(delay * 2, 5.0)
 
     async def _apply_once(self, run_id: str, effects: list[Effect], create_run: bool) -> None:
-        # A step written twice in one batch is written once, in its final state.
-        last_write = {id(e.step): i for i, e in enumerate(effects) if isinstance(e, PersistStep)}
-        last_run = max((i for i, e in enumerate(effects) if isinstance(e, PersistRun)), default=-1)
+        batch = _Batch.of(run_id, effects, create_run)
         if create_run:
-            written = await self._write_new_steps(run_id, effects)
-            for i in written:
-                last_write.pop(id(effects[i].step), None)  # type: ignore[union-attr]
-        futures: list[asyncio.Future] = []
-        publish = self.acked.publish
+            for i in await self._write_new_steps(run_id, effects):
+                batch.last_step_write.pop(effects[i].step.id, None)  # type: ignore[union-attr]
         for i, eff in enumerate(effects):
             match eff:
-                case PersistStep(step=step, previous=previous):
-                    if id(step) not in last_write:
-                        continue
-                    if previous != eff.status:
-                        event(
-                            log,
-                            "step",
-                            run=run_id,
-                            step=step.id,
-                            attempt=eff.attempt,
-                            status=eff.status,
-                            was=previous,
-                            reason=eff.reason,
-                        )
-                    if last_write[id(step)] != i:
-                        continue
-                    futures.append(
-                        await publish(
-                            names.kv_subject(names.RUNS_BUCKET, names.step_key(run_id, step.id)),
-                            encode(step),
-                        )
-                    )
-                case PersistRun(run=run):
-                    headers = None
-                    if create_run:
-                        # The run record commits a new run: stored at most once.
-                        headers = {"Nats-Expected-Last-Subject-Sequence": "0"}
-                    event(
-                        log,
-                        "run",
-                        run=run_id,
-                        status=eff.status,
-                        cancel_requested=eff.cancel_requested,
-                    )
-                    if i != last_run:
-                        continue
-                    if create_run:  # every step record is stored before the run's exists
-                        await self._settle(futures)
-                        futures = []
-                    futures.append(
-                        await publish(
-                            names.kv_subject(names.RUNS_BUCKET, names.run_key(run_id)),
-                            encode(run),
-                            headers=headers,
-                        )
-                    )
-                case Enqueue(ready=ready):
-                    futures.append(
-                        await publish(
-                            names.step_ready(ready.run_id, ready.step_id),
-                            encode(ready),
-                            headers={
-                                "Nats-Msg-Id": names.ready_msg_id(
-                                    ready.run_id, ready.step_id, ready.attempt, ready.requeue
-                                )
-                            },
-                        )
-                    )
-                case ScheduleRetry(step_id=step_id, attempt=attempt, at=at, delay=delay):
-                    event(
-                        log,
-                        "retry scheduled",
-                        run=run_id,
-                        step=step_id,
-                        attempt=attempt,
-                        delay_ms=round(delay * 1000),
-                    )
-                    futures.append(await self.schedule_retry(run_id, step_id, attempt, at))
-                    if self.local_timer is not None:
-                        self.local_timer(run_id, step_id, attempt, at)
-                case KillAttempt(runner=runner, step_id=step_id, attempt=attempt, reason=reason):
-                    event(
-                        log,
-                        "kill attempt",
-                        run=run_id,
-                        step=step_id,
-                        attempt=attempt,
-                        runner=runner,
-                        reason=reason,
-                    )
-                    await self.nc.publish(
-                        names.runner_cancel(runner),
-                        encode(
-                            CancelAttempt(
-                                run_id=run_id, step_id=step_id, attempt=attempt, reason=reason
-                            )
-                        ),
-                    )
-                case Requeued(step_id=step_id, attempt=attempt, requeue=requeue):
-                    event(
-                        log,
-                        "step requeued",
-                        run=run_id,
-                        step=step_id,
-                        attempt=attempt,
-                        requeue=requeue,
-                        reason="no runner holds it and its ready message is gone",
-                    )
+                case PersistStep():
+                    await self._persist_step(batch, i, eff)
+                case PersistRun():
+                    await self._persist_run(batch, i, eff)
+                case Enqueue():
+                    await self._enqueue(batch, eff)
+                case ScheduleRetry():
+                    await self._schedule(batch, eff)
+                case KillAttempt():
+                    await self._kill(batch, eff)
+                case Requeued():
+                    _log_requeued(run_id, eff)
                 case Ignored(step_id=step_id, reason=reason):
                     event(log, "ignored", run=run_id, step=step_id, reason=reason)
-        await self._settle(futures)
+        await self._settle(batch.futures)
+
+    async def _persist_step(self, batch: _Batch, i: int, eff: PersistStep) -> None:
+        """Logs the transition; writes the record if this is its last write in the batch."""
+        step = eff.step
+        if step.id not in batch.last_step_write:
+            return  # stored in bulk with the new run
+        if eff.previous != eff.status:
+            event(
+                log,
+                "step",
+                run=batch.run_id,
+                step=step.id,
+                attempt=eff.attempt,
+                status=eff.status,
+                was=eff.previous,
+                reason=eff.reason,
+            )
+        if batch.last_step_write[step.id] == i:
+            key = names.step_key(batch.run_id, step.id)
+            subject = names.kv_subject(names.RUNS_BUCKET, key)
+            batch.futures.append(await self.acked.publish(subject, encode(step)))
+
+    async def _persist_run(self, batch: _Batch, i: int, eff: PersistRun) -> None:
+        event(
+            log, "run", run=batch.run_id, status=eff.status, cancel_requested=eff.cancel_requested
+        )
+        if i != batch.last_run_write:
+            return
+        headers = None
+        if batch.create_run:
+            # The run record commits a new run: stored at most once, and only once every
+            # step record is stored.
+            headers = {"Nats-Expected-Last-Subject-Sequence": "0"}
+            await self._settle(batch.futures)
+            batch.futures = []
+        subject = names.kv_subject(names.RUNS_BUCKET, names.run_key(batch.run_id))
+        batch.futures.append(await self.acked.publish(subject, encode(eff.run), headers=headers))
+
+    async def _enqueue(self, batch: _Batch, eff: Enqueue) -> None:
+        ready = eff.ready
+        msg_id = names.ready_msg_id(ready.run_id, ready.step_id, ready.attempt, ready.requeue)
+        batch.futures.append(
+            await self.acked.publish(
+                names.step_ready(ready.run_id, ready.step_id),
+                encode(ready),
+                headers={"Nats-Msg-Id": msg_id},
+            )
+        )
+
+    async def _schedule(self, batch: _Batch, eff: ScheduleRetry) -> None:
+        run_id, step_id, attempt = batch.run_id, eff.step_id, eff.attempt
+        event(
+            log,
+            "retry scheduled",
+            run=run_id,
+            step=step_id,
+            attempt=attempt,
+            delay_ms=round(eff.delay * 1000),
+        )
+        batch.futures.append(await self.schedule_retry(run_id, step_id, attempt, eff.at))
+        if self.local_timer is not None:
+            self.local_timer(run_id, step_id, attempt, eff.at)
+
+    async def _kill(self, batch: _Batch, eff: KillAttempt) -> None:
+        """A core publish, not acknowledged: the state machine fences the attempt whether
+        or not its runner hears this."""
+        event(
+            log,
+            "kill attempt",
+            run=batch.run_id,
+            step=eff.step_id,
+            attempt=eff.attempt,
+            runner=eff.runner,
+            reason=eff.reason,
+        )
+        cancel = CancelAttempt(
+            run_id=batch.run_id, step_id=eff.step_id, attempt=eff.attempt, reason=eff.reason
+        )
+        await self.nc.publish(names.runner_cancel(eff.runner), encode(cancel))
 
     @staticmethod
     async def _settle(futures: list[asyncio.Future]) -> None:
@@ -283,6 +273,37 @@ class EffectRunner:
                 )
         except Exception as exc:
             log.warning("transition notes of run %s not written: %s", run_id, exc)
+
+
+@dataclass(slots=True)
+class _Batch:
+    """One pass over a batch's effects: the index of each record's last write (a record
+    changed several times is written once, in its final state) and the acknowledgements
+    to wait for."""
+
+    run_id: str
+    create_run: bool
+    last_step_write: dict[str, int]
+    last_run_write: int
+    futures: list[asyncio.Future] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, run_id: str, effects: list[Effect], create_run: bool) -> _Batch:
+        steps = {e.step.id: i for i, e in enumerate(effects) if isinstance(e, PersistStep)}
+        runs = (i for i, e in enumerate(effects) if isinstance(e, PersistRun))
+        return cls(run_id, create_run, steps, max(runs, default=-1))
+
+
+def _log_requeued(run_id: str, eff: Requeued) -> None:
+    event(
+        log,
+        "step requeued",
+        run=run_id,
+        step=eff.step_id,
+        attempt=eff.attempt,
+        requeue=eff.requeue,
+        reason="no runner holds it and its ready message is gone",
+    )
 
 
 # An attempt's command ran: it left one of these states for one of those.

@@ -18,7 +18,7 @@ attempt 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from services.orchestrator.decisions import (
     Effect,
@@ -40,64 +40,88 @@ class Note:
     text: str
 
 
+@dataclass(slots=True)
+class _Batch:
+    """What one batch of effects says about each step."""
+
+    before: dict[str, str] = field(default_factory=dict)  # status before (first write wins)
+    steps: dict[str, StepRecord] = field(default_factory=dict)  # the record, final state
+    kills: dict[tuple[str, int], KillAttempt] = field(default_factory=dict)
+    timers: dict[str, ScheduleRetry] = field(default_factory=dict)
+    requeued: list[Requeued] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, effects: list[Effect]) -> _Batch:
+        batch = cls()
+        for eff in effects:
+            match eff:
+                case PersistStep(step=step, previous=previous):
+                    batch.before.setdefault(step.id, previous)
+                    batch.steps[step.id] = step
+                case KillAttempt():
+                    batch.kills[(eff.step_id, eff.attempt)] = eff
+                case ScheduleRetry():
+                    batch.timers[eff.step_id] = eff
+                case Requeued():
+                    batch.requeued.append(eff)
+        return batch
+
+
 def transition_notes(effects: list[Effect]) -> list[Note]:
     """The notes one batch of effects calls for, in order."""
-    before: dict[str, str] = {}  # step id -> status before the message (first write wins)
-    steps: dict[str, StepRecord] = {}
-    kills: dict[tuple[str, int], KillAttempt] = {}
-    timers: dict[str, ScheduleRetry] = {}
-    requeued: list[Requeued] = []
-    for eff in effects:
-        match eff:
-            case PersistStep(step=step, previous=previous):
-                before.setdefault(step.id, previous)
-                steps[step.id] = step  # the same record, in its final state
-            case KillAttempt():
-                kills[(eff.step_id, eff.attempt)] = eff
-            case ScheduleRetry():
-                timers[eff.step_id] = eff
-            case Requeued():
-                requeued.append(eff)
+    batch = _Batch.of(effects)
     notes: list[Note] = [
         Note(
             r.step_id,
             r.attempt,
             f"queued again: no runner holds attempt {r.attempt} and its ready message is gone",
         )
-        for r in requeued
+        for r in batch.requeued
     ]
-    explained: set[tuple[str, int]] = set()
-    again = {r.step_id for r in requeued}
-    for step_id, step in steps.items():
-        was, now = before[step_id], step.status
+    explained: set[tuple[str, int]] = set()  # kills a note already tells
+    again = {r.step_id for r in batch.requeued}
+    for step_id, step in batch.steps.items():
+        was, now = batch.before[step_id], step.status
         if step_id in again and was == now == "queued":
             continue  # the same attempt queued again: its note is above
-        of = step.retries + 1
         if was in ACTIVE and now in ("retrying", "queued", "failed"):
-            # The attempt that ended: an immediate requeue has already moved to the next one.
-            k = step.attempt - 1 if now == "queued" else step.attempt
-            kill = kills.get((step_id, k))
-            if kill is not None or now == "queued":
-                # Only the watchdog both fences an attempt and ends it, and only its verdicts
-                # retry at once.
-                reason = kill.reason if kill is not None else _attempt_reason(step, k)
-                notes.append(Note(step_id, k, f"killed by the watchdog: {reason}"))
-                explained.add((step_id, k))
-            if now == "retrying":
-                timer = timers.get(step_id)
-                wait = f" in {round(timer.delay * 1000)} ms" if timer is not None else ""
-                notes.append(Note(step_id, k, f"retrying{wait} (attempt {k + 1} of {of})"))
-            elif now == "queued":
-                notes.append(Note(step_id, k, f"retrying now (attempt {k + 1} of {of})"))
-            else:
-                notes.append(
-                    Note(step_id, k, f"failed: {step.reason} (attempt {k} of {of}, none left)")
-                )
+            notes += _attempt_ended(step, batch, explained)
         elif now == "skipped" and was != now:
             notes.append(Note(step_id, step.attempt, step.reason or "skipped"))
         elif now == "cancelled" and was != now:
             notes.append(Note(step_id, step.attempt, "cancelled: the run was cancelled"))
-    asks: list[Note] = []  # kill requests not explained above come first: they happen first
+    return _kill_requests(batch.kills, explained) + notes
+
+
+def _attempt_ended(step: StepRecord, batch: _Batch, explained: set[tuple[str, int]]) -> list[Note]:
+    """An active attempt ended: killed, and retrying (later or now) or failed for good."""
+    now, of = step.status, step.retries + 1
+    # The attempt that ended: an immediate requeue has already moved to the next one.
+    k = step.attempt - 1 if now == "queued" else step.attempt
+    notes: list[Note] = []
+    kill = batch.kills.get((step.id, k))
+    if kill is not None or now == "queued":
+        # Only the watchdog both fences an attempt and ends it, and only its verdicts
+        # retry at once.
+        reason = kill.reason if kill is not None else _attempt_reason(step, k)
+        notes.append(Note(step.id, k, f"killed by the watchdog: {reason}"))
+        explained.add((step.id, k))
+    if now == "retrying":
+        timer = batch.timers.get(step.id)
+        wait = f" in {round(timer.delay * 1000)} ms" if timer is not None else ""
+        notes.append(Note(step.id, k, f"retrying{wait} (attempt {k + 1} of {of})"))
+    elif now == "queued":
+        notes.append(Note(step.id, k, f"retrying now (attempt {k + 1} of {of})"))
+    else:
+        notes.append(Note(step.id, k, f"failed: {step.reason} (attempt {k} of {of}, none left)"))
+    return notes
+
+
+def _kill_requests(
+    kills: dict[tuple[str, int], KillAttempt], explained: set[tuple[str, int]]
+) -> list[Note]:
+    """Kill requests no other note tells, first: they happen first."""
+    asks: list[Note] = []
     for (step_id, attempt), kill in kills.items():
         if (step_id, attempt) in explained:
             continue
@@ -106,7 +130,7 @@ def transition_notes(effects: list[Effect]) -> list[Note]:
         else:
             text = f"asking runner {kill.runner} to kill attempt {attempt}: {kill.reason}"
         asks.append(Note(step_id, attempt, text))
-    return asks + notes
+    return asks
 
 
 def _attempt_reason(step: StepRecord, attempt: int) -> str:
