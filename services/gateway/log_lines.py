@@ -9,6 +9,8 @@ resumes at the next line, in the middle of a message if need be.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import msgspec
 from nats.aio.msg import Msg
 
@@ -18,6 +20,8 @@ from shared.names import LOG_STREAM_HEADER as STREAM_HEADER
 from shared.timefmt import from_epoch
 
 CURSOR_SPAN = 4096  # cursor = stream sequence * CURSOR_SPAN + index within the message
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MILLISECOND = timedelta(milliseconds=1)
 
 
 class Line(msgspec.Struct):
@@ -44,7 +48,7 @@ def start_of(after: int) -> int:
 
 
 class Clock:
-    """Stream timestamps (ns) as RFC 3339, formatted once per millisecond."""
+    """Stream timestamps as RFC 3339, formatted once per millisecond."""
 
     __slots__ = ("ms", "text")
 
@@ -52,8 +56,8 @@ class Clock:
         self.ms = -1
         self.text = ""
 
-    def __call__(self, ns: int) -> str:
-        ms = ns // 1_000_000
+    def __call__(self, stored: datetime) -> str:
+        ms = (stored - EPOCH) // MILLISECOND
         if ms != self.ms:
             self.ms, self.text = ms, from_epoch(ms / 1000)
         return self.text
@@ -79,19 +83,17 @@ def decode(data: bytes, headers: dict[str, str] | None = None) -> tuple[str, int
 
 def parse_message(msg: Msg, clock: Clock, after: int = 0) -> tuple[list[Line], int]:
     """A delivered message as its lines with a cursor above ``after``, and the consumer's
-    count of messages still pending. The stream sequence, time and pending count come from
-    the reply subject
-    (``$JS.ACK.[<domain>.<hash>.]<stream>.<consumer>.<n>.<sseq>.<cseq>.<ns>.<pending>``)."""
-    tokens = msg.reply.split(".")
-    i = 5 if len(tokens) == 9 else 7
+    count of messages still pending. The stream sequence, time and pending count are the
+    message's JetStream metadata."""
+    meta = msg.metadata
     name = msg.subject.rsplit(".", 1)[1]
     attempt = int(name) if name.isdigit() else 0
     stream, seq, texts = decode(msg.data, msg.headers)
-    base = int(tokens[i]) * CURSOR_SPAN
-    time = clock(int(tokens[i + 2]))
+    base = meta.sequence.stream * CURSOR_SPAN
+    time = clock(meta.timestamp)
     first = after - base + 1 if after >= base else 0
     lines = [
         Line(base + j, attempt, seq + j if seq > 0 else 0, stream, time, texts[j])
         for j in range(first, len(texts))
     ]
-    return lines, int(tokens[i + 3])
+    return lines, meta.num_pending or 0

@@ -35,6 +35,7 @@ import msgspec
 from aiohttp import web
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
+from nats.js.kv import KeyValue
 
 from services.gateway.keys import RESOURCES
 from services.gateway.log_documents import dump_logs, write_step
@@ -57,6 +58,11 @@ from shared.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.gateway")
 MAX_CURSOR = 2**63 - 1
+EVENT_STREAM_HEADERS = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",  # a proxy passes each event on at once
+}
 
 
 def flag_param(request: web.Request, name: str) -> bool:
@@ -155,58 +161,15 @@ async def follow_logs(
     last line was sent. The step's state comes from a watch of its key in heddle-runs
     (checked by a plain read at every keepalive too, in case the watch was lost)."""
     runs = request.app[RESOURCES].runs
-    states: asyncio.Queue[StepRecord] = asyncio.Queue()
-    states.put_nowait(step)
+    states = _StepStates(js, runs, run_id, step, subject)
     feed = await Feed(js, subject, after).start()
     watcher = await runs.watch(names.step_key(run_id, step.id))
-    watching = asyncio.create_task(_watch(watcher, states, feed))
-    resp = web.StreamResponse(
-        headers={
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-        }
-    )
+    watching = asyncio.create_task(_watch(watcher, states.queue, feed))
+    resp = web.StreamResponse(headers=EVENT_STREAM_HEADERS)
     try:
         await resp.prepare(request)
-        cursor, shown = after, ("", -1)
-        terminal: StepRecord | None = None
-        end = 0
-        while True:
-            out = bytearray()
-            while not states.empty():
-                rec = states.get_nowait()
-                if terminal is not None:
-                    continue
-                if (rec.status, rec.attempt) != shown:
-                    shown = (rec.status, rec.attempt)
-                    out += _event("status", {"status": rec.status, "attempt": rec.attempt})
-                if rec.status in TERMINAL_STEP:
-                    terminal = rec
-                    # The lines of an attempt are stored before the transition that ends
-                    # the step is written, so the last one exists now: send up to it.
-                    end = await last_cursor(js, subject)
-            if out:
-                await resp.write(out)
-            if terminal is not None and cursor >= end:
-                break
-            try:
-                lines, _ = await feed.batch(DRAIN_WAIT if terminal is not None else KEEPALIVE)
-            except TimeoutError:
-                if terminal is not None:
-                    break  # the last lines are gone (expired meanwhile): end anyway
-                await resp.write(b": keepalive\n\n")
-                fresh = await get_step_record(runs, run_id, step.id)
-                if fresh is not None:
-                    states.put_nowait(fresh)
-                continue
-            if lines:
-                out = bytearray()
-                for line in lines:
-                    out += b"id: %d\ndata: %s\n\n" % (line.cursor, encode_json(line))
-                cursor = lines[-1].cursor
-                await resp.write(out)
-        await resp.write(_event("end", _end(terminal, cursor)))
+        cursor = await _stream(resp, feed, states, after)
+        await resp.write(_event("end", _end(states.terminal, cursor)))
         await resp.write_eof()
     except ConnectionResetError:
         pass  # the client went away
@@ -216,6 +179,68 @@ async def follow_logs(
             await watcher.stop()
         await feed.stop()
     return resp
+
+
+async def _stream(resp: web.StreamResponse, feed: Feed, states: _StepStates, cursor: int) -> int:
+    """Status changes and lines, until the step is terminal and its last line was sent;
+    returns the last cursor sent."""
+    while True:
+        if out := await states.events():
+            await resp.write(out)
+        if states.terminal is not None and cursor >= states.end:
+            return cursor
+        try:
+            lines, _ = await feed.batch(DRAIN_WAIT if states.terminal is not None else KEEPALIVE)
+        except TimeoutError:
+            if states.terminal is not None:
+                return cursor  # the last lines are gone (expired meanwhile): end anyway
+            await resp.write(b": keepalive\n\n")
+            await states.refresh()
+            continue
+        if lines:
+            out = bytearray()
+            for line in lines:
+                out += b"id: %d\ndata: %s\n\n" % (line.cursor, encode_json(line))
+            cursor = lines[-1].cursor
+            await resp.write(out)
+
+
+class _StepStates:
+    """The step's records as its watch and the keepalive reads deliver them, told as
+    status events until the step is terminal."""
+
+    def __init__(
+        self, js: JetStreamContext, runs: KeyValue, run_id: str, step: StepRecord, subject: str
+    ) -> None:
+        self.js, self.runs, self.run_id, self.step_id = js, runs, run_id, step.id
+        self.subject = subject
+        self.queue: asyncio.Queue[StepRecord] = asyncio.Queue()
+        self.queue.put_nowait(step)
+        self.shown = ("", -1)
+        self.terminal: StepRecord | None = None
+        self.end = 0  # the cursor of the step's last line, once it is terminal
+
+    async def events(self) -> bytes:
+        out = bytearray()
+        while not self.queue.empty():
+            rec = self.queue.get_nowait()
+            if self.terminal is not None:
+                continue
+            if (rec.status, rec.attempt) != self.shown:
+                self.shown = (rec.status, rec.attempt)
+                out += _event("status", {"status": rec.status, "attempt": rec.attempt})
+            if rec.status in TERMINAL_STEP:
+                self.terminal = rec
+                # The lines of an attempt are stored before the transition that ends the
+                # step is written, so the last one exists now: send up to it.
+                self.end = await last_cursor(self.js, self.subject)
+        return bytes(out)
+
+    async def refresh(self) -> None:
+        """A plain read of the record, in case the watch was lost."""
+        fresh = await get_step_record(self.runs, self.run_id, self.step_id)
+        if fresh is not None:
+            self.queue.put_nowait(fresh)
 
 
 async def _watch(watcher: Any, states: asyncio.Queue[StepRecord], feed: Feed) -> None:
