@@ -44,25 +44,28 @@ _decode_state = msgspec.json.Decoder(_StepState).decode
 States = dict[str, str]
 
 
+RunKey = tuple[str, str]  # (run id, createdAt): a run id used again later is another run
+
+
 class FinishedStates:
     """Step states of finished runs, least recently used dropped first, at most
     ``CACHED_CELLS`` steps in all."""
 
     def __init__(self, cells: int = CACHED_CELLS) -> None:
         self.cells = cells
-        self._held: OrderedDict[str, States] = OrderedDict()
+        self._held: OrderedDict[RunKey, States] = OrderedDict()
         self._count = 0
 
-    def get(self, run_id: str) -> States | None:
-        states = self._held.get(run_id)
+    def get(self, run: RunKey) -> States | None:
+        states = self._held.get(run)
         if states is not None:
-            self._held.move_to_end(run_id)
+            self._held.move_to_end(run)
         return states
 
-    def put(self, run_id: str, states: States) -> None:
-        if run_id in self._held or len(states) > self.cells:
+    def put(self, run: RunKey, states: States) -> None:
+        if run in self._held or len(states) > self.cells:
             return
-        self._held[run_id] = states
+        self._held[run] = states
         self._count += len(states)
         while self._count > self.cells:
             _, dropped = self._held.popitem(last=False)
@@ -76,7 +79,8 @@ async def _states(request: web.Request, run: RunSummary, gate: asyncio.Semaphore
     if run.step_count > MAX_STEPS:
         return None
     cache = request.app[FINISHED]
-    held = cache.get(run.run_id)
+    key = (run.run_id, run.created_at)
+    held = cache.get(key)
     if held is not None:
         return held
     async with gate:
@@ -84,7 +88,7 @@ async def _states(request: web.Request, run: RunSummary, gate: asyncio.Semaphore
     steps = sorted((_decode_state(e.value) for e in entries), key=lambda s: s.index)
     states = {s.id: s.status for s in steps}
     if run.status in TERMINAL_RUN and len(states) == run.step_count:
-        cache.put(run.run_id, states)
+        cache.put(key, states)
     return states
 
 
