@@ -98,6 +98,16 @@ async def test_a_5000_step_graph_draws_in_3s_pans_smoothly_and_opens_steps(
     assert drawn_at < DRAW_WITHIN_MS, stats
     await expect(canvas).to_have_attribute("data-states", "pending:4999 running:1")
     await shot(page, "graph-5000", full_page=False)
+    # The step table shows 300 rows at a time, more on demand, or those of one state.
+    await expect(page.locator("#steps-body tr")).to_have_count(300)
+    await expect(page.locator("#steps-info")).to_have_text("300 shown of 5000 (5000 steps)")
+    await page.locator("#steps-more").click()
+    await expect(page.locator("#steps-body tr")).to_have_count(600)
+    await page.locator("#steps-state").select_option("running")
+    await expect(page.locator("#steps-body tr")).to_have_count(1)
+    await expect(page.locator('#steps-body tr[data-step="gate"]')).to_have_count(1)
+    await expect(page.locator("#steps-more")).to_be_hidden()
+    await page.locator("#steps-state").select_option("")
 
     # A scripted pan at the fit zoom (every node and edge in view: the most a frame draws),
     # then zoomed in where the labels are drawn.
