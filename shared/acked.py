@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import TYPE_CHECKING
 
-from nats.aio.client import Client
-from nats.aio.msg import Msg
 from nats.js.errors import APIError, KeyWrongLastSequenceError, NoStreamResponseError
 
 from shared.errors import AcknowledgementLost
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+    from nats.aio.msg import Msg
 
 # JetStream's error code for a failed Nats-Expected-Last-Subject-Sequence (and -Sequence).
 WRONG_LAST_SEQUENCE = 10071

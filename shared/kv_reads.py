@@ -7,9 +7,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
@@ -23,6 +22,10 @@ from shared import names
 from shared.buckets import Bucket
 from shared.contracts import RunRecord, StepRecord, step_record_decoder
 from shared.jetstream_api import request_next
+
+if TYPE_CHECKING:
+    from nats.aio.msg import Msg
+    from nats.js import JetStreamContext
 
 log = logging.getLogger("heddle.nats")
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nats.js.kv import KeyValue
+if TYPE_CHECKING:
+    from nats.js.kv import KeyValue
 
 RESTART_AFTER_FAILURE = 0.5  # seconds
 RESTART_AFTER_END = 0.1  # seconds; a watch ends when its subscription is closed

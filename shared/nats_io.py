@@ -8,15 +8,18 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import nats
-from nats.aio.client import Client
 
 from shared.errors import NatsRefused
 from shared.metrics import NATS_RECONNECTS, service_of
 from shared.nats_permissions import inbox_prefix
 from shared.settings import Settings
 from shared.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
 
 log = logging.getLogger("heddle.nats")
 

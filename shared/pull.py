@@ -15,13 +15,16 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from shared.consume import Outcome, settle
 from shared.jetstream_api import request_next
 from shared.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
 
 log = logging.getLogger("heddle.pull")
 

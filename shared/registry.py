@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
-from nats.js.kv import KeyValue
 
 from shared import names
 from shared.contracts import (
@@ -33,6 +33,9 @@ from shared.contracts import (
 from shared.errors import DocumentTooLarge
 from shared.kv_reads import read_current, value_of
 from shared.timefmt import from_epoch
+
+if TYPE_CHECKING:
+    from nats.js.kv import KeyValue
 
 KEEP_PAUSES = 10  # closed pause intervals remembered per workflow
 MAX_TRIES = 50

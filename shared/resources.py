@@ -7,10 +7,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import nats
-from nats.aio.client import Client
-from nats.js import JetStreamContext
 from nats.js.api import (
     ConsumerConfig,
     DiscardPolicy,
@@ -24,6 +23,10 @@ from shared import names
 from shared.buckets import Bucket, open_bucket
 from shared.errors import JetStreamUnavailable, NatsTooOld, ResourceMismatch
 from shared.settings import Settings
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+    from nats.js import JetStreamContext
 
 log = logging.getLogger("heddle.nats")
 

@@ -5,14 +5,17 @@ message while a runner's outcome is already stored."""
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import msgspec
-from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from shared import names
 from shared.contracts import StepFinished, event_decoder
 from shared.errors import OutcomeUnknown
+
+if TYPE_CHECKING:
+    from nats.js import JetStreamContext
 
 log = logging.getLogger("heddle.nats")
 

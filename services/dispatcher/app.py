@@ -13,14 +13,12 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import msgspec
-from nats.aio.client import Client
-from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.js.kv import KeyValue
 
 from services.dispatcher.pool import Pool
 from shared import names, tickets
@@ -52,6 +50,11 @@ from shared.service import event
 from shared.settings import Settings
 from shared.stored_events import last_outcome
 from shared.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+    from nats.aio.msg import Msg
+    from nats.js.kv import KeyValue
 
 log = logging.getLogger("heddle.dispatcher")
 AttemptKey = tuple[str, str, int, int]  # run, step, attempt, requeue

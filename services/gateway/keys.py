@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from nats.aio.client import Client
-from nats.js import JetStreamContext
-from nats.js.kv import KeyValue
 
 from services.gateway.metrics import Metrics
 from services.gateway.run_index import RunIndex
 from services.gateway.token_index import TokenIndex
 from shared.settings import Settings
 from shared.tokens import TokenRecord
+
+if TYPE_CHECKING:
+    from nats.js import JetStreamContext
+    from nats.js.kv import KeyValue
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,17 +14,19 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from nats.errors import Error as NatsError
-from nats.js import JetStreamContext
 
 from services.gateway.log_lines import Line, encode_json
 from services.gateway.log_reader import replay
 from services.gateway.log_tail import StepTails, tail_lines
 from shared import names
 from shared.contracts import StepRecord
+
+if TYPE_CHECKING:
+    from nats.js import JetStreamContext
 
 log = logging.getLogger("heddle.gateway")
 

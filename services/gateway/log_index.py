@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, RawStreamMsg
 from nats.js.errors import NotFoundError
 
 from services.gateway.log_lines import cursor_of, decode
 from shared import names
+
+if TYPE_CHECKING:
+    from nats.js import JetStreamContext
 
 MSG_HEADER = names.LOG_MSG_HEADER
 

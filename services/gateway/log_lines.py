@@ -10,14 +10,17 @@ resumes at the next line, in the middle of a message if need be.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import msgspec
-from nats.aio.msg import Msg
 
 from shared.contracts import chunk_texts, log_line_decoder
 from shared.names import LOG_SEQ_HEADER as SEQ_HEADER
 from shared.names import LOG_STREAM_HEADER as STREAM_HEADER
 from shared.timefmt import from_epoch
+
+if TYPE_CHECKING:
+    from nats.aio.msg import Msg
 
 CURSOR_SPAN = 4096  # cursor = stream sequence * CURSOR_SPAN + index within the message
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

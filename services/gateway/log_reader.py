@@ -16,15 +16,17 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from services.gateway.log_index import forget, pull_consumer
 from services.gateway.log_lines import Clock, Line, parse_message, start_of
 from shared import names
+
+if TYPE_CHECKING:
+    from nats.aio.msg import Msg
+    from nats.js import JetStreamContext
 
 log = logging.getLogger("heddle.gateway")
 

@@ -29,13 +29,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from aiohttp import web
-from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
-from nats.js.kv import KeyValue
 
 from services.gateway.keys import RESOURCES
 from services.gateway.log_documents import dump_logs, write_step
@@ -55,6 +53,10 @@ from services.gateway.views import bad_request, error_body, path_id
 from shared import names
 from shared.contracts import TERMINAL_STEP, StepRecord, step_record_decoder
 from shared.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from nats.js import JetStreamContext
+    from nats.js.kv import KeyValue
 
 log = logging.getLogger("heddle.gateway")
 MAX_CURSOR = 2**63 - 1

@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from typing import Any
-
-from nats.js.kv import KeyValue
+from typing import TYPE_CHECKING, Any
 
 from services.gateway.api_types import (
     Edge,
@@ -34,6 +32,9 @@ from shared.contracts import (
 )
 from shared.kv_reads import read_current, read_steps, stored_at, value_of
 from shared.timefmt import from_epoch
+
+if TYPE_CHECKING:
+    from nats.js.kv import KeyValue
 
 
 async def get_run_record(runs_kv: KeyValue, run_id: str) -> RunRecord | None:

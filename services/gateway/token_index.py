@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 from nats.js.errors import KeyWrongLastSequenceError
-from nats.js.kv import KeyValue
 
 from shared.errors import TokenFileError
 from shared.kv_watch import follow
@@ -28,6 +28,9 @@ from shared.tokens import (
     token_record_decoder,
     token_text_problem,
 )
+
+if TYPE_CHECKING:
+    from nats.js.kv import KeyValue
 
 log = logging.getLogger("heddle.gateway")
 START_WAIT = 10.0  # seconds the gateway waits for the first replay of the bucket

@@ -12,8 +12,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-
-from nats.aio.msg import Msg
+from typing import TYPE_CHECKING
 
 from services.orchestrator.decisions import Effect
 from services.orchestrator.effects import EffectRunner
@@ -21,6 +20,9 @@ from services.orchestrator.state import RunState
 from shared.consume import Outcome, settle
 from shared.contracts import StepFinished, StepStarted
 from shared.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from nats.aio.msg import Msg
 
 log = logging.getLogger("heddle.orchestrator")
 BATCH_MAX = 256  # messages of one run decided and stored together

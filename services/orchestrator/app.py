@@ -12,13 +12,11 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import msgspec
-from nats.aio.client import Client
-from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import KeyWrongLastSequenceError
-from nats.js.kv import KeyValue
 
 from services.orchestrator.actor import Cancel, Message, RetryTimer, RunActor
 from services.orchestrator.decisions import KillAttempt
@@ -50,6 +48,11 @@ from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
 from shared.settings import Settings
 from shared.validation import Limits, submit_problems
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+    from nats.aio.msg import Msg
+    from nats.js.kv import KeyValue
 
 log = logging.getLogger("heddle.orchestrator")
 FINISHED_MEMORY = 50_000

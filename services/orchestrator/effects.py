@@ -13,9 +13,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from nats.aio.client import Client
-from nats.js import JetStreamContext
 from nats.js.errors import KeyWrongLastSequenceError
 
 from services.orchestrator.decisions import (
@@ -51,6 +50,10 @@ from shared.metrics import (
 )
 from shared.service import event
 from shared.timefmt import from_epoch
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+    from nats.js import JetStreamContext
 
 log = logging.getLogger("heddle.orchestrator")
 ACK_TIMEOUT = 10.0

@@ -25,11 +25,9 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
-from nats.js.kv import KeyValue
 
 from services.orchestrator.decisions import Effect, PersistRun, PersistStep
 from services.orchestrator.effects import EffectRunner
@@ -37,6 +35,10 @@ from services.orchestrator.state import RunState
 from shared import names
 from shared.contracts import TERMINAL_RUN, RunRecord, RunSummary, encode, run_summary_decoder
 from shared.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from nats.js import JetStreamContext
+    from nats.js.kv import KeyValue
 
 log = logging.getLogger("heddle.orchestrator.history")
 ACK_TIMEOUT = 10.0

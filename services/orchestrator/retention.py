@@ -25,10 +25,9 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError
-from nats.js.kv import KeyValue
 
 from services.orchestrator.history import summary_of
 from shared import names
@@ -46,6 +45,10 @@ from shared.kv_reads import read_current
 from shared.periodic import Periodic
 from shared.service import event
 from shared.timefmt import parse
+
+if TYPE_CHECKING:
+    from nats.js import JetStreamContext
+    from nats.js.kv import KeyValue
 
 log = logging.getLogger("heddle.orchestrator.retention")
 CHUNK = 50  # runs deleted at once

@@ -6,12 +6,14 @@ verdict or a requeue."""
 from __future__ import annotations
 
 import logging
-
-from nats.js import JetStreamContext
+from typing import TYPE_CHECKING
 
 from shared import names, tickets
 from shared.contracts import StepFinished
 from shared.stored_events import last_outcome
+
+if TYPE_CHECKING:
+    from nats.js import JetStreamContext
 
 log = logging.getLogger("heddle.orchestrator")
 # nats-server lists at most this many subjects in one stream-info answer and pages the

@@ -14,9 +14,7 @@ import logging
 import math
 import os
 import socket
-
-from nats.aio.client import Client
-from nats.aio.msg import Msg
+from typing import TYPE_CHECKING
 
 from services.runner_agent.attempt import Attempt, AttemptContext
 from services.runner_agent.isolation import (
@@ -40,6 +38,10 @@ from shared.resources import ensure_resources
 from shared.service import event
 from shared.settings import Settings
 from shared.timefmt import now_rfc3339
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+    from nats.aio.msg import Msg
 
 log = logging.getLogger("heddle.runner")
 VERSION = "0.1.0"

@@ -19,10 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from nats.aio.client import Client
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
+from typing import TYPE_CHECKING
 
 from services.runner_agent.heartbeats import Heartbeats
 from services.runner_agent.isolation import StepUser
@@ -37,6 +34,11 @@ from shared.outputs import OutputsError
 from shared.service import event
 from shared.settings import Settings
 from shared.timefmt import now_rfc3339
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+    from nats.aio.msg import Msg
+    from nats.js import JetStreamContext
 
 log = logging.getLogger("heddle.runner")
 REPORT_ACK_TIMEOUT = 5.0  # seconds at most before the outcome is sent again (deduplicated)

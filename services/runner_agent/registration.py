@@ -14,13 +14,15 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-
-from nats.aio.client import Client
-from nats.js import JetStreamContext
+from typing import TYPE_CHECKING
 
 from shared import names
 from shared.contracts import RunnerInfo, encode
 from shared.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
+    from nats.js import JetStreamContext
 
 log = logging.getLogger("heddle.runner")
 REGISTRY_COALESCE = 0.1  # seconds
