@@ -41,6 +41,23 @@ def parse_outputs(data: bytes, limit: int, size: int | None = None) -> dict[str,
     too_large = size_problem(len(data) if size is None else size, limit)
     if too_large:
         raise OutputsError(too_large)
+    lines = _text_lines(data)
+    outputs: dict[str, str] = {}
+    spelled: dict[str, str] = {}  # variable part -> the key that spells it
+    i = 0
+    while i < len(lines):
+        number = i + 1
+        if lines[i] == "":
+            i += 1
+            continue
+        key, value, i = _entry(lines, i)
+        _check_key(key, number, spelled)
+        outputs[key] = value
+    return outputs
+
+
+def _text_lines(data: bytes) -> list[str]:
+    """The file's lines: UTF-8 text with no control characters, LF or CRLF ended."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -55,49 +72,42 @@ def parse_outputs(data: bytes, limit: int, size: int | None = None) -> dict[str,
         if bad:
             code = f"U+{ord(bad.group()):04X}"
             raise OutputsError(f"line {number}: control character {code}; outputs are text")
-    outputs: dict[str, str] = {}
-    spelled: dict[str, str] = {}  # variable part -> the key that spells it
-    i = 0
-    while i < len(lines):
-        line, number = lines[i], i + 1
+    return lines
+
+
+def _entry(lines: list[str], i: int) -> tuple[str, str, int]:
+    """The output that starts at line ``i``: its key, its value and the line after it."""
+    line, number = lines[i], i + 1
+    i += 1
+    eq, heredoc = line.find("="), line.find("<<")
+    if eq >= 0 and (heredoc < 0 or eq < heredoc):
+        return line[:eq], line[eq + 1 :], i
+    if heredoc < 0:
+        raise OutputsError(f"line {number}: neither key=value nor key<<DELIMITER: {_shown(line)}")
+    key, delimiter = line[:heredoc], line[heredoc + 2 :]
+    if delimiter == "":
+        raise OutputsError(f"line {number}: {key!r}<< names no delimiter")
+    body: list[str] = []
+    while i < len(lines) and lines[i] != delimiter:
+        body.append(lines[i])
         i += 1
-        if line == "":
-            continue
-        eq, heredoc = line.find("="), line.find("<<")
-        if eq >= 0 and (heredoc < 0 or eq < heredoc):
-            key, value = line[:eq], line[eq + 1 :]
-        elif heredoc >= 0:
-            key, delimiter = line[:heredoc], line[heredoc + 2 :]
-            if delimiter == "":
-                raise OutputsError(f"line {number}: {key!r}<< names no delimiter")
-            body: list[str] = []
-            while i < len(lines) and lines[i] != delimiter:
-                body.append(lines[i])
-                i += 1
-            if i == len(lines):
-                raise OutputsError(
-                    f"line {number}: no line {delimiter!r} ends the value of {key!r}"
-                )
-            i += 1  # the delimiter's line
-            value = "\n".join(body)
-        else:
-            raise OutputsError(
-                f"line {number}: neither key=value nor key<<DELIMITER: {_shown(line)}"
-            )
-        if not KEY.match(key):
-            raise OutputsError(
-                f"line {number}: {key!r} is not an output name (a letter or _, then up to "
-                "127 letters, digits, _ or -)"
-            )
-        part = env_part(key)
-        other = spelled.setdefault(part, key)
-        if other != key:
-            raise OutputsError(
-                f"line {number}: outputs {other!r} and {key!r} would be the same variable "
-                f"(..._{part})"
-            )
-        outputs[key] = value
-    return outputs
+    if i == len(lines):
+        raise OutputsError(f"line {number}: no line {delimiter!r} ends the value of {key!r}")
+    return key, "\n".join(body), i + 1  # past the delimiter's line
+
+
+def _check_key(key: str, number: int, spelled: dict[str, str]) -> None:
+    if not KEY.match(key):
+        raise OutputsError(
+            f"line {number}: {key!r} is not an output name (a letter or _, then up to "
+            "127 letters, digits, _ or -)"
+        )
+    part = env_part(key)
+    other = spelled.setdefault(part, key)
+    if other != key:
+        raise OutputsError(
+            f"line {number}: outputs {other!r} and {key!r} would be the same variable (..._{part})"
+        )
 
 
 def _shown(line: str, most: int = 60) -> str:

@@ -15,10 +15,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
-
-from nats.js import JetStreamContext
+from typing import TYPE_CHECKING
 
 from services.gateway.log_index import (
+    Stored,
     attempt_messages,
     holding,
     last_message,
@@ -31,6 +31,9 @@ from services.gateway.log_lines import Line, cursor_of
 from services.gateway.log_reader import BATCH, read_lines, replay
 from shared import names
 from shared.contracts import StepRecord
+
+if TYPE_CHECKING:
+    from nats.js import JetStreamContext
 
 SMALL_ATTEMPT = 8  # messages: an attempt this small is simply read whole
 
@@ -69,55 +72,85 @@ async def locate(
         out.first_seq = min((x.seq for x in lines if x.seq > 0), default=None)
         out.lines = lines[-tail:] if tail else []
         return out
-
     head = await message_at(js, out.subject, 1)
     if head is None:
         return AttemptTail(attempt, out.subject, tail)
-    subject = out.subject
+    span = await _runner_span(js, out.subject, head, last, messages)
+    out.count = count = messages + span.extra
+    out.first_seq = span.first.seq if span.first is not None else None
+    if tail == 0:
+        return out
+    start, skip = head.sseq, 0
+    if count > tail:
+        start, skip = await _tail_start(js, out.subject, head, last, span, messages, tail)
+    out.after, out.skip = cursor_of(start) - 1, skip
+    return out
+
+
+@dataclass(slots=True)
+class _Span:
+    """Where the runner's lines are among an attempt's messages."""
+
+    first: Stored | None  # the runner's first message
+    final: Stored | None  # its last, behind the orchestrator's notes that follow it
+    behind: int  # how many notes follow it
+    starts: list[int]  # starts[k]: where the k+1 last messages are
+    extra: int = 0  # lines beyond one per message
+
+    @property
+    def runner(self) -> bool:
+        return self.first is not None and self.final is not None and self.final.runner
+
+
+async def _runner_span(
+    js: JetStreamContext, subject: str, head: Stored, last: Stored, messages: int
+) -> _Span:
     first = head if head.runner else await runner_at(js, subject, head.sseq + 1, last.sseq)
-    # The runner's last message, behind the orchestrator's notes that follow it (if any).
-    final, behind, starts = None, 0, [last.sseq]  # starts[k]: where the k+1 last messages are
+    span = _Span(first, None, 0, [last.sseq])
     if first is not None:
-        final = last
-        while not final.runner and behind + 2 <= messages:
-            behind += 1
-            starts.append(await nth_last(js, subject, head.sseq, last.sseq, behind + 1))
-            found = await message_at(js, subject, starts[-1])
+        span.final = last
+        while not span.final.runner and span.behind + 2 <= messages:
+            span.behind += 1
+            span.starts.append(await nth_last(js, subject, head.sseq, last.sseq, span.behind + 1))
+            found = await message_at(js, subject, span.starts[-1])
             if found is None:
                 break
-            final = found
-    extra = 0
-    if first is not None and final is not None and final.runner:
+            span.final = found
+    if span.runner and first is not None and span.final is not None:
+        final = span.final
         if first.number is not None and final.number is not None:
             runner_lines = final.seq + final.lines - first.seq
             runner_messages = final.number - first.number + 1
-            extra = max(0, runner_lines - runner_messages)
-    out.count = count = messages + extra
-    out.first_seq = first.seq if first is not None else None
-    if tail == 0:
-        return out
+            span.extra = max(0, runner_lines - runner_messages)
+    return span
 
-    start, skip = head.sseq, 0
-    if count <= tail:
-        pass
-    elif extra == 0:  # a line per message: the tail starts at the tail-th last message
-        start = await nth_last(js, subject, head.sseq, last.sseq, tail)
-    elif tail <= behind:  # within the notes after the runner's last message
-        start = starts[tail - 1]
-    else:
-        assert first is not None and final is not None
-        target = final.seq + final.lines - (tail - behind)  # the first runner line needed
-        if target < first.seq:  # notes before or among the runner's lines: read it all
-            skip = count - tail
-        else:
-            found = await holding(js, subject, first, final, target)
-            # The orchestrator's notes before the runner's last message, if any, may be
-            # among the lines from ``found`` on: the tail counts them.
-            notes = messages - behind - (final.number or 0) + (first.number or 0) - 1
-            among = await notes_between(js, subject, found, final) if notes > 0 else 0
-            start, skip = found.sseq, target - found.seq + among
-    out.after, out.skip = cursor_of(start) - 1, skip
-    return out
+
+async def _tail_start(
+    js: JetStreamContext,
+    subject: str,
+    head: Stored,
+    last: Stored,
+    span: _Span,
+    messages: int,
+    tail: int,
+) -> tuple[int, int]:
+    """Where the last ``tail`` of more lines start: the stream sequence to read from and
+    how many lines to skip there."""
+    if span.extra == 0:  # a line per message: the tail starts at the tail-th last message
+        return await nth_last(js, subject, head.sseq, last.sseq, tail), 0
+    if tail <= span.behind:  # within the notes after the runner's last message
+        return span.starts[tail - 1], 0
+    first, final = span.first, span.final
+    assert first is not None and final is not None
+    target = final.seq + final.lines - (tail - span.behind)  # the first runner line needed
+    if target < first.seq:  # notes before or among the runner's lines: read it all
+        return head.sseq, messages + span.extra - tail
+    found = await holding(js, subject, first, final, target)
+    # The orchestrator's notes before the runner's last message, if any, may be among the
+    # lines from ``found`` on: the tail counts them.
+    notes = messages - span.behind - (final.number or 0) + (first.number or 0) - 1
+    among = await notes_between(js, subject, found, final) if notes > 0 else 0
+    return found.sseq, target - found.seq + among
 
 
 async def tail_lines(js: JetStreamContext, where: AttemptTail) -> AsyncIterator[list[Line]]:

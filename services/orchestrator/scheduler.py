@@ -28,11 +28,9 @@ import asyncio
 import logging
 import time
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from nats.js import JetStreamContext
 from nats.js.errors import KeyWrongLastSequenceError
-from nats.js.kv import KeyValue
 
 from shared import names, registry
 from shared.contracts import (
@@ -51,6 +49,10 @@ from shared.metrics import CRON_SLOTS
 from shared.periodic import Periodic
 from shared.service import event
 from shared.timefmt import now_rfc3339, parse, rfc3339
+
+if TYPE_CHECKING:
+    from nats.js import JetStreamContext
+    from nats.js.kv import KeyValue
 
 log = logging.getLogger("heddle.orchestrator.scheduler")
 CHUNK = 200  # requests in flight at once
@@ -178,10 +180,8 @@ class Scheduler:
     async def _run_slots(
         self, wf: WorkflowLatest, slots: list[datetime], since: float | None = None
     ) -> None:
-        spec = await self._version(wf.name, wf.version)
+        version = await self._version(wf.name, wf.version)
         stamp = now_rfc3339()  # one per batch: ties in createdAt fall back to slot order
-        # Every parameter of a scheduled workflow has a default (shared/validation.py).
-        defaults = {p.name: p.default for p in spec.spec.params if p.default is not None}
         claims = [
             CronSlot(
                 name=wf.name,
@@ -198,34 +198,7 @@ class Scheduler:
             won += await asyncio.gather(
                 *(self._claim(c, slots[i + j]) for j, c in enumerate(chunk))
             )
-        futures = []
-        for claim in claims:
-            cmd = SubmitRun(
-                run_id=claim.run_id,
-                steps=spec.spec.steps,
-                submitted_at=stamp,
-                workflow_name=wf.name,
-                version=wf.version,
-                trigger="schedule",
-                scheduled_for=claim.slot,
-                scheduled_tz=wf.timezone or "UTC",
-                params=defaults,
-                env=spec.spec.env,
-            )
-            futures.append(
-                await self.js.publish_async(
-                    names.CMD_SUBMIT,
-                    encode(cmd),
-                    headers={"Nats-Msg-Id": names.submit_msg_id(claim.run_id)},
-                )
-            )
-        done, pending = await asyncio.wait(futures, timeout=ACK_TIMEOUT)
-        for fut in pending:
-            fut.cancel()
-        if pending:
-            raise TimeoutError(f"{len(pending)} submits unacknowledged")
-        for fut in done:
-            fut.result()
+        await self._submit(wf, version, claims, stamp)
         # Counted by the scheduler that claimed each slot: one count per slot, however many
         # schedulers there are.
         for slot, mine in zip(slots, won, strict=True):
@@ -242,6 +215,42 @@ class Scheduler:
             first=claims[0].slot,
             last=claims[-1].slot,
         )
+
+    async def _submit(
+        self, wf: WorkflowLatest, version: WorkflowVersion, claims: list[CronSlot], stamp: str
+    ) -> None:
+        """A submit per slot, pipelined; the stream keeps one per run (``Nats-Msg-Id``)."""
+        spec = version.spec
+        # Every parameter of a scheduled workflow has a default (shared/validation.py).
+        defaults = {p.name: p.default for p in spec.params if p.default is not None}
+        futures = []
+        for claim in claims:
+            cmd = SubmitRun(
+                run_id=claim.run_id,
+                steps=spec.steps,
+                submitted_at=stamp,
+                workflow_name=wf.name,
+                version=wf.version,
+                trigger="schedule",
+                scheduled_for=claim.slot,
+                scheduled_tz=wf.timezone or "UTC",
+                params=defaults,
+                env=spec.env,
+            )
+            futures.append(
+                await self.js.publish_async(
+                    names.CMD_SUBMIT,
+                    encode(cmd),
+                    headers={"Nats-Msg-Id": names.submit_msg_id(claim.run_id)},
+                )
+            )
+        done, pending = await asyncio.wait(futures, timeout=ACK_TIMEOUT)
+        for fut in pending:
+            fut.cancel()
+        if pending:
+            raise TimeoutError(f"{len(pending)} submits unacknowledged")
+        for fut in done:
+            fut.result()
 
     async def _claim(self, claim: CronSlot, slot: datetime) -> bool:
         try:
