@@ -80,6 +80,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a Heddle setting for every service of the stack (repeatable), e.g. "
         "--set HEDDLE_STEP_USER=none to time steps run as the runner's own user",
     )
+    p.add_argument(
+        "--ends",
+        choices=("records", "events"),
+        default="records",
+        help="how a run's end is noticed: from the run records in NATS (records), or as a "
+        "client sees it, through GET /api/runs/{run}/events (events)",
+    )
     args = p.parse_args(argv)
     for item in args.set:
         if "=" not in item or not item.startswith("HEDDLE_"):
@@ -106,6 +113,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "profile": args.profile,
         "command": "python -m bench " + " ".join(sys.argv[1:]),
         "settings": settings,
+        "ends": args.ends,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "versions": versions(),
@@ -116,7 +124,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     for w, reps in workloads:
         label = f"{w.name} ({'accept, then cancel' if w.accept_only else 'run'})"
         say(f"{label}: {w.steps} steps in {len(w.runs)} run(s), {w.runners} runners, {reps} reps")
-        report["workloads"].append(await run_workload(w, reps, say, settings))
+        report["workloads"].append(await run_workload(w, reps, say, settings, args.ends))
     if kills > 0:
         say(f"watchdog: {kills} kills")
         report["watchdog"] = await run_watchdog(kills, say)

@@ -274,7 +274,11 @@ async def _log_span(probe: Probe, run_id: str, lines: int) -> dict[str, Any]:
 
 
 async def run_workload(
-    w: Workload, reps: int, say: Say, settings: dict[str, str] | None = None
+    w: Workload,
+    reps: int,
+    say: Say,
+    settings: dict[str, str] | None = None,
+    ends: str = "records",
 ) -> dict[str, Any]:
     """A fresh stack with the workload's runners; ``reps`` repetitions of baseline, then
     Heddle; the stack's peak RSS at the end."""
@@ -282,7 +286,7 @@ async def run_workload(
     stack = BenchStack(runners=w.runners, settings=dict(settings or {}))
     t0 = time.monotonic()
     stack.start()
-    probe = stack.probe()
+    probe = stack.probe(ends)
     out: dict[str, Any] = {
         "workload": w.name,
         "mode": "accept, then cancel" if w.accept_only else "run",

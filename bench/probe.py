@@ -3,10 +3,12 @@ notices runs ending and reads server timestamps.
 
 Runs are submitted and read over the HTTP API only. To know *when* a run ended without
 polling the gateway (polling a 10,000-step run would load the system being measured), the
-probe follows the run records the orchestrator stores (an ordered consumer of
-``$KV.heddle-runs.run.*``) and notes the moment a terminal one arrives. Server-side times
-(when NATS stored a step's queued record, or a runner's first heartbeat of an attempt) come
-from JetStream message metadata.
+probe either follows the run records the orchestrator stores (``ends="records"``: an
+ordered consumer of ``$KV.heddle-runs.run.*``) and notes the moment a terminal one arrives,
+or follows each run's events over HTTP as any client would (``ends="events"``:
+``GET /api/runs/{run}/events``, opened once the submit is answered, until its ``end``).
+Server-side times (when NATS stored a step's queued record, or a runner's first heartbeat of
+an attempt) come from JetStream message metadata.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Probe:
         nats_url: str,
         headers: dict[str, str] | None = None,
         nats_user: tuple[str, str] | None = None,
+        ends: str = "records",
     ) -> None:
         self.base_url = base_url
         self.nats_url = nats_url
@@ -74,6 +77,8 @@ class Probe:
         self.session: aiohttp.ClientSession | None = None
         self.nc: Client | None = None
         self._waiters: dict[str, asyncio.Future[float]] = {}
+        self.ends = ends
+        self._follows: set[asyncio.Task[None]] = set()
         self._sub = None
 
     async def open(self) -> None:
@@ -85,18 +90,21 @@ class Probe:
         user, password = self.nats_user or ("", "")
         settings = Settings(nats_url=self.nats_url, nats_user=user, nats_password=password)
         self.nc = await connect(settings, "heddle-bench")  # the services' one NATS edge
-        # Through the stream, not a core subscription: a core subscriber sees a record as it
-        # is published, before the stream has stored it, and a document read at that moment
-        # can still show the run's previous status.
-        self._sub = await self.nc.jetstream().subscribe(
-            f"$KV.{RUNS_BUCKET}.run.*",
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.NEW,
-            cb=self._on_run_record,
-        )
+        if self.ends == "records":
+            # Through the stream, not a core subscription: a core subscriber sees a record
+            # as it is published, before the stream has stored it, and a document read at
+            # that moment can still show the run's previous status.
+            self._sub = await self.nc.jetstream().subscribe(
+                f"$KV.{RUNS_BUCKET}.run.*",
+                ordered_consumer=True,
+                deliver_policy=DeliverPolicy.NEW,
+                cb=self._on_run_record,
+            )
         await self.nc.flush()
 
     async def close(self) -> None:
+        for task in self._follows:
+            task.cancel()
         if self.session is not None:
             await self.session.close()
         if self.nc is not None:
@@ -127,6 +135,23 @@ class Probe:
     def forget(self, run_id: str) -> None:
         self._waiters.pop(run_id, None)
 
+    async def _follow_events(self, run_id: str) -> None:
+        """Resolve the run's waiter at its ``end`` event (``ends="events"``)."""
+        assert self.session is not None
+        url = f"{self.base_url}/api/runs/{run_id}/events"
+        for _ in range(100):  # a run answered 202 is stored a moment later
+            async with self.session.get(url) as resp:
+                if resp.status == 404:
+                    await asyncio.sleep(0.05)
+                    continue
+                async for line in resp.content:
+                    if line.startswith(b"event: end"):
+                        fut = self._waiters.get(run_id)
+                        if fut is not None and not fut.done():
+                            fut.set_result(time.monotonic())
+                        return
+            return
+
     # ---- HTTP ----
 
     async def request(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
@@ -141,7 +166,12 @@ class Probe:
         headers = {"Content-Type": "application/json"}
         t0 = time.monotonic()
         status, answer = await self.request("POST", "/api/runs", data=body, headers=headers)
-        return Submitted(run_id, status, answer, t0, time.monotonic())
+        answered = time.monotonic()
+        if self.ends == "events" and status in (200, 201, 202) and run_id in self._waiters:
+            task = asyncio.create_task(self._follow_events(run_id))
+            self._follows.add(task)
+            task.add_done_callback(self._follows.discard)
+        return Submitted(run_id, status, answer, t0, answered)
 
     async def run_document(self, run_id: str) -> dict[str, Any]:
         status, body = await self.request("GET", f"/api/runs/{run_id}")

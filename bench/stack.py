@@ -46,8 +46,9 @@ class BenchStack:
         assert self.auth is not None
         return self.auth.headers
 
-    def probe(self) -> Probe:
-        """A probe that reads NATS as the read-only inspector and calls the API as admin."""
+    def probe(self, ends: str = "records") -> Probe:
+        """A probe that reads NATS as the read-only inspector and calls the API as admin;
+        ``ends``: how it learns that a run ended (bench/probe.py)."""
         assert self.auth is not None
         users = self.auth.users
         return Probe(
@@ -55,6 +56,7 @@ class BenchStack:
             self.nats_url,
             headers=self.headers,
             nats_user=(perms.INSPECTOR, users.passwords[perms.INSPECTOR]),
+            ends=ends,
         )
 
     @property

@@ -108,3 +108,25 @@ def test_baseline_starts_paced_runs_on_schedule() -> None:
     # the first start, the last run (which ends last) would take the whole wall.
     for i, done in enumerate(result["run_done"]):
         assert done <= result["wall"] - i * 0.2 + 1e-6
+
+
+def test_bench_can_notice_run_ends_as_a_client_does(tmp_path: Path) -> None:
+    """--ends events: every run's end comes from its GET /api/runs/{run}/events stream."""
+    out = tmp_path / "result.json"
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "bench", "--workloads", "diamonds-3", "--reps", "1"),
+            *("--kills", "0", "--ends", "events", "--out", str(out)),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(out.read_text())
+    assert report["ends"] == "events"
+    (diamonds,) = report["workloads"]
+    assert "error" not in diamonds, diamonds
+    (rep,) = diamonds["reps"]
+    assert rep["extra"]["statuses"] == {"succeeded": 3}
