@@ -71,6 +71,19 @@ async def test_workflows_list_run_now_pause_and_resume(
     await expect(page.locator('tr[data-workflow="manual"] .schedule')).to_contain_text("manual")
     await expect(page.locator('tr[data-workflow="manual"] [data-pause]')).to_be_hidden()
 
+    # Its own page shows the same next fire times, read from GET /api/workflows/nightly
+    # alone: the page does not read the whole list for one workflow.
+    lists: list[str] = []
+    page.on("request", lambda r: lists.append(r.url) if r.url.endswith("/api/workflows") else None)
+    await row.locator("a.mono", has_text="nightly").click()
+    fired = page.locator("#workflow-meta .fires time")
+    await expect(fired).to_have_count(3, timeout=WAIT)
+    assert await fired.evaluate_all("els => els.map(e => e.getAttribute('datetime'))") == fires
+    await expect(page.locator("#workflow-meta")).to_contain_text("the nightly export")
+    assert lists == []
+    await page.go_back()
+    await expect(row.locator(".next-fires time")).to_have_count(3, timeout=WAIT)
+
     # Run now, double-clicked: one run, the second click answered with the same run.
     await page.locator('[data-run-now="manual"]').dblclick()
     started = page.locator('[data-started="manual"]')
@@ -163,6 +176,11 @@ async def test_workflow_grid_pages_versions_diff_and_retry(
     page = await open_page(browser, with_token(s, "/#/workflows/etl?limit=5"), errors)
     columns = page.locator("#run-grid th.run-col")
     await expect(columns).to_have_count(5, timeout=WAIT)
+    # The recent runs, oldest on the left, from the workflow's own document.
+    ticks = page.locator("#workflow-meta .strip .tick")
+    await expect(ticks).to_have_count(7, timeout=WAIT)
+    shown = await ticks.evaluate_all("els => els.map(e => e.getAttribute('href'))")
+    assert shown == [f"#/runs/{r}" for r in made]
     # Oldest on the left: the five newest runs, newest on the right.
     assert await ids_of(columns) == newest[:5][::-1]
     await expect(page.locator("#run-grid tbody tr")).to_have_count(3)

@@ -65,6 +65,12 @@ async def test_next_fires_recent_runs_history_pages_and_grid(stack: StackFactory
 
     recent = (await get(s, "/api/workflows"))["workflows"][0]["recent"]
     assert [r["runId"] for r in recent] == newest_first
+    # The workflow's own document carries the same recent runs and next fire times, for any
+    # version read.
+    for query in ("", "?version=1"):
+        one = await get(s, "/api/workflows/paged" + query)
+        assert one["recent"] == recent, query
+        assert one["nextFires"] in (six_in_paris_after(before, 3), six_in_paris_after(after, 3))
     assert [r["status"] for r in recent] == [
         "succeeded",
         "failed",
@@ -114,6 +120,7 @@ async def test_next_fires_recent_runs_history_pages_and_grid(stack: StackFactory
     status, _ = await s.request("PATCH", "/api/workflows/paged", json={"paused": True})
     assert status == 200
     assert (await get(s, "/api/workflows"))["workflows"][0]["nextFires"] == []
+    assert (await get(s, "/api/workflows/paged"))["nextFires"] == []
 
 
 async def test_a_busy_runner_shows_since_when_it_holds_its_step(stack: StackFactory) -> None:

@@ -320,6 +320,9 @@ class WorkflowDefinition(WorkflowFacts, kw_only=True):
     env: dict[str, str]
     steps: list[StepSpec]  # as registered: fields at their default are left out
     edges: list[Edge]
+    # The workflow's, whichever version is read: as in its list entry
+    recent: list[LastRun]  # its newest runs, newest first (at most 10)
+    next_fires: list[str]  # the schedule's next three slots after now, UTC
 
 
 class HistoryEntry(Doc):

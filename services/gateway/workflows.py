@@ -95,6 +95,10 @@ def next_fires(w: WorkflowLatest, now: datetime) -> list[str]:
     return [rfc3339(s) for s in slots]
 
 
+def recent_runs(runs: list[RunRecord]) -> list[LastRun]:
+    return [LastRun(run_id=r.run_id, status=r.status, created_at=r.created_at) for r in runs]
+
+
 def summary_document(
     w: WorkflowLatest, last: RunSummary | None, recent: list[RunRecord], now: datetime
 ) -> WorkflowSummary:
@@ -104,12 +108,14 @@ def summary_document(
     return WorkflowSummary(
         **facts(w),
         last_run=shown,
-        recent=[LastRun(run_id=r.run_id, status=r.status, created_at=r.created_at) for r in recent],
+        recent=recent_runs(recent),
         next_fires=next_fires(w, now),
     )
 
 
-def definition_document(w: WorkflowVersion, latest: WorkflowLatest) -> WorkflowDefinition:
+def definition_document(
+    w: WorkflowVersion, latest: WorkflowLatest, recent: list[RunRecord], now: datetime
+) -> WorkflowDefinition:
     spec = w.spec
     return WorkflowDefinition(
         name=w.name,
@@ -126,6 +132,8 @@ def definition_document(w: WorkflowVersion, latest: WorkflowLatest) -> WorkflowD
         env=spec.env,
         steps=spec.steps,
         edges=[Edge(from_=p, to=s.id) for s in spec.steps for p in s.depends_on],
+        recent=recent_runs(recent),
+        next_fires=next_fires(latest, now),
     )
 
 
@@ -192,7 +200,10 @@ async def get_workflow(request: web.Request) -> web.Response:
     stored = await registry.get_version(kv, name, version or latest.version)
     if stored is None:
         return unknown(name, version)
-    return views.json_response(definition_document(stored, latest))
+    # Its recent runs from the gateway's index of run records, in memory, as the list's.
+    runs = await request.app[RUN_INDEX].caught_up()
+    recent = runs.newest_of(name, RECENT)
+    return views.json_response(definition_document(stored, latest, recent, datetime.now(UTC)))
 
 
 async def patch_workflow(request: web.Request) -> web.Response:

@@ -1218,17 +1218,15 @@
       c.set(wf.paused, Boolean(wf.schedule));
       put(head, h("h1", { class: "mono" }, name), h("span", { class: "muted" }, `v${wf.latestVersion}`),
         wf.paused ? h("span", { class: "badge st-paused" }, "paused") : null);
-      const listed = await api("GET", "/api/workflows");
-      const mine = listed.status === 200 ? (listed.body.workflows || []).find((w) => w.name === name) : null;
       const item = (k, ...v) => [h("dt", {}, k), h("dd", {}, ...v)];
       put(meta, ...[
         item("Description", wf.description || dash()),
         item("Schedule", scheduleCell(wf)),
-        item("Next fires", mine ? firesCell(mine) : dash()),
+        item("Next fires", firesCell(wf)),
         item("Catch up", wf.schedule ? (wf.catchup ? "yes: missed slots run" : "no: only the latest missed slot") : dash()),
         item("Parameters", (wf.params || []).length ? wf.params.map((pr, i) => [i ? ", " : "",
           h("code", {}, pr.name), pr.default !== undefined && pr.default !== null ? ` = ${pr.default}` : " (required)"]) : dash()),
-        item("Recent runs", mine && mine.recent.length ? strip(mine.recent) : dash()),
+        item("Recent runs", (wf.recent || []).length ? strip(wf.recent) : dash()),
       ].flat());
       fillVersions(wf.latestVersion);
       return true;
