@@ -12,6 +12,8 @@ import enum
 import logging
 from typing import TYPE_CHECKING
 
+from nats.errors import Error as NatsError
+
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
 
@@ -54,7 +56,7 @@ async def settle(msg: Msg, outcome: Outcome) -> None:
                 await msg.term()
             case Outcome.HELD | Outcome.LEFT:
                 pass
-    except Exception as exc:  # the connection's errors, or a message already answered
+    except NatsError as exc:  # the connection's errors, or a message already answered
         log.warning("%s of %s not sent: %s", outcome.value, msg.subject, exc)
 
 

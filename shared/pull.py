@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
 
 from shared.consume import Outcome, settle
 from shared.jetstream_api import request_next
@@ -78,7 +79,7 @@ class ContinuousPull:
         self._last_sent = time.monotonic()
         try:
             await request_next(self.nc, self.stream, self.durable, self._inbox, want, self.expires)
-        except Exception as exc:  # disconnected: the refresh loop asks again
+        except NatsError as exc:  # the connection closed or its buffer full: asked again
             self.outstanding -= want
             log.debug("pull request failed: %s", exc)
 
