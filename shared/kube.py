@@ -1,6 +1,8 @@
 """The Kubernetes API, through the ``kubernetes`` client: the one module that talks to a
 cluster. The orchestrator's pod watch (services/orchestrator/pod_watch.py) uses it to list
-and watch the runner pods by label, and to look up a node.
+and watch the runner pods by label, and to look up a node; the dispatcher's autoscaling
+(services/dispatcher/autoscaling.py) to read and set a StatefulSet's replicas through its
+scale subresource (``Scales``).
 
 The client is synchronous, so the list and the watch run in a thread of their own, which hands
 what it sees to the event loop as ``Listed`` (a list: the pods as they are, and the point the
@@ -213,6 +215,52 @@ class PodSource:
         finally:
             self._watch = None
         return version
+
+
+class Scales:
+    """The scale subresource of the StatefulSets of one namespace: ``get`` reads a
+    StatefulSet's wanted replicas, ``set`` patches them. The calls block, so each runs in a
+    thread; a failure is a ``KubeError``."""
+
+    def __init__(self, api_client: Any, namespace: str, request_timeout: float = 10.0) -> None:
+        from kubernetes import client
+
+        self.namespace = namespace
+        self.request_timeout = request_timeout
+        self._api = client.AppsV1Api(api_client)
+
+    async def get(self, name: str) -> int:
+        return await asyncio.to_thread(self._get, name)
+
+    async def set(self, name: str, replicas: int) -> int:
+        """Patch ``spec.replicas``; the replicas the API then has."""
+        return await asyncio.to_thread(self._set, name, replicas)
+
+    def _get(self, name: str) -> int:
+        try:
+            resp = self._api.read_namespaced_stateful_set_scale(
+                name,
+                self.namespace,
+                _preload_content=False,
+                _request_timeout=self.request_timeout,
+            )
+            return int(json.loads(resp.data).get("spec", {}).get("replicas") or 0)
+        except Exception as exc:
+            raise KubeError(f"reading the scale of statefulset {name}: {_describe(exc)}") from exc
+
+    def _set(self, name: str, replicas: int) -> int:
+        try:
+            resp = self._api.patch_namespaced_stateful_set_scale(
+                name,
+                self.namespace,
+                {"spec": {"replicas": replicas}},
+                _content_type="application/merge-patch+json",
+                _preload_content=False,
+                _request_timeout=self.request_timeout,
+            )
+            return int(json.loads(resp.data).get("spec", {}).get("replicas") or 0)
+        except Exception as exc:
+            raise KubeError(f"scaling statefulset {name} to {replicas}: {_describe(exc)}") from exc
 
 
 class _Gone(Exception):

@@ -121,6 +121,17 @@ READY_WAITING = Gauge(
     registry=None,
 )
 
+AUTOSCALE_DECISIONS = Counter(
+    "heddle_autoscale_decisions",
+    "Autoscaling's decisions: up, down (the scale changed), drain (runners given no new step, "
+    "to be removed), undrain (taken back: steps wait), failed (the API refused or was away).",
+    ["decision"],
+    registry=None,
+)
+AUTOSCALE_REPLICAS = Gauge(
+    "heddle_autoscale_replicas", "The runners autoscaling wants (0 with it off).", registry=None
+)
+
 # ---- runner agent --------------------------------------------------------------------
 
 ATTEMPTS = Counter(
@@ -143,7 +154,7 @@ OWNED: dict[str, tuple[Collector, ...]] = {
         CRON_SLOTS,
         LIVE_RUNS,
     ),
-    "dispatcher": (RUNNERS, RUNNERS_BUSY, READY_WAITING),
+    "dispatcher": (RUNNERS, RUNNERS_BUSY, READY_WAITING, AUTOSCALE_DECISIONS, AUTOSCALE_REPLICAS),
     "runner": (ATTEMPTS,),
 }
 

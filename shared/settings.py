@@ -214,7 +214,8 @@ class Settings:
     kubeconfig: str = _s(
         "",
         "HEDDLE_KUBECONFIG",
-        "a kubeconfig file for the pod watch, instead of the pod's in-cluster service account",
+        "a kubeconfig file for the pod watch and autoscaling, instead of the pod's in-cluster "
+        "service account",
     )
     kube_namespace: str = _s(
         "",
@@ -227,6 +228,38 @@ class Settings:
         "HEDDLE_RUNNER_POD_SELECTOR",
         "the label selector of the runner pods the pod watch follows; a pod's runner is its "
         "heddle/runner label, else its name",
+    )
+    autoscale: str = _s(
+        "off",
+        "HEDDLE_AUTOSCALE",
+        "the dispatcher scales the runner StatefulSets through their scale subresource, between "
+        "HEDDLE_AUTOSCALE_MIN and HEDDLE_AUTOSCALE_MAX: on or off",
+    )
+    autoscale_min: int = _s(1, "HEDDLE_AUTOSCALE_MIN", "the fewest runners autoscaling keeps")
+    autoscale_max: int = _s(4, "HEDDLE_AUTOSCALE_MAX", "the most runners autoscaling asks for")
+    autoscale_up_after: float = _s(
+        30.0,
+        "HEDDLE_AUTOSCALE_UP_AFTER",
+        "seconds a ready step waits, every runner busy, before the pool grows",
+    )
+    autoscale_idle_after: float = _s(
+        300.0,
+        "HEDDLE_AUTOSCALE_IDLE_AFTER",
+        "seconds a runner is idle before the pool shrinks (from its highest ordinals)",
+    )
+    autoscale_interval: float = _s(
+        2.0, "HEDDLE_AUTOSCALE_INTERVAL", "seconds between two looks at the pool"
+    )
+    autoscale_start_timeout: float = _s(
+        180.0,
+        "HEDDLE_AUTOSCALE_START_TIMEOUT",
+        "seconds a runner asked for counts as coming before it registers",
+    )
+    runner_statefulset_prefix: str = _s(
+        "runner-",
+        "HEDDLE_RUNNER_STATEFULSET_PREFIX",
+        "the runner StatefulSets autoscaling scales are <prefix>0 ... <prefix><max-1>, one "
+        "single-replica StatefulSet per runner, its runner named after it",
     )
     log_level: str = _s("info", "HEDDLE_LOG_LEVEL", "debug, info, warning or error")
     event_loop: str = _s(
@@ -266,6 +299,14 @@ class Settings:
             problems.append(f"HEDDLE_EVENT_LOOP must be uvloop or asyncio, not {self.event_loop!r}")
         if self.pod_watch not in ("auto", "off"):
             problems.append(f"HEDDLE_POD_WATCH must be auto or off, not {self.pod_watch!r}")
+        if self.autoscale not in ("on", "off"):
+            problems.append(f"HEDDLE_AUTOSCALE must be on or off, not {self.autoscale!r}")
+        if not 0 <= self.autoscale_min <= self.autoscale_max or self.autoscale_max < 1:
+            problems.append(
+                "HEDDLE_AUTOSCALE_MIN and HEDDLE_AUTOSCALE_MAX need 0 <= min <= max and max >= 1"
+            )
+        if not self.runner_statefulset_prefix:
+            problems.append("HEDDLE_RUNNER_STATEFULSET_PREFIX must not be empty")
         if self.storage not in ("file", "memory"):
             problems.append(f"HEDDLE_STORAGE must be file or memory, not {self.storage!r}")
         if self.auth not in ("tokens", "none"):
@@ -284,6 +325,10 @@ class Settings:
             "kill_grace",
             "default_timeout",
             "body_timeout",
+            "autoscale_up_after",
+            "autoscale_idle_after",
+            "autoscale_interval",
+            "autoscale_start_timeout",
         ):
             if not getattr(self, name) > 0:  # also catches NaN
                 problems.append(f"{env_name(name)} must be positive")

@@ -42,6 +42,15 @@ NOT_CHART_SETTINGS = {
     "step_user",
     "pod_watch",  # the orchestrator's, from podWatch.enabled
     "runner_pod_selector",  # the orchestrator's: this release's runner pods
+    # The dispatcher's, from runners.autoscaling: the values and this release's StatefulSets.
+    "autoscale",
+    "autoscale_min",
+    "autoscale_max",
+    "autoscale_up_after",
+    "autoscale_idle_after",
+    "autoscale_interval",
+    "autoscale_start_timeout",
+    "runner_statefulset_prefix",
 }
 USERS_SECRET = "heddle-nats-users"
 AUTH_SECRET = "nats-auth"

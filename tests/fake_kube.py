@@ -8,7 +8,12 @@ pod watch uses (shared/kube.py), answered as the API answers them.
   the events after N, then each change as it is made, until ``timeoutSeconds``; a version older
   than ``expired_before`` gets the API's ERROR event with a 410 Status, as etcd's compaction
   makes it;
-- ``GET /api/v1/nodes/<name>``.
+- ``GET /api/v1/nodes/<name>``;
+- a StatefulSet's scale subresource, ``GET`` and ``PATCH`` (a merge or strategic-merge patch
+  of ``spec.replicas``) of ``/apis/apps/v1/namespaces/<ns>/statefulsets/<name>/scale``: the
+  StatefulSets are ``statefulsets`` (name -> replicas); every patch is kept in ``scaled``
+  (monotonic time, name, replicas) and handed to ``on_scale``, where a test plays the
+  StatefulSet controller (starting or stopping the runner process of that name).
 
 Every request must carry the kubeconfig's bearer token. Pods are built by ``runner_pod`` as
 the API shows a StatefulSet's runner pod, and changed with ``modify``/``delete`` (which bump
@@ -20,8 +25,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -252,6 +258,9 @@ class FakeKube:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.unauthorized = 0
         self.down = False  # answer every request with 503
+        self.statefulsets: dict[str, int] = {}
+        self.scaled: list[tuple[float, str, int]] = []
+        self.on_scale: Callable[[str, int, int], Awaitable[None]] | None = None  # name, was, now
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -261,6 +270,9 @@ class FakeKube:
         app = web.Application()
         app.router.add_get("/api/v1/namespaces/{ns}/pods", self._pods)
         app.router.add_get("/api/v1/nodes/{name}", self._node)
+        scale = "/apis/apps/v1/namespaces/{ns}/statefulsets/{name}/scale"
+        app.router.add_get(scale, self._scale)
+        app.router.add_patch(scale, self._scale)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
@@ -365,6 +377,54 @@ class FakeKube:
         if found is None:
             return _status(404, "NotFound", f'nodes "{request.match_info["name"]}" not found')
         return web.json_response(found)
+
+    async def _scale(self, request: web.Request) -> web.StreamResponse:
+        refused = self._check(request)
+        if refused is not None:
+            return refused
+        name, ns = request.match_info["name"], request.match_info["ns"]
+        if ns != self.namespace or name not in self.statefulsets:
+            return _status(404, "NotFound", f'statefulsets.apps "{name}" not found')
+        if request.method == "PATCH":
+            kind = request.content_type
+            if kind not in (
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json",
+                "application/json-patch+json",
+            ):
+                return _status(415, "UnsupportedMediaType", f"{kind} is unsupported")
+            body = await request.json()
+            if kind == "application/json-patch+json":
+                replicas = next(op["value"] for op in body if op["path"] == "/spec/replicas")
+            else:
+                replicas = body["spec"]["replicas"]
+            if not isinstance(replicas, int) or replicas < 0:
+                return _status(422, "Invalid", f"spec.replicas: Invalid value: {replicas!r}")
+            was = self.statefulsets[name]
+            self.statefulsets[name] = replicas
+            self.version += 1
+            self.scaled.append((time.monotonic(), name, replicas))
+            if self.on_scale is not None:
+                await self.on_scale(name, was, replicas)
+        replicas = self.statefulsets[name]
+        return web.json_response(
+            {
+                "kind": "Scale",
+                "apiVersion": "autoscaling/v1",
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+                    "resourceVersion": str(self.version),
+                    "creationTimestamp": _now(),
+                },
+                "spec": {"replicas": replicas},
+                "status": {
+                    "replicas": replicas,
+                    "selector": f"{SELECTOR},heddle/runner={name}",
+                },
+            }
+        )
 
     async def _pods(self, request: web.Request) -> web.StreamResponse:
         refused = self._check(request)

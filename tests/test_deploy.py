@@ -92,6 +92,23 @@ VALUE_SETS = {
     },
     "no-network-policy": {"networkPolicy": {"enabled": False}},
     "no-metrics-port": {"settings": {"metricsPort": 0}, "metrics": {"annotations": False}},
+    "autoscaling": {
+        "runners": {"replicas": 2, "autoscaling": {"enabled": True, "maxReplicas": 5}},
+    },
+    "autoscaling-prefixed-own-accounts": {
+        "namePrefix": "blue-",
+        "serviceAccount": {"create": False, "dispatcherName": "scaler"},
+        "runners": {
+            "autoscaling": {
+                "enabled": True,
+                "minReplicas": 0,
+                "maxReplicas": 3,
+                "upAfterSeconds": 5,
+                "idleAfterSeconds": 60.5,
+            }
+        },
+        "networkPolicy": {"enabled": False},
+    },
     "open-gateway-no-runners": {
         "gateway": {"networkPolicy": {"from": []}},
         "runners": {"replicas": 0},
@@ -108,6 +125,9 @@ def test_every_rendered_object_is_valid_kubernetes(chart: helm.Chart, values: di
     }
     assert len(deployments) == 3 + bool((values.get("natsBox") or {}).get("enabled"))
     runners = (values.get("runners") or {}).get("replicas", 2)
+    scaling = (values.get("runners") or {}).get("autoscaling") or {}
+    if scaling.get("enabled"):
+        runners = scaling["maxReplicas"]  # every runner the pool may grow to
     assert len(manifest.runner_workloads()) == runners
     for obj in manifest.objects:
         where = f"{obj['kind']}/{obj['metadata']['name']}"
@@ -752,6 +772,76 @@ def test_the_orchestrator_may_reach_the_api_server(chart: helm.Chart, default: M
         "ports": [{"protocol": "TCP", "port": 6443}],
         "to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}],
     }
+
+
+def test_autoscaling_renders_every_runner_and_lets_the_dispatcher_scale_them(
+    chart: helm.Chart, default: Manifest
+) -> None:
+    on = render(
+        chart,
+        {
+            "runners": {
+                "replicas": 3,
+                "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 6},
+            }
+        },
+    )
+    names = [f"runner-{i}" for i in range(6)]
+    # Every runner the pool may grow to, with its user; runners.replicas of them at 1.
+    sets = on.of_kind("StatefulSet")
+    assert [sets[n]["spec"]["replicas"] for n in names] == [1, 1, 1, 0, 0, 0]
+    users = on.get("Secret", "heddle-nats-users")
+    assert {f"runner-{n}" for n in names} <= set(users.get("data") or users["stringData"])
+    # The dispatcher: its own account and token, its settings, and a Role with get and patch
+    # on these StatefulSets' scale, nothing else.
+    pod, container = on.heddle_containers()["dispatcher"]
+    assert pod["serviceAccountName"] == "heddle-dispatcher"
+    assert pod["automountServiceAccountToken"] is True
+    assert on.get("ServiceAccount", "heddle-dispatcher")["automountServiceAccountToken"] is False
+    settings = Settings.from_env(only_strings(on.env(container)))
+    assert (settings.autoscale, settings.autoscale_min, settings.autoscale_max) == ("on", 1, 6)
+    assert (settings.autoscale_up_after, settings.autoscale_idle_after) == (30.0, 300.0)
+    assert settings.runner_statefulset_prefix == "runner-"
+    role = on.get("Role", "heddle-autoscaler")
+    assert role["rules"] == [
+        {
+            "apiGroups": ["apps"],
+            "resources": ["statefulsets/scale"],
+            "resourceNames": names,
+            "verbs": ["get", "patch"],
+        }
+    ]
+    binding = on.get("RoleBinding", "heddle-autoscaler")
+    assert binding["roleRef"]["name"] == "heddle-autoscaler"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "heddle-dispatcher", "namespace": NAMESPACE}
+    ]
+    policy = on.get("NetworkPolicy", "dispatcher-kube-api")
+    assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == (
+        "dispatcher"
+    )
+    assert [p["port"] for p in policy["spec"]["egress"][0]["ports"]] == [443, 6443]
+    # Nothing else gains anything: the orchestrator's RBAC is as without autoscaling.
+    assert set(on.of_kind("Role")) == {"heddle-pod-watch", "heddle-autoscaler"}
+    # Off (the default): no such account, role, policy or setting.
+    assert "heddle-autoscaler" not in default.of_kind("Role")
+    assert "heddle-dispatcher" not in default.of_kind("ServiceAccount")
+    assert "dispatcher-kube-api" not in default.of_kind("NetworkPolicy")
+    _, container = default.heddle_containers()["dispatcher"]
+    assert Settings.from_env(only_strings(default.env(container))).autoscale == "off"
+    # A prefix reaches the StatefulSets' names the dispatcher scales.
+    blue = render(chart, {"namePrefix": "blue-", "runners": {"autoscaling": {"enabled": True}}})
+    _, container = blue.heddle_containers()["dispatcher"]
+    prefix = Settings.from_env(only_strings(blue.env(container))).runner_statefulset_prefix
+    assert prefix == "blue-runner-" and f"{prefix}7" in blue.of_kind("StatefulSet")
+
+
+def test_autoscaling_refuses_a_minimum_above_the_maximum(chart: helm.Chart) -> None:
+    bad = {"runners": {"autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 2}}}
+    with pytest.raises(Exception, match="minReplicas must not exceed"):
+        render(chart, bad)
+    with pytest.raises(Exception, match="autoscaling"):
+        render(chart, {"runners": {"autoscaling": {"enabled": True, "maxReplicas": 0}}})
 
 
 def test_lint_passes_strict() -> None:

@@ -218,3 +218,31 @@ def test_in_cluster_needs_the_service_host_and_a_token() -> None:
 def test_no_configuration_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(kube.KubeError, match="no Kubernetes configuration"):
         kube.connect(str(tmp_path / "missing"))
+
+
+async def test_a_statefulsets_scale_is_read_and_patched(api: fk.FakeKube, tmp_path: Path) -> None:
+    api.statefulsets = {"runner-0": 1, "runner-1": 0}
+    seen: list[tuple[str, int, int]] = []
+
+    async def controller(name: str, was: int, now: int) -> None:
+        seen.append((name, was, now))
+
+    api.on_scale = controller
+    client, namespace = kube.connect(str(api.kubeconfig(tmp_path / "kubeconfig")))
+    scales = kube.Scales(client, namespace, request_timeout=2.0)
+    assert await scales.get("runner-0") == 1
+    assert await scales.get("runner-1") == 0
+    assert await scales.set("runner-1", 1) == 1
+    assert await scales.set("runner-0", 0) == 0
+    assert api.statefulsets == {"runner-0": 0, "runner-1": 1}
+    assert seen == [("runner-1", 0, 1), ("runner-0", 1, 0)]
+    # The scale subresource, with the kubeconfig's token, as a merge patch.
+    paths = [p for p, _ in api.requests]
+    assert paths[-1] == f"/apis/apps/v1/namespaces/{fk.NAMESPACE}/statefulsets/runner-0/scale"
+    assert api.unauthorized == 0
+    with pytest.raises(kube.KubeError, match="404"):
+        await scales.get("runner-9")
+    api.down = True
+    with pytest.raises(kube.KubeError, match="scaling statefulset runner-1 to 0: HTTP 503"):
+        await scales.set("runner-1", 0)
+    assert api.statefulsets["runner-1"] == 1

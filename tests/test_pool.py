@@ -90,3 +90,30 @@ def test_a_restarted_process_under_the_same_name_drops_the_old_lease() -> None:
     reborn.pid, reborn.started_at = 2, "later"
     pool.update(reborn)
     assert pool.leases == {} and pool.free(now=0) == ["runner-0"]
+
+
+def test_packed_pool_fills_the_lowest_ordinals_first() -> None:
+    pool = Pool(pack=lambda name: int(name.rsplit("-", 1)[1]))
+    for n in ("runner-3", "runner-1", "runner-0", "runner-2"):
+        pool.update(info(n))
+    assert pool.reserve(now=5) == "runner-0"
+    pool.accepted("runner-0", "r", "s", 1, jobs=1)
+    assert pool.reserve(now=6) == "runner-1"
+    pool.refused("runner-1", silent=False, now=6)
+    assert pool.reserve(now=7) == "runner-1"  # round robin would have taken runner-2
+    assert pool.busy("runner-1") and pool.busy("runner-0") and not pool.busy("runner-2")
+    assert pool.reserved_at == {"runner-0": 5, "runner-1": 7}
+    pool.remove("runner-1")
+    assert "runner-1" not in pool.reserved_at
+
+
+def test_a_runner_set_aside_is_given_no_step() -> None:
+    pool = Pool()
+    for n in ("a", "b"):
+        pool.update(info(n))
+    pool.set_aside = {"a"}
+    assert pool.free(now=0) == ["b"]
+    assert pool.reserve(now=0) == "b"
+    assert pool.reserve(now=0) is None  # "a" is free, but drained
+    pool.set_aside = set()
+    assert pool.reserve(now=0) == "a"

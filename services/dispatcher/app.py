@@ -20,8 +20,10 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig
 
+from services.dispatcher.autoscale import ordinal_of
+from services.dispatcher.autoscaling import Autoscaling
 from services.dispatcher.pool import Pool
-from shared import names, tickets
+from shared import kube, names, tickets
 from shared.consume import Outcome, redelivered, settle
 from shared.contracts import (
     Heartbeat,
@@ -94,7 +96,7 @@ class Dispatcher:
         self._inflight: set[asyncio.Task] = set()
         self._unplaced = 0  # ready messages in hand that no runner is reserved for
         self._wary_until = 0.0  # monotonic: check every ready message until then
-        self._in_hand: set[AttemptKey] = set()
+        self._in_hand: dict[AttemptKey, float] = {}  # -> monotonic, since when
         self._recent: OrderedDict[AttemptKey, float] = OrderedDict()  # -> monotonic expiry
         self._stopping = False
         self._pull: ContinuousPull | None = None
@@ -102,6 +104,12 @@ class Dispatcher:
         # The pool's view, read when scraped: nothing is counted per step.
         RUNNERS.set_function(lambda: len(self.pool.runners))
         RUNNERS_BUSY.set_function(lambda: len(self.pool.leases))
+        self.autoscaling: Autoscaling | None = None
+        if settings.autoscale == "on":
+            # Steps go to the lowest ordinals, so that the top ones (which a StatefulSet
+            # removes) fall idle; a runner outside the scaled pool first, it costs it nothing.
+            prefix = settings.runner_statefulset_prefix
+            self.pool.pack = lambda name: _or_first(ordinal_of(name, prefix))
 
     async def start(self) -> None:
         self.nc = await connect_until_ready(
@@ -128,12 +136,32 @@ class Dispatcher:
         initial = asyncio.Event()
         self._tasks = [asyncio.create_task(self._watch_runners(initial), name="runners")]
         await asyncio.wait_for(initial.wait(), 10)
+        if self.settings.autoscale == "on":
+            await self._start_autoscaling()
+
+    async def _start_autoscaling(self) -> None:
+        autoscaling = Autoscaling(
+            self.settings, self.pool, self._waits, self._pending, changed=self._wake
+        )
+        try:
+            await autoscaling.start()
+        except kube.KubeError as exc:
+            log.error("autoscaling is on but cannot start: %s; the pool is not scaled", exc)
+            return
+        self.autoscaling = autoscaling
+
+    def _waits(self) -> tuple[float, ...]:
+        """Seconds each ready step in hand has waited for a runner (on this clock)."""
+        now = time.monotonic()
+        return tuple(now - since for since in self._in_hand.values())
 
     async def stop(self) -> None:
         if self._stopping:
             return
         self._stopping = True
         forget_before_scrape(self._count_waiting)
+        if self.autoscaling is not None:
+            await self.autoscaling.stop()
         if self._pull is not None:
             await self._pull.stop()
         await cancel_and_wait(*self._tasks)
@@ -144,14 +172,20 @@ class Dispatcher:
     async def _count_waiting(self) -> None:
         """Ready steps not given to a runner yet: those the stream still holds for this
         consumer, and those in hand without a runner. Left as it was if NATS is away."""
+        pending = await self._pending()
+        if pending is not None:
+            READY_WAITING.set(pending + max(self._unplaced, 0))
+
+    async def _pending(self) -> int | None:
+        """Ready steps the stream still holds for this consumer; None if not known."""
         try:
             info = await self.js.consumer_info(
                 names.STEPS_STREAM, names.DISPATCHER_DURABLE, timeout=1.0
             )
         except Exception as exc:
             log.debug("ready backlog unknown: %s", exc)
-            return
-        READY_WAITING.set((info.num_pending or 0) + max(self._unplaced, 0))
+            return None
+        return info.num_pending or 0
 
     async def _reconnected(self) -> None:
         self._wary_until = time.monotonic() + WARY_AFTER_RECONNECT
@@ -254,11 +288,11 @@ class Dispatcher:
         while self._recent and next(iter(self._recent.values())) < now:
             self._recent.popitem(last=False)
         check = redelivered(msg) or now < self._wary_until or key in self._recent
-        self._in_hand.add(key)
+        self._in_hand[key] = now
         try:
             await self._place(msg, ready, check)
         finally:
-            self._in_hand.discard(key)
+            self._in_hand.pop(key, None)
             self._recent[key] = time.monotonic() + RECENT_FOR
             self._recent.move_to_end(key)
 
@@ -353,6 +387,10 @@ class Dispatcher:
         if step.attempt != ready.attempt:
             return step.attempt > ready.attempt
         return step.status != "queued" or step.requeues > ready.requeue
+
+
+def _or_first(ordinal: int | None) -> int:
+    return -1 if ordinal is None else ordinal
 
 
 def _covers(seen: Heartbeat | StepFinished, ready: StepReady) -> bool:

@@ -12,6 +12,7 @@ or when the runner leaves the pool.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 
 from shared.contracts import RunnerInfo
@@ -27,8 +28,17 @@ class Lease:
 
 
 class Pool:
-    def __init__(self, suspect_for: float = 5.0) -> None:
+    def __init__(
+        self, suspect_for: float = 5.0, pack: Callable[[str], float] | None = None
+    ) -> None:
         self.runners: dict[str, RunnerInfo] = {}
+        # With ``pack`` (the autoscaler's: a runner's ordinal), a step goes to the free runner
+        # of the lowest key rather than round robin, so that the top ordinals, the ones a
+        # StatefulSet removes, are the ones left idle.
+        self.pack = pack
+        # Given no step: drained, or on their way out (the autoscaler's view, asked each time).
+        self.set_aside: Container[str] = frozenset()
+        self.reserved_at: dict[str, float] = {}  # monotonic, of each runner's last step
         self.leases: dict[str, Lease] = {}
         self.reserved: set[str] = set()  # assignment in flight
         self._suspect_until: dict[str, float] = {}
@@ -68,19 +78,28 @@ class Pool:
         self._suspect_until.pop(name, None)
         self._released_jobs.pop(name, None)
         self._early.pop(name, None)
+        self.reserved_at.pop(name, None)
         if name in self._order:
             self._order.remove(name)
         return self.leases.pop(name, None)
 
     def free(self, now: float | None = None) -> list[str]:
         now = time.monotonic() if now is None else now
-        return [
+        free = [
             n
             for n in self._order
             if n not in self.leases
             and n not in self.reserved
+            and n not in self.set_aside
             and self._suspect_until.get(n, 0.0) <= now
         ]
+        if self.pack is not None:
+            free.sort(key=self.pack)
+        return free
+
+    def busy(self, name: str) -> bool:
+        """It holds a lease, or an assignment is on its way to it."""
+        return name in self.leases or name in self.reserved
 
     def reserve(self, now: float | None = None) -> str | None:
         free = self.free(now)
@@ -88,6 +107,7 @@ class Pool:
             return None
         name = free[0]
         self.reserved.add(name)
+        self.reserved_at[name] = now if now is not None else time.monotonic()
         # Round robin: the runner just taken goes to the back of the line.
         self._order.remove(name)
         self._order.append(name)

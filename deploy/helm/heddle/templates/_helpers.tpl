@@ -64,6 +64,14 @@ helm.sh/chart: {{ include "heddle.chart" $root }}
 {{- join "," (sortAlpha $out) -}}
 {{- end -}}
 
+{{- define "heddle.dispatcherServiceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.dispatcherName | default (include "heddle.name" (list . "heddle-dispatcher")) -}}
+{{- else -}}
+{{- .Values.serviceAccount.dispatcherName | default "default" -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "heddle.runnerServiceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- .Values.serviceAccount.runnerName | default (include "heddle.name" (list . "heddle-runner")) -}}
@@ -253,6 +261,19 @@ A control-plane Deployment. Usage: include "heddle.controlPlane" (dict "root" . 
 {{- $identity = concat $identity (list (dict "name" "HEDDLE_ADMIN_TOKEN_FILE" "value" "/var/run/heddle/admin/token") (dict "name" "HEDDLE_ALLOWED_HOSTS" "value" (include "heddle.allowedHosts" $root))) -}}
 {{- end -}}
 {{- $watch := and (eq $c "orchestrator") $root.Values.podWatch.enabled -}}
+{{- $scaler := and (eq $c "dispatcher") $root.Values.runners.autoscaling.enabled -}}
+{{- if $scaler -}}
+{{- $a := $root.Values.runners.autoscaling -}}
+{{- $identity = concat $identity (list
+  (dict "name" "HEDDLE_AUTOSCALE" "value" "on")
+  (dict "name" "HEDDLE_AUTOSCALE_MIN" "value" (toString (int $a.minReplicas)))
+  (dict "name" "HEDDLE_AUTOSCALE_MAX" "value" (toString (int $a.maxReplicas)))
+  (dict "name" "HEDDLE_AUTOSCALE_UP_AFTER" "value" (toString $a.upAfterSeconds))
+  (dict "name" "HEDDLE_AUTOSCALE_IDLE_AFTER" "value" (toString $a.idleAfterSeconds))
+  (dict "name" "HEDDLE_AUTOSCALE_INTERVAL" "value" (toString $a.intervalSeconds))
+  (dict "name" "HEDDLE_AUTOSCALE_START_TIMEOUT" "value" (toString $a.startTimeoutSeconds))
+  (dict "name" "HEDDLE_RUNNER_STATEFULSET_PREFIX" "value" (printf "%s-" (include "heddle.name" (list $root "runner"))))) -}}
+{{- end -}}
 {{- if eq $c "orchestrator" -}}
 {{- $identity = concat $identity (list (dict "name" "HEDDLE_POD_WATCH" "value" (ternary "auto" "off" $watch)) (dict "name" "HEDDLE_RUNNER_POD_SELECTOR" "value" (include "heddle.runnerPodSelector" $root))) -}}
 {{- end -}}
@@ -292,6 +313,11 @@ spec:
       serviceAccountName: {{ include "heddle.orchestratorServiceAccountName" $root }}
       # The pod watch's token (podWatch.enabled); the other control-plane pods mount none.
       automountServiceAccountToken: {{ $watch }}
+      {{- else if $scaler }}
+      serviceAccountName: {{ include "heddle.dispatcherServiceAccountName" $root }}
+      # Autoscaling's token (runners.autoscaling.enabled): get and patch the runner
+      # StatefulSets' scale, nothing else.
+      automountServiceAccountToken: true
       {{- else }}
       serviceAccountName: {{ include "heddle.serviceAccountName" $root }}
       automountServiceAccountToken: false

@@ -121,7 +121,9 @@ services' durables. */}}
 {{/* The runners' names: <namePrefix>runner-0 ... <namePrefix>runner-<runners.replicas - 1>. */}}
 {{- define "heddle.runnerNames" -}}
 {{- $out := list -}}
-{{- range $i := until (int .Values.runners.replicas) -}}
+{{- /* With autoscaling, every runner the pool may grow to: users, passwords, StatefulSets. */ -}}
+{{- $count := ternary .Values.runners.autoscaling.maxReplicas .Values.runners.replicas .Values.runners.autoscaling.enabled -}}
+{{- range $i := until (int $count) -}}
 {{- $out = append $out (include "heddle.name" (list $ (printf "runner-%d" $i))) -}}
 {{- end -}}
 {{- toRawJson $out -}}
