@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlparse
 
 import pytest
 from multidict import CIMultiDict
@@ -356,4 +356,126 @@ async def test_browser_token_prompt_and_address(stack: StackFactory, browser: Br
     # A token that is not one: the prompt says so.
     page = await open_page(browser, with_token(s, "/", "hdl_not-a-real-token"), errors)
     await expect(page.locator("#token-why")).to_contain_text("unknown token", timeout=WAIT)
+    assert errors == []
+
+
+def wait_loop(path: str) -> str:
+    return f"while [ ! -e '{path}' ]; do sleep 0.05; done"
+
+
+def document_reads(page: Page, run_id: str) -> list[str]:
+    """Every GET of the run's document the page sends, from now on (not its event stream)."""
+    reads: list[str] = []
+    page.on(
+        "request",
+        lambda r: (
+            reads.append(r.url)
+            if r.method == "GET" and urlparse(r.url).path == f"/api/runs/{run_id}"
+            else None
+        ),
+    )
+    return reads
+
+
+@pytest.mark.timeout(240)
+async def test_browser_run_page_follows_the_run_s_events(
+    stack: StackFactory, browser: Browser, tmp_path: Path
+) -> None:
+    """The run page reads the run's document once at the start and once at the end; in between
+    every state it shows comes from GET /api/runs/{run}/events."""
+    s = await stack(runners=1)
+    hold, go = tmp_path / "hold", tmp_path / "go"
+    await s.submit({"runId": "blocker", "steps": [{"id": "hold", "command": wait_loop(str(hold))}]})
+    await s.wait_step("blocker", "hold", {"running"})
+    steps = [
+        {"id": "a", "command": wait_loop(str(go))},
+        {"id": "b", "command": "true", "dependsOn": ["a"]},
+    ]
+    await s.submit({"runId": "watched", "steps": steps})
+    await s.wait_step("watched", "a", {"queued"})  # the one runner is busy with the blocker
+
+    errors: list[str] = []
+    page = await browser.new_page()
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    reads = document_reads(page, "watched")
+    streams: list[str] = []
+    page.on("request", lambda r: streams.append(r.url) if r.url.endswith("/events") else None)
+    await page.goto(with_token(s, "/#/runs/watched"))
+    badge_a = page.locator('tr[data-step="a"] .badge')
+    node_a = page.locator('#dag [data-node="a"]')
+    await expect(badge_a).to_have_text("queued", timeout=WAIT)
+    await expect(page.locator("#run-live")).to_have_text("Following live", timeout=WAIT)
+    await expect(page.locator('tr[data-step="b"] .badge')).to_have_text("pending")
+    await expect(node_a).to_have_class(re.compile(r"\bst-queued\b"))
+
+    hold.touch()  # the blocker ends: a is sent to the runner
+    await expect(badge_a).to_have_text("running", timeout=WAIT)
+    await expect(node_a).to_have_class(re.compile(r"\bst-running\b"))
+    await expect(page.locator('tr[data-step="a"] td').nth(3)).to_have_text("runner-0")
+    await expect(page.locator("#run-meta")).to_contain_text("1 running")
+    assert len(reads) == 1, reads
+
+    go.touch()
+    await expect(badge_a).to_have_text("succeeded", timeout=WAIT)
+    await expect(page.locator('tr[data-step="b"] .badge')).to_have_text("succeeded", timeout=WAIT)
+    await expect(page.locator('#dag [data-node="b"]')).to_have_class(
+        re.compile(r"\bst-succeeded\b")
+    )
+    await expect(page.locator("#run-status")).to_have_text("succeeded", timeout=WAIT)
+    await expect(page.locator("#run-meta")).to_contain_text("2 succeeded")
+    await expect(page.locator("#cancel")).to_be_disabled()
+    await expect(page.locator("#run-live")).to_have_text("")
+    # The document read once more at the end (an exit code is in both), and no more after.
+    await expect(page.locator('tr[data-step="a"] td').nth(4)).to_have_text("0")
+    deadline = time.monotonic() + 10
+    while len(reads) < 2:
+        assert time.monotonic() < deadline, reads
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(2)
+    assert len(reads) == 2, reads
+    assert len(streams) == 1, streams
+    assert errors == []
+
+
+@pytest.mark.timeout(240)
+async def test_browser_run_page_reads_the_run_while_its_stream_is_cut(
+    stack: StackFactory, browser: Browser, tmp_path: Path
+) -> None:
+    """The gateway killed under a followed run: the page says so, reads the run document
+    while it is away, follows the stream again once it is back, and misses no state."""
+    s = await stack(runners=1)
+    first, second = tmp_path / "first", tmp_path / "second"
+    steps = [
+        {"id": "a", "command": wait_loop(str(first))},
+        {"id": "b", "command": wait_loop(str(second)), "dependsOn": ["a"]},
+    ]
+    await s.submit({"runId": "cut", "steps": steps})
+    await s.wait_step("cut", "a", {"running"})
+    errors: list[str] = []
+    page = await browser.new_page()
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    reads = document_reads(page, "cut")
+    await page.goto(with_token(s, "/#/runs/cut"))
+    live = page.locator("#run-live")
+    await expect(live).to_have_text("Following live", timeout=WAIT)
+    await expect(page.locator('tr[data-step="a"] .badge')).to_have_text("running")
+
+    s.kill("gateway")
+    await expect(live).to_contain_text("reading the run every", timeout=WAIT)
+    await expect(live).to_contain_text("reconnecting")
+    first.touch()  # a ends while the page cannot hear of it
+    s.start("gateway")
+    await expect(page.locator('tr[data-step="a"] .badge')).to_have_text("succeeded", timeout=WAIT)
+    await expect(page.locator('tr[data-step="b"] .badge')).to_have_text("running", timeout=WAIT)
+    await expect(live).to_have_text("Following live", timeout=WAIT)
+    read_while_cut = len(reads)
+    assert read_while_cut >= 2, reads  # at the start, then while the stream was away
+
+    second.touch()
+    await expect(page.locator("#run-status")).to_have_text("succeeded", timeout=WAIT)
+    await expect(page.locator('tr[data-step="b"] .badge')).to_have_text("succeeded")
+    await expect(page.locator('#dag [data-node="b"]')).to_have_class(
+        re.compile(r"\bst-succeeded\b")
+    )
+    await expect(live).to_have_text("")
     assert errors == []

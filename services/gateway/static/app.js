@@ -13,7 +13,11 @@
   const TERMINAL_STEP = new Set(["succeeded", "failed", "skipped", "cancelled"]);
   const KNOWN = new Set([...STEP_STATES, "idle", "busy"]);
   const RUNS_POLL_MS = 2000;
-  const RUN_POLL_MS = 1000;
+  const RUN_POLL_MS = 1000;        // a run's document, while its event stream is broken
+  const DRAW_MS = 100;             // a followed run's changes are drawn at most this often
+  // What a step's event (StepChange) changes in its entry of the run document.
+  const STEP_CHANGE = ["status", "attempt", "runner", "exitCode", "reason", "startedAt",
+    "finishedAt", "retryAt"];
   const RUNNERS_POLL_MS = 1000;  // the pool's "for" column ticks with it
   const LOG_TAIL = 1000;           // lines per attempt read before following
   const MAX_DOM_LINES = 5000;      // lines per attempt kept on the page
@@ -219,7 +223,8 @@
   const errorText = (r) => (r.body && r.body.error) || `HTTP ${r.status}`;
 
   // Server-sent events read with fetch, since an EventSource cannot send the Authorization
-  // header. Calls opened() once the stream answers, then onEvent(type, data) per event.
+  // header. Calls opened() once the stream answers, then onEvent(type, data) per event with
+  // its data decoded (JSON; an event whose data is not is left out).
   // Resolves with {status: 200} when the stream ends, or the error answer as api() gives it;
   // rejects when the connection drops or is aborted.
   async function readEvents(path, signal, opened, onEvent) {
@@ -245,7 +250,15 @@
       for (let line of lines) {
         if (line.endsWith("\r")) line = line.slice(0, -1);
         if (line === "") {  // a blank line ends an event
-          if (data.length) onEvent(kind, data.join("\n"));
+          if (data.length) {
+            let doc;
+            try {
+              doc = JSON.parse(data.join("\n"));
+            } catch (err) {
+              console.error(`unreadable ${kind} event`, err);
+            }
+            if (doc !== undefined) onEvent(kind, doc);
+          }
           kind = "message";
           data = [];
           continue;
@@ -591,6 +604,7 @@
     const retry = h("button", { id: "retry", hidden: true,
       title: "a new run: succeeded steps carried over, the rest run again" }, "Retry from the failure");
     const notice = h("div", { id: "run-notice" });
+    const liveNote = h("span", { id: "run-live", class: "muted", "aria-live": "polite" });
     const dagBox = h("div", { class: "dag-box", id: "dag" });
     const tbody = h("tbody", { id: "steps-body" });
     const rows = new Map();
@@ -608,7 +622,8 @@
       h("div", { class: "controls" }, stateSel, more));
     add(main, [
       h("nav", { class: "crumbs" }, h("a", { href: "#/runs" }, "Runs"), " / ", runId),
-      head, h("div", { class: "actions" }, cancel, retry, outcome), notice, meta, dagBox, tableBar,
+      head, h("div", { class: "actions" }, cancel, retry, outcome, liveNote), notice, meta, dagBox,
+      tableBar,
       h("table", { class: "grid", id: "steps" },
         h("thead", {}, h("tr", {}, ["Step", "Status", "Attempt", "Runner", "Exit", "Duration",
           "Depends on", "Reason"].map((t) => h("th", {}, t)))),
@@ -662,7 +677,8 @@
     stateSel.addEventListener("change", () => { shown = TABLE_PAGE; fillRows(lastSteps); });
     more.addEventListener("click", () => { shown += TABLE_PAGE; fillRows(lastSteps); });
 
-    function render(run) {
+    // Draws the run; `only`, the steps changed since the last draw (all when not given).
+    function render(run, only) {
       put(head, h("h1", { class: "mono" }, run.runId), badge(run.status));
       head.querySelector(".badge").id = "run-status";
       const counts = STEP_STATES.filter((st) => run.counts && run.counts[st])
@@ -694,28 +710,151 @@
           performance.measure("heddle-run-to-graph", { start: started });
         }
       } else if (dag) {
-        dag.update(run.steps);
+        dag.update(only || run.steps);
       }
       fillRows(run.steps);
     }
 
-    const p = poller(async () => {
+    // The run is read once, then followed through its event stream (GET
+    // /api/runs/{run}/events): each event changes the page's copy of the run document (a
+    // step's state, the run's), drawn at most every DRAW_MS, and the document is read once
+    // more at the stream's `end`. A broken stream falls back to reading the document every
+    // RUN_POLL_MS (more slowly for a large run) until the stream is open again.
+    let doc = null;               // the run document, changed in place by the events
+    let byId = new Map();         // step id -> its entry in doc.steps
+    let changed = new Set();      // steps changed since the last draw
+    let live = null;              // the stream: null (not yet), "connecting", "open", "lost"
+    let aborter = null;           // stops the stream's fetch
+    let reconnect = null;
+    let drawTimer = null;
+    let failures = 0;
+    let closed = false;
+    const every = () => RUN_POLL_MS * Math.max(1, Math.ceil((doc ? doc.steps.length : 0) / 2000));
+
+    function adopt(body) {
+      doc = body;
+      byId = new Map(doc.steps.map((st) => [st.id, st]));
+      changed = new Set();
+      render(doc);
+    }
+
+    function draw() {
+      clearTimeout(drawTimer);
+      drawTimer = null;
+      if (!doc || closed) return;
+      const counts = {};
+      for (const st of doc.steps) counts[st.status] = (counts[st.status] || 0) + 1;
+      doc.counts = counts;
+      const only = [...changed].map((id) => byId.get(id));
+      changed = new Set();
+      render(doc, only);
+    }
+
+    function later(ms) {
+      if (drawTimer === null && !closed) drawTimer = setTimeout(draw, ms);
+    }
+
+    // A running step's duration and the run's grow: drawn again while the run goes on (as
+    // often as a broken stream's reads, more slowly for a large run).
+    let ticker = null;
+    const tick = () => {
+      if (doc && !TERMINAL_RUN.has(doc.status) && live === "open") later(0);
+      ticker = setTimeout(tick, every());
+    };
+    tick();
+
+    function setLive(state, text) {
+      live = state;
+      liveNote.textContent = text;
+      liveNote.className = state === "open" ? "live-state" : state === "lost" ? "bad-state" : "muted";
+    }
+
+    function stopStream() {
+      clearTimeout(reconnect);
+      reconnect = null;
+      if (aborter) aborter.abort();
+      aborter = null;
+    }
+
+    function onEvent(type, ev) {
+      if (type === "step") {
+        const st = byId.get(ev.stepId);
+        if (!st) return;
+        for (const f of STEP_CHANGE) if (f in ev) st[f] = ev[f];
+        changed.add(st.id);
+        later(DRAW_MS);
+      } else if (type === "run" || type === "end") {
+        doc.status = ev.status;
+        doc.finishedAt = ev.finishedAt;
+        if (typeof ev.cancelRequested === "boolean") doc.cancelRequested = ev.cancelRequested;
+        if (type === "run") later(DRAW_MS);
+        else {  // the run is over: drawn now, then its document read once more
+          setLive("ended", "");
+          draw();
+          reads.now();
+        }
+      }
+    }
+
+    function lost(text) {
+      if (closed || TERMINAL_RUN.has(doc.status)) return;
+      failures += 1;
+      const wait = Math.min(30_000, 1000 * 2 ** (failures - 1));
+      setLive("lost", `${text}: reading the run every ${fmtMs(every())}; reconnecting…`);
+      reads.now();
+      reconnect = setTimeout(() => { reconnect = null; openStream(); }, wait);
+    }
+
+    function openStream() {
+      if (closed || TERMINAL_RUN.has(doc.status)) return;
+      if (live !== "lost") setLive("connecting", "Connecting…");
+      const mine = new AbortController();
+      aborter = mine;
+      const opened = () => {
+        // The stream starts with the run's state and every step's: nothing missed meanwhile.
+        failures = 0;
+        reads.stop();
+        setLive("open", "Following live");
+      };
+      readEvents(`/api/runs/${enc(runId)}/events`, mine.signal, opened, onEvent).then((r) => {
+        if (aborter === mine) aborter = null;
+        if (closed || live === "ended" || mine.signal.aborted) return;
+        if (r.status === 200) lost("The live updates ended early");
+        else if (r.status === 401) reads.stop();
+        else lost(`The live updates failed: ${errorText(r)}`);
+      }, () => {
+        if (aborter === mine) aborter = null;
+        if (!closed && live !== "ended" && !mine.signal.aborted) lost("The live updates were cut");
+      });
+    }
+
+    // The run's document: read at the start, at the end, and while the stream is broken.
+    const reads = poller(async () => {
       const r = await api("GET", "/api/runs/" + enc(runId));
+      if (closed || live === "open") return false;  // the stream is newer than this read
       if (r.status === 200) {
         misses = 0;
-        render(r.body);
-        // A large run is read less often: its document grows with its steps.
-        const every = RUN_POLL_MS * Math.max(1, Math.ceil(r.body.steps.length / 2000));
-        return TERMINAL_RUN.has(r.body.status) ? false : every;
+        notice.replaceChildren();
+        adopt(r.body);
+        if (TERMINAL_RUN.has(doc.status)) {
+          stopStream();
+          setLive("ended", "");
+          return false;
+        }
+        if (live === null) {
+          openStream();
+          return false;
+        }
+        return every();
       }
-      if (r.status === 404) {
+      if (r.status === 404 && !doc) {
         // A run answered with 202 is stored a moment later: keep looking, more slowly.
         misses += 1;
         put(notice, h("p", { class: "muted" }, `${errorText(r)}; looking again…`));
         return misses > 10 ? 4 * RUN_POLL_MS : RUN_POLL_MS;
       }
       put(notice, errorBox(r));
-      return r.status === 0 || r.status >= 500;
+      return r.status === 0 || r.status >= 500 ? every() : false;
     }, RUN_POLL_MS);
 
     cancel.addEventListener("click", async () => {
@@ -730,7 +869,7 @@
       }[r.status] || `Cancel failed: ${errorText(r)} (${r.status || "no answer"}).`;
       outcome.textContent = text;
       outcome.className = "outcome " + (r.status === 202 || r.status === 200 ? "ok" : "bad");
-      p.now();
+      if (live !== "open") reads.now();  // else the stream tells
     });
     retry.addEventListener("click", async () => {
       retry.disabled = true;
@@ -746,7 +885,11 @@
       outcome.className = "outcome bad";
     });
     return () => {
-      p.stop();
+      closed = true;
+      reads.stop();
+      stopStream();
+      clearTimeout(ticker);
+      clearTimeout(drawTimer);
       if (dag && dag.destroy) dag.destroy();
     };
   }
@@ -886,14 +1029,7 @@
       refresh();
     }
 
-    function onEvent(type, data) {
-      let doc;
-      try {
-        doc = JSON.parse(data);
-      } catch (err) {
-        console.error("unreadable log event", err);
-        return;
-      }
+    function onEvent(type, doc) {
       if (type === "message") push(doc);
       else if (type === "status") {
         setStatus(doc.status);
