@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import helm_python as helm
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -109,9 +110,92 @@ VALUE_SETS = {
         },
         "networkPolicy": {"enabled": False},
     },
+    "service-monitor": {
+        "metrics": {
+            "serviceMonitor": {
+                "enabled": True,
+                "interval": "15s",
+                "scrapeTimeout": "10s",
+                "labels": {"release": "prometheus"},
+                "authorization": {
+                    "type": "Bearer",
+                    "credentials": {"name": "heddle-metrics-token", "key": "token"},
+                },
+            }
+        }
+    },
     "open-gateway-no-runners": {
         "gateway": {"networkPolicy": {"from": []}},
         "runners": {"replicas": 0},
+    },
+}
+
+
+# The fields of the Prometheus Operator's ServiceMonitor (monitoring.coreos.com/v1) the chart
+# writes, as its CRD defines them; anything else is refused, as strict validation would.
+_DURATION = (
+    "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+)
+_LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
+SERVICE_MONITOR = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "ServiceMonitor"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "required": ["selector", "endpoints"],
+            "additionalProperties": False,
+            "properties": {
+                "selector": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"matchLabels": _LABELS},
+                },
+                "namespaceSelector": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "any": {"type": "boolean"},
+                        "matchNames": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
+                "podTargetLabels": {"type": "array", "items": {"type": "string"}},
+                "endpoints": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "port": {"type": "string"},
+                            "path": {"type": "string"},
+                            "interval": {"type": "string", "pattern": _DURATION},
+                            "scrapeTimeout": {"type": "string", "pattern": _DURATION},
+                            "authorization": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "properties": {
+                                    "type": {"type": "string"},
+                                    "credentials": {
+                                        "type": "object",
+                                        "required": ["key"],
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "name": {"type": "string"},
+                                            "key": {"type": "string"},
+                                            "optional": {"type": "boolean"},
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
     },
 }
 
@@ -131,6 +215,14 @@ def test_every_rendered_object_is_valid_kubernetes(chart: helm.Chart, values: di
     assert len(manifest.runner_workloads()) == runners
     for obj in manifest.objects:
         where = f"{obj['kind']}/{obj['metadata']['name']}"
+        if obj["kind"] == "ServiceMonitor":  # a CRD: kubernetes-validate has no schema of it
+            jsonschema.validate(obj, SERVICE_MONITOR)
+            kubernetes_validate.validate(
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj["metadata"]},
+                KUBE_VERSION,
+                strict=True,
+            )
+            continue
         try:
             kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
         except kubernetes_validate.SchemaNotFoundError:
@@ -838,10 +930,50 @@ def test_autoscaling_renders_every_runner_and_lets_the_dispatcher_scale_them(
 
 def test_autoscaling_refuses_a_minimum_above_the_maximum(chart: helm.Chart) -> None:
     bad = {"runners": {"autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 2}}}
-    with pytest.raises(Exception, match="minReplicas must not exceed"):
+    with pytest.raises(Exception, match=r"minReplicas must not exceed"):
         render(chart, bad)
     with pytest.raises(Exception, match="autoscaling"):
         render(chart, {"runners": {"autoscaling": {"enabled": True, "maxReplicas": 0}}})
+
+
+def test_an_optional_service_monitor_scrapes_every_heddle_pod(
+    chart: helm.Chart, default: Manifest
+) -> None:
+    assert not default.of_kind("ServiceMonitor") and "heddle-metrics" not in default.of_kind(
+        "Service"
+    )
+    on = render(chart, {"metrics": {"serviceMonitor": {"enabled": True}}})
+    monitor = on.get("ServiceMonitor", "heddle")
+    jsonschema.validate(monitor, SERVICE_MONITOR)
+    service = on.get("Service", "heddle-metrics")
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    # The monitor selects the Service, in the release's namespace ...
+    wanted = monitor["spec"]["selector"]["matchLabels"]
+    assert wanted.items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint == {"port": "metrics", "path": "/metrics", "interval": "30s"}
+    assert monitor["spec"]["podTargetLabels"] == ["app.kubernetes.io/component"]
+    # ... and the Service every Heddle pod with a metrics port, and only those.
+    selector = service["spec"]["selector"]
+    with_port = set()
+    for w in on.workloads():
+        pod = w["spec"]["template"]
+        ports = {p.get("name") for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+        if selector.items() <= pod["metadata"]["labels"].items() and "metrics" in ports:
+            with_port.add(w["metadata"]["name"])
+    assert with_port == {*CONTROL_PLANE, *DEFAULT_RUNNERS}
+    # A metrics port is needed.
+    with pytest.raises(Exception, match=r"needs settings\.metricsPort"):
+        render(
+            chart,
+            {"metrics": {"serviceMonitor": {"enabled": True}}, "settings": {"metricsPort": 0}},
+        )
+    with pytest.raises(Exception, match="interval"):
+        render(chart, {"metrics": {"serviceMonitor": {"enabled": True, "interval": "soon"}}})
 
 
 def test_lint_passes_strict() -> None:
