@@ -1,7 +1,8 @@
 """The web page's workflow views in a real browser (headless Chromium through Playwright)
 against a real stack: the workflows list with schedules, Run now (a double click makes one
 run), Pause stopping the schedule's next slots and Resume, a workflow's history grid paged
-back, its versions and their diff, Retry on a failed run, and what each runner holds."""
+back, its versions and their diff, Retry on a failed run, what each runner holds, and the
+runner pods."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, Locator, expect
 
+from shared import names
+from shared.contracts import RunnerPod, encode
 from tests.conftest import StackFactory
 from tests.stack import Stack
 from tests.test_web import WAIT, open_page, shot, with_token
@@ -266,4 +269,70 @@ async def test_runners_show_the_step_held_for_how_long_and_pod_and_node(
     await busy.locator(".holds a").click()
     await page.wait_for_url("**#/runs/held/steps/long", timeout=WAIT)
     assert (await s.request("POST", "/api/runs/held/cancel"))[0] == 202
+    assert errors == []
+
+
+@pytest.mark.timeout(180)
+async def test_runners_page_shows_the_pods_and_one_that_never_registered(
+    stack: StackFactory, browser: Browser
+) -> None:
+    """The pods of GET /api/runners, as the orchestrator's pod watch writes them to
+    heddle-pods in a cluster (written here directly, with the stack's superuser)."""
+    s = await stack(runners=1)
+    errors: list[str] = []
+    page = await open_page(browser, with_token(s, "/#/runners"), errors)
+    await expect(page.locator('tr[data-runner="runner-0"]')).to_have_count(1, timeout=WAIT)
+    await expect(page.locator("#pods")).to_be_hidden()  # no pod outside a cluster
+
+    run_id = await s.submit({"runId": "podded", "steps": [{"id": "long", "command": "sleep 60"}]})
+    await s.wait_step(run_id, "long", {"running"})
+    nc = await s.connect()
+    try:
+        kv = await nc.jetstream().key_value(names.PODS_BUCKET)
+        pods = [
+            RunnerPod(
+                name="runner-0-0",
+                runner="runner-0",
+                phase="Running",
+                node="kind-worker",
+                ready=True,
+                seen_at="2026-01-02T03:04:05.000Z",
+            ),
+            RunnerPod(
+                name="runner-9-0",
+                runner="runner-9",
+                phase="Running",
+                node="kind-worker2",
+                restarts=4,
+                reason="CrashLoopBackOff",
+                last_termination="Error (exit 1)",
+                seen_at="2026-01-02T03:04:06.000Z",
+            ),
+        ]
+        for pod in pods:
+            await kv.put(pod.name, encode(pod))
+    finally:
+        await nc.close()
+
+    await expect(page.locator("#pods")).to_be_visible(timeout=WAIT)
+    await expect(page.locator("#pods-info")).to_have_text("2 pods, 1 not registered")
+    registered = page.locator('tr[data-pod="runner-0-0"]')
+    await expect(registered).to_have_attribute("data-registered", "true")
+    await expect(registered.locator(".pod-runner .badge")).to_have_text("busy", timeout=WAIT)
+    await expect(registered.locator(".holds a")).to_have_text("podded / long")
+    await expect(registered.locator(".holds")).to_contain_text("attempt 1")
+    await expect(registered.locator(".ready")).to_have_text("yes")
+    await expect(registered.locator(".node")).to_have_text("kind-worker")
+    await expect(registered.locator(".reason")).to_have_text("\u2013")
+    looping = page.locator('tr[data-pod="runner-9-0"]')
+    await expect(looping).to_have_attribute("data-registered", "false")
+    await expect(looping.locator(".pod-runner .badge")).to_have_text("not registered")
+    await expect(looping.locator(".pod-runner")).to_contain_text("runner-9")
+    await expect(looping.locator(".reason")).to_have_text("CrashLoopBackOff")
+    await expect(looping.locator(".last-termination")).to_have_text("Error (exit 1)")
+    await expect(looping.locator(".restarts")).to_have_text("4")
+    await expect(looping.locator(".ready")).to_have_text("no")
+    await expect(looping.locator(".holds")).to_have_text("\u2013")
+    await shot(page, "runners-pods")
+    assert (await s.request("POST", f"/api/runs/{run_id}/cancel"))[0] == 202
     assert errors == []

@@ -1439,10 +1439,46 @@
 
   // ---- Runners ---------------------------------------------------------------------------
 
+  // The step a runner (or a pod's runner) holds, as a link.
+  function holdsCell(rn) {
+    return h("td", { class: "holds" }, rn.runId && rn.stepId
+      ? [h("a", { href: stepHref(rn.runId, rn.stepId), class: "mono" }, `${rn.runId} / ${rn.stepId}`),
+        rn.attempt ? h("span", { class: "muted" }, ` attempt ${rn.attempt}`) : null]
+      : dash());
+  }
+
+  // A runner pod (in a cluster whose orchestrator watches them): a pod whose agent is not in
+  // the registry (it never registered: crash-looping, not started yet; or it left) says so.
+  function podRow(pod) {
+    return h("tr", { "data-pod": pod.name, "data-registered": String(pod.registered),
+      class: pod.registered ? "" : "pod-unregistered" },
+    h("td", { class: "mono" }, pod.name),
+    h("td", { class: "pod-runner" }, pod.registered
+      ? [badge(pod.status), " ", h("span", { class: "mono" }, pod.runner)]
+      : [h("span", { class: "badge st-unregistered", title: "its runner agent never registered " +
+        "(crash-looping, not started yet) or has left the pool" }, "not registered"), " ",
+      h("span", { class: "mono muted" }, pod.runner)]),
+    h("td", { class: "phase" }, pod.phase),
+    h("td", { class: "ready" }, pod.ready ? "yes" : "no"),
+    h("td", { class: "num restarts" }, pod.restarts),
+    h("td", { class: "node" }, pod.node || dash()),
+    h("td", { class: "reason" }, pod.reason || dash()),
+    h("td", { class: "last-termination" }, pod.lastTermination || dash()),
+    holdsCell(pod),
+    h("td", {}, fmtTime(pod.seenAt)));
+  }
+
   function viewRunners() {
     const summary = h("div", { class: "cards", id: "pool-summary" });
     const problem = h("div");
     const tbody = h("tbody", { id: "runners-body" });
+    const podsBody = h("tbody", { id: "pods-body" });
+    const podsInfo = h("span", { class: "muted", id: "pods-info" });
+    const podsBar = h("div", { class: "section-bar", hidden: true }, h("h2", {}, "Pods"), podsInfo);
+    const podsTable = h("table", { class: "grid", id: "pods", hidden: true },
+      h("thead", {}, h("tr", {}, ["Pod", "Runner", "Phase", "Ready", "Restarts", "Node", "Reason",
+        "Last termination", "Holds", "Seen"].map((t) => h("th", {}, t)))),
+      podsBody);
     add(main, [
       h("div", { class: "title" }, h("h1", {}, "Runners")),
       summary, problem,
@@ -1450,6 +1486,7 @@
         h("thead", {}, h("tr", {}, ["Runner", "Status", "Holds", "For", "Pod", "Node", "Pid",
           "Version", "Started", "Last seen"].map((t) => h("th", {}, t)))),
         tbody),
+      podsBar, podsTable,
     ]);
     const card = (label, value, id) => h("div", { class: "card" },
       h("div", { class: "value", id }, String(value)), h("div", { class: "label" }, label));
@@ -1464,6 +1501,12 @@
       put(summary, card("total", pool.total, "pool-total"),
         card("available", pool.available, "pool-available"),
         card("leased", (pool.leased || []).length, "pool-leased"));
+      const pods = pool.pods || [];
+      podsBar.hidden = podsTable.hidden = !pods.length;
+      const strays = pods.filter((pod) => !pod.registered).length;
+      podsInfo.textContent = `${pods.length} pod${pods.length === 1 ? "" : "s"}` +
+        (strays ? `, ${strays} not registered` : "");
+      put(podsBody, ...pods.map(podRow));
       const runners = pool.runners || [];
       if (!runners.length) {
         put(tbody, h("tr", {}, h("td", { colspan: 10, class: "empty" },
@@ -1473,10 +1516,7 @@
       put(tbody, ...runners.map((rn) => h("tr", { "data-runner": rn.name },
         h("td", { class: "mono" }, rn.name),
         h("td", {}, badge(rn.status)),
-        h("td", { class: "holds" }, rn.runId && rn.stepId
-          ? [h("a", { href: stepHref(rn.runId, rn.stepId), class: "mono" }, `${rn.runId} / ${rn.stepId}`),
-            rn.attempt ? h("span", { class: "muted" }, ` attempt ${rn.attempt}`) : null]
-          : dash()),
+        holdsCell(rn),
         h("td", { class: "held-for num" }, rn.status === "busy" && rn.heldSince
           ? h("span", { title: `since ${rn.heldSince}` }, duration(rn.heldSince, null)) : dash()),
         h("td", { class: "pod" }, rn.pod || dash()),
