@@ -340,18 +340,35 @@ def egress_is_nats_and_dns(spec: dict[str, Any], manifest: Manifest) -> list[dic
     return rest
 
 
+def selector_labels(component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "heddle",
+        "app.kubernetes.io/instance": "heddle",
+        "app.kubernetes.io/component": component,
+    }
+
+
 def test_gateway_policy_follows_its_value(chart: helm.Chart, default: Manifest) -> None:
     spec = policy_for(default, "gateway")
     assert pods_selected(default, spec["podSelector"]) == {"gateway"}
     assert spec["policyTypes"] == ["Ingress", "Egress"]
     (rule,) = spec["ingress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": 8080}]
-    assert rule["from"] == [{"podSelector": {}}]  # default: pods of the release's namespace
+    # Default: pods of the release's namespace; and `helm test`'s pod, named (the entry that
+    # still lets it in when the value is narrowed).
+    helm_test = {"podSelector": {"matchLabels": selector_labels("test")}}
+    assert rule["from"] == [{"podSelector": {}}, helm_test]
+    assert pods_selected(default, helm_test["podSelector"]) == set()  # not a workload
     assert egress_is_nats_and_dns(spec, default) == []
 
     ingress = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress"}}}]
     custom = render(chart, {"gateway": {"networkPolicy": {"from": ingress}}})
     (rule,) = policy_for(custom, "gateway")["ingress"]
+    assert rule["from"] == [*ingress, helm_test]
+    no_test = render(
+        chart, {"gateway": {"networkPolicy": {"from": ingress}}, "helmTest": {"enabled": False}}
+    )
+    (rule,) = policy_for(no_test, "gateway")["ingress"]
     assert rule["from"] == ingress
     anywhere = render(chart, {"gateway": {"networkPolicy": {"from": []}}})
     (rule,) = policy_for(anywhere, "gateway")["ingress"]
