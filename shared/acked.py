@@ -58,6 +58,11 @@ class AckedPublisher:
             raise
         return future
 
+    @property
+    def in_flight(self) -> int:
+        """Writes published and not yet acknowledged, failed or given up by their caller."""
+        return len(self._pending)
+
     def lost(self) -> None:
         """The connection dropped: call from its disconnect handler. No acknowledgement
         still awaited can come any more, so those publishes fail now and their writers send

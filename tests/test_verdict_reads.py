@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 import pytest
 from nats.aio.client import Client
@@ -35,11 +36,20 @@ T0 = 1_800_000_000.0
 RUN = "quiet"
 
 
-def posted(actor: RunActor) -> list[object]:
-    """What the scan posted to the (never started) actor, in order."""
-    out = []
-    while not actor._mailbox.empty():
-        out.append(actor._mailbox.get_nowait()[0])
+class PostedTo(RunActor):
+    """A run actor that is never started and keeps what is posted to it, in order."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.received: list[object] = []
+
+    def post(self, message: object, msg: object = None) -> None:
+        self.received.append(message)
+
+
+def posted(actor: PostedTo) -> list[object]:
+    """What the scan posted to the actor since the last look."""
+    out, actor.received = actor.received, []
     return out
 
 
@@ -52,9 +62,9 @@ async def until_connected(nc: Client, timeout: float = 15.0) -> None:
 
 async def watched_run(
     nc: Client, js: JetStreamContext, server: EmbeddedNats, steps: list[str]
-) -> tuple[RunActor, Liveness]:
-    """A stored run of root steps, its actor (never started: what is posted to it stays in
-    its mailbox) and the liveness of an orchestrator that holds it (silence limit 0.6 s)."""
+) -> tuple[PostedTo, Liveness]:
+    """A stored run of root steps, its actor (never started: it keeps what is posted to it)
+    and the liveness of an orchestrator that holds it (silence limit 0.6 s)."""
     cmd = SubmitRun(
         run_id=RUN,
         submitted_at=from_epoch(T0),
@@ -64,7 +74,7 @@ async def watched_run(
     state, effects = RunState.new(cmd, Policy(), T0, tickets=lambda: "")
     runner = EffectRunner(nc, js, await AckedPublisher(nc).start())
     await runner.apply(RUN, effects, create_run=True)
-    actor = RunActor(state, runner, on_done=lambda actor: None)
+    actor = PostedTo(state, runner, on_done=lambda actor: None)
     settings = Settings(nats_url=server.url, heartbeat_interval=0.2, heartbeat_grace=3)
     heartbeats = await js.key_value(names.HEARTBEATS_BUCKET)
     res = Resources(js=js, kv={names.HEARTBEATS_BUCKET: heartbeats})
