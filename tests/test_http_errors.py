@@ -1,13 +1,21 @@
-"""Bad input over HTTP: the right status, every problem named, nothing stored."""
+"""Bad input over HTTP: the right status, every problem named, nothing stored. Through a
+gateway app on aiohttp's TestServer over a real nats-server (tests/gateway_apps.py)."""
 
 from __future__ import annotations
 
 import io
+from pathlib import Path
+from typing import Any
 
+import nats
 import pytest
+from aiohttp.test_utils import TestClient
 
+from services.embedded_nats import EmbeddedNats
 from shared import names
-from tests.conftest import StackFactory
+from tests.gateway_apps import Gateway, call, root
+from tests.gateway_apps import admin_file as admin_file  # fixtures
+from tests.gateway_apps import gateway as gateway
 
 
 def step(i: str, cmd: str = "true", deps: list[str] | None = None) -> dict:
@@ -36,8 +44,20 @@ BAD_WORKFLOWS = [
 ]
 
 
-async def test_bad_workflows_are_rejected_with_every_problem(stack: StackFactory) -> None:
-    s = await stack(runners=1, HEDDLE_MAX_STEPS="50")
+class Client:
+    """Requests as the admin, answered as (status, decoded body)."""
+
+    def __init__(self, gw: TestClient, admin_file: Path) -> None:
+        self.gw, self.token = gw, root(admin_file)
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        return await call(self.gw, method, path, self.token, **kwargs)
+
+
+async def test_bad_workflows_are_rejected_with_every_problem(
+    gateway: Gateway, admin_file: Path, nats_server: EmbeddedNats
+) -> None:
+    s = Client(await gateway(max_steps=50), admin_file)
     for doc, path, words in BAD_WORKFLOWS:
         status, body = await s.request("POST", "/api/runs", json=doc)
         assert status == 400, (doc, body)
@@ -83,7 +103,7 @@ async def test_bad_workflows_are_rejected_with_every_problem(stack: StackFactory
     status, body = await s.request("DELETE", "/api/runs/x")
     assert status == 405
     # Nothing was stored for any rejected request: no command reached the stream.
-    nc = await s.connect()
+    nc = await nats.connect(nats_server.url)
     try:
         info = await nc.jetstream().stream_info(names.CMD_STREAM)
         assert info.state.messages == 0
@@ -92,8 +112,8 @@ async def test_bad_workflows_are_rejected_with_every_problem(stack: StackFactory
 
 
 @pytest.mark.parametrize("body", [b"[]", b'"steps"', b"null"])
-async def test_non_object_bodies(stack: StackFactory, body: bytes) -> None:
-    s = await stack(runners=1)
+async def test_non_object_bodies(gateway: Gateway, admin_file: Path, body: bytes) -> None:
+    s = Client(await gateway(), admin_file)
     status, doc = await s.request(
         "POST", "/api/runs", data=body, headers={"Content-Type": "application/json"}
     )
