@@ -18,8 +18,6 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
-
 from shared import names
 from shared.contracts import (
     Pause,
@@ -32,10 +30,11 @@ from shared.contracts import (
 )
 from shared.errors import DocumentTooLarge
 from shared.kv_reads import read_current, value_of
+from shared.nats_types import KeyNotFoundError, KeyWrongLastSequenceError
 from shared.timefmt import from_epoch
 
 if TYPE_CHECKING:
-    from nats.js.kv import KeyValue
+    from shared.nats_types import KeyValue
 
 KEEP_PAUSES = 10  # closed pause intervals remembered per workflow
 MAX_TRIES = 50

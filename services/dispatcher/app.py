@@ -16,9 +16,6 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import msgspec
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeout
-from nats.js.api import AckPolicy, ConsumerConfig
 
 from services.dispatcher.autoscale import ordinal_of
 from services.dispatcher.autoscaling import Autoscaling
@@ -46,6 +43,7 @@ from shared.metrics import (
     forget_before_scrape,
 )
 from shared.nats_io import close, connect_until_ready
+from shared.nats_types import AckPolicy, ConsumerConfig, NatsTimeout, NoRespondersError
 from shared.pull import ContinuousPull
 from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
@@ -54,9 +52,7 @@ from shared.stored_events import last_outcome
 from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
-    from nats.aio.client import Client
-    from nats.aio.msg import Msg
-    from nats.js.kv import KeyValue
+    from shared.nats_types import Client, KeyValue, Msg
 
 log = logging.getLogger("heddle.dispatcher")
 AttemptKey = tuple[str, str, int, int]  # run, step, attempt, requeue

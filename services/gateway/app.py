@@ -8,15 +8,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
-from nats.errors import (
-    ConnectionClosedError,
-    ConnectionReconnectingError,
-    MaxPayloadError,
-    NoRespondersError,
-    OutboundBufferLimitError,
-    StaleConnectionError,
-)
-from nats.js.errors import ServiceUnavailableError
 
 from services.gateway import api_page, auth, grid, logs, retry, run_events, tokens, views, workflows
 from services.gateway import web as page
@@ -35,6 +26,15 @@ from services.gateway.run_index import RunIndex
 from services.gateway.token_index import TokenIndex, read_token_file, seed_admin
 from shared import names
 from shared.nats_io import close, connect_until_ready
+from shared.nats_types import (
+    ConnectionClosedError,
+    ConnectionReconnectingError,
+    MaxPayloadError,
+    NoRespondersError,
+    OutboundBufferLimitError,
+    ServiceUnavailableError,
+    StaleConnectionError,
+)
 from shared.resources import ensure_resources
 from shared.settings import Settings
 

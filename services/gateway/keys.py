@@ -6,17 +6,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-from nats.aio.client import Client
 
 from services.gateway.metrics import Metrics
 from services.gateway.run_index import RunIndex
 from services.gateway.token_index import TokenIndex
+from shared.nats_types import Client
 from shared.settings import Settings
 from shared.tokens import TokenRecord
 
 if TYPE_CHECKING:
-    from nats.js import JetStreamContext
-    from nats.js.kv import KeyValue
+    from shared.nats_types import JetStreamContext, KeyValue
 
 
 @dataclass(frozen=True, slots=True)

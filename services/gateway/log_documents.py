@@ -17,16 +17,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from nats.errors import Error as NatsError
 
 from services.gateway.log_lines import Line, encode_json
 from services.gateway.log_reader import replay
 from services.gateway.log_tail import StepTails, tail_lines
 from shared import names
 from shared.contracts import StepRecord
+from shared.nats_types import NatsError
 
 if TYPE_CHECKING:
-    from nats.js import JetStreamContext
+    from shared.nats_types import JetStreamContext
 
 log = logging.getLogger("heddle.gateway")
 

@@ -26,14 +26,19 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, RawStreamMsg
-from nats.js.errors import NotFoundError
-
 from services.gateway.log_lines import cursor_of, decode
 from shared import names
+from shared.nats_types import (
+    AckPolicy,
+    ConsumerConfig,
+    ConsumerInfo,
+    DeliverPolicy,
+    NotFoundError,
+    RawStreamMsg,
+)
 
 if TYPE_CHECKING:
-    from nats.js import JetStreamContext
+    from shared.nats_types import JetStreamContext
 
 MSG_HEADER = names.LOG_MSG_HEADER
 

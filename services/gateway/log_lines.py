@@ -20,7 +20,7 @@ from shared.names import LOG_STREAM_HEADER as STREAM_HEADER
 from shared.timefmt import from_epoch
 
 if TYPE_CHECKING:
-    from nats.aio.msg import Msg
+    from shared.nats_types import Msg
 
 CURSOR_SPAN = 4096  # cursor = stream sequence * CURSOR_SPAN + index within the message
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

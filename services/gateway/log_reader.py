@@ -18,15 +18,13 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from nats.js.api import ConsumerConfig, DeliverPolicy
-
 from services.gateway.log_index import forget, pull_consumer
 from services.gateway.log_lines import Clock, Line, parse_message, start_of
 from shared import names
+from shared.nats_types import ConsumerConfig, DeliverPolicy
 
 if TYPE_CHECKING:
-    from nats.aio.msg import Msg
-    from nats.js import JetStreamContext
+    from shared.nats_types import JetStreamContext, Msg
 
 log = logging.getLogger("heddle.gateway")
 

@@ -33,7 +33,7 @@ from shared import names
 from shared.contracts import StepRecord
 
 if TYPE_CHECKING:
-    from nats.js import JetStreamContext
+    from shared.nats_types import JetStreamContext
 
 SMALL_ATTEMPT = 8  # messages: an attempt this small is simply read whole
 

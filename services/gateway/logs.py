@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from aiohttp import web
-from nats.js.errors import NotFoundError
 
 from services.gateway.keys import RESOURCES
 from services.gateway.log_documents import dump_logs, write_step
@@ -52,11 +51,11 @@ from services.gateway.reads import get_run_record, get_step_record, step_documen
 from services.gateway.views import bad_request, error_body, path_id
 from shared import names
 from shared.contracts import TERMINAL_STEP, StepRecord, step_record_decoder
+from shared.nats_types import NotFoundError
 from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
-    from nats.js import JetStreamContext
-    from nats.js.kv import KeyValue
+    from shared.nats_types import JetStreamContext, KeyValue
 
 log = logging.getLogger("heddle.gateway")
 MAX_CURSOR = 2**63 - 1

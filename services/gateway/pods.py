@@ -6,11 +6,11 @@ is one whose agent never registered (crash-looping, not started yet) or left."""
 from __future__ import annotations
 
 import msgspec
-from nats.js.kv import KeyValue
 
 from services.gateway.api_types import PodDoc, RunnerDoc
 from shared.contracts import runner_pod_decoder
 from shared.kv_reads import read_current
+from shared.nats_types import KeyValue
 
 
 async def pod_documents(pods_kv: KeyValue, runners: list[RunnerDoc]) -> list[PodDoc]:

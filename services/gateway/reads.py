@@ -34,7 +34,7 @@ from shared.kv_reads import read_current, read_steps, stored_at, value_of
 from shared.timefmt import from_epoch
 
 if TYPE_CHECKING:
-    from nats.js.kv import KeyValue
+    from shared.nats_types import KeyValue
 
 
 async def get_run_record(runs_kv: KeyValue, run_id: str) -> RunRecord | None:

@@ -22,7 +22,6 @@ from typing import Any
 
 import msgspec
 from aiohttp import web
-from nats.js.kv import KeyValue
 
 from services.gateway.api_types import RunChange, RunEnd, StepChange
 from services.gateway.keys import RESOURCES
@@ -37,6 +36,7 @@ from shared.contracts import (
     step_record_decoder,
 )
 from shared.kv_reads import read_steps
+from shared.nats_types import KeyValue
 from shared.tasks import cancel_and_wait
 
 KEEPALIVE = 15.0  # seconds between SSE comments while nothing happens (proxies, dead peers)

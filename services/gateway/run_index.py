@@ -23,17 +23,15 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 import msgspec
-from nats.js.api import DeliverPolicy
 
 from shared import names
 from shared.contracts import RunRecord, run_record_decoder
 from shared.kv_reads import read_current
+from shared.nats_types import DeliverPolicy
 from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
-    from nats.aio.msg import Msg
-    from nats.js import JetStreamContext
-    from nats.js.kv import KeyValue
+    from shared.nats_types import JetStreamContext, KeyValue, Msg
 
 log = logging.getLogger("heddle.gateway")
 CATCH_UP_WAIT = 1.0  # seconds a list waits at most for records stored before it was asked

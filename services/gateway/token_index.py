@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
-from nats.js.errors import KeyWrongLastSequenceError
 
 from shared.errors import TokenFileError
 from shared.kv_watch import follow
+from shared.nats_types import KeyWrongLastSequenceError
 from shared.tasks import cancel_and_wait
 from shared.timefmt import now_rfc3339
 from shared.tokens import (
@@ -30,7 +30,7 @@ from shared.tokens import (
 )
 
 if TYPE_CHECKING:
-    from nats.js.kv import KeyValue
+    from shared.nats_types import KeyValue
 
 log = logging.getLogger("heddle.gateway")
 START_WAIT = 10.0  # seconds the gateway waits for the first replay of the bucket

@@ -12,11 +12,11 @@ import logging
 
 import msgspec
 from aiohttp import web
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
 from services.gateway import views
 from services.gateway.api_types import NewToken, TokenDoc, TokenList
 from services.gateway.keys import CALLER, RESOURCES, TOKENS
+from shared.nats_types import KeyNotFoundError, KeyWrongLastSequenceError
 from shared.service import event
 from shared.timefmt import now_rfc3339
 from shared.tokens import (

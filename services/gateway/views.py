@@ -9,7 +9,6 @@ from typing import Any
 
 import msgspec
 from aiohttp import web
-from nats.errors import TimeoutError as NatsTimeout
 
 from services.gateway.api_types import ErrorDoc, ProblemDoc, StatusDoc, Submitted
 from services.gateway.keys import NATS, RESOURCES, SETTINGS
@@ -19,6 +18,7 @@ from shared import names
 from shared.contracts import TERMINAL_RUN, CancelRun, SubmitRun, encode
 from shared.errors import DocumentTooLarge, InvalidWorkflow, Problem
 from shared.json_depth import MAX_JSON_DEPTH, json_depth_exceeds
+from shared.nats_types import NatsTimeout
 from shared.settings import Settings
 from shared.step_env import inline_values
 from shared.timefmt import now_rfc3339

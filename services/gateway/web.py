@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import get_args
 
 from aiohttp import web
-from nats.js.kv import KeyValue
 
 from services.gateway import views
 from services.gateway.api_types import RunList, RunListEntry
@@ -39,6 +38,7 @@ from shared.contracts import (
 )
 from shared.errors import Problem
 from shared.kv_reads import value_of
+from shared.nats_types import KeyValue
 
 log = logging.getLogger("heddle.gateway")
 STATIC_DIR = Path(__file__).with_name("static")

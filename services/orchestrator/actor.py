@@ -22,7 +22,7 @@ from shared.contracts import StepFinished, StepStarted
 from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
-    from nats.aio.msg import Msg
+    from shared.nats_types import Msg
 
 log = logging.getLogger("heddle.orchestrator")
 BATCH_MAX = 256  # messages of one run decided and stored together

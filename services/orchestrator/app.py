@@ -15,8 +15,6 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import msgspec
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import KeyWrongLastSequenceError
 
 from services.orchestrator.actor import Cancel, Message, RetryTimer, RunActor
 from services.orchestrator.decisions import KillAttempt
@@ -43,6 +41,7 @@ from shared.contracts import (
 from shared.kv_reads import read_current, read_steps
 from shared.metrics import LIVE_RUNS
 from shared.nats_io import close, connect_until_ready
+from shared.nats_types import AckPolicy, ConsumerConfig, DeliverPolicy, KeyWrongLastSequenceError
 from shared.pull import ContinuousPull, Handler
 from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
@@ -50,9 +49,7 @@ from shared.settings import Settings
 from shared.validation import Limits, submit_problems
 
 if TYPE_CHECKING:
-    from nats.aio.client import Client
-    from nats.aio.msg import Msg
-    from nats.js.kv import KeyValue
+    from shared.nats_types import Client, KeyValue, Msg
 
 log = logging.getLogger("heddle.orchestrator")
 FINISHED_MEMORY = 50_000

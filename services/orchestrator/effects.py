@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from nats.js.errors import KeyWrongLastSequenceError
-
 from services.orchestrator.decisions import (
     Effect,
     Enqueue,
@@ -48,12 +46,12 @@ from shared.metrics import (
     STEPS,
     child,
 )
+from shared.nats_types import KeyWrongLastSequenceError
 from shared.service import event
 from shared.timefmt import from_epoch
 
 if TYPE_CHECKING:
-    from nats.aio.client import Client
-    from nats.js import JetStreamContext
+    from shared.nats_types import Client, JetStreamContext
 
 log = logging.getLogger("heddle.orchestrator")
 ACK_TIMEOUT = 10.0

@@ -27,18 +27,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from nats.js.errors import KeyNotFoundError
-
 from services.orchestrator.decisions import Effect, PersistRun, PersistStep
 from services.orchestrator.effects import EffectRunner
 from services.orchestrator.state import RunState
 from shared import names
 from shared.contracts import TERMINAL_RUN, RunRecord, RunSummary, encode, run_summary_decoder
+from shared.nats_types import KeyNotFoundError
 from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
-    from nats.js import JetStreamContext
-    from nats.js.kv import KeyValue
+    from shared.nats_types import JetStreamContext, KeyValue
 
 log = logging.getLogger("heddle.orchestrator.history")
 ACK_TIMEOUT = 10.0

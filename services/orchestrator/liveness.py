@@ -20,7 +20,6 @@ import logging
 import time
 
 import msgspec
-from nats.js.kv import KeyValue
 
 from services.orchestrator.actor import Heard, Lost, RunActor
 from services.orchestrator.backstop import Backstop
@@ -32,6 +31,7 @@ from shared.errors import OutcomeUnknown
 from shared.kv_reads import stored_at
 from shared.kv_watch import follow
 from shared.metrics import VERDICTS
+from shared.nats_types import KeyValue
 from shared.periodic import Periodic
 from shared.resources import Resources
 from shared.service import event

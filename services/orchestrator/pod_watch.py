@@ -17,12 +17,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from nats.js.kv import KeyValue
-
 from services.orchestrator.pods import PodJudge, PodVerdict
 from shared import kube
 from shared.contracts import RunnerPod, encode
 from shared.kv_reads import read_current
+from shared.nats_types import KeyValue
 from shared.service import event
 from shared.settings import Settings
 from shared.tasks import cancel_and_wait

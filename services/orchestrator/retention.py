@@ -27,8 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from nats.js.errors import KeyNotFoundError
-
 from services.orchestrator.history import summary_of
 from shared import names
 from shared.contracts import (
@@ -42,13 +40,13 @@ from shared.contracts import (
 )
 from shared.cron_plan import slot_stamp
 from shared.kv_reads import read_current
+from shared.nats_types import KeyNotFoundError
 from shared.periodic import Periodic
 from shared.service import event
 from shared.timefmt import parse
 
 if TYPE_CHECKING:
-    from nats.js import JetStreamContext
-    from nats.js.kv import KeyValue
+    from shared.nats_types import JetStreamContext, KeyValue
 
 log = logging.getLogger("heddle.orchestrator.retention")
 CHUNK = 50  # runs deleted at once

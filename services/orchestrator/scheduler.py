@@ -30,8 +30,6 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
-from nats.js.errors import KeyWrongLastSequenceError
-
 from shared import names, registry
 from shared.contracts import (
     CronCursor,
@@ -46,13 +44,13 @@ from shared.contracts import (
 from shared.cron_plan import plan, scheduled_run_id, slot_stamp
 from shared.kv_reads import read_current
 from shared.metrics import CRON_SLOTS
+from shared.nats_types import KeyWrongLastSequenceError
 from shared.periodic import Periodic
 from shared.service import event
 from shared.timefmt import now_rfc3339, parse, rfc3339
 
 if TYPE_CHECKING:
-    from nats.js import JetStreamContext
-    from nats.js.kv import KeyValue
+    from shared.nats_types import JetStreamContext, KeyValue
 
 log = logging.getLogger("heddle.orchestrator.scheduler")
 CHUNK = 200  # requests in flight at once

@@ -13,7 +13,7 @@ from shared.contracts import StepFinished
 from shared.stored_events import last_outcome
 
 if TYPE_CHECKING:
-    from nats.js import JetStreamContext
+    from shared.nats_types import JetStreamContext
 
 log = logging.getLogger("heddle.orchestrator")
 # nats-server lists at most this many subjects in one stream-info answer and pages the

@@ -40,8 +40,7 @@ from shared.settings import Settings
 from shared.timefmt import now_rfc3339
 
 if TYPE_CHECKING:
-    from nats.aio.client import Client
-    from nats.aio.msg import Msg
+    from shared.nats_types import Client, Msg
 
 log = logging.getLogger("heddle.runner")
 VERSION = "0.1.0"

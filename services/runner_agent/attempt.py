@@ -36,9 +36,7 @@ from shared.settings import Settings
 from shared.timefmt import now_rfc3339
 
 if TYPE_CHECKING:
-    from nats.aio.client import Client
-    from nats.aio.msg import Msg
-    from nats.js import JetStreamContext
+    from shared.nats_types import Client, JetStreamContext, Msg
 
 log = logging.getLogger("heddle.runner")
 REPORT_ACK_TIMEOUT = 5.0  # seconds at most before the outcome is sent again (deduplicated)

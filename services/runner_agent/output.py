@@ -40,8 +40,7 @@ from shared import names
 from shared.contracts import LogLine, encode
 
 if TYPE_CHECKING:
-    from nats.aio.client import Client
-    from nats.js import JetStreamContext
+    from shared.nats_types import Client, JetStreamContext
 
 log = logging.getLogger("heddle.runner")
 

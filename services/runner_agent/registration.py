@@ -21,8 +21,7 @@ from shared.contracts import RunnerInfo, encode
 from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
-    from nats.aio.client import Client
-    from nats.js import JetStreamContext
+    from shared.nats_types import Client, JetStreamContext
 
 log = logging.getLogger("heddle.runner")
 REGISTRY_COALESCE = 0.1  # seconds
