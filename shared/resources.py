@@ -110,6 +110,17 @@ def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
             description="Step output lines and transitions",
             **common,
         ),
+        # Kept as long as the commands that name them; the orchestrator purges a document
+        # once its run is stored (shared/documents.py).
+        names.DOCS_STREAM: StreamConfig(
+            name=names.DOCS_STREAM,
+            subjects=[names.DOC_ALL],
+            retention=RetentionPolicy.LIMITS,
+            max_age=7 * DAY,
+            allow_direct=True,
+            description="Documents too large for their command, in chunks",
+            **common,
+        ),
     }
 
 
@@ -235,7 +246,9 @@ async def ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerCon
 
 
 async def wait_for_stream(js: JetStreamContext, name: str) -> None:
-    """Until the stream exists: for a user that may not create it (a runner)."""
+    """Until the stream exists: for a user that may not create it (a runner). On a cluster a
+    stream being created has no leader for a moment, and a request about it is not answered:
+    a timeout is waited out like an absent stream."""
     delay = 0.1
     while True:
         try:
@@ -243,8 +256,10 @@ async def wait_for_stream(js: JetStreamContext, name: str) -> None:
             return
         except NotFoundError:
             log.info("waiting for stream %s (created by the orchestrator)", name)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
+        except nats.errors.TimeoutError:
+            log.info("waiting for stream %s (no answer yet: a leader being elected)", name)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 2.0)
 
 
 async def ensure_resources(
