@@ -49,6 +49,7 @@ def parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="run NATS, every service and N runners on this machine")
     up.add_argument("--port", type=int, default=None, help="gateway port (default 8080)")
     up.add_argument("--runners", type=int, default=4, help="local runner agents (default 4)")
+    up.add_argument("--dispatchers", type=int, default=1, help="dispatcher processes (default 1)")
     up.add_argument("--data-dir", default=".heddle", help="NATS store and logs (default .heddle)")
     up.add_argument("--nats-port", type=int, default=4222, help="embedded NATS port (default 4222)")
     sub.add_parser("settings", help="print every setting with its default")
@@ -78,12 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "up":
         from services.up import main_up
 
-        if args.runners < 1:
-            print("heddle up: --runners must be at least 1", file=sys.stderr)
+        if args.runners < 1 or args.dispatchers < 1:
+            print("heddle up: --runners and --dispatchers must be at least 1", file=sys.stderr)
             return 2
         if args.port is not None:
             settings = Settings.from_env(gateway_port=args.port)
-        return main_up(settings, args.runners, args.data_dir, args.nats_port)
+        return main_up(settings, args.runners, args.data_dir, args.nats_port, args.dispatchers)
     from shared.service import run_service
 
     try:

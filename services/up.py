@@ -1,7 +1,7 @@
 """`heddle up`: the whole system on one machine, each service its own process.
 
 Starts the embedded NATS server (unless HEDDLE_NATS_URL points at one), the orchestrator,
-the dispatcher, N runner agents and the gateway, prefixes each one's output with its name,
+one or more dispatchers, N runner agents and the gateway, prefixes each one's output with its name,
 restarts a service that crashes, and on Ctrl-C or SIGTERM stops them all, leaving nothing
 behind.
 """
@@ -45,15 +45,22 @@ def runner_names(runners: int) -> list[str]:
     return [f"runner-{i}" for i in range(runners)]
 
 
+def dispatcher_names(dispatchers: int) -> list[str]:
+    """``dispatcher``, then ``dispatcher-1`` ... for more (they share one NATS user)."""
+    return ["dispatcher", *(f"dispatcher-{i}" for i in range(1, dispatchers))]
+
+
 def plan(
     settings: Settings,
     runners: int,
     base_env: dict[str, str],
     users: NatsUsers | None = None,
     admin_token_file: Path | None = None,
+    dispatchers: int = 1,
 ) -> list[Child]:
     """The processes to start, in start order (the gateway last, once the rest is up). With
-    ``users`` (the embedded server), each connects as its own NATS user."""
+    ``users`` (the embedded server), each connects as its own NATS user; every dispatcher as
+    the one dispatcher user, under a name of its own (HEDDLE_DISPATCHER_NAME)."""
     env = {
         **base_env,
         **settings.to_env(),
@@ -64,10 +71,10 @@ def plan(
     def own(user: str) -> dict[str, str]:
         return {**env, **(users.env(user) if users else {})}
 
-    children = [
-        Child("orchestrator", service_argv("orchestrator"), own(perms.ORCHESTRATOR)),
-        Child("dispatcher", service_argv("dispatcher"), own(perms.DISPATCHER)),
-    ]
+    children = [Child("orchestrator", service_argv("orchestrator"), own(perms.ORCHESTRATOR))]
+    for name in dispatcher_names(dispatchers):
+        env_d = {**own(perms.DISPATCHER), "HEDDLE_DISPATCHER_NAME": name}
+        children.append(Child(name, service_argv("dispatcher"), env_d))
     for name in runner_names(runners):
         runner_env = users.runner_env(name) if users else {"HEDDLE_RUNNER_NAME": name}
         children.append(Child(name, service_argv("runner"), {**env, **runner_env}))
@@ -75,19 +82,21 @@ def plan(
     if admin_token_file is not None:
         gateway_env["HEDDLE_ADMIN_TOKEN_FILE"] = str(admin_token_file)
     children.append(Child("gateway", service_argv("gateway"), gateway_env))
-    ports = metrics_ports(settings.metrics_port, runners)
+    ports = metrics_ports(settings.metrics_port, runners, dispatchers)
     for child in children:
         if child.name in ports:
             child.env["HEDDLE_METRICS_PORT"] = str(ports[child.name])
     return children
 
 
-def metrics_ports(base: int, runners: int) -> dict[str, int]:
+def metrics_ports(base: int, runners: int, dispatchers: int = 1) -> dict[str, int]:
     """With HEDDLE_METRICS_PORT=B, each process its own port from B: the orchestrator B,
-    the dispatcher B+1, the gateway B+2, runner-i B+3+i; with 0 (the default), none."""
+    the dispatcher B+1, the gateway B+2, runner-i B+3+i, then dispatcher-1 ... after the
+    runners; with 0 (the default), none."""
     if not base:
         return {}
-    names = ["orchestrator", "dispatcher", "gateway", *runner_names(runners)]
+    first, *more = dispatcher_names(dispatchers)
+    names = ["orchestrator", first, "gateway", *runner_names(runners), *more]
     return {name: base + i for i, name in enumerate(names)}
 
 
@@ -156,7 +165,9 @@ class Supervisor:
         await cancel_and_wait(*(c.pump for c in self.children))
 
 
-async def run_up(settings: Settings, runners: int, data_dir: Path, nats_port: int) -> int:
+async def run_up(
+    settings: Settings, runners: int, data_dir: Path, nats_port: int, dispatchers: int = 1
+) -> int:
     nats: EmbeddedNats | None = None
     users: NatsUsers | None = None
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -185,7 +196,7 @@ async def run_up(settings: Settings, runners: int, data_dir: Path, nats_port: in
             file=sys.stderr,
         )
         return 2
-    sup = Supervisor(plan(settings, runners, dict(os.environ), users, token_file))
+    sup = Supervisor(plan(settings, runners, dict(os.environ), users, token_file, dispatchers))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -195,7 +206,9 @@ async def run_up(settings: Settings, runners: int, data_dir: Path, nats_port: in
     page = f"http://{settings.gateway_host}:{settings.gateway_port}/"
     sup.say(
         "heddle",
-        f"up: {page} (NATS {settings.nats_url}, {where}, {runners} runners); Ctrl-C stops",
+        f"up: {page} (NATS {settings.nats_url}, {where}, {runners} runners"
+        + (f", {dispatchers} dispatchers" if dispatchers > 1 else "")
+        + "); Ctrl-C stops",
     )
     if auth:
         # As Jupyter does: the page's address with the admin token, for this terminal only.
@@ -205,7 +218,7 @@ async def run_up(settings: Settings, runners: int, data_dir: Path, nats_port: in
         sup.say("heddle", "HEDDLE_AUTH=none: the API is open to anyone who reaches it")
     if users is not None:
         sup.say("heddle", f"inspect: nats --context {data_dir / CONTEXT_FILE} stream ls")
-    for name, port in metrics_ports(settings.metrics_port, runners).items():
+    for name, port in metrics_ports(settings.metrics_port, runners, dispatchers).items():
         sup.say("heddle", f"metrics: {name} http://{settings.metrics_host}:{port}/metrics")
     await stop.wait()
     sup.say("heddle", "stopping")
@@ -216,9 +229,13 @@ async def run_up(settings: Settings, runners: int, data_dir: Path, nats_port: in
     return 0
 
 
-def main_up(settings: Settings, runners: int, data_dir: str, nats_port: int) -> int:
+def main_up(
+    settings: Settings, runners: int, data_dir: str, nats_port: int, dispatchers: int = 1
+) -> int:
     try:
-        return asyncio.run(run_up(settings, runners, Path(data_dir).resolve(), nats_port))
+        return asyncio.run(
+            run_up(settings, runners, Path(data_dir).resolve(), nats_port, dispatchers)
+        )
     except NatsServerError as exc:
         print(f"heddle up: {exc}", file=sys.stderr)
         return 2

@@ -196,6 +196,12 @@ class Settings:
     runner_name: str = _s(
         "", "HEDDLE_RUNNER_NAME", "this runner's name; default POD_NAME, else <host>-<pid>"
     )
+    dispatcher_name: str = _s(
+        "",
+        "HEDDLE_DISPATCHER_NAME",
+        "this dispatcher's name in its logs and NATS connection, when several run; default "
+        "POD_NAME, else dispatcher",
+    )
     step_user: str = _s(
         "nobody",
         "HEDDLE_STEP_USER",

@@ -72,8 +72,9 @@ async def heddle_nc(nats_server: EmbeddedNats) -> AsyncIterator[Client]:
 @pytest.fixture
 async def stack(tmp_path: Path) -> AsyncIterator[StackFactory]:
     """Factory: ``await stack(runners=4, **settings)`` starts NATS, the orchestrator, the
-    dispatcher, the runners and the gateway as real processes, and waits until the pool
-    shows every runner. Everything is stopped at the end of the test."""
+    dispatcher (with ``dispatchers=2``, dispatcher-1 too), the runners and the gateway as
+    real processes, and waits until the pool shows every runner. Everything is stopped at
+    the end of the test."""
     made: list[Stack] = []
 
     async def make(
@@ -81,12 +82,17 @@ async def stack(tmp_path: Path) -> AsyncIterator[StackFactory]:
         services: tuple[str, ...] = ("orchestrator", "dispatcher", "gateway"),
         wait: bool = True,
         metrics: bool = False,
+        dispatchers: int = 1,
         **settings: str,
     ) -> Stack:
         s = Stack(tmp_path / f"stack{len(made)}", settings={**FAST, **settings})
         s.tmp.mkdir(parents=True)
         made.append(s)
         s.gateway_port = free_port()
+        if dispatchers > 1 and "dispatcher" in services:  # dispatcher-1 ... beside it
+            at = services.index("dispatcher") + 1
+            more = tuple(f"dispatcher-{i}" for i in range(1, dispatchers))
+            services = services[:at] + more + services[at:]
         if metrics:  # each process its own metrics port (tests/test_metrics.py)
             names = [*services, *(f"runner-{i}" for i in range(runners))]
             s.metrics_ports = {name: free_port() for name in names}

@@ -97,9 +97,12 @@ class Stack:
         argv_prefix: list[str] | None = None,
         **extra_env: str,
     ) -> Proc:
-        """Start (or restart) one service process. ``name`` runner-x starts a runner named so."""
-        service = service or ("runner" if name.startswith("runner") else name)
+        """Start (or restart) one service process. ``name`` runner-x starts a runner named so,
+        dispatcher-x one more dispatcher (HEDDLE_DISPATCHER_NAME, the dispatcher user)."""
+        service = service or next((s for s in ("runner", "dispatcher") if name.startswith(s)), name)
         assert self.auth is not None and self.nats is not None
+        if service == "dispatcher":
+            extra_env.setdefault("HEDDLE_DISPATCHER_NAME", name)
         if service == "runner":
             runner = extra_env.setdefault("HEDDLE_RUNNER_NAME", name)
             if self.auth.add_runner(runner):

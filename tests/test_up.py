@@ -15,6 +15,8 @@ import aiohttp
 
 from bench.procfs import descendants, process_exists
 from services.embedded_nats import free_port
+from services.up import plan
+from shared.settings import Settings
 from tests.stack import REPO
 from tests.test_e2e_basic import EXAMPLE
 
@@ -25,12 +27,13 @@ class Up:
     port: int
 
 
-def start_up(tmp_path: Path, data: Path, runners: int = 3) -> Up:
+def start_up(tmp_path: Path, data: Path, runners: int = 3, dispatchers: int = 1) -> Up:
     port, nats_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
     env["PYTHONPATH"] = str(REPO)
     argv = [sys.executable, "-m", "services.cli", "up", "--port", str(port)]
     argv += ["--runners", str(runners), "--data-dir", str(data), "--nats-port", str(nats_port)]
+    argv += ["--dispatchers", str(dispatchers)]
     proc = subprocess.Popen(
         argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
@@ -120,6 +123,50 @@ async def test_up_keeps_its_token_and_users_across_starts(tmp_path: Path) -> Non
             out, _ = up.proc.communicate(timeout=60)
         assert up.proc.returncode == 0, out.decode()[-3000:]
     assert seen[0] == seen[1]
+
+
+def test_up_plans_several_dispatchers_each_named_as_the_one_dispatcher_user() -> None:
+    children = plan(Settings(metrics_port=9100), 2, {}, dispatchers=3)
+    dispatchers = [c for c in children if c.argv[-1] == "dispatcher"]
+    assert [c.name for c in dispatchers] == ["dispatcher", "dispatcher-1", "dispatcher-2"]
+    assert [c.env["HEDDLE_DISPATCHER_NAME"] for c in dispatchers] == [c.name for c in dispatchers]
+    # The first keeps its port; the others come after the runners'.
+    ports = [c.env["HEDDLE_METRICS_PORT"] for c in dispatchers]
+    assert ports == ["9101", "9105", "9106"]
+    assert len({c.env["HEDDLE_METRICS_PORT"] for c in children}) == len(children)
+
+
+async def test_up_runs_several_dispatchers_that_share_the_steps(tmp_path: Path) -> None:
+    """`heddle up --dispatchers 2`: two dispatcher processes, each under its own name,
+    both giving out steps of one wide run."""
+    data = tmp_path / "data"
+    up = start_up(tmp_path, data, runners=2, dispatchers=2)
+    try:
+        await wait_http(f"http://127.0.0.1:{up.port}/api/runners", data / "admin-token", 2)
+        headers = {"Authorization": f"Bearer {(data / 'admin-token').read_text().strip()}"}
+        steps = [{"id": f"s{i}", "command": "sleep 0.05"} for i in range(40)]
+        base = f"http://127.0.0.1:{up.port}/api/runs"
+        async with aiohttp.ClientSession(headers=headers) as http:
+            async with http.post(base, json={"steps": steps}) as resp:
+                assert resp.status == 201
+                run_id = (await resp.json())["runId"]
+            for _ in range(600):
+                async with http.get(f"{base}/{run_id}") as resp:
+                    run = await resp.json()
+                if run["status"] != "running":
+                    break
+                await asyncio.sleep(0.05)
+        assert run["status"] == "succeeded"
+    finally:
+        up.proc.send_signal(signal.SIGTERM)
+        out, _ = up.proc.communicate(timeout=60)
+    text = out.decode()
+    assert up.proc.returncode == 0, text[-3000:]
+    assert "2 runners, 2 dispatchers)" in text
+    for name in ("dispatcher", "dispatcher-1"):
+        lines = [x for x in text.splitlines() if x.startswith(f"{name:>12} | ")]
+        assert any('"msg":"dispatching"' in x and f'"dispatcher":"{name}"' in x for x in lines)
+        assert any('"msg":"assigned"' in x for x in lines), name
 
 
 async def test_up_refuses_a_busy_port(tmp_path: Path) -> None:

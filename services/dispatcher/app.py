@@ -86,6 +86,8 @@ class Dispatcher:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        # Several dispatchers may run: each names itself in its logs and NATS connection.
+        self.instance = settings.dispatcher_name or settings.pod_name or "dispatcher"
         self.pool = Pool(suspect_for=max(settings.assign_timeout * 2, 2.0))
         self._free = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
@@ -109,7 +111,7 @@ class Dispatcher:
 
     async def start(self) -> None:
         self.nc = await connect_until_ready(
-            self.settings, "heddle-dispatcher", on_reconnect=self._reconnected
+            self.settings, f"heddle-{self.instance}", on_reconnect=self._reconnected
         )
         res = await ensure_resources(
             self.nc,
@@ -134,6 +136,7 @@ class Dispatcher:
         await asyncio.wait_for(initial.wait(), 10)
         if self.settings.autoscale == "on":
             await self._start_autoscaling()
+        event(log, "dispatching", dispatcher=self.instance)
 
     async def _start_autoscaling(self) -> None:
         autoscaling = Autoscaling(
@@ -301,6 +304,7 @@ class Dispatcher:
                     event(
                         log,
                         "already taken",
+                        dispatcher=self.instance,
                         run=ready.run_id,
                         step=ready.step_id,
                         attempt=ready.attempt,
@@ -325,6 +329,7 @@ class Dispatcher:
                 event(
                     log,
                     "runner did not answer",
+                    dispatcher=self.instance,
                     runner=name,
                     run=ready.run_id,
                     step=ready.step_id,
@@ -345,6 +350,7 @@ class Dispatcher:
             event(
                 log,
                 "assigned",
+                dispatcher=self.instance,
                 runner=name,
                 run=ready.run_id,
                 step=ready.step_id,

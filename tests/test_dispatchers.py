@@ -1,0 +1,147 @@
+"""Several dispatchers (docs/architecture.md, "Several dispatchers"), as real processes: two
+share the ready steps, never give one runner two steps at once, and one SIGKILLed mid-run
+leaves no step stuck: the ready steps it held come back to the other once their ack wait ends.
+
+Every step appends a start and an end line to one ledger (its runner, run, step, attempt and
+pid), so the checks are about what ran, not only what the run documents say.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import StackFactory
+from tests.stack import Stack
+
+pytestmark = pytest.mark.fault
+
+RUNNERS, LAYERS, WIDTH = 4, 4, 15
+
+
+def step_command(ledger: Path, pause: str) -> str:
+    who = "$LEDGER_RUNNER $HEDDLE_RUN_ID/$HEDDLE_STEP_ID.$HEDDLE_ATTEMPT $$"
+    line = f'echo "$(date +%s.%N) {{}} {who}" >> {ledger}'
+    return f"{line.format('start')}; sleep {pause}; {line.format('end')}"
+
+
+def layered(ledger: Path, rng: random.Random) -> dict:
+    """LAYERS x WIDTH steps, each depending on two of the layer above: most sleep 0.05 s,
+    one in five 0.6 s."""
+    steps = []
+    for layer in range(LAYERS):
+        for i in range(WIDTH):
+            pause = "0.6" if rng.random() < 0.2 else "0.05"
+            step: dict = {"id": f"l{layer}s{i}", "command": step_command(ledger, pause)}
+            if layer:
+                step["dependsOn"] = sorted({f"l{layer - 1}s{i}", f"l{layer - 1}s{(i * 7) % WIDTH}"})
+            steps.append(step)
+    return {"steps": steps}
+
+
+def read_ledger(ledger: Path) -> list[tuple[float, str, str, str, int]]:
+    """(time, start|end, runner, run/step.attempt, pid) per line."""
+    rows = []
+    for line in ledger.read_text().splitlines():
+        t, what, runner, attempt, pid = line.split()
+        rows.append((float(t), what, runner, attempt, int(pid)))
+    return rows
+
+
+async def until(check, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.05)
+
+
+async def kill_mid_run(s: Stack, ledger: Path, victim: str, rng: random.Random) -> float:
+    """Two runs; ``victim`` SIGKILLed once a quarter of their steps started. Returns the
+    seconds from the kill until the last step queued at the kill started."""
+    runs = [await s.submit(layered(ledger, rng)) for _ in range(2)]
+
+    def started() -> int:
+        if not ledger.exists():
+            return 0
+        return sum(1 for r in read_ledger(ledger) if r[1] == "start" and r[3].split("/")[0] in runs)
+
+    await until(lambda: started() >= len(runs) * LAYERS * WIDTH // 4, 30, "runs did not start")
+    killed_at = time.time()
+    s.kill(victim)
+    queued = set()
+    for run_id in runs:
+        doc = await s.run(run_id)
+        queued |= {f"{run_id}/{st['id']}" for st in doc["steps"] if st["status"] == "queued"}
+    assert queued, "nothing was queued at the kill"
+    for run_id in runs:
+        run = await s.wait_run(run_id, timeout=60)
+        bad = [(st["id"], st["status"], st["attempt"]) for st in run["steps"]]
+        bad = [b for b in bad if b[1:] != ("succeeded", 1)]
+        assert run["status"] == "succeeded" and not bad, (victim, bad[:5])
+    first_start: dict[str, float] = {}
+    for t, what, _runner, attempt, _pid in read_ledger(ledger):
+        step = attempt.rsplit(".", 1)[0]
+        if what == "start" and step in queued:
+            first_start[step] = min(t, first_start.get(step, t))
+    assert set(first_start) == queued
+    return max(first_start.values()) - killed_at
+
+
+async def test_two_dispatchers_share_the_pool_and_one_killed_leaves_no_step_stuck(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """Three trials: dispatcher SIGKILLed mid-run, started again once the runs ended; then
+    dispatcher-1; then dispatcher again. Every run succeeds, every step on its first
+    attempt and in one process, and no runner ever runs two steps at once."""
+    s = await stack(runners=0, dispatchers=2, wait=False)
+    for i in range(RUNNERS):
+        s.start(f"runner-{i}", LEDGER_RUNNER=f"runner-{i}")
+    await s.wait_ready(RUNNERS)
+    ledger, rng = tmp_path / "ledger", random.Random(7)
+    recovery = []
+    for victim in ("dispatcher", "dispatcher-1", "dispatcher"):
+        assert '"msg":"dispatching"' in s.logs(victim)
+        recovery.append(await kill_mid_run(s, ledger, victim, rng))
+        logs_before = s.logs(victim).count('"msg":"dispatching"')
+        s.start(victim)
+        await until(
+            lambda v=victim, n=logs_before: s.logs(v).count('"msg":"dispatching"') > n,
+            30,
+            f"{victim} did not start again",
+        )
+    print(
+        f"\nkill -> last step queued at the kill started: {', '.join(f'{r:.2f}' for r in recovery)}"
+        f" s (p50 {statistics.median(recovery):.2f}, max {max(recovery):.2f})"
+    )
+    # Both dispatchers gave out steps, each under its own name.
+    for name in ("dispatcher", "dispatcher-1"):
+        assert f'"dispatcher":"{name}"' in s.logs(name), name
+        assert s.logs(name).count('"msg":"assigned"') > 10, name
+    rows = read_ledger(ledger)
+    # No attempt ran in two processes.
+    pids: dict[str, set[int]] = defaultdict(set)
+    for _t, _what, _runner, attempt, pid in rows:
+        pids[attempt].add(pid)
+    assert len(pids) == 3 * 2 * LAYERS * WIDTH
+    assert {a: p for a, p in pids.items() if len(p) > 1} == {}
+    # No runner ran two steps at once: on each, starts and ends alternate.
+    per_runner: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
+    for t, what, runner, attempt, _pid in rows:
+        per_runner[runner].append((t, what, attempt))
+    assert set(per_runner) == {f"runner-{i}" for i in range(RUNNERS)}
+    for runner, marks in per_runner.items():
+        marks.sort(key=lambda m: (m[0], m[1] == "start"))
+        running = None
+        for t, what, attempt in marks:
+            if what == "start":
+                assert running is None, (runner, running, attempt, t)
+                running = attempt
+            else:
+                assert running == attempt, (runner, running, attempt, t)
+                running = None
