@@ -33,7 +33,7 @@ test-tools:
 
 test: install test-tools  ## install, then run the whole test suite
 	$(BIN)/ruff check shared services tests bench
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 lint: install
 	$(BIN)/ruff check shared services tests bench
