@@ -32,6 +32,7 @@ DEFAULT_RUNNERS = ("runner-0", "runner-1")
 # the orchestrator's pod watch (podWatch.enabled, the release's runner labels).
 NOT_CHART_SETTINGS = {
     "runner_name",
+    "dispatcher_name",  # each dispatcher pod's own: its pod name
     "pod_name",
     "node_name",
     "nats_user",

@@ -34,6 +34,7 @@ from tests.chart_render import (
 VALUE_SETS = {
     "defaults": {},
     "five-runners": {"runners": {"replicas": 5}},
+    "three-dispatchers": {"dispatcher": {"replicas": 3}},
     "everything-set": {
         "namePrefix": "blue-",
         "image": {"repository": "registry.example/heddle", "tag": "1.2.3", "pullPolicy": "Always"},
@@ -250,7 +251,7 @@ def test_default_render_runs_the_control_plane_runners_and_nats(default: Manifes
         (container,) = d["spec"]["template"]["spec"]["containers"]
         assert container["args"] == ["heddle", name]
         assert container["image"] == f"heddle:{default_app_version()}"
-    # Never two orchestrators or dispatchers at once, not even during a rollout.
+    # Never two orchestrators at once, nor a second dispatcher by default (autoscaling's).
     assert deployments["orchestrator"]["spec"]["strategy"] == {"type": "Recreate"}
     assert deployments["dispatcher"]["spec"]["strategy"] == {"type": "Recreate"}
 
@@ -934,6 +935,37 @@ def test_autoscaling_refuses_a_minimum_above_the_maximum(chart: helm.Chart) -> N
         render(chart, bad)
     with pytest.raises(Exception, match="autoscaling"):
         render(chart, {"runners": {"autoscaling": {"enabled": True, "maxReplicas": 0}}})
+
+
+def test_several_dispatchers_roll_one_at_a_time_and_never_autoscale(chart: helm.Chart) -> None:
+    """dispatcher.replicas > 1: one Deployment of that many pods, each named by its pod name
+    (POD_NAME, which HEDDLE_DISPATCHER_NAME defaults to), all the one dispatcher NATS user,
+    rolled and drained one at a time; autoscaling, whose scaler is the one dispatcher that
+    leases runners, is refused with them."""
+    three = render(chart, {"dispatcher": {"replicas": 3}})
+    deployment = three.get("Deployment", "dispatcher")
+    assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    _, container = three.heddle_containers()["dispatcher"]
+    env = three.env(container)
+    assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert "HEDDLE_DISPATCHER_NAME" not in env and env["HEDDLE_NATS_USER"] == "dispatcher"
+    pdb = three.get("PodDisruptionBudget", "dispatcher")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= (
+        deployment["spec"]["template"]["metadata"]["labels"].items()
+    )
+    one = render(chart, {})
+    assert one.get("Deployment", "dispatcher")["spec"]["strategy"] == {"type": "Recreate"}
+    assert "dispatcher" not in one.of_kind("PodDisruptionBudget")
+    with pytest.raises(helm.HelmValuesError):
+        render(chart, {"dispatcher": {"replicas": 0}})
+    with pytest.raises(helm.HelmRenderError, match=r"needs dispatcher\.replicas 1"):
+        render(
+            chart,
+            {"dispatcher": {"replicas": 2}, "runners": {"autoscaling": {"enabled": True}}},
+        )
 
 
 def test_an_optional_service_monitor_scrapes_every_heddle_pod(

@@ -126,6 +126,9 @@ and waits up to killGrace + 5 s more for it to exit. */ -}}
 {{- if le (float64 .Values.runners.terminationGracePeriodSeconds) $runnerNeeds -}}
 {{- fail (printf "runners.terminationGracePeriodSeconds (%v) must exceed settings.shutdownGrace + settings.killGrace + 5 (%v)" .Values.runners.terminationGracePeriodSeconds $runnerNeeds) -}}
 {{- end -}}
+{{- if and .Values.runners.autoscaling.enabled (gt (int .Values.dispatcher.replicas) 1) -}}
+{{- fail (printf "runners.autoscaling.enabled needs dispatcher.replicas 1 (not %v): the pool's scaler is the one dispatcher that leases runners" .Values.dispatcher.replicas) -}}
+{{- end -}}
 {{- if and .Values.nats.enabled $s.replicas (gt (float64 $s.replicas) (float64 .Values.nats.replicas)) -}}
 {{- fail (printf "settings.replicas (%v) must not exceed nats.replicas (%v), the chart's NATS nodes" $s.replicas .Values.nats.replicas) -}}
 {{- end -}}
@@ -284,10 +287,10 @@ metadata:
   labels:
     {{- include "heddle.labels" (list $root $c) | nindent 4 }}
 spec:
-  replicas: {{ if eq $c "gateway" }}{{ int $v.replicas }}{{ else }}1{{ end }}
+  replicas: {{ if ne $c "orchestrator" }}{{ int $v.replicas }}{{ else }}1{{ end }}
   revisionHistoryLimit: 5
   strategy:
-    {{- if eq $c "gateway" }}
+    {{- if or (eq $c "gateway") (and (eq $c "dispatcher") (gt (int $v.replicas) 1)) }}
     type: RollingUpdate
     rollingUpdate:
       maxUnavailable: 0
