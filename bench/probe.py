@@ -174,9 +174,19 @@ class Probe:
         return Submitted(run_id, status, answer, t0, answered)
 
     async def run_document(self, run_id: str) -> dict[str, Any]:
+        """The run document; for a run too big for one (``stepsIncluded`` false), its
+        summary with the steps read in pages of 1,000."""
         status, body = await self.request("GET", f"/api/runs/{run_id}")
         if status != 200:
             raise RuntimeError(f"GET /api/runs/{run_id}: {status} {body}")
+        offset = None if body.get("stepsIncluded", True) else 0
+        while offset is not None:
+            path = f"/api/runs/{run_id}/steps?offset={offset}&limit=1000"
+            status, page = await self.request("GET", path)
+            if status != 200:
+                raise RuntimeError(f"GET {path}: {status} {page}")
+            body["steps"] += page["steps"]
+            offset = page["next"]
         return body
 
     # ---- server-side times ----

@@ -72,6 +72,16 @@ class Command(Wire, tag_field="type", frozen=True):
     pass
 
 
+class DocumentRef(Wire, frozen=True):
+    """A document carried beside its command (``shared/documents.py``): the chunks stored
+    on ``subject`` in HEDDLE_DOCS at ``seqs``, in order, ``size`` bytes in all."""
+
+    subject: str
+    seqs: list[int]
+    size: int
+    sha256: str
+
+
 class SubmitRun(Command, tag="submit", frozen=True):
     run_id: str
     steps: list[StepSpec]
@@ -88,6 +98,9 @@ class SubmitRun(Command, tag="submit", frozen=True):
     # carried over as succeeded: they do not run again.
     retry_of: str | None = None
     carried: dict[str, AttemptRecord] = {}
+    # A submit too large for one message: this command carries the run id alone, and the
+    # whole command (this field unset) is the document it names.
+    document: DocumentRef | None = None
 
 
 class CancelRun(Command, tag="cancel", frozen=True):

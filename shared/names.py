@@ -15,6 +15,8 @@ CMD_STREAM = "HEDDLE_CMD"
 STEPS_STREAM = "HEDDLE_STEPS"
 EVENTS_STREAM = "HEDDLE_EVENTS"
 LOGS_STREAM = "HEDDLE_LOGS"
+# Documents too large to travel in their command (a big run's submit), in chunks.
+DOCS_STREAM = "HEDDLE_DOCS"
 
 # KV buckets
 WORKFLOWS_BUCKET = "heddle-workflows"
@@ -26,7 +28,7 @@ TOKENS_BUCKET = "heddle-tokens"  # API token records by name: hashes, never toke
 # The runner pods as the orchestrator's pod watch last saw them, by pod name (in a cluster).
 PODS_BUCKET = "heddle-pods"
 
-ALL_STREAMS = (CMD_STREAM, STEPS_STREAM, EVENTS_STREAM, LOGS_STREAM)
+ALL_STREAMS = (CMD_STREAM, STEPS_STREAM, EVENTS_STREAM, LOGS_STREAM, DOCS_STREAM)
 ALL_BUCKETS = (
     WORKFLOWS_BUCKET,
     RUNS_BUCKET,
@@ -61,6 +63,7 @@ LOG_STREAM_HEADER = "Heddle-Stream"
 LOG_SEQ_HEADER = "Heddle-Seq"
 LOG_ALL = "heddle.log.>"
 RUNNER_ALL = "heddle.runner.>"
+DOC_ALL = "heddle.doc.>"
 
 
 def cmd_timer(run: str, step: str) -> str:
@@ -106,6 +109,11 @@ def runner_assign(runner: str) -> str:
 
 def runner_cancel(runner: str) -> str:
     return f"heddle.runner.{runner}.cancel"
+
+
+def document(run: str, token: str) -> str:
+    """The subject of one document carried beside a command about ``run``: its chunks."""
+    return f"heddle.doc.{run}.{token}"
 
 
 def run_stored(run: str) -> str:

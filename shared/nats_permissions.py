@@ -116,6 +116,8 @@ def gateway() -> Permissions:
         publish=(
             names.CMD_SUBMIT,
             names.CMD_CANCEL,
+            names.DOC_ALL,  # a submit too large for its command (shared/documents.py)
+            f"{API}.STREAM.PURGE.{names.DOCS_STREAM}",  # one whose submit was a duplicate
             kv_write(names.WORKFLOWS_BUCKET),
             kv_write(names.TOKENS_BUCKET),
             *keeps(*ALL_STREAMS),

@@ -110,6 +110,17 @@ def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
             description="Step output lines and transitions",
             **common,
         ),
+        # Kept as long as the commands that name them; the orchestrator purges a document
+        # once its run is stored (shared/documents.py).
+        names.DOCS_STREAM: StreamConfig(
+            name=names.DOCS_STREAM,
+            subjects=[names.DOC_ALL],
+            retention=RetentionPolicy.LIMITS,
+            max_age=7 * DAY,
+            allow_direct=True,
+            description="Documents too large for their command, in chunks",
+            **common,
+        ),
     }
 
 

@@ -52,7 +52,7 @@ class Settings:
     gateway_host: str = _s("127.0.0.1", "HEDDLE_GATEWAY_HOST", "address the gateway listens on")
     gateway_port: int = _s(8080, "HEDDLE_GATEWAY_PORT", "port the gateway listens on")
     max_body_bytes: int = _s(
-        8 * 1024 * 1024, "HEDDLE_MAX_BODY_BYTES", "largest accepted HTTP request body"
+        16 * 1024 * 1024, "HEDDLE_MAX_BODY_BYTES", "largest accepted HTTP request body"
     )
     body_timeout: float = _s(
         30.0,
@@ -95,7 +95,7 @@ class Settings:
         "HEDDLE_SUBMIT_CONFIRM_TIMEOUT",
         "how long POST /api/runs waits for the orchestrator before answering 202",
     )
-    max_steps: int = _s(10_000, "HEDDLE_MAX_STEPS", "most steps in one workflow")
+    max_steps: int = _s(100_000, "HEDDLE_MAX_STEPS", "most steps in one workflow")
     max_command_bytes: int = _s(
         16 * 1024, "HEDDLE_MAX_COMMAND_BYTES", "longest step command, in UTF-8 bytes"
     )

@@ -17,7 +17,9 @@ from aiohttp.test_utils import TestClient
 from services.embedded_nats import EmbeddedNats
 from services.gateway.keys import NATS
 from services.gateway.views import HEADER_ROOM
+from shared import names
 from shared.contracts import SubmitRun, encode
+from shared.documents import INLINE_MAX
 from shared.json_depth import MAX_JSON_DEPTH
 from shared.timefmt import now_rfc3339
 from shared.validation import Limits, parse_run_request
@@ -157,9 +159,14 @@ async def test_a_workflow_over_the_payload_limit_is_413_and_not_written(
     assert (await call(gw, "GET", "/api/workflows/huge", token))[0] == 404
     status, body = await call(gw, "GET", "/api/workflows", token)
     assert (status, body["workflows"]) == (200, [])
-    # The same steps as a run: 413 too, as before.
+    # The same steps as a run are carried beside the submit command (shared/documents.py):
+    # accepted (no orchestrator here: 202), the command small, the document in HEDDLE_DOCS.
     status, body = await post_json(gw, "/api/runs", token, {"steps": doc["steps"]})
-    assert status == 413 and "encodes to" in body["error"], body
+    assert status == 202, body
+    js = gw.server.app[NATS].jetstream()
+    cmd = await js.get_last_msg(names.CMD_STREAM, names.CMD_SUBMIT)
+    assert len(cmd.data) < 1024 and b'"document"' in cmd.data
+    assert (await js.stream_info(names.DOCS_STREAM)).state.bytes > limit
 
 
 def submit_size(doc: dict[str, Any]) -> int:
@@ -177,20 +184,28 @@ def run_of_size(size: int) -> dict[str, Any]:
     return doc
 
 
-async def test_a_submit_the_client_would_send_but_the_server_would_refuse_is_413(
+async def test_a_submit_the_server_would_refuse_in_one_message_is_carried_beside_it(
     gateway: Gateway, admin_file: Path
 ) -> None:
     # The server counts headers in its limit and drops the connection past it; the client
-    # checks the payload alone. A payload just under the limit must not be sent.
+    # checks the payload alone. A payload just under the limit must not be sent as one
+    # message: it goes to HEDDLE_DOCS in chunks, as does any above INLINE_MAX.
     gw = await gateway()
     token = root(admin_file)
     nc = gw.server.app[NATS]
     doc = run_of_size(nc.max_payload - 10)
     status, body = await post_json(gw, "/api/runs", token, doc)
-    assert status == 413, body
+    assert status == 202, body
     assert nc.is_connected and (await call(gw, "GET", "/readyz"))[0] == 200
-    fits = run_of_size(nc.max_payload - HEADER_ROOM)
+    fits = {**run_of_size(nc.max_payload - HEADER_ROOM), "runId": "fits"}
     assert (await post_json(gw, "/api/runs", token, fits))[0] == 202
+    small = {"runId": "small", "steps": big_steps(INLINE_MAX - 20_000)}
+    assert (await post_json(gw, "/api/runs", token, small))[0] == 202
+    js = nc.jetstream()
+    cmd = await js.get_last_msg(names.CMD_STREAM, names.CMD_SUBMIT)
+    assert b'"document"' not in cmd.data and len(cmd.data) > INLINE_MAX - 20_000
+    # Chunks of at most a message less its header room: two for the first, one for the next.
+    assert (await js.stream_info(names.DOCS_STREAM)).state.messages == 3
 
 
 async def test_an_unknown_method_gets_the_json_error_shape(

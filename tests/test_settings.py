@@ -15,7 +15,7 @@ def test_defaults() -> None:
     assert s == Settings()
     assert (s.nats_url, s.storage, s.replicas) == ("nats://127.0.0.1:4222", "file", 1)
     assert (s.gateway_host, s.gateway_port) == ("127.0.0.1", 8080)
-    assert (s.max_steps, s.max_command_bytes) == (10_000, 16 * 1024)
+    assert (s.max_steps, s.max_command_bytes) == (100_000, 16 * 1024)
     assert (s.retry_base, s.retry_cap, s.default_timeout) == (1.0, 300.0, 3600.0)
     assert (s.heartbeat_interval, s.heartbeat_grace) == (10.0, 3.0)
     assert s.silence_limit == 30.0

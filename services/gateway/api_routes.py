@@ -22,6 +22,7 @@ from services.gateway.api_types import (
     RunDocument,
     RunList,
     StatusDoc,
+    StepPage,
     StepWithLogs,
     Submitted,
     TokenDoc,
@@ -37,6 +38,13 @@ from services.gateway.api_types import (
 from services.gateway.grid import MAX_LIMIT as GRID_LIMIT
 from services.gateway.grid import MAX_STEPS as GRID_STEPS
 from services.gateway.log_reader import DEFAULT_TAIL, MAX_TAIL
+from services.gateway.run_steps import (
+    DEFAULT_PAGE,
+    FULL_DOCUMENT_MAX,
+    MAX_PAGE,
+    STEP_STATUSES,
+    STEPS_CHOICES,
+)
 from services.gateway.workflows import CURSOR_PATTERN
 from shared.contracts import RunRequest
 
@@ -71,6 +79,8 @@ class Operation:
 
 
 ID = {"type": "string", "pattern": ID_SCHEMA_PATTERN}
+_ONE_STATUS = "|".join(STEP_STATUSES)
+STATUS_LIST_PATTERN = f"^({_ONE_STATUS})(,({_ONE_STATUS}))*$"
 
 
 def _id(name: str, what: str) -> Param:
@@ -175,10 +185,49 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET",
         "/api/runs/{run}",
         "getRun",
-        "A run with every step",
+        "A run with every step, or its summary",
         "runs",
-        {200: (RunDocument, "The run document")},
-        params=(RUN,),
+        {200: (RunDocument, "The run document; its summary if `stepsIncluded` is false")},
+        params=(
+            RUN,
+            Param(
+                "steps",
+                "query",
+                {"enum": list(STEPS_CHOICES)},
+                f"all: every step and edge (a 400 past {FULL_DOCUMENT_MAX} steps); none: the "
+                f"summary. By default all up to {FULL_DOCUMENT_MAX} steps, none above",
+            ),
+        ),
+        links=_links("$request.path.run", {"getSteps": "run"}),
+    ),
+    Operation(
+        "GET",
+        "/api/runs/{run}/steps",
+        "getSteps",
+        "A run's steps in pages, in the workflow's order",
+        "runs",
+        {200: (StepPage, "The steps matching the filter, from the offset")},
+        params=(
+            RUN,
+            Param(
+                "offset",
+                "query",
+                {"type": "integer", "minimum": 0},
+                "Matching steps to pass over (default 0)",
+            ),
+            Param(
+                "limit",
+                "query",
+                {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
+                f"How many (default {DEFAULT_PAGE})",
+            ),
+            Param(
+                "status",
+                "query",
+                {"type": "string", "pattern": STATUS_LIST_PATTERN},
+                "Only steps in these states, comma-separated",
+            ),
+        ),
     ),
     Operation(
         "GET",

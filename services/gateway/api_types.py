@@ -124,8 +124,25 @@ class RunDocument(RunFacts, kw_only=True):
     retry_of: str | None  # the run this one retries
     retried_by: str | None  # the run that retries this one
     counts: dict[str, int]
+    step_count: int
+    # False for the summary (``?steps=none``, and by default for a run of more steps than a
+    # document holds): ``steps`` and ``edges`` are then empty; GET .../steps reads pages.
+    steps_included: bool
     steps: list[StepDocument]
     edges: list[Edge]
+
+
+class StepPage(Doc):
+    """GET /api/runs/{run}/steps: the steps matching ``status`` (all if none is given), in
+    the workflow's order, from ``offset``; ``next`` is the offset of the next page, if any."""
+
+    run_id: str
+    step_count: int  # the run's, whatever the filter
+    matching: int  # steps matching the filter
+    offset: int
+    limit: int
+    next: int | None
+    steps: list[StepDocument]
 
 
 class RunListEntry(RunFacts, kw_only=True):

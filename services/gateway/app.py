@@ -9,7 +9,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from services.gateway import api_page, auth, grid, logs, retry, run_events, tokens, views, workflows
+from services.gateway import (
+    api_page,
+    auth,
+    grid,
+    logs,
+    retry,
+    run_events,
+    run_steps,
+    tokens,
+    views,
+    workflows,
+)
 from services.gateway import web as page
 from services.gateway.keys import (
     METRICS,
@@ -112,7 +123,7 @@ async def metrics(request: web.Request) -> web.Response:
 def setup_routes(app: web.Application) -> None:
     r = app.router
     r.add_post("/api/runs", views.create_run)
-    r.add_get("/api/runs/{run}", views.get_run)
+    run_steps.setup_routes(app)  # /api/runs/{run}, .../steps (in pages), /workflow/{id}
     run_events.setup_routes(app)  # /api/runs/{run}/events
     logs.setup_routes(app)  # /api/runs/{run}/steps/{step} and .../logs
     r.add_post("/api/runs/{run}/cancel", views.cancel_run)
@@ -128,7 +139,6 @@ def setup_routes(app: web.Application) -> None:
     api_page.setup_routes(app)  # /openapi.json and /docs
     # The route names older scripts use.
     r.add_post("/workflow", views.create_run)
-    r.add_get("/workflow/{id}", views.get_run_legacy)
     r.add_get("/pods", views.get_runners)
 
 

@@ -39,6 +39,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("GET", "/api/runs"): "viewer",
     ("GET", "/api/runs/{run}"): "viewer",
     ("GET", "/api/runs/{run}/events"): "viewer",
+    ("GET", "/api/runs/{run}/steps"): "viewer",
     ("GET", "/api/runs/{run}/steps/{step}"): "viewer",
     ("GET", "/api/runs/{run}/steps/{step}/logs"): "viewer",
     ("GET", "/api/runners"): "viewer",

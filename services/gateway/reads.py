@@ -81,18 +81,29 @@ def run_facts(run: RunRecord) -> dict[str, Any]:
     return {f: getattr(run, f) for f in RunFacts.__struct_fields__}
 
 
-async def run_document(runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord) -> RunDocument:
-    steps = await read_steps(runs_kv, run)
+async def step_documents(
+    hb_kv: KeyValue, run_id: str, steps: list[StepRecord]
+) -> list[StepDocument]:
+    """``steps`` as the API shows them, with their runners' last heartbeats while live (one
+    replay of the run's heartbeat keys, only if one of them is)."""
     live = any(s.status in ("queued", "running") for s in steps)
     beats: dict[tuple[str, str], float] = {}  # (step, runner) -> stored at
     if live:
-        for e in await read_current(hb_kv, names.heartbeats_of_run(run.run_id)):
+        for e in await read_current(hb_kv, names.heartbeats_of_run(run_id)):
             hb = heartbeat_decoder.decode(e.value)
             at = stored_at(e)
             if at:
                 beats[hb.step_id, hb.runner] = at
-    out_steps = [step_document(s, beats.get((s.id, s.runner or ""))) for s in steps]
-    edges = [Edge(from_=p, to=s.id) for s in steps for p in s.depends_on]
+    return [step_document(s, beats.get((s.id, s.runner or ""))) for s in steps]
+
+
+async def run_document(
+    runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord, *, with_steps: bool = True
+) -> RunDocument:
+    """The run with its counts; with every step and edge, or (``with_steps`` False) none:
+    the summary, for a run too big for one document (its steps are read in pages)."""
+    steps = await read_steps(runs_kv, run)
+    shown = await step_documents(hb_kv, run.run_id, steps) if with_steps else []
     return RunDocument(
         **run_facts(run),
         params=run.params,
@@ -100,8 +111,10 @@ async def run_document(runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord) -> Ru
         retry_of=run.retry_of,
         retried_by=run.retried_by,
         counts=dict(Counter(s.status for s in steps)),
-        steps=out_steps,
-        edges=edges,
+        step_count=run.step_count,
+        steps_included=with_steps,
+        steps=shown,
+        edges=[Edge(from_=p, to=s.id) for s in steps for p in s.depends_on] if with_steps else [],
     )
 
 

@@ -13,9 +13,10 @@ from aiohttp import web
 from services.gateway.api_types import ErrorDoc, ProblemDoc, StatusDoc, Submitted
 from services.gateway.keys import NATS, RESOURCES, SETTINGS
 from services.gateway.pods import pod_documents
-from services.gateway.reads import get_run_record, pool_document, run_document
+from services.gateway.reads import get_run_record, pool_document
 from shared import names
 from shared.contracts import TERMINAL_RUN, CancelRun, SubmitRun, encode
+from shared.documents import carried, drop_document, put_document
 from shared.errors import DocumentTooLarge, InvalidWorkflow, Problem
 from shared.json_depth import MAX_JSON_DEPTH, json_depth_exceeds
 from shared.nats_types import NatsTimeout
@@ -145,18 +146,24 @@ async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -
     settings = request.app[SETTINGS]
     payload = encode(cmd)
     limit = payload_limit(request)
-    if len(payload) > limit:
-        return too_large(DocumentTooLarge("workflow", len(payload), limit))
     run_id = cmd.run_id
     if chosen_id:
         existing = await get_run_record(res.runs, run_id)
         if existing is not None:
             return json_response(Submitted(run_id=run_id, status=existing.status, created=False))
+    ref = None
+    if carried(len(payload), limit):  # a big run: the command names its document
+        ref = await put_document(res.js, run_id, payload, limit)
+        payload = encode(
+            SubmitRun(run_id=run_id, steps=[], submitted_at=cmd.submitted_at, document=ref)
+        )
     stored = await nc.subscribe(names.run_stored(run_id), max_msgs=1)
     try:
         ack = await res.js.publish(
             names.CMD_SUBMIT, payload, headers={"Nats-Msg-Id": names.submit_msg_id(run_id)}
         )
+        if ack.duplicate and ref is not None:
+            await drop_document(res.js, ref)  # the orchestrator never sees this command
         if ack.duplicate and (existing := await get_run_record(res.runs, run_id)) is not None:
             return json_response(Submitted(run_id=run_id, status=existing.status, created=False))
         try:
@@ -166,19 +173,6 @@ async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -
     finally:
         await stored.unsubscribe()
     return json_response(Submitted(run_id=run_id, status="running", created=True), 201)
-
-
-async def get_run(request: web.Request, key: str = "run") -> web.Response:
-    run_id = path_id(request, key, "run id")
-    res = request.app[RESOURCES]
-    run = await get_run_record(res.runs, run_id)
-    if run is None:
-        return error(404, f"run {run_id!r} not found")
-    return json_response(await run_document(res.runs, res.heartbeats, run))
-
-
-async def get_run_legacy(request: web.Request) -> web.Response:
-    return await get_run(request, "id")
 
 
 async def cancel_run(request: web.Request) -> web.Response:

@@ -29,6 +29,7 @@ from shared.consume import Outcome, too_early_for_good
 from shared.contracts import (
     TERMINAL_RUN,
     CancelRun,
+    DocumentRef,
     RetryDue,
     StepEvent,
     StepStarted,
@@ -38,6 +39,7 @@ from shared.contracts import (
     event_decoder,
     run_record_decoder,
 )
+from shared.documents import DocumentGone, drop_document, read_document
 from shared.kv_reads import read_current, read_steps
 from shared.metrics import LIVE_RUNS
 from shared.nats_io import close, connect_until_ready
@@ -222,8 +224,10 @@ class Orchestrator:
             log.error("dropping undecodable command on %s: %s", msg.subject, exc)
             return Outcome.REFUSED
         match cmd:
-            case SubmitRun():
+            case SubmitRun(document=None):
                 return await self._submit(cmd, msg)
+            case SubmitRun(document=ref):
+                return await self._submit_carried(cmd, ref, msg)
             case CancelRun(run_id=run_id):
                 # No actor: finished or unknown, and the gateway answered already.
                 return self._post(run_id, Cancel(), msg)
@@ -239,7 +243,30 @@ class Orchestrator:
         actor.post(message, msg)
         return Outcome.HELD
 
-    async def _submit(self, cmd: SubmitRun, msg: Msg) -> Outcome:
+    async def _submit_carried(self, cmd: SubmitRun, ref: DocumentRef, msg: Msg) -> Outcome:
+        """A submit whose document is carried beside it (shared/documents.py): read, then
+        submitted as if it had come whole; its chunks are purged once the run is stored."""
+        run_id = cmd.run_id
+        try:
+            whole = command_decoder.decode(await read_document(self.js, ref))
+        except DocumentGone as exc:
+            if await self._stored(run_id):  # stored by an earlier delivery, then purged
+                event(log, "duplicate submit", run=run_id)
+                await self.nc.publish(names.run_stored(run_id), b"")
+                return Outcome.DONE
+            log.error("submit refused: %s", exc, extra={"fields": {"run": run_id[:100]}})
+            return Outcome.REFUSED
+        except msgspec.DecodeError as exc:
+            log.error("submit refused: document %s: %s", ref.subject, exc)
+            await drop_document(self.js, ref)
+            return Outcome.REFUSED
+        if not isinstance(whole, SubmitRun) or whole.run_id != run_id or whole.document:
+            log.error("submit refused: document %s is not run %s's submit", ref.subject, run_id)
+            await drop_document(self.js, ref)
+            return Outcome.REFUSED
+        return await self._submit(whole, msg, ref)
+
+    async def _submit(self, cmd: SubmitRun, msg: Msg, ref: DocumentRef | None = None) -> Outcome:
         problems = submit_problems(cmd, self.limits)
         if problems:
             # Not through the gateway (which checks the same): refused, never half-created.
@@ -248,21 +275,26 @@ class Orchestrator:
                 "; ".join(f"{p.path}: {p.message}" for p in problems),
                 extra={"fields": {"run": cmd.run_id[:100]}},
             )
+            if ref is not None:
+                await drop_document(self.js, ref)
             return Outcome.REFUSED
         run_id = cmd.run_id
         if run_id in self.actors or run_id in self.finished:
             event(log, "duplicate submit", run=run_id)
             await self.nc.publish(names.run_stored(run_id), b"")
+            if ref is not None:
+                await drop_document(self.js, ref)
             return Outcome.DONE
         state, effects = RunState.new(cmd, self.policy, time.time())
         actor = self._spawn(state)
-        announce = self._announce
-        if cmd.retry_of is not None:
-            retried = cmd.retry_of
+        retried = cmd.retry_of
 
-            async def announce(run_id: str) -> None:
+        async def announce(run_id: str) -> None:
+            if retried is not None:
                 await self._link_retry(retried, run_id)
-                await self._announce(run_id)
+            await self._announce(run_id)
+            if ref is not None:  # stored: the document is not needed again
+                await drop_document(self.js, ref)
 
         actor.post_init(effects, msg, announce, self._stored)
         return Outcome.HELD
