@@ -56,7 +56,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("heddle.dispatcher")
 AttemptKey = tuple[str, str, int, int]  # run, step, attempt, requeue
-ACK_WAIT = 10.0
+# A ready message in a dispatcher's hand goes back to the others this long after it was last
+# touched: when the dispatcher died (SIGKILL, a lost pod), how long its steps wait. A message in
+# hand is touched (in progress) every third of it while it waits for a runner, and before each
+# offer after the first, so a live dispatcher never loses one it holds. At least twice
+# HEDDLE_ASSIGN_TIMEOUT: one offer and the check after it fit within it.
+ACK_WAIT = 4.0
 # Ready steps fetched beyond the free runners: a runner that frees up finds its next step
 # already here, off the pull's round trip, and one pull request serves several steps. Few,
 # because a step held here is not available to another dispatcher (docs/performance.md).
@@ -64,19 +69,23 @@ LOOKAHEAD = 6
 # After a reconnect every ready message is checked, not only redelivered ones: a broker
 # killed mid-flight can forget a consumer's deliveries, and what it sends again then comes
 # as a first delivery, though a runner may have run it already.
-WARY_AFTER_RECONNECT = 2 * ACK_WAIT
+WARY_AFTER_RECONNECT = 20.0
 # A second copy of an attempt this dispatcher holds or placed this recently is checked
 # before it is offered (two copies after a broker restart, a re-sent ready message).
-RECENT_FOR = ACK_WAIT
+RECENT_FOR = 10.0
 
 
-def ready_consumer() -> ConsumerConfig:
+def ack_wait(assign_timeout: float) -> float:
+    return max(ACK_WAIT, 2 * assign_timeout)
+
+
+def ready_consumer(assign_timeout: float = 2.0) -> ConsumerConfig:
     """The dispatchers' shared durable consumer of ready steps."""
     return ConsumerConfig(
         durable_name=names.DISPATCHER_DURABLE,
         filter_subject=names.STEP_READY_ALL,
         ack_policy=AckPolicy.EXPLICIT,
-        ack_wait=ACK_WAIT,
+        ack_wait=ack_wait(assign_timeout),
         max_ack_pending=-1,
     )
 
@@ -124,7 +133,9 @@ class Dispatcher:
         self.heartbeats_kv: KeyValue = res.kv[names.HEARTBEATS_BUCKET]
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self._events_sub = await self.nc.subscribe(names.EVT_FINISHED_ALL, cb=self._on_event)
-        await ensure_consumer(self.js, names.STEPS_STREAM, ready_consumer())
+        await ensure_consumer(
+            self.js, names.STEPS_STREAM, ready_consumer(self.settings.assign_timeout)
+        )
         # Credit follows the free runners: a saturated pool leaves steps in the stream.
         self._pull = ContinuousPull(
             self.nc, names.STEPS_STREAM, names.DISPATCHER_DURABLE, self._on_ready, credit=0
@@ -296,6 +307,8 @@ class Dispatcher:
             self._recent.move_to_end(key)
 
     async def _place(self, msg: Msg, ready: StepReady, check: bool) -> None:
+        touch_every = ack_wait(self.settings.assign_timeout) / 3
+        offered = False
         while True:
             if check:
                 check = False
@@ -315,11 +328,14 @@ class Dispatcher:
             if name is None:
                 await self._wake()
                 try:
-                    await asyncio.wait_for(self._free.wait(), ACK_WAIT / 3)
+                    await asyncio.wait_for(self._free.wait(), touch_every)
                 except TimeoutError:
                     await settle(msg, Outcome.WAITING)  # waiting for a runner, not lost
                 continue
             self._unplaced -= 1
+            if offered:  # a full ack wait for this offer too
+                await settle(msg, Outcome.WAITING)
+            offered = True
             try:
                 reply_msg = await self.nc.request(
                     names.runner_assign(name), msg.data, timeout=self.settings.assign_timeout
