@@ -21,7 +21,7 @@ import time
 
 import msgspec
 
-from services.orchestrator.actor import Heard, Lost, RunActor
+from services.orchestrator.actor import Heard, Lost, RunActor, Silent
 from services.orchestrator.backstop import Backstop
 from services.orchestrator.stored import ready_steps, stored_outcome
 from services.orchestrator.watchdog import HeartbeatView
@@ -146,32 +146,56 @@ class Liveness:
     async def scan(self) -> None:
         for actor in list(self.actors.values()):
             for verdict in self.view.verdicts(actor.state, actor.running_since):
-                # If the runner reported before it went quiet, its outcome is stored
-                # and waits in this service's backlog (a restart, or a busy moment).
-                step = actor.state.steps.get(verdict.step_id)
-                runner = step.runner if step is not None else None
-                ticket = step.ticket if step is not None else ""
-                try:
-                    outcome = await stored_outcome(
-                        self.js, actor.run_id, verdict.step_id, verdict.attempt, runner, ticket
-                    )
-                except OutcomeUnknown as exc:
-                    # Not knowing is not "none": judged again at the next scan.
-                    self.view.withdraw(actor.run_id, verdict.step_id, verdict.attempt)
-                    _postponed(
-                        "watchdog verdict", actor.run_id, verdict.step_id, verdict.attempt, exc
-                    )
+                await self._give(actor, verdict, "silent")
+
+    async def runner_lost(self, runner: str, reason: str) -> None:
+        """A verdict from outside the heartbeats: the pod watch saw ``runner``'s pod go
+        (services/orchestrator/pod_watch.py). Every attempt it holds, running or accepted,
+        fails now, as a silent runner's does: retried at once if it has tries left. The
+        watchdog's scan never judges such an attempt again; one the pod watch did not see
+        stays the scan's."""
+        for actor in list(self.actors.values()):
+            beats = self.view.beats.get(actor.run_id, {})
+            for step in list(actor.state.steps.values()):
+                if step.status not in ("queued", "running"):
                     continue
-                VERDICTS.labels("silent" if outcome is None else "withdrawn").inc()
-                event(
-                    log,
-                    "watchdog verdict" if outcome is None else "watchdog verdict withdrawn",
-                    run=actor.run_id,
-                    step=verdict.step_id,
-                    attempt=verdict.attempt,
-                    reason=verdict.reason if outcome is None else "its outcome is stored",
+                beat = beats.get(step.id)
+                held = step.runner == runner or (
+                    step.runner is None
+                    and beat is not None
+                    and beat.runner == runner
+                    and beat.attempt == step.attempt
                 )
-                actor.post(verdict if outcome is None else outcome)
+                if not held or not self.view.give(actor.run_id, step.id, step.attempt):
+                    continue
+                await self._give(actor, Silent(step.id, step.attempt, reason), "pod")
+
+    async def _give(self, actor: RunActor, verdict: Silent, kind: str) -> None:
+        """Post a verdict to its run, unless the attempt's outcome is stored after all."""
+        # If the runner reported before it went quiet, its outcome is stored and waits in
+        # this service's backlog (a restart, or a busy moment).
+        step = actor.state.steps.get(verdict.step_id)
+        runner = step.runner if step is not None else None
+        ticket = step.ticket if step is not None else ""
+        try:
+            outcome = await stored_outcome(
+                self.js, actor.run_id, verdict.step_id, verdict.attempt, runner, ticket
+            )
+        except OutcomeUnknown as exc:
+            # Not knowing is not "none": judged again at the next scan.
+            self.view.withdraw(actor.run_id, verdict.step_id, verdict.attempt)
+            _postponed("watchdog verdict", actor.run_id, verdict.step_id, verdict.attempt, exc)
+            return
+        VERDICTS.labels(kind if outcome is None else "withdrawn").inc()
+        event(
+            log,
+            "watchdog verdict" if outcome is None else "watchdog verdict withdrawn",
+            run=actor.run_id,
+            step=verdict.step_id,
+            attempt=verdict.attempt,
+            reason=verdict.reason if outcome is None else "its outcome is stored",
+        )
+        actor.post(verdict if outcome is None else outcome)
 
     async def look(self) -> None:
         """Queued attempts nobody holds (services/orchestrator/backstop.py)."""
