@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient
 
 from services.embedded_nats import EmbeddedNats
 from shared import names
+from shared.settings import Settings
 from tests.gateway_apps import Gateway, call, root
 from tests.gateway_apps import admin_file as admin_file  # fixtures
 from tests.gateway_apps import gateway as gateway
@@ -92,7 +93,7 @@ async def test_bad_workflows_are_rejected_with_every_problem(
     status, body = await s.request(
         "POST",
         "/api/runs",
-        data=io.BytesIO(b"[" + b" " * (9 << 20) + b"]"),
+        data=io.BytesIO(b"[" + b" " * Settings().max_body_bytes + b"]"),
         headers={"Content-Type": "application/json"},
     )
     assert status == 413 and "too large" in body["error"]
