@@ -8,7 +8,7 @@ the lists are sorted and deduplicated, as Permissions.to_config() does.
 */}}
 
 {{- define "heddle.nats.streams" -}}
-{{- list "HEDDLE_CMD" "HEDDLE_STEPS" "HEDDLE_EVENTS" "HEDDLE_LOGS" | toRawJson -}}
+{{- list "HEDDLE_CMD" "HEDDLE_STEPS" "HEDDLE_EVENTS" "HEDDLE_LOGS" "HEDDLE_DOCS" | toRawJson -}}
 {{- end -}}
 
 {{- define "heddle.nats.buckets" -}}
@@ -66,7 +66,7 @@ list "subscribe" list ["publishDeny" list] ["allowResponses" true]) */}}
 {{- $streams := include "heddle.nats.streams" . | fromJsonArray -}}
 {{- $kv := include "heddle.nats.kvStreams" (include "heddle.nats.buckets" . | fromJsonArray) | fromJsonArray -}}
 {{- $all := concat $streams $kv -}}
-{{- $publish := concat (list "heddle.cmd.submit" "heddle.cmd.cancel" "$KV.heddle-workflows.>" "$KV.heddle-tokens.>")
+{{- $publish := concat (list "heddle.cmd.submit" "heddle.cmd.cancel" "heddle.doc.>" "$JS.API.STREAM.PURGE.HEDDLE_DOCS" "$KV.heddle-workflows.>" "$KV.heddle-tokens.>")
   (include "heddle.nats.keeps" $all | fromJsonArray)
   (include "heddle.nats.info" $all | fromJsonArray)
   (include "heddle.nats.reads" (prepend $kv "HEDDLE_LOGS") | fromJsonArray) -}}
