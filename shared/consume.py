@@ -36,6 +36,7 @@ class Outcome(enum.Enum):
     REFUSED = "term"  # can never be handled (undecodable, not allowed): never again
     HELD = "held"  # kept by the handler, which settles it once its work is stored
     LEFT = "left"  # not answered: redelivered after ack_wait to whoever consumes next
+    RETURNED = "nak"  # given back unhandled: redelivered at once to whoever consumes next
 
 
 async def settle(msg: Msg, outcome: Outcome) -> None:
@@ -50,6 +51,8 @@ async def settle(msg: Msg, outcome: Outcome) -> None:
                 await msg.nak(delay=RETRY_AFTER_FAILURE)
             case Outcome.NOT_YET:
                 await msg.nak(delay=NOT_YET_DELAY)
+            case Outcome.RETURNED:
+                await msg.nak()
             case Outcome.WAITING:
                 await msg.in_progress()
             case Outcome.REFUSED:

@@ -26,6 +26,7 @@ FIRST = {  # what the handler answers the first delivery of each subject; later 
     "c.failed": Outcome.FAILED,
     "c.early": Outcome.NOT_YET,
     "c.left": Outcome.LEFT,
+    "c.returned": Outcome.RETURNED,
     "c.waiting": Outcome.HELD,
 }
 
@@ -86,3 +87,4 @@ async def test_each_outcome_is_what_the_server_does_with_the_message(nc: Client)
     assert RETRY_AFTER_FAILURE * 0.9 <= again_after("c.raises") < ACK_WAIT
     assert NOT_YET_DELAY * 0.9 <= again_after("c.early") < ACK_WAIT
     assert again_after("c.left") >= ACK_WAIT * 0.95
+    assert again_after("c.returned") < NOT_YET_DELAY

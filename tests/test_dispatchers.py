@@ -1,6 +1,7 @@
 """Several dispatchers (docs/architecture.md, "Several dispatchers"), as real processes: two
 share the ready steps, never give one runner two steps at once, and one SIGKILLed mid-run
-leaves no step stuck: the ready steps it held come back to the other once their ack wait ends.
+leaves no step stuck: the ready steps it held come back to the other once their ack wait ends
+(4 s), and one stopped with SIGTERM (a rolling update) gives them back at once.
 
 Every step appends a start and an end line to one ledger (its runner, run, step, attempt and
 pid), so the checks are about what ran, not only what the run documents say.
@@ -9,7 +10,9 @@ pid), so the checks are about what ran, not only what the run documents say.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import signal
 import statistics
 import time
 from collections import defaultdict
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from services.dispatcher.app import ACK_WAIT
 from tests.conftest import StackFactory
 from tests.stack import Stack
 
@@ -61,9 +65,12 @@ async def until(check, timeout: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def kill_mid_run(s: Stack, ledger: Path, victim: str, rng: random.Random) -> float:
-    """Two runs; ``victim`` SIGKILLed once a quarter of their steps started. Returns the
-    seconds from the kill until the last step queued at the kill started."""
+async def kill_mid_run(
+    s: Stack, ledger: Path, victim: str, rng: random.Random, sig: int = signal.SIGKILL
+) -> tuple[float, dict[str, float]]:
+    """Two runs; ``victim`` sent ``sig`` once a quarter of their steps started. Returns the
+    seconds from the signal until the last step queued at that moment started, and when
+    each step (``run/step``) first started, in seconds after the signal."""
     runs = [await s.submit(layered(ledger, rng)) for _ in range(2)]
 
     def started() -> int:
@@ -73,7 +80,7 @@ async def kill_mid_run(s: Stack, ledger: Path, victim: str, rng: random.Random) 
 
     await until(lambda: started() >= len(runs) * LAYERS * WIDTH // 4, 30, "runs did not start")
     killed_at = time.time()
-    s.kill(victim)
+    s.kill(victim, sig)
     queued = set()
     for run_id in runs:
         doc = await s.run(run_id)
@@ -87,10 +94,53 @@ async def kill_mid_run(s: Stack, ledger: Path, victim: str, rng: random.Random) 
     first_start: dict[str, float] = {}
     for t, what, _runner, attempt, _pid in read_ledger(ledger):
         step = attempt.rsplit(".", 1)[0]
-        if what == "start" and step in queued:
-            first_start[step] = min(t, first_start.get(step, t))
-    assert set(first_start) == queued
-    return max(first_start.values()) - killed_at
+        if what == "start" and step.split("/")[0] in runs:
+            first_start[step] = min(t - killed_at, first_start.get(step, t - killed_at))
+    assert queued <= set(first_start)
+    return max(first_start[q] for q in queued), first_start
+
+
+async def two_dispatchers(stack: StackFactory) -> Stack:
+    """Two dispatchers and RUNNERS runners, each runner's steps told its name."""
+    s = await stack(runners=0, dispatchers=2, wait=False)
+    for i in range(RUNNERS):
+        s.start(f"runner-{i}", LEDGER_RUNNER=f"runner-{i}")
+    await s.wait_ready(RUNNERS)
+    return s
+
+
+async def restart(s: Stack, victim: str) -> None:
+    started = s.logs(victim).count('"msg":"dispatching"')
+    assert started
+    s.start(victim)
+    await until(
+        lambda: s.logs(victim).count('"msg":"dispatching"') > started,
+        30,
+        f"{victim} did not start again",
+    )
+
+
+async def test_a_stopped_dispatcher_gives_back_the_steps_it_held_at_once(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """SIGTERM, as a rolling update stops a pod: the ready steps waiting in its hand go back
+    to the stream at once (a nak), rather than after their ack wait, and the other one
+    starts them. Then the same for the other dispatcher."""
+    s = await two_dispatchers(stack)
+    ledger, rng = tmp_path / "ledger", random.Random(3)
+    recovery = []
+    for victim in ("dispatcher", "dispatcher-1"):
+        lines = len(s.logs(victim).splitlines())
+        _, first_start = await kill_mid_run(s, ledger, victim, rng, signal.SIGTERM)
+        log = [json.loads(x) for x in s.logs(victim).splitlines()[lines:]]
+        assert log[-1]["msg"] == "stopped", log[-1]
+        back = [f"{x['run']}/{x['step']}" for x in log if x["msg"] == "given back"]
+        recovery += [first_start[b] for b in back]
+        await restart(s, victim)
+    shown = ", ".join(f"{r:.2f}" for r in recovery)
+    print(f"\nSIGTERM -> each step given back starts: {shown} s")
+    assert recovery, "neither dispatcher held a step when stopped"
+    assert max(recovery) < ACK_WAIT, recovery
 
 
 async def test_two_dispatchers_share_the_pool_and_one_killed_leaves_no_step_stuck(
@@ -99,22 +149,12 @@ async def test_two_dispatchers_share_the_pool_and_one_killed_leaves_no_step_stuc
     """Three trials: dispatcher SIGKILLed mid-run, started again once the runs ended; then
     dispatcher-1; then dispatcher again. Every run succeeds, every step on its first
     attempt and in one process, and no runner ever runs two steps at once."""
-    s = await stack(runners=0, dispatchers=2, wait=False)
-    for i in range(RUNNERS):
-        s.start(f"runner-{i}", LEDGER_RUNNER=f"runner-{i}")
-    await s.wait_ready(RUNNERS)
+    s = await two_dispatchers(stack)
     ledger, rng = tmp_path / "ledger", random.Random(7)
     recovery = []
     for victim in ("dispatcher", "dispatcher-1", "dispatcher"):
-        assert '"msg":"dispatching"' in s.logs(victim)
-        recovery.append(await kill_mid_run(s, ledger, victim, rng))
-        logs_before = s.logs(victim).count('"msg":"dispatching"')
-        s.start(victim)
-        await until(
-            lambda v=victim, n=logs_before: s.logs(v).count('"msg":"dispatching"') > n,
-            30,
-            f"{victim} did not start again",
-        )
+        recovery.append((await kill_mid_run(s, ledger, victim, rng))[0])
+        await restart(s, victim)
     print(
         f"\nkill -> last step queued at the kill started: {', '.join(f'{r:.2f}' for r in recovery)}"
         f" s (p50 {statistics.median(recovery):.2f}, max {max(recovery):.2f})"

@@ -174,6 +174,7 @@ class Dispatcher:
             await self.autoscaling.stop()
         if self._pull is not None:
             await self._pull.stop()
+        self._free.set()  # the steps waiting for a runner go back to the stream (_place)
         await cancel_and_wait(*self._tasks)
         if self._inflight:
             await asyncio.wait(self._inflight, timeout=self.settings.shutdown_grace)
@@ -212,7 +213,7 @@ class Dispatcher:
         for more. The pull request is written in this turn of the loop, so it leaves in the
         same write as whatever else this turn sends (an acknowledgement, usually)."""
         free = self._recredit()
-        if free:
+        if free or self._stopping:
             self._free.set()
         else:
             self._free.clear()
@@ -269,7 +270,7 @@ class Dispatcher:
 
     async def _on_ready(self, msg: Msg) -> Outcome:
         if self._stopping:
-            return Outcome.LEFT  # redelivered to the next dispatcher
+            return Outcome.RETURNED  # to another dispatcher at once
         self._unplaced += 1
         self._recredit()  # before the pull tops itself up after this message
         task = asyncio.create_task(self._assign(msg))
@@ -313,18 +314,14 @@ class Dispatcher:
             if check:
                 check = False
                 if await self._already_taken(ready):
-                    self._unplaced -= 1
-                    event(
-                        log,
-                        "already taken",
-                        dispatcher=self.instance,
-                        run=ready.run_id,
-                        step=ready.step_id,
-                        attempt=ready.attempt,
-                    )
-                    await settle(msg, Outcome.DONE)
+                    await self._unplace(msg, ready, Outcome.DONE, "already taken")
                     return
             name = self.pool.reserve()
+            if name is None and self._stopping:
+                # Back to the stream at once, for another dispatcher (a rolling update), or
+                # for this one's successor.
+                await self._unplace(msg, ready, Outcome.RETURNED, "given back")
+                return
             if name is None:
                 await self._wake()
                 try:
@@ -373,6 +370,19 @@ class Dispatcher:
                 attempt=ready.attempt,
             )
             return
+
+    async def _unplace(self, msg: Msg, ready: StepReady, outcome: Outcome, what: str) -> None:
+        """Settle a ready message in hand that no runner will be given here."""
+        self._unplaced -= 1
+        event(
+            log,
+            what,
+            dispatcher=self.instance,
+            run=ready.run_id,
+            step=ready.step_id,
+            attempt=ready.attempt,
+        )
+        await settle(msg, outcome)
 
     async def _already_taken(self, ready: StepReady) -> bool:
         """Whether a runner accepted this attempt already: its heartbeat (stored before any
