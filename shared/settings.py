@@ -25,6 +25,37 @@ def _s(default: object, env: str, help: str) -> object:
     return field(default=default, metadata={"setting": Setting(env, help)})
 
 
+# Settings that must be above zero (seconds, rates), and counts that must be at least one.
+POSITIVE = (
+    "heartbeat_interval",
+    "heartbeat_grace",
+    "watchdog_scan",
+    "registry_interval",
+    "assign_timeout",
+    "retry_base",
+    "retry_cap",
+    "kill_grace",
+    "default_timeout",
+    "body_timeout",
+    "autoscale_up_after",
+    "autoscale_idle_after",
+    "autoscale_interval",
+    "autoscale_start_timeout",
+    "cron_tick",
+    "cron_time_scale",
+    "retention_interval",
+)
+AT_LEAST_ONE = (
+    "replicas",
+    "max_steps",
+    "max_command_bytes",
+    "max_body_bytes",
+    "output_tail_bytes",
+    "outputs_max_bytes",
+    "log_line_max_bytes",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     nats_url: str = _s(
@@ -300,73 +331,62 @@ class Settings:
 
     def problems(self) -> list[str]:
         """Values that parse but make no sense (every one, not the first)."""
-        problems = []
-        if self.event_loop not in ("uvloop", "asyncio"):
-            problems.append(f"HEDDLE_EVENT_LOOP must be uvloop or asyncio, not {self.event_loop!r}")
-        if self.pod_watch not in ("auto", "off"):
-            problems.append(f"HEDDLE_POD_WATCH must be auto or off, not {self.pod_watch!r}")
-        if self.autoscale not in ("on", "off"):
-            problems.append(f"HEDDLE_AUTOSCALE must be on or off, not {self.autoscale!r}")
+        return [*self._choice_problems(), *self._range_problems()]
+
+    def _choice_problems(self) -> list[str]:
+        """Settings that name one of a few choices, or a pattern."""
+        choices = {
+            "event_loop": ("uvloop", "asyncio"),
+            "pod_watch": ("auto", "off"),
+            "autoscale": ("on", "off"),
+            "storage": ("file", "memory"),
+            "auth": ("tokens", "none"),
+            "metrics_auth": ("open", "token"),
+        }
+        problems = [
+            f"{env_name(name)} must be {' or '.join(allowed)}, not {getattr(self, name)!r}"
+            for name, allowed in choices.items()
+            if getattr(self, name) not in allowed
+        ]
         if not 0 <= self.autoscale_min <= self.autoscale_max or self.autoscale_max < 1:
             problems.append(
                 "HEDDLE_AUTOSCALE_MIN and HEDDLE_AUTOSCALE_MAX need 0 <= min <= max and max >= 1"
             )
         if not self.runner_statefulset_prefix:
             problems.append("HEDDLE_RUNNER_STATEFULSET_PREFIX must not be empty")
-        if self.storage not in ("file", "memory"):
-            problems.append(f"HEDDLE_STORAGE must be file or memory, not {self.storage!r}")
-        if self.auth not in ("tokens", "none"):
-            problems.append(f"HEDDLE_AUTH must be tokens or none, not {self.auth!r}")
-        if self.metrics_auth not in ("open", "token"):
-            problems.append(f"HEDDLE_METRICS_AUTH must be open or token, not {self.metrics_auth!r}")
         problems.extend(f"HEDDLE_ALLOWED_HOSTS: {p}" for p in host_patterns(self.allowed_hosts)[1])
-        for name in (
-            "heartbeat_interval",
-            "heartbeat_grace",
-            "watchdog_scan",
-            "registry_interval",
-            "assign_timeout",
-            "retry_base",
-            "retry_cap",
-            "kill_grace",
-            "default_timeout",
-            "body_timeout",
-            "autoscale_up_after",
-            "autoscale_idle_after",
-            "autoscale_interval",
-            "autoscale_start_timeout",
-        ):
-            if not getattr(self, name) > 0:  # also catches NaN
-                problems.append(f"{env_name(name)} must be positive")
-        for name in ("cron_tick", "cron_time_scale", "retention_interval"):
-            if not getattr(self, name) > 0:
-                problems.append(f"{env_name(name)} must be positive")
-        if self.cron_backfill < 1:
-            problems.append("HEDDLE_CRON_BACKFILL must be at least 1")
-        if self.retention_runs < 0:
-            problems.append("HEDDLE_RETENTION_RUNS must be 0 (keep all) or more")
-        if not self.started_report_delay >= 0:
-            problems.append("HEDDLE_STARTED_REPORT_DELAY must be 0 (at once) or more")
-        if not self.retention_age >= 0:
-            problems.append("HEDDLE_RETENTION_AGE must be 0 (keep all) or more")
-        if not self.registry_ttl >= 1:
-            problems.append("HEDDLE_REGISTRY_TTL must be at least 1 second")
-        if not 0 <= self.metrics_port <= 65535:
-            problems.append("HEDDLE_METRICS_PORT must be between 0 (none) and 65535")
-        if not 0 <= self.gateway_port <= 65535:
-            problems.append("HEDDLE_GATEWAY_PORT must be between 0 (any free port) and 65535")
-        for name in (
-            "replicas",
-            "max_steps",
-            "max_command_bytes",
-            "max_body_bytes",
-            "output_tail_bytes",
-            "outputs_max_bytes",
-            "log_line_max_bytes",
-        ):
-            if getattr(self, name) < 1:
-                problems.append(f"{env_name(name)} must be at least 1")
         return problems
+
+    def _range_problems(self) -> list[str]:
+        """Numbers outside what they can mean."""
+        # `not x > 0` rather than `x <= 0`: NaN is refused too.
+        problems = [
+            f"{env_name(name)} must be positive" for name in POSITIVE if not getattr(self, name) > 0
+        ]
+        problems += [
+            f"{env_name(name)} must be at least 1"
+            for name in AT_LEAST_ONE
+            if getattr(self, name) < 1
+        ]
+        bounds = [
+            (self.cron_backfill >= 1, "HEDDLE_CRON_BACKFILL must be at least 1"),
+            (self.retention_runs >= 0, "HEDDLE_RETENTION_RUNS must be 0 (keep all) or more"),
+            (
+                self.started_report_delay >= 0,
+                "HEDDLE_STARTED_REPORT_DELAY must be 0 (at once) or more",
+            ),
+            (self.retention_age >= 0, "HEDDLE_RETENTION_AGE must be 0 (keep all) or more"),
+            (self.registry_ttl >= 1, "HEDDLE_REGISTRY_TTL must be at least 1 second"),
+            (
+                0 <= self.metrics_port <= 65535,
+                "HEDDLE_METRICS_PORT must be between 0 (none) and 65535",
+            ),
+            (
+                0 <= self.gateway_port <= 65535,
+                "HEDDLE_GATEWAY_PORT must be between 0 (any free port) and 65535",
+            ),
+        ]
+        return problems + [message for holds, message in bounds if not holds]
 
     @property
     def silence_limit(self) -> float:
