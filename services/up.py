@@ -165,6 +165,43 @@ class Supervisor:
         await cancel_and_wait(*(c.pump for c in self.children))
 
 
+def start_embedded_nats(data_dir: Path, port: int, runners: int) -> tuple[EmbeddedNats, NatsUsers]:
+    """The embedded nats-server with a user for every service and runner, kept in data_dir."""
+    users = NatsUsers.load(data_dir)
+    users.ensure_runners(runner_names(runners))
+    users.save()
+    nats = EmbeddedNats(
+        data_dir / "nats", port=port, log_file=data_dir / "nats.log", config=users.config_path
+    )
+    nats.start()
+    users.save_context(nats.url)
+    return nats, users
+
+
+def greeting(
+    settings: Settings,
+    where: str,
+    runners: int,
+    dispatchers: int,
+    token: tuple[Path | None, str] | None,
+) -> list[str]:
+    """What `heddle up` says once everything runs: where the page is, with its token."""
+    page = f"http://{settings.gateway_host}:{settings.gateway_port}/"
+    several = f", {dispatchers} dispatchers" if dispatchers > 1 else ""
+    lines = [
+        f"up: {page} (NATS {settings.nats_url}, {where}, {runners} runners{several}); Ctrl-C stops"
+    ]
+    if token is not None:
+        # As Jupyter does: the page's address with the admin token, for this terminal only.
+        lines.append(f"open {page}?token={token[1]}")
+        lines.append(f'API token: {token[0]} (curl -H "Authorization: Bearer ...")')
+    else:
+        lines.append("HEDDLE_AUTH=none: the API is open to anyone who reaches it")
+    for name, port in metrics_ports(settings.metrics_port, runners, dispatchers).items():
+        lines.append(f"metrics: {name} http://{settings.metrics_host}:{port}/metrics")
+    return lines
+
+
 async def run_up(
     settings: Settings, runners: int, data_dir: Path, nats_port: int, dispatchers: int = 1
 ) -> int:
@@ -174,17 +211,7 @@ async def run_up(
     # The NATS store holds every run's commands: the owner's alone, like the keys beside it.
     data_dir.chmod(0o700)
     if not os.environ.get("HEDDLE_NATS_URL"):
-        users = NatsUsers.load(data_dir)
-        users.ensure_runners(runner_names(runners))
-        users.save()
-        nats = EmbeddedNats(
-            data_dir / "nats",
-            port=nats_port,
-            log_file=data_dir / "nats.log",
-            config=users.config_path,
-        )
-        nats.start()
-        users.save_context(nats.url)
+        nats, users = start_embedded_nats(data_dir, nats_port, runners)
         settings = Settings.from_env(nats_url=nats.url, gateway_port=settings.gateway_port)
     auth = settings.auth != "none"
     token_file, token = admin_token(data_dir) if auth else (None, "")
@@ -203,23 +230,12 @@ async def run_up(
         loop.add_signal_handler(sig, stop.set)
     await sup.start()
     where = f"data in {data_dir}" if nats else "external NATS"
-    page = f"http://{settings.gateway_host}:{settings.gateway_port}/"
-    sup.say(
-        "heddle",
-        f"up: {page} (NATS {settings.nats_url}, {where}, {runners} runners"
-        + (f", {dispatchers} dispatchers" if dispatchers > 1 else "")
-        + "); Ctrl-C stops",
-    )
-    if auth:
-        # As Jupyter does: the page's address with the admin token, for this terminal only.
-        sup.say("heddle", f"open {page}?token={token}")
-        sup.say("heddle", f'API token: {token_file} (curl -H "Authorization: Bearer ...")')
-    else:
-        sup.say("heddle", "HEDDLE_AUTH=none: the API is open to anyone who reaches it")
+    for line in greeting(
+        settings, where, runners, dispatchers, (token_file, token) if auth else None
+    ):
+        sup.say("heddle", line)
     if users is not None:
         sup.say("heddle", f"inspect: nats --context {data_dir / CONTEXT_FILE} stream ls")
-    for name, port in metrics_ports(settings.metrics_port, runners, dispatchers).items():
-        sup.say("heddle", f"metrics: {name} http://{settings.metrics_host}:{port}/metrics")
     await stop.wait()
     sup.say("heddle", "stopping")
     await sup.stop(settings.shutdown_grace + settings.kill_grace + 5)
