@@ -89,6 +89,22 @@ def decide(view: View, limits: Limits, now: float) -> Decision:
             kept,
             f"{waiting} ready step(s) waiting: draining runners {_ordinals(draining - kept)} kept",
         )
+    grown = _grow(view, limits, now, runners, draining, waiting)
+    if grown is not None:
+        return grown
+    return _shrink(n, limits, now, runners, draining, forced, waiting)
+
+
+def _grow(
+    view: View,
+    limits: Limits,
+    now: float,
+    runners: dict[int, Runner],
+    draining: frozenset[int],
+    waiting: int,
+) -> Decision | None:
+    """Up, when a step has waited long enough with every runner busy; else None."""
+    n = view.replicas
     oldest = max(view.waits, default=0.0)
     if oldest >= limits.up_after and n < limits.maximum and waiting:
         free = [
@@ -114,6 +130,19 @@ def decide(view: View, limits: Limits, now: float) -> Decision:
                 f"{waiting} ready step(s) waiting, the oldest {oldest:.1f} s, every runner "
                 f"busy" + (f", {len(coming)} coming" if coming else ""),
             )
+    return None
+
+
+def _shrink(
+    n: int,
+    limits: Limits,
+    now: float,
+    runners: dict[int, Runner],
+    draining: frozenset[int],
+    forced: frozenset[int],
+    waiting: int,
+) -> Decision:
+    """Drain idle runners from the top, and remove the drained ones that hold nothing."""
     want = draining | forced
     why = f"above the maximum of {limits.maximum}" if forced - draining else ""
     if not waiting and n > limits.minimum:
