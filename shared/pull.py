@@ -60,9 +60,13 @@ class ContinuousPull:
         await self.top_up()
         self._refresh = asyncio.create_task(self._refresh_loop())
 
-    async def stop(self) -> None:
+    async def pause(self) -> None:
+        """Ask for nothing more; what the requests already out bring is still handled."""
         self._closed = True
         await cancel_and_wait(self._refresh)
+
+    async def stop(self) -> None:
+        await self.pause()
         if self._sub is not None:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()

@@ -173,11 +173,14 @@ class Dispatcher:
         if self.autoscaling is not None:
             await self.autoscaling.stop()
         if self._pull is not None:
-            await self._pull.stop()
+            # Still subscribed: what the requests already out bring is given back at once.
+            await self._pull.pause()
         self._free.set()  # the steps waiting for a runner go back to the stream (_place)
         await cancel_and_wait(*self._tasks)
         if self._inflight:
             await asyncio.wait(self._inflight, timeout=self.settings.shutdown_grace)
+        if self._pull is not None:
+            await self._pull.stop()
         await close(self.nc)
 
     async def _count_waiting(self) -> None:
