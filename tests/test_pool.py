@@ -117,3 +117,31 @@ def test_a_runner_set_aside_is_given_no_step() -> None:
     assert pool.reserve(now=0) is None  # "a" is free, but drained
     pool.set_aside = set()
     assert pool.reserve(now=0) == "a"
+
+
+def test_two_dispatchers_pools_share_a_runner_without_leasing_it_twice() -> None:
+    """Two dispatchers, one runner: both may see it free, but only the one whose offer the
+    runner accepted holds a lease; the other's offer is refused (the runner is busy), sets
+    it aside, and its pool leases it on sight of the busy registry entry until the
+    attempt's finished event or the idle entry, also when those come in the other order."""
+    a, b = Pool(), Pool()
+    for pool in (a, b):
+        pool.update(info("r0", jobs=0))
+    assert a.reserve(now=0) == "r0" and b.reserve(now=0) == "r0"  # both views stale
+    a.accepted("r0", "run", "s", 1, jobs=1)
+    b.refused("r0", silent=False, now=0)  # the runner answered "busy"
+    assert b.leases == {} and b.free(now=0.1) == []
+    b.update(info("r0", status="busy", jobs=1, run="run"))
+    assert b.leases["r0"].jobs == 1 and b.free(now=1) == []
+    for pool in (a, b):  # the finished event reaches every dispatcher
+        assert pool.release("r0", "run", "s", 1)
+        pool.update(info("r0", status="busy", jobs=1, run="run"))  # a stale entry: no lease
+        assert pool.free(now=1) == ["r0"]
+    # The other order: the event first (nothing to release yet), then the busy entry.
+    assert a.reserve(now=2) == "r0"
+    a.accepted("r0", "run", "t", 1, jobs=2)
+    assert not b.release("r0", "run", "t", 1)
+    b.update(info("r0", status="busy", jobs=2, run="run"))
+    assert b.free(now=2) == []
+    b.update(info("r0", status="idle", jobs=2))
+    assert b.free(now=2) == ["r0"]
