@@ -48,7 +48,8 @@ from services.gateway.run_steps import (
 from services.gateway.workflows import CURSOR_PATTERN
 from shared.contracts import RunRequest
 
-Answer = tuple[type | str | None, str]  # (JSON type, or a media type for text; meaning)
+# (a JSON type, a media type, or a tuple of them for an answer of several; its meaning)
+Answer = tuple[type | str | tuple[type | str, ...] | None, str]
 
 
 @dataclass(frozen=True)
@@ -289,7 +290,13 @@ OPERATIONS: tuple[Operation, ...] = (
         "getStepLogs",
         "A step's log lines",
         "runs",
-        {200: (LogDump, "Every line after the cursor; with follow, text/event-stream")},
+        {
+            200: (
+                (LogDump, "text/event-stream"),
+                "Every line after the cursor (JSON); with follow, server-sent events: a line "
+                "per event (its cursor as the id), `status` events and a last `end`",
+            )
+        },
         params=(
             RUN,
             STEP,

@@ -36,12 +36,35 @@ ERROR_MEANINGS = {
 BODY_ERRORS = (400, 408, 413, 415)
 
 
-def _media(kind: type | str | None, schemas: dict[type, Any]) -> dict[str, Any]:
+# One server-sent event, as a client's parser hands it over; ``data`` holds JSON.
+SSE_EVENT = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+        "id": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+}
+
+
+def _content(kind: type | str, schemas: dict[type, Any]) -> dict[str, Any]:
+    if kind == "text/event-stream":
+        return {kind: {"schema": SSE_EVENT}}
+    if isinstance(kind, str):
+        return {kind: {"schema": {"type": "string"}}}
+    return {"application/json": {"schema": schemas[kind]}}
+
+
+def _media(kind: Any, schemas: dict[type, Any]) -> dict[str, Any]:
+    """The content of an answer: one kind, or a tuple of kinds (JSON, or a stream)."""
     if kind is None:
         return {}
-    if isinstance(kind, str):
-        return {"content": {kind: {"schema": {"type": "string"}}}}
-    return {"content": {"application/json": {"schema": schemas[kind]}}}
+    content: dict[str, Any] = {}
+    for one in kind if isinstance(kind, tuple) else (kind,):
+        content |= _content(one, schemas)
+    return {"content": content}
 
 
 def _param(p: Param) -> dict[str, Any]:
@@ -185,4 +208,6 @@ def refine(components: dict[str, Any]) -> None:
 
 def _types(op: Operation) -> list[type]:
     found = [op.body] if isinstance(op.body, type) else []
-    return found + [k for k, _ in op.answers.values() if isinstance(k, type)]
+    for kind, _ in op.answers.values():
+        found += [k for k in (kind if isinstance(kind, tuple) else (kind,)) if isinstance(k, type)]
+    return found
