@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,12 +118,15 @@ class PodSource:
 
     async def stop(self) -> None:
         self._stopped.set()
-        watch = self._watch
-        if watch is not None:
-            watch.stop()  # shuts the socket down: a read blocked in the thread returns
         thread = self._thread
-        if thread is not None:
-            await asyncio.to_thread(thread.join, self.request_timeout)
+        deadline = time.monotonic() + self.request_timeout
+        # The current watch is stopped again until the thread ends: one started just as
+        # this was called would otherwise block its read until the watch times out.
+        while thread is not None and thread.is_alive() and time.monotonic() < deadline:
+            watch = self._watch
+            if watch is not None:
+                watch.stop()  # shuts the socket down: a read blocked in the thread returns
+            await asyncio.to_thread(thread.join, 0.2)
 
     async def node(self, name: str) -> dict[str, Any]:
         """The node as the API has it now."""
@@ -190,6 +194,8 @@ class PodSource:
 
         w = watch.Watch()
         self._watch = w
+        if self._stopped.is_set():  # stop() may have missed this watch
+            return version
         try:
             for event in w.stream(
                 pods,

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import nats
 from nats.js.api import (
@@ -197,13 +198,28 @@ def _differences(want: StreamConfig, have: StreamConfig) -> dict[str, tuple[obje
     return out
 
 
+async def _stream_info(js: JetStreamContext, name: str, patience: float = 30.0) -> Any:
+    """The stream's info; on a cluster a stream without a leader for a moment answers
+    nothing, and that timeout is waited out (an absent stream still raises NotFoundError)."""
+    delay, deadline = 0.1, time.monotonic() + patience
+    while True:
+        try:
+            return await js.stream_info(name)
+        except nats.errors.TimeoutError:
+            if time.monotonic() > deadline:
+                raise
+            log.info("no answer about stream %s yet (a leader being elected); asking again", name)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 2.0)
+
+
 async def ensure_stream(js: JetStreamContext, want: StreamConfig) -> None:
     """Create the stream, or bring an existing one to ``want``: a second start changes
     nothing; a changed setting is applied and logged; an unchangeable one is an error."""
     assert want.name
     for _ in range(3):
         try:
-            have = (await js.stream_info(want.name)).config
+            have = (await _stream_info(js, want.name)).config
         except NotFoundError:
             try:
                 have = (await js.add_stream(want)).config
