@@ -1,33 +1,49 @@
 """The file a step writes its outputs to (``$HEDDLE_OUTPUTS``), one per attempt.
 
-The runner makes it in a directory of its own before the command starts and keeps it open;
-after a success it reads the outputs through that descriptor, never through the path, so a
-step that swaps the file for a link to something else (one of the runner's own files) still
-has only what it wrote to the file read. Where steps run as another user the file is
-theirs and the directory stays the runner's (searchable, not writable), so the file cannot
-be replaced at all. The contents are parsed by ``shared/outputs.py``.
+The runner makes it before the command starts, in a directory of its own made once per
+process, under a random name, and keeps it open; after a success it reads the outputs
+through that descriptor, never through the path, so a step that swaps the file for a link to
+something else (one of the runner's own files) still has only what it wrote to the file
+read. Where steps run as another user the file is theirs and the directory stays the
+runner's (searchable, not listable or writable), so the file can be neither found by another
+step nor replaced. The contents are parsed by ``shared/outputs.py``.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import secrets
 import shutil
 import tempfile
 
 from services.runner_agent.isolation import StepUser
 from shared.outputs import parse_outputs
 
+_directory: str | None = None
+
+
+def _own_directory(run_as: StepUser | None) -> str:
+    """This process's directory for outputs files, made at the first attempt: a directory
+    per attempt cost a runner more than the rest of the file's handling."""
+    global _directory
+    if _directory is None or not os.path.isdir(_directory):
+        _directory = tempfile.mkdtemp(prefix="heddle-outputs-")
+        if run_as is not None:
+            os.chmod(_directory, 0o711)
+        atexit.register(shutil.rmtree, _directory, True)
+    return _directory
+
 
 class OutputsFile:
     def __init__(self, run_as: StepUser | None = None) -> None:
-        self.dir = tempfile.mkdtemp(prefix="heddle-outputs-")
-        self.path = os.path.join(self.dir, "outputs")
+        self.path = os.path.join(_own_directory(run_as), secrets.token_hex(16))
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        self.fd: int | None = os.open(self.path, flags, 0o600)
         try:
-            self.fd: int | None = os.open(self.path, flags, 0o600)
             if run_as is not None:
                 os.fchown(self.fd, run_as.uid, run_as.gid)
-                os.chmod(self.dir, 0o711)
         except BaseException:
             self.close()
             raise
@@ -40,7 +56,8 @@ class OutputsFile:
         return parse_outputs(data, limit, size)
 
     def close(self) -> None:
-        fd, self.fd = getattr(self, "fd", None), None
+        fd, self.fd = self.fd, None
         if fd is not None:
             os.close(fd)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
