@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from aiohttp import web
 
+from services.gateway import sse
 from services.gateway.keys import RESOURCES
 from services.gateway.log_documents import dump_logs, write_step
 from services.gateway.log_index import last_cursor
@@ -59,11 +60,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("heddle.gateway")
 MAX_CURSOR = 2**63 - 1
-EVENT_STREAM_HEADERS = {
-    "Content-Type": "text/event-stream",
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",  # a proxy passes each event on at once
-}
 
 
 def flag_param(request: web.Request, name: str) -> bool:
@@ -135,10 +131,6 @@ async def get_logs(request: web.Request) -> web.StreamResponse:
     return await dump_logs(request, js, run_id, step, after, end)
 
 
-def _event(kind: str, data: Any) -> bytes:
-    return b"event: %s\ndata: %s\n\n" % (kind.encode(), encode_json(data))
-
-
 def _end(step: StepRecord, cursor: int) -> dict[str, Any]:
     return {
         "status": step.status,
@@ -166,11 +158,11 @@ async def follow_logs(
     feed = await Feed(js, subject, after).start()
     watcher = await runs.watch(names.step_key(run_id, step.id))
     watching = asyncio.create_task(_watch(watcher, states.queue, feed))
-    resp = web.StreamResponse(headers=EVENT_STREAM_HEADERS)
+    resp = web.StreamResponse(headers=sse.HEADERS)
     try:
         await resp.prepare(request)
         cursor = await _stream(resp, feed, states, after)
-        await resp.write(_event("end", _end(states.terminal, cursor)))
+        await resp.write(sse.event("end", _end(states.terminal, cursor)))
         await resp.write_eof()
     except ConnectionResetError:
         pass  # the client went away
@@ -229,7 +221,7 @@ class _StepStates:
                 continue
             if (rec.status, rec.attempt) != self.shown:
                 self.shown = (rec.status, rec.attempt)
-                out += _event("status", {"status": rec.status, "attempt": rec.attempt})
+                out += sse.event("status", {"status": rec.status, "attempt": rec.attempt})
             if rec.status in TERMINAL_STEP:
                 self.terminal = rec
                 # The lines of an attempt are stored before the transition that ends the

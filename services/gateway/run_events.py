@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from services.gateway import sse
 from services.gateway.api_types import RunChange, RunEnd, StepChange
 from services.gateway.keys import RESOURCES
 from services.gateway.reads import get_run_record
@@ -40,16 +41,6 @@ from shared.nats_types import KeyValue
 from shared.tasks import cancel_and_wait
 
 KEEPALIVE = 15.0  # seconds between SSE comments while nothing happens (proxies, dead peers)
-HEADERS = {
-    "Content-Type": "text/event-stream",
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",
-}
-encode = msgspec.json.Encoder().encode
-
-
-def sse(kind: str, data: Any) -> bytes:
-    return b"event: %s\ndata: %s\n\n" % (kind.encode(), encode(data))
 
 
 class RunChanges:
@@ -74,7 +65,7 @@ class RunChanges:
             finished_at=rec.finished_at,
             retry_at=rec.retry_at,
         )
-        return sse("step", change)
+        return sse.event("step", change)
 
     def run_changed(self, rec: RunRecord) -> bytes:
         if self.run == (rec.status, rec.cancel_requested):
@@ -86,12 +77,12 @@ class RunChanges:
             finished_at=rec.finished_at,
             cancel_requested=rec.cancel_requested,
         )
-        return sse("run", change)
+        return sse.event("run", change)
 
 
 def end_event(run: RunRecord, steps: list[StepRecord]) -> bytes:
     counts = dict(Counter(s.status for s in steps))
-    return sse(
+    return sse.event(
         "end",
         RunEnd(run_id=run.run_id, status=run.status, finished_at=run.finished_at, counts=counts),
     )
@@ -119,7 +110,7 @@ async def run_events(request: web.Request) -> web.StreamResponse:
         asyncio.create_task(_pump(watchers[0], run_record_decoder.decode, queue)),
         asyncio.create_task(_pump(watchers[1], step_record_decoder.decode, queue)),
     ]
-    resp = web.StreamResponse(headers=HEADERS)
+    resp = web.StreamResponse(headers=sse.HEADERS)
     try:
         await resp.prepare(request)
         await _stream(resp, runs, run, queue)
