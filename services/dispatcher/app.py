@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import time
 from collections import OrderedDict
@@ -33,6 +34,7 @@ from shared.contracts import (
     step_ready_decoder,
     step_record_decoder,
 )
+from shared.errors import OutcomeUnknown
 from shared.kv_reads import last_value_matching, value_of
 from shared.kv_watch import follow
 from shared.metrics import (
@@ -43,7 +45,13 @@ from shared.metrics import (
     forget_before_scrape,
 )
 from shared.nats_io import close, connect_until_ready
-from shared.nats_types import AckPolicy, ConsumerConfig, NatsTimeout, NoRespondersError
+from shared.nats_types import (
+    AckPolicy,
+    ConsumerConfig,
+    NatsError,
+    NatsTimeout,
+    NoRespondersError,
+)
 from shared.pull import ContinuousPull
 from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
@@ -73,6 +81,15 @@ WARY_AFTER_RECONNECT = 20.0
 # A second copy of an attempt this dispatcher holds or placed this recently is checked
 # before it is offered (two copies after a broker restart, a re-sent ready message).
 RECENT_FOR = 10.0
+
+
+class Answer(enum.Enum):
+    """How a runner answered an offer."""
+
+    ACCEPTED = "accepted"
+    REFUSED = "refused"  # busy or stopping: another runner is tried
+    UNANSWERED = "unanswered"  # the offer may have arrived: checked before the next
+    UNREACHED = "unreached"  # no runner listens on its subject: it never arrived
 
 
 def ack_wait(assign_timeout: float) -> float:
@@ -196,7 +213,7 @@ class Dispatcher:
             info = await self.js.consumer_info(
                 names.STEPS_STREAM, names.DISPATCHER_DURABLE, timeout=1.0
             )
-        except Exception as exc:
+        except NatsError as exc:  # its TimeoutError, a closed connection, the server's error
             log.debug("ready backlog unknown: %s", exc)
             return None
         return info.num_pending or 0
@@ -311,7 +328,8 @@ class Dispatcher:
             self._recent.move_to_end(key)
 
     async def _place(self, msg: Msg, ready: StepReady, check: bool) -> None:
-        touch_every = ack_wait(self.settings.assign_timeout) / 3
+        """Offer the step to free runners until one accepts it; settle it without one if a
+        runner has it already (``check``: looked for first) or this dispatcher stops."""
         offered = False
         while True:
             if check:
@@ -319,73 +337,69 @@ class Dispatcher:
                 if await self._already_taken(ready):
                     await self._unplace(msg, ready, Outcome.DONE, "already taken")
                     return
-            name = self.pool.reserve()
-            if name is None and self._stopping:
+            name = await self._reserve(msg)
+            if name is None:
                 # Back to the stream at once, for another dispatcher (a rolling update), or
                 # for this one's successor.
                 await self._unplace(msg, ready, Outcome.RETURNED, "given back")
                 return
-            if name is None:
-                await self._wake()
-                try:
-                    await asyncio.wait_for(self._free.wait(), touch_every)
-                except TimeoutError:
-                    await settle(msg, Outcome.WAITING)  # waiting for a runner, not lost
-                continue
             self._unplaced -= 1
             if offered:  # a full ack wait for this offer too
                 await settle(msg, Outcome.WAITING)
             offered = True
-            try:
-                reply_msg = await self.nc.request(
-                    names.runner_assign(name), msg.data, timeout=self.settings.assign_timeout
-                )
-                reply = assign_reply_decoder.decode(reply_msg.data)
-            except (NatsTimeout, TimeoutError, NoRespondersError, msgspec.DecodeError) as exc:
-                event(
-                    log,
-                    "runner did not answer",
-                    dispatcher=self.instance,
-                    runner=name,
-                    run=ready.run_id,
-                    step=ready.step_id,
-                    error=type(exc).__name__,
-                )
-                self._unplaced += 1
-                self.pool.refused(name, silent=True)
-                # The request may have arrived and only the answer been lost.
-                check = not isinstance(exc, NoRespondersError)
-                continue
-            if not reply.accepted:
-                self._unplaced += 1
-                self.pool.refused(name, silent=False)
-                continue
-            self.pool.accepted(name, ready.run_id, ready.step_id, ready.attempt, reply.jobs)
+            answer = await self._offer(msg, ready, name)
+            if answer is Answer.ACCEPTED:
+                return
+            self._unplaced += 1
+            # Unanswered, the request may have arrived and only the answer been lost.
+            check = answer is Answer.UNANSWERED
+
+    async def _reserve(self, msg: Msg) -> str | None:
+        """A free runner, reserved for this message, once there is one; None if this
+        dispatcher stops first. The message is touched while it waits, so it is not lost."""
+        touch_every = ack_wait(self.settings.assign_timeout) / 3
+        while (name := self.pool.reserve()) is None:
+            if self._stopping:
+                return None
             await self._wake()
-            await settle(msg, Outcome.DONE)
-            event(
-                log,
-                "assigned",
-                dispatcher=self.instance,
-                runner=name,
-                run=ready.run_id,
-                step=ready.step_id,
-                attempt=ready.attempt,
+            try:
+                await asyncio.wait_for(self._free.wait(), touch_every)
+            except TimeoutError:
+                await settle(msg, Outcome.WAITING)  # waiting for a runner, not lost
+        return name
+
+    async def _offer(self, msg: Msg, ready: StepReady, name: str) -> Answer:
+        """Offer the step to the reserved runner ``name``; on acceptance, lease it and
+        settle the message."""
+        try:
+            reply_msg = await self.nc.request(
+                names.runner_assign(name), msg.data, timeout=self.settings.assign_timeout
             )
-            return
+            reply = assign_reply_decoder.decode(reply_msg.data)
+        except (NatsTimeout, TimeoutError, NoRespondersError, msgspec.DecodeError) as exc:
+            self._said("runner did not answer", ready, runner=name, error=type(exc).__name__)
+            self.pool.refused(name, silent=True)
+            if isinstance(exc, NoRespondersError):
+                return Answer.UNREACHED
+            return Answer.UNANSWERED
+        if not reply.accepted:
+            self.pool.refused(name, silent=False)
+            return Answer.REFUSED
+        self.pool.accepted(name, ready.run_id, ready.step_id, ready.attempt, reply.jobs)
+        await self._wake()
+        await settle(msg, Outcome.DONE)
+        self._said("assigned", ready, runner=name, attempt=ready.attempt)
+        return Answer.ACCEPTED
 
     async def _unplace(self, msg: Msg, ready: StepReady, outcome: Outcome, what: str) -> None:
         """Settle a ready message in hand that no runner will be given here."""
         self._unplaced -= 1
-        event(
-            log,
-            what,
-            dispatcher=self.instance,
-            run=ready.run_id,
-            step=ready.step_id,
-            attempt=ready.attempt,
-        )
+        self._said(what, ready, attempt=ready.attempt)
         await settle(msg, outcome)
+
+    def _said(self, what: str, ready: StepReady, **fields: object) -> None:
+        """An event about a ready step in this dispatcher's hand."""
+        event(log, what, dispatcher=self.instance, run=ready.run_id, step=ready.step_id, **fields)
 
     async def _already_taken(self, ready: StepReady) -> bool:
         """Whether a runner accepted this attempt already: its heartbeat (stored before any
@@ -408,7 +422,7 @@ class Dispatcher:
                 if outcome is not None and _covers(outcome, ready):
                     return True
             record = await value_of(self.runs_kv, names.step_key(ready.run_id, ready.step_id))
-        except Exception as exc:
+        except (NatsError, OutcomeUnknown) as exc:
             log.warning("checking %s/%s failed: %s", ready.run_id, ready.step_id, exc)
             return False
         try:
