@@ -16,6 +16,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING
 
+from nats.errors import Error as NatsError
 from nats.js.errors import APIError, KeyWrongLastSequenceError, NoStreamResponseError
 
 from shared.errors import AcknowledgementLost
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
 
 # JetStream's error code for a failed Nats-Expected-Last-Subject-Sequence (and -Sequence).
 WRONG_LAST_SEQUENCE = 10071
+# What a publish here raises, or its awaited future fails with, when the message is not known
+# to be stored: nats-py's errors (the server's, a closed connection), an acknowledgement lost
+# with its connection, and the caller's own wait for it running out.
+NOT_STORED: tuple[type[Exception], ...] = (NatsError, AcknowledgementLost, TimeoutError)
 
 
 class AckedPublisher:

@@ -106,7 +106,7 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
         status = 413
         limit = views.payload_limit(request)
         return views.error(413, f"the document is larger than NATS accepts ({limit} bytes)")
-    except Exception:
+    except Exception:  # last resort: an unforeseen error is a JSON 500, logged with its trace
         log.exception("%s %s failed", request.method, request.path)
         return views.error(500, "internal error")
     finally:

@@ -27,7 +27,7 @@ import msgspec
 from shared import names
 from shared.contracts import RunRecord, run_record_decoder
 from shared.kv_reads import read_current
-from shared.nats_types import DeliverPolicy
+from shared.nats_types import DeliverPolicy, NatsError
 from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ class RunIndex:
         while self._ready.is_set() and self._sub is not None and loop.time() < deadline:
             try:
                 behind = (await self._sub.consumer_info()).num_pending
-            except Exception:
+            except NatsError:
                 break  # being re-created: serve what there is
             if behind == 0 and self._sub.pending_msgs == 0:
                 break
@@ -147,7 +147,7 @@ class RunIndex:
                 await self._watch_consumer()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # the index outlives any failure: it is built again
                 log.warning("run index lost its feed (%s); rebuilding", exc)
             self._ready.clear()
             await self._unsubscribe()

@@ -90,7 +90,7 @@ def next_fires(w: WorkflowLatest, now: datetime) -> list[str]:
         return []
     try:
         slots = slots_between(w.schedule, w.timezone, now, now + HORIZON, NEXT_FIRES)
-    except Exception:  # croniter gives up on dates it cannot reach
+    except ValueError:  # croniter's errors are ValueErrors: it gives up on unreachable dates
         return []
     return [rfc3339(s) for s in slots]
 

@@ -16,6 +16,8 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from services.runner_agent.attempt import Attempt, AttemptContext
 from services.runner_agent.isolation import (
     StepUser,
@@ -25,7 +27,7 @@ from services.runner_agent.isolation import (
 )
 from services.runner_agent.registration import Registration
 from shared import failpoints, names
-from shared.acked import AckedPublisher
+from shared.acked import NOT_STORED, AckedPublisher
 from shared.contracts import (
     AssignReply,
     RunnerInfo,
@@ -176,7 +178,7 @@ class RunnerAgent:
     async def _on_assign(self, msg: Msg) -> None:
         try:
             ready = step_ready_decoder.decode(msg.data)
-        except Exception as exc:
+        except msgspec.DecodeError as exc:  # its ValidationError too
             await self._refuse(msg, f"undecodable assignment: {exc}")
             return
         if self._stopping or self.current is not None:
@@ -190,7 +192,7 @@ class RunnerAgent:
             # starts, so a runner that dies at any point leaves a trace (docs/architecture.md).
             try:
                 await attempt.beats.beat()
-            except Exception as exc:
+            except NOT_STORED as exc:
                 self.current = None
                 await self._refuse(msg, f"heartbeat failed: {exc}")
                 return
@@ -229,7 +231,7 @@ class RunnerAgent:
     async def _on_cancel(self, msg: Msg) -> None:
         try:
             req = cancel_attempt_decoder.decode(msg.data)
-        except Exception:
+        except msgspec.DecodeError:
             return
         cur = self.current
         if cur is None or not cur.same(req.run_id, req.step_id, req.attempt):

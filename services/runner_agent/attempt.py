@@ -30,6 +30,7 @@ from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import StepFinished, StepReady, StepStarted, encode
 from shared.metrics import ATTEMPTS
+from shared.nats_types import NatsError
 from shared.outputs import OutputsError
 from shared.service import event
 from shared.settings import Settings
@@ -122,7 +123,7 @@ class Attempt:
             return
         try:
             process.start()
-        except Exception as exc:
+        except (OSError, ValueError) as exc:  # a failed spawn; a NUL byte in command or env
             log.exception("step %s/%s could not start", ready.run_id, ready.step_id)
             self.failure = f"could not run: {exc}"
             return
@@ -179,7 +180,7 @@ class Attempt:
                     )
                 },
             )
-        except Exception as exc:  # closed connection: the outcome is re-sent until it lands
+        except NatsError as exc:  # closed connection: the outcome is re-sent until it lands
             log.warning("started event of %s/%s not sent: %s", ready.run_id, ready.step_id, exc)
 
     async def run(self, free: Callable[[], None]) -> None:
@@ -193,7 +194,7 @@ class Attempt:
                 result = ProcessResult("failed", None, self.failure, "", "")
             else:
                 result = await process.wait()
-        except Exception as exc:
+        except Exception as exc:  # last resort: whatever broke, the attempt's outcome is reported
             log.exception("step %s/%s failed to run", ready.run_id, ready.step_id)
             result = ProcessResult("failed", None, f"could not run: {exc}", "", "")
         finally:
@@ -268,7 +269,7 @@ class Attempt:
         if answer is not None:
             try:
                 await answer[0].respond(answer[1])
-            except Exception as exc:  # the dispatcher finds the attempt by its heartbeat or outcome
+            except NatsError as exc:  # the dispatcher finds the attempt by its heartbeat or outcome
                 log.warning("answer to %s not sent: %s", answer[0].subject, exc)
 
     def _report_wait(self) -> float:
@@ -297,7 +298,7 @@ class Attempt:
                 )
                 await asyncio.wait_for(ack, self._report_wait())
                 break
-            except Exception as exc:
+            except Exception as exc:  # never given up: any failure, known or not, is retried
                 log.warning("reporting %s failed (%s); retrying", msg_id, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)

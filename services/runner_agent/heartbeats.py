@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from shared import names
-from shared.acked import AckedPublisher
+from shared.acked import NOT_STORED, AckedPublisher
 from shared.contracts import Heartbeat, StepReady, encode
 
 log = logging.getLogger("heddle.runner")
@@ -74,7 +74,7 @@ class Heartbeats:
             return
         try:
             await self.beat()
-        except Exception as exc:
+        except NOT_STORED as exc:
             r = self._ready
             log.warning("first heartbeat of %s/%s not stored: %s", r.run_id, r.step_id, exc)
 
@@ -90,7 +90,7 @@ class Heartbeats:
     async def _beat_once(self) -> None:
         try:
             await self.beat()
-        except Exception as exc:
+        except NOT_STORED as exc:
             log.warning("heartbeat failed: %s", exc)
 
     def stop(self) -> None:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from services.runner_agent.chunks import chunk, cut_long_lines, cut_point, split_long
 from shared import names
 from shared.contracts import LogLine, encode
+from shared.nats_types import NatsError
 
 if TYPE_CHECKING:
     from shared.nats_types import Client, JetStreamContext
@@ -174,7 +175,7 @@ class LogPublisher:
             self._since_messages = self._since_bytes = 0
             try:
                 future = await self._js.publish_async(self.subject, payload, headers=headers)
-            except Exception as exc:  # never fatal to the step: send it unconfirmed
+            except NatsError as exc:  # never fatal to the step: send it unconfirmed
                 log.warning("log checkpoint on %s not sent: %s", self.subject, exc)
                 await self._nc.publish(self.subject, payload, headers=headers)
                 return
@@ -192,5 +193,5 @@ class LogPublisher:
             return
         try:
             await asyncio.wait_for(future, CHECKPOINT_WAIT)
-        except Exception as exc:
+        except (NatsError, TimeoutError) as exc:  # the server's error, or no answer in time
             log.warning("log lines on %s not confirmed: %r", self.subject, exc)

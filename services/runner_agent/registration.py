@@ -81,5 +81,5 @@ class Registration:
             await asyncio.sleep(self._interval)
             try:
                 await self.write()
-            except Exception as exc:
+            except Exception as exc:  # the loop outlives any failure: a dead one drops the entry
                 log.warning("registry refresh failed: %s", exc)
