@@ -82,7 +82,7 @@ def cpu_delta(before: dict[str, ProcSample], after: dict[str, ProcSample]) -> di
 async def _documents(probe: Probe, run_ids: list[str], expected: list[int]) -> tuple[list, int]:
     """Every run's document. A document with fewer steps than the run has, or not terminal
     yet, is read again (and counted as ``short_document_reads``: docs/performance.md, "What it
-    does")."""
+    measures")."""
     sem = asyncio.Semaphore(16)
     short = 0
 
