@@ -19,7 +19,7 @@ from shared.contracts import TERMINAL_RUN, CancelRun, SubmitRun, encode
 from shared.documents import carried, drop_document, put_document
 from shared.errors import DocumentTooLarge, InvalidWorkflow, Problem
 from shared.json_depth import MAX_JSON_DEPTH, json_depth_exceeds
-from shared.nats_types import NatsTimeout
+from shared.nats_types import NatsError, NatsTimeout
 from shared.settings import Settings
 from shared.step_env import inline_values
 from shared.timefmt import now_rfc3339
@@ -210,6 +210,6 @@ async def readyz(request: web.Request) -> web.Response:
         return error(503, "NATS is not reachable")
     try:
         await asyncio.wait_for(nc.flush(), 2.0)
-    except Exception as exc:
+    except (TimeoutError, NatsError) as exc:  # no pong in time, or the connection closed
         return error(503, f"NATS is not answering: {exc}")
     return json_response(StatusDoc(status="ready"))
