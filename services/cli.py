@@ -50,6 +50,9 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=None, help="gateway port (default 8080)")
     up.add_argument("--runners", type=int, default=4, help="local runner agents (default 4)")
     up.add_argument("--dispatchers", type=int, default=1, help="dispatcher processes (default 1)")
+    up.add_argument(
+        "--orchestrators", type=int, default=1, help="orchestrator processes (default 1)"
+    )
     up.add_argument("--data-dir", default=".heddle", help="NATS store and logs (default .heddle)")
     up.add_argument("--nats-port", type=int, default=4222, help="embedded NATS port (default 4222)")
     sub.add_parser("settings", help="print every setting with its default")
@@ -79,12 +82,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "up":
         from services.up import main_up
 
-        if args.runners < 1 or args.dispatchers < 1:
-            print("heddle up: --runners and --dispatchers must be at least 1", file=sys.stderr)
+        counts = {"runners": args.runners, "dispatchers": args.dispatchers}
+        counts["orchestrators"] = args.orchestrators
+        low = [f"--{name}" for name, n in counts.items() if n < 1]
+        if low:
+            print(f"heddle up: {' and '.join(low)} must be at least 1", file=sys.stderr)
+            return 2
+        if args.orchestrators > settings.partitions:
+            print(
+                f"heddle up: --orchestrators {args.orchestrators} is more than the "
+                f"{settings.partitions} partitions (HEDDLE_PARTITIONS): some would hold none",
+                file=sys.stderr,
+            )
             return 2
         if args.port is not None:
             settings = Settings.from_env(gateway_port=args.port)
-        return main_up(settings, args.runners, args.data_dir, args.nats_port, args.dispatchers)
+        return main_up(
+            settings,
+            args.runners,
+            args.data_dir,
+            args.nats_port,
+            args.dispatchers,
+            args.orchestrators,
+        )
     from shared.service import run_service
 
     try:

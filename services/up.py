@@ -45,6 +45,11 @@ def runner_names(runners: int) -> list[str]:
     return [f"runner-{i}" for i in range(runners)]
 
 
+def orchestrator_names(orchestrators: int) -> list[str]:
+    """``orchestrator``, then ``orchestrator-1`` ... for more (they share one NATS user)."""
+    return ["orchestrator", *(f"orchestrator-{i}" for i in range(1, orchestrators))]
+
+
 def dispatcher_names(dispatchers: int) -> list[str]:
     """``dispatcher``, then ``dispatcher-1`` ... for more (they share one NATS user)."""
     return ["dispatcher", *(f"dispatcher-{i}" for i in range(1, dispatchers))]
@@ -57,6 +62,7 @@ def plan(
     users: NatsUsers | None = None,
     admin_token_file: Path | None = None,
     dispatchers: int = 1,
+    orchestrators: int = 1,
 ) -> list[Child]:
     """The processes to start, in start order (the gateway last, once the rest is up). With
     ``users`` (the embedded server), each connects as its own NATS user; every dispatcher as
@@ -71,7 +77,11 @@ def plan(
     def own(user: str) -> dict[str, str]:
         return {**env, **(users.env(user) if users else {})}
 
-    children = [Child("orchestrator", service_argv("orchestrator"), own(perms.ORCHESTRATOR))]
+    children = [
+        Child(name, service_argv("orchestrator"), {**own(perms.ORCHESTRATOR), **named})
+        for name in orchestrator_names(orchestrators)
+        for named in ({"HEDDLE_ORCHESTRATOR_NAME": name},)
+    ]
     for name in dispatcher_names(dispatchers):
         env_d = {**own(perms.DISPATCHER), "HEDDLE_DISPATCHER_NAME": name}
         children.append(Child(name, service_argv("dispatcher"), env_d))
@@ -82,21 +92,24 @@ def plan(
     if admin_token_file is not None:
         gateway_env["HEDDLE_ADMIN_TOKEN_FILE"] = str(admin_token_file)
     children.append(Child("gateway", service_argv("gateway"), gateway_env))
-    ports = metrics_ports(settings.metrics_port, runners, dispatchers)
+    ports = metrics_ports(settings.metrics_port, runners, dispatchers, orchestrators)
     for child in children:
         if child.name in ports:
             child.env["HEDDLE_METRICS_PORT"] = str(ports[child.name])
     return children
 
 
-def metrics_ports(base: int, runners: int, dispatchers: int = 1) -> dict[str, int]:
+def metrics_ports(
+    base: int, runners: int, dispatchers: int = 1, orchestrators: int = 1
+) -> dict[str, int]:
     """With HEDDLE_METRICS_PORT=B, each process its own port from B: the orchestrator B,
-    the dispatcher B+1, the gateway B+2, runner-i B+3+i, then dispatcher-1 ... after the
-    runners; with 0 (the default), none."""
+    the dispatcher B+1, the gateway B+2, runner-i B+3+i, then dispatcher-1 ... and
+    orchestrator-1 ... after the runners; with 0 (the default), none."""
     if not base:
         return {}
     first, *more = dispatcher_names(dispatchers)
-    names = ["orchestrator", first, "gateway", *runner_names(runners), *more]
+    _, *others = orchestrator_names(orchestrators)
+    names = ["orchestrator", first, "gateway", *runner_names(runners), *more, *others]
     return {name: base + i for i, name in enumerate(names)}
 
 
@@ -184,10 +197,12 @@ def greeting(
     runners: int,
     dispatchers: int,
     token: tuple[Path | None, str] | None,
+    orchestrators: int = 1,
 ) -> list[str]:
     """What `heddle up` says once everything runs: where the page is, with its token."""
     page = f"http://{settings.gateway_host}:{settings.gateway_port}/"
     several = f", {dispatchers} dispatchers" if dispatchers > 1 else ""
+    several += f", {orchestrators} orchestrators" if orchestrators > 1 else ""
     lines = [
         f"up: {page} (NATS {settings.nats_url}, {where}, {runners} runners{several}); Ctrl-C stops"
     ]
@@ -197,13 +212,19 @@ def greeting(
         lines.append(f'API token: {token[0]} (curl -H "Authorization: Bearer ...")')
     else:
         lines.append("HEDDLE_AUTH=none: the API is open to anyone who reaches it")
-    for name, port in metrics_ports(settings.metrics_port, runners, dispatchers).items():
+    ports = metrics_ports(settings.metrics_port, runners, dispatchers, orchestrators)
+    for name, port in ports.items():
         lines.append(f"metrics: {name} http://{settings.metrics_host}:{port}/metrics")
     return lines
 
 
 async def run_up(
-    settings: Settings, runners: int, data_dir: Path, nats_port: int, dispatchers: int = 1
+    settings: Settings,
+    runners: int,
+    data_dir: Path,
+    nats_port: int,
+    dispatchers: int = 1,
+    orchestrators: int = 1,
 ) -> int:
     nats: EmbeddedNats | None = None
     users: NatsUsers | None = None
@@ -223,16 +244,17 @@ async def run_up(
             file=sys.stderr,
         )
         return 2
-    sup = Supervisor(plan(settings, runners, dict(os.environ), users, token_file, dispatchers))
+    sup = Supervisor(
+        plan(settings, runners, dict(os.environ), users, token_file, dispatchers, orchestrators)
+    )
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await sup.start()
     where = f"data in {data_dir}" if nats else "external NATS"
-    for line in greeting(
-        settings, where, runners, dispatchers, (token_file, token) if auth else None
-    ):
+    token_shown = (token_file, token) if auth else None
+    for line in greeting(settings, where, runners, dispatchers, token_shown, orchestrators):
         sup.say("heddle", line)
     if users is not None:
         sup.say("heddle", f"inspect: nats --context {data_dir / CONTEXT_FILE} stream ls")
@@ -246,11 +268,23 @@ async def run_up(
 
 
 def main_up(
-    settings: Settings, runners: int, data_dir: str, nats_port: int, dispatchers: int = 1
+    settings: Settings,
+    runners: int,
+    data_dir: str,
+    nats_port: int,
+    dispatchers: int = 1,
+    orchestrators: int = 1,
 ) -> int:
     try:
         return asyncio.run(
-            run_up(settings, runners, Path(data_dir).resolve(), nats_port, dispatchers)
+            run_up(
+                settings,
+                runners,
+                Path(data_dir).resolve(),
+                nats_port,
+                dispatchers,
+                orchestrators,
+            )
         )
     except NatsServerError as exc:
         print(f"heddle up: {exc}", file=sys.stderr)

@@ -29,3 +29,24 @@ async def request_next(
     consumer keeps requests outstanding instead (``shared/pull.py``)."""
     body = json.dumps({"batch": batch, "expires": int(expires * 1e9)}).encode()
     await nc.publish(next_subject(stream, consumer), body, reply=reply)
+
+
+class ConsumerResetFailed(Exception):
+    def __init__(self, stream: str, consumer: str, error: object) -> None:
+        super().__init__(f"resetting consumer {consumer} of {stream} failed: {error}")
+        self.stream, self.consumer, self.error = stream, consumer, error
+
+
+async def reset_consumer(nc: Client, stream: str, consumer: str, timeout: float = 5.0) -> int:
+    """Forget every delivery of a durable consumer: what was delivered and not acknowledged
+    (to a process that died) is delivered again at once, not after its ack wait. Returns the
+    stream sequence delivery starts again from.
+
+    The request is ``$JS.API.CONSUMER.RESET.<stream>.<consumer>`` with an empty body, which
+    resets to the consumer's ack floor (ADR-60, nats-server 2.14+); messages acknowledged
+    above the floor come again too. nats-py has no call for it."""
+    reply = await nc.request(f"$JS.API.CONSUMER.RESET.{stream}.{consumer}", b"", timeout=timeout)
+    answer = json.loads(reply.data or b"{}")
+    if "error" in answer:
+        raise ConsumerResetFailed(stream, consumer, answer["error"])
+    return int(answer.get("reset_seq", 0))

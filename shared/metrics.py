@@ -110,6 +110,9 @@ CRON_SLOTS = Counter(
     registry=None,
 )
 LIVE_RUNS = Gauge("heddle_live_runs", "Runs not yet finished, held in memory.", registry=None)
+PARTITIONS_HELD = Gauge(
+    "heddle_partitions_held", "Partitions of the runs this orchestrator owns.", registry=None
+)
 
 # ---- dispatcher ----------------------------------------------------------------------
 
@@ -153,6 +156,7 @@ OWNED: dict[str, tuple[Collector, ...]] = {
         VERDICTS,
         CRON_SLOTS,
         LIVE_RUNS,
+        PARTITIONS_HELD,
     ),
     "dispatcher": (RUNNERS, RUNNERS_BUSY, READY_WAITING, AUTOSCALE_DECISIONS, AUTOSCALE_REPLICAS),
     "runner": (ATTEMPTS,),

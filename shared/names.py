@@ -27,6 +27,8 @@ CRON_BUCKET = "heddle-cron"
 TOKENS_BUCKET = "heddle-tokens"  # API token records by name: hashes, never tokens
 # The runner pods as the orchestrator's pod watch last saw them, by pod name (in a cluster).
 PODS_BUCKET = "heddle-pods"
+# The orchestrators' membership and who owns each partition of the runs (orchestrator/leases.py).
+LEASES_BUCKET = "heddle-leases"
 
 ALL_STREAMS = (CMD_STREAM, STEPS_STREAM, EVENTS_STREAM, LOGS_STREAM, DOCS_STREAM)
 ALL_BUCKETS = (
@@ -37,23 +39,79 @@ ALL_BUCKETS = (
     CRON_BUCKET,
     TOKENS_BUCKET,
     PODS_BUCKET,
+    LEASES_BUCKET,
 )
 
 # Durable consumers
-ORCH_CMD_DURABLE = "orchestrator-cmd"
-ORCH_EVENTS_DURABLE = "orchestrator-events"
 DISPATCHER_DURABLE = "dispatcher"
+# The most partitions there may be (HEDDLE_PARTITIONS): the inspector's permissions keep it
+# away from every orchestrator durable there could be, whatever the setting.
+MAX_PARTITIONS = 64
 
-# Subjects
+
+def orch_cmd_durable(partition: int) -> str:
+    return f"orchestrator-cmd-{partition}"
+
+
+def orch_events_durable(partition: int) -> str:
+    return f"orchestrator-events-{partition}"
+
+
+def service_durables() -> tuple[str, ...]:
+    """Every durable consumer a service may use."""
+    orchestrators = (
+        f(p) for p in range(MAX_PARTITIONS) for f in (orch_cmd_durable, orch_events_durable)
+    )
+    return (*orchestrators, DISPATCHER_DURABLE)
+
+
+# Subjects. Commands and events are published as heddle.cmd.<kind>.<run> and
+# heddle.evt.<run>.<step>.<kind>.<runner>; their streams store each with the run's partition
+# appended (a subject transform, CMD_PARTITIONED / EVT_PARTITIONED), so that one
+# orchestrator's consumers take a partition's runs alone (docs/architecture.md, "Several
+# orchestrators"). Filters on a run's stored events end in ``>`` for that reason.
 CMD_ALL = "heddle.cmd.>"
-CMD_SUBMIT = "heddle.cmd.submit"
-CMD_CANCEL = "heddle.cmd.cancel"
+CMD_PUBLISHED = "heddle.cmd.*.*"
+CMD_SUBMIT_ALL = "heddle.cmd.submit.*"
+CMD_CANCEL_ALL = "heddle.cmd.cancel.*"
 # Retry timers: the schedule waits under heddle.sched.*, and fires into heddle.cmd.timer.*,
-# so the orchestrator's consumer (filtered on heddle.cmd.>) sees only fired timers.
+# so the orchestrator's consumers (filtered on heddle.cmd.*.*.<partition>) see only fired timers.
+CMD_TIMER_ALL = "heddle.cmd.timer.*"
 SCHED_ALL = "heddle.sched.>"
 STEP_READY_ALL = "heddle.step.ready.>"
 EVT_ALL = "heddle.evt.>"
+EVT_PUBLISHED = "heddle.evt.*.*.*.*"
+# Core subscribers see the subject as published, without the partition.
 EVT_FINISHED_ALL = "heddle.evt.*.*.finished.*"
+
+
+def cmd_partitioned(partitions: int) -> str:
+    """The stored form of a command: the partition of its run (token 4) appended."""
+    return f"heddle.cmd.{{{{wildcard(1)}}}}.{{{{wildcard(2)}}}}.{{{{partition({partitions},2)}}}}"
+
+
+def evt_partitioned(partitions: int) -> str:
+    """The stored form of an event: the partition of its run (token 3) appended."""
+    tokens = ".".join(f"{{{{wildcard({i})}}}}" for i in range(1, 5))
+    return f"heddle.evt.{tokens}.{{{{partition({partitions},1)}}}}"
+
+
+def cmd_of_partition(partition: int) -> str:
+    return f"heddle.cmd.*.*.{partition}"
+
+
+def evt_of_partition(partition: int) -> str:
+    return f"heddle.evt.*.*.*.*.{partition}"
+
+
+def cmd_submit(run: str) -> str:
+    return f"heddle.cmd.submit.{run}"
+
+
+def cmd_cancel(run: str) -> str:
+    return f"heddle.cmd.cancel.{run}"
+
+
 # On each log message of a runner: its number among the attempt's runner messages, so a
 # reader counts the lines of chunks without reading them (services/gateway/log_index.py).
 LOG_MSG_HEADER = "Heddle-Msg"
@@ -66,8 +124,14 @@ RUNNER_ALL = "heddle.runner.>"
 DOC_ALL = "heddle.doc.>"
 
 
-def cmd_timer(run: str, step: str) -> str:
-    return f"heddle.cmd.timer.{run}.{step}"
+def command_run(subject: str) -> str:
+    """The run a command's subject names (heddle.cmd.<kind>.<run>, stored or published)."""
+    return subject.split(".")[3]
+
+
+def cmd_timer(run: str) -> str:
+    """Where a run's retry timers fire (the step is in the body, RetryDue)."""
+    return f"heddle.cmd.timer.{run}"
 
 
 def sched_timer(run: str, step: str) -> str:
@@ -85,14 +149,19 @@ def evt(run: str, step: str, kind: str, runner: str) -> str:
     return f"heddle.evt.{run}.{step}.{kind}.{runner}"
 
 
+def stored_evt(run: str, step: str, kind: str, runner: str) -> str:
+    """A runner's events of one kind about a step as HEDDLE_EVENTS stores them (a filter)."""
+    return f"{evt(run, step, kind, runner)}.*"
+
+
 def evt_step_kind(run: str, step: str, kind: str) -> str:
-    """Every runner's events of one kind about a step (a filter)."""
-    return f"heddle.evt.{run}.{step}.{kind}.*"
+    """Every runner's stored events of one kind about a step (a filter on HEDDLE_EVENTS)."""
+    return f"heddle.evt.{run}.{step}.{kind}.>"
 
 
 def evt_runner(subject: str) -> str:
-    """The runner an event's subject names (its last token)."""
-    return subject.rsplit(".", 1)[-1]
+    """The runner an event's subject names, as published or as stored (its sixth token)."""
+    return subject.split(".")[5]
 
 
 def log(run: str, step: str, attempt: int) -> str:

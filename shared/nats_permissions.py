@@ -25,7 +25,7 @@ RUNNER_PREFIX = "runner-"  # a runner's user is runner-<runner name>
 API = "$JS.API"
 ALL_KV_STREAMS = tuple(map(names.kv_stream, names.ALL_BUCKETS))
 ALL_STREAMS = (*names.ALL_STREAMS, *ALL_KV_STREAMS)
-DURABLES = (names.ORCH_CMD_DURABLE, names.ORCH_EVENTS_DURABLE, names.DISPATCHER_DURABLE)
+DURABLES = names.service_durables()
 
 
 @dataclass(frozen=True)
@@ -114,8 +114,8 @@ def kv_write(bucket: str, key: str = ">") -> str:
 def gateway() -> Permissions:
     return Permissions(
         publish=(
-            names.CMD_SUBMIT,
-            names.CMD_CANCEL,
+            names.CMD_SUBMIT_ALL,
+            names.CMD_CANCEL_ALL,
             names.DOC_ALL,  # a submit too large for its command (shared/documents.py)
             f"{API}.STREAM.PURGE.{names.DOCS_STREAM}",  # one whose submit was a duplicate
             kv_write(names.WORKFLOWS_BUCKET),
@@ -132,8 +132,8 @@ def orchestrator() -> Permissions:
     """The owner of run state: every stream's keeper, the only writer of runs, cron and pods."""
     return Permissions(
         publish=(
-            names.CMD_SUBMIT,  # the cron scheduler's runs
-            "heddle.cmd.timer.>",
+            names.CMD_SUBMIT_ALL,  # the cron scheduler's runs
+            names.CMD_TIMER_ALL,
             names.SCHED_ALL,
             names.STEP_READY_ALL,
             names.LOG_ALL,  # the orchestrator's notes in a step's log
@@ -142,6 +142,7 @@ def orchestrator() -> Permissions:
             kv_write(names.RUNS_BUCKET),
             kv_write(names.CRON_BUCKET),
             kv_write(names.PODS_BUCKET),  # the runner pods, as its pod watch sees them
+            kv_write(names.LEASES_BUCKET),  # orchestrators' membership and partitions
             f"{API}.>",
             "$JS.ACK.>",
             "$JS.FC.>",

@@ -17,6 +17,7 @@ from nats.js.api import (
     RetentionPolicy,
     StorageType,
     StreamConfig,
+    SubjectTransform,
 )
 from nats.js.errors import NotFoundError
 
@@ -81,6 +82,9 @@ def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
             max_age=7 * DAY,
             duplicate_window=120,
             allow_msg_schedules=True,
+            subject_transform=SubjectTransform(
+                src=names.CMD_PUBLISHED, dest=names.cmd_partitioned(settings.partitions)
+            ),
             description="Heddle commands and retry timers",
             **common,
         ),
@@ -98,6 +102,9 @@ def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
             retention=RetentionPolicy.LIMITS,
             max_age=7 * DAY,
             duplicate_window=120,
+            subject_transform=SubjectTransform(
+                src=names.EVT_PUBLISHED, dest=names.evt_partitioned(settings.partitions)
+            ),
             description="Step lifecycle events from runners",
             **common,
         ),
@@ -158,6 +165,7 @@ def bucket_configs(settings: Settings) -> dict[str, StreamConfig]:
         names.CRON_BUCKET: kv(names.CRON_BUCKET, "Cron slots, each created at most once"),
         names.TOKENS_BUCKET: kv(names.TOKENS_BUCKET, "API token records (hashes only)"),
         names.PODS_BUCKET: kv(names.PODS_BUCKET, "Runner pods, as the orchestrator sees them"),
+        names.LEASES_BUCKET: kv(names.LEASES_BUCKET, "Orchestrators and their partitions"),
     }
 
 
@@ -175,8 +183,15 @@ _COMPARED = (
     "max_msgs_per_subject",
     "discard",
     "allow_direct",
+    "subject_transform",
 )
 _IMMUTABLE = ("retention", "storage")
+
+
+def _frozen(name: str, have: object) -> bool:
+    """A stream's partitioning may be added, never changed: stored commands and events
+    would be left in partitions nobody reads."""
+    return name in _IMMUTABLE or (name == "subject_transform" and have is not None)
 
 
 def _plain(value: object) -> object:
@@ -233,7 +248,7 @@ async def ensure_stream(js: JetStreamContext, want: StreamConfig) -> None:
             f"{k} is {h!r} on the server, settings want {w!r} (cannot be changed in "
             f"place; delete the stream or change the setting back)"
             for k, (h, w) in diff.items()
-            if k in _IMMUTABLE
+            if _frozen(k, h)
         ]
         if frozen:
             raise ResourceMismatch(want.name, frozen)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 
 from shared.errors import SettingsError
 from shared.hosts import DEFAULT_ALLOWED_HOSTS, host_patterns
+from shared.names import MAX_PARTITIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ POSITIVE = (
     "cron_tick",
     "cron_time_scale",
     "retention_interval",
+    "lease_ttl",
 )
 AT_LEAST_ONE = (
     "replicas",
@@ -53,6 +55,7 @@ AT_LEAST_ONE = (
     "output_tail_bytes",
     "outputs_max_bytes",
     "log_line_max_bytes",
+    "partitions",
 )
 
 
@@ -233,6 +236,24 @@ class Settings:
         "this dispatcher's name in its logs and NATS connection, when several run; default "
         "POD_NAME, else dispatcher",
     )
+    orchestrator_name: str = _s(
+        "",
+        "HEDDLE_ORCHESTRATOR_NAME",
+        "this orchestrator's name among several (unique to each; a process that finds its own "
+        "name's lease from before takes it over at once); default POD_NAME, else <host>-<pid>",
+    )
+    partitions: int = _s(
+        12,
+        "HEDDLE_PARTITIONS",
+        "how many partitions the runs are spread over, each owned by one orchestrator at a "
+        "time; fixed when the streams are first made (at most 64)",
+    )
+    lease_ttl: float = _s(
+        3.0,
+        "HEDDLE_LEASE_TTL",
+        "an orchestrator silent this long loses its partitions to the others (it renews "
+        "every third of it, and acts on nothing while its last renewal is older)",
+    )
     step_user: str = _s(
         "nobody",
         "HEDDLE_STEP_USER",
@@ -369,6 +390,10 @@ class Settings:
             if getattr(self, name) < 1
         ]
         bounds = [
+            (
+                self.partitions <= MAX_PARTITIONS,
+                f"HEDDLE_PARTITIONS must be at most {MAX_PARTITIONS}",
+            ),
             (self.cron_backfill >= 1, "HEDDLE_CRON_BACKFILL must be at least 1"),
             (self.retention_runs >= 0, "HEDDLE_RETENTION_RUNS must be 0 (keep all) or more"),
             (

@@ -28,7 +28,7 @@ async def last_outcome(
     say: a caller about to act on silence must not read that as "no outcome" (just after a
     broker restart, a read can fail while the outcome it looks for is stored)."""
     subject = (
-        names.evt(run_id, step_id, "finished", runner)
+        names.stored_evt(run_id, step_id, "finished", runner)
         if runner
         else names.evt_step_kind(run_id, step_id, "finished")
     )

@@ -33,6 +33,7 @@ DEFAULT_RUNNERS = ("runner-0", "runner-1")
 NOT_CHART_SETTINGS = {
     "runner_name",
     "dispatcher_name",  # each dispatcher pod's own: its pod name
+    "orchestrator_name",  # each orchestrator pod's own: its pod name
     "pod_name",
     "node_name",
     "nats_user",

@@ -72,9 +72,9 @@ async def heddle_nc(nats_server: EmbeddedNats) -> AsyncIterator[Client]:
 @pytest.fixture
 async def stack(tmp_path: Path) -> AsyncIterator[StackFactory]:
     """Factory: ``await stack(runners=4, **settings)`` starts NATS, the orchestrator, the
-    dispatcher (with ``dispatchers=2``, dispatcher-1 too), the runners and the gateway as
-    real processes, and waits until the pool shows every runner. Everything is stopped at
-    the end of the test."""
+    dispatcher (with ``dispatchers=2``, dispatcher-1 too; ``orchestrators`` likewise), the
+    runners and the gateway as real processes, and waits until the pool shows every runner.
+    Everything is stopped at the end of the test."""
     made: list[Stack] = []
 
     async def make(
@@ -83,6 +83,7 @@ async def stack(tmp_path: Path) -> AsyncIterator[StackFactory]:
         wait: bool = True,
         metrics: bool = False,
         dispatchers: int = 1,
+        orchestrators: int = 1,
         **settings: str,
     ) -> Stack:
         s = Stack(tmp_path / f"stack{len(made)}", settings={**FAST, **settings})
@@ -92,6 +93,10 @@ async def stack(tmp_path: Path) -> AsyncIterator[StackFactory]:
         if dispatchers > 1 and "dispatcher" in services:  # dispatcher-1 ... beside it
             at = services.index("dispatcher") + 1
             more = tuple(f"dispatcher-{i}" for i in range(1, dispatchers))
+            services = services[:at] + more + services[at:]
+        if orchestrators > 1 and "orchestrator" in services:
+            at = services.index("orchestrator") + 1
+            more = tuple(f"orchestrator-{i}" for i in range(1, orchestrators))
             services = services[:at] + more + services[at:]
         if metrics:  # each process its own metrics port (tests/test_metrics.py)
             names = [*services, *(f"runner-{i}" for i in range(runners))]

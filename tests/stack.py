@@ -99,10 +99,14 @@ class Stack:
     ) -> Proc:
         """Start (or restart) one service process. ``name`` runner-x starts a runner named so,
         dispatcher-x one more dispatcher (HEDDLE_DISPATCHER_NAME, the dispatcher user)."""
-        service = service or next((s for s in ("runner", "dispatcher") if name.startswith(s)), name)
+        service = service or next(
+            (s for s in ("runner", "dispatcher", "orchestrator") if name.startswith(s)), name
+        )
         assert self.auth is not None and self.nats is not None
         if service == "dispatcher":
             extra_env.setdefault("HEDDLE_DISPATCHER_NAME", name)
+        if service == "orchestrator":
+            extra_env.setdefault("HEDDLE_ORCHESTRATOR_NAME", name)
         if service == "runner":
             runner = extra_env.setdefault("HEDDLE_RUNNER_NAME", name)
             if self.auth.add_runner(runner):

@@ -10,6 +10,8 @@ from nats.js.errors import NotFoundError
 
 from services.dispatcher.app import LOOKAHEAD
 from shared import names
+from shared.partitions import partition_of
+from shared.settings import Settings
 from shared.timefmt import parse
 from tests.conftest import StackFactory
 from tests.stack import step_of
@@ -196,7 +198,8 @@ async def test_a_run_id_that_exists_answers_200_at_any_age(stack: StackFactory) 
         deadline = time.monotonic() + 20
         while True:
             with contextlib.suppress(NotFoundError):
-                await nc.jetstream().consumer_info(names.CMD_STREAM, names.ORCH_CMD_DURABLE)
+                durable = names.orch_cmd_durable(partition_of("old", Settings().partitions))
+                await nc.jetstream().consumer_info(names.CMD_STREAM, durable)
                 break
             assert time.monotonic() < deadline, s.logs("orchestrator")[-2000:]
             await asyncio.sleep(0.05)
@@ -229,7 +232,7 @@ async def test_resubmitting_a_finished_run_after_a_restart_changes_nothing(
         stored = await nc.subscribe(names.run_stored("old"), max_msgs=1)
         # A different message id, as a retry after the dedupe window would have.
         await nc.jetstream().publish(
-            names.CMD_SUBMIT, encode(again), headers={"Nats-Msg-Id": "later-retry"}
+            names.cmd_submit("old"), encode(again), headers={"Nats-Msg-Id": "later-retry"}
         )
         await stored.next_msg(timeout=10)  # answered as a duplicate
     finally:

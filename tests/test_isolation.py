@@ -104,7 +104,7 @@ def test_a_runner_may_write_only_under_its_own_name() -> None:
         names.kv_subject(names.HEARTBEATS_BUCKET, "r.s.runner-b"),
         names.kv_subject(names.RUNNERS_BUCKET, "runner-b"),
         names.kv_subject(names.RUNS_BUCKET, "run.r"),
-        names.CMD_SUBMIT,
+        names.cmd_submit("r"),
         names.step_ready("r", "s"),
         f"{perms.API}.STREAM.CREATE.{names.EVENTS_STREAM}",
         f"{perms.API}.CONSUMER.CREATE.{names.STEPS_STREAM}",
@@ -122,7 +122,9 @@ def test_only_the_gateway_and_the_orchestrator_submit_and_only_the_orchestrator_
 ):
     runs = names.kv_subject(names.RUNS_BUCKET, "run.r")
     users = ["gateway", "orchestrator", "dispatcher", "inspector", "runner-x"]
-    submitters = {u for u in users if _allows(perms.permissions_for(u).publish, names.CMD_SUBMIT)}
+    submitters = {
+        u for u in users if _allows(perms.permissions_for(u).publish, names.cmd_submit("r"))
+    }
     writers = {u for u in users if _allows(perms.permissions_for(u).publish, runs)}
     assert (submitters, writers) == ({"gateway", "orchestrator"}, {"orchestrator"})
 
@@ -132,7 +134,8 @@ def test_the_inspector_reads_but_publishes_no_message_and_never_reads_the_work_q
     assert not [p for p in inspector.publish if not p.startswith(("$JS.API.", "$JS.FC."))]
     denied = inspector.publish_deny
     assert f"{perms.API}.CONSUMER.CREATE.{names.STEPS_STREAM}.>" in denied
-    assert f"{perms.API}.CONSUMER.CREATE.*.{names.ORCH_EVENTS_DURABLE}.>" in denied
+    for p in (0, names.MAX_PARTITIONS - 1):  # every partition's, whatever HEDDLE_PARTITIONS
+        assert f"{perms.API}.CONSUMER.CREATE.*.{names.orch_events_durable(p)}.>" in denied
 
 
 def test_the_configuration_has_every_user_and_no_anonymous_one() -> None:

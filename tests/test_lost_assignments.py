@@ -114,7 +114,7 @@ async def test_after_a_reconnect_a_step_whose_outcome_is_stored_is_not_run_again
     s = await stack(runners=1, services=("dispatcher", "gateway"))
     ran = tmp_path / "ran"
     ready = ready_once("r1", ran)
-    finished = names.evt("r1", "s", "finished", "runner-0")
+    finished = names.stored_evt("r1", "s", "finished", "runner-0")
     async with await s.connect() as nc:
         js = nc.jetstream()
         await js.publish(

@@ -31,7 +31,7 @@ async def test_resources_are_idempotent_and_follow_settings(nats_server: Embedde
         cmd = streams[names.CMD_STREAM].config
         assert cmd.allow_msg_schedules and cmd.storage == "file"
         assert streams[names.STEPS_STREAM].config.retention == "workqueue"
-        await js.publish(names.CMD_CANCEL, b"{}")
+        await js.publish(names.cmd_cancel("r"), b"{}")
         # A second start changes nothing (and keeps the data).
         await ensure_resources(nc, settings)
         again = await js.stream_info(names.CMD_STREAM)

@@ -121,7 +121,7 @@ class Env:
     async def submitted(self) -> list[SubmitRun]:
         """Every SubmitRun the schedulers got stored (JetStream dedupes by Nats-Msg-Id)."""
         count = (await self.js.stream_info(names.CMD_STREAM)).state.messages
-        sub = await self.js.subscribe(names.CMD_SUBMIT, ordered_consumer=True)
+        sub = await self.js.subscribe(names.CMD_SUBMIT_ALL + ".*", ordered_consumer=True)
         out = [command_decoder.decode((await sub.next_msg(timeout=5)).data) for _ in range(count)]
         await sub.unsubscribe()
         return out

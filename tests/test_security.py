@@ -78,11 +78,11 @@ REFUSED_WRITES = [
     ("runner-runner-0", names.evt("r1", "s", "finished", "runner-1")),
     ("runner-runner-0", names.kv_subject(names.HEARTBEATS_BUCKET, "r1.s.runner-1")),
     ("runner-runner-0", names.kv_subject(names.RUNNERS_BUCKET, "runner-1")),
-    ("runner-runner-0", names.CMD_SUBMIT),
+    ("runner-runner-0", names.cmd_submit("r1")),
     ("gateway", names.kv_subject(names.HEARTBEATS_BUCKET, "r1.s.runner-0")),
     ("gateway", names.kv_subject(names.RUNS_BUCKET, names.run_key("r1"))),
     ("dispatcher", names.kv_subject(names.RUNS_BUCKET, names.run_key("r1"))),
-    ("inspector", names.CMD_SUBMIT),
+    ("inspector", names.cmd_submit("r1")),
     ("inspector", names.kv_subject(names.RUNS_BUCKET, names.run_key("r1"))),
     ("inspector", f"{perms.API}.STREAM.PURGE.{names.EVENTS_STREAM}"),
 ]
@@ -143,7 +143,7 @@ async def test_the_inspector_reads_everything_and_writes_nothing(stack: StackFac
         with pytest.raises(nats.errors.TimeoutError):
             await runs.put(names.run_key(run_id), b"{}")
         with pytest.raises(nats.errors.TimeoutError):
-            await js.publish(names.CMD_CANCEL, b"{}", timeout=1)
+            await js.publish(names.cmd_cancel(run_id), b"{}", timeout=1)
     finally:
         await nc.close()
     assert sum("permissions violation" in e for e in errors) >= 2
@@ -281,7 +281,7 @@ async def test_one_runner_cannot_speak_for_another_runners_attempt(
 async def test_a_submit_that_skips_the_gateway_is_validated(
     stack: StackFactory, tmp_path: Path
 ) -> None:
-    """Published straight to heddle.cmd.submit (with the gateway's own credentials): bad
+    """Published straight to heddle.cmd.submit.<run> (with the gateway's own credentials): bad
     ids create no run, run nothing, and are logged with every problem."""
     s = await stack(runners=1)
     marker = tmp_path / "ran"
@@ -295,7 +295,8 @@ async def test_a_submit_that_skips_the_gateway_is_validated(
     )
     nc = (await login(s, perms.GATEWAY)).nc
     try:
-        await nc.jetstream().publish(names.CMD_SUBMIT, encode(bad))
+        # On the subject of a good id: the body's own id is checked too.
+        await nc.jetstream().publish(names.cmd_submit("x-y"), encode(bad))
     finally:
         await nc.close()
     deadline = time.monotonic() + 10
@@ -317,7 +318,7 @@ async def test_a_submit_that_skips_the_gateway_is_validated(
     )
     nc = (await login(s, perms.GATEWAY)).nc
     try:
-        await nc.jetstream().publish(names.CMD_SUBMIT, encode(good))
+        await nc.jetstream().publish(names.cmd_submit("direct"), encode(good))
     finally:
         await nc.close()
     assert (await s.wait_run("direct"))["status"] == "succeeded"

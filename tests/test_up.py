@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -12,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from bench.procfs import descendants, process_exists
+from services.cli import main as cli_main
 from services.embedded_nats import free_port
 from services.up import plan
 from shared.settings import Settings
@@ -27,13 +30,15 @@ class Up:
     port: int
 
 
-def start_up(tmp_path: Path, data: Path, runners: int = 3, dispatchers: int = 1) -> Up:
+def start_up(
+    tmp_path: Path, data: Path, runners: int = 3, dispatchers: int = 1, orchestrators: int = 1
+) -> Up:
     port, nats_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
     env["PYTHONPATH"] = str(REPO)
     argv = [sys.executable, "-m", "services.cli", "up", "--port", str(port)]
     argv += ["--runners", str(runners), "--data-dir", str(data), "--nats-port", str(nats_port)]
-    argv += ["--dispatchers", str(dispatchers)]
+    argv += ["--dispatchers", str(dispatchers), "--orchestrators", str(orchestrators)]
     proc = subprocess.Popen(
         argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
@@ -136,17 +141,39 @@ def test_up_plans_several_dispatchers_each_named_as_the_one_dispatcher_user() ->
     assert len({c.env["HEDDLE_METRICS_PORT"] for c in children}) == len(children)
 
 
-async def test_up_runs_several_dispatchers_that_share_the_steps(tmp_path: Path) -> None:
-    """`heddle up --dispatchers 2`: two dispatcher processes, each under its own name,
-    both giving out steps of one wide run."""
+def test_up_plans_several_orchestrators_each_named() -> None:
+    children = plan(Settings(metrics_port=9100), 2, {}, dispatchers=2, orchestrators=3)
+    orchestrators = [c for c in children if c.argv[-1] == "orchestrator"]
+    names = ["orchestrator", "orchestrator-1", "orchestrator-2"]
+    assert [c.name for c in orchestrators] == names
+    assert [c.env["HEDDLE_ORCHESTRATOR_NAME"] for c in orchestrators] == names
+    assert [c.env["HEDDLE_METRICS_PORT"] for c in orchestrators] == ["9100", "9106", "9107"]
+
+
+def test_up_refuses_more_orchestrators_than_partitions(capsys: pytest.CaptureFixture) -> None:
+    assert cli_main(["up", "--orchestrators", "13"]) == 2
+    assert "more than the 12 partitions" in capsys.readouterr().err
+    assert cli_main(["up", "--orchestrators", "0", "--runners", "0"]) == 2
+    assert "--runners and --orchestrators must be at least 1" in capsys.readouterr().err
+
+
+async def test_up_runs_several_dispatchers_and_orchestrators_that_share_the_work(
+    tmp_path: Path,
+) -> None:
+    """`heddle up --dispatchers 2 --orchestrators 2`: two dispatcher processes, each under
+    its own name, both giving out steps of one wide run, and two orchestrators, each holding
+    half the partitions and storing runs of its own."""
     data = tmp_path / "data"
-    up = start_up(tmp_path, data, runners=2, dispatchers=2)
+    up = start_up(tmp_path, data, runners=2, dispatchers=2, orchestrators=2)
     try:
         await wait_http(f"http://127.0.0.1:{up.port}/api/runners", data / "admin-token", 2)
         headers = {"Authorization": f"Bearer {(data / 'admin-token').read_text().strip()}"}
         steps = [{"id": f"s{i}", "command": "sleep 0.05"} for i in range(40)]
         base = f"http://127.0.0.1:{up.port}/api/runs"
         async with aiohttp.ClientSession(headers=headers) as http:
+            for i in range(8):  # runs spread over both orchestrators' partitions
+                async with http.post(base, json={"runId": f"r{i}", "steps": steps[:2]}) as resp:
+                    assert resp.status == 201
             async with http.post(base, json={"steps": steps}) as resp:
                 assert resp.status == 201
                 run_id = (await resp.json())["runId"]
@@ -162,9 +189,14 @@ async def test_up_runs_several_dispatchers_that_share_the_steps(tmp_path: Path) 
         out, _ = up.proc.communicate(timeout=60)
     text = out.decode()
     assert up.proc.returncode == 0, text[-3000:]
-    assert "2 runners, 2 dispatchers)" in text
+    assert "2 runners, 2 dispatchers, 2 orchestrators)" in text
+    for name in ("orchestrator", "orchestrator-1"):
+        lines = [x for x in text.splitlines() if x.lstrip().startswith(f"{name} | ")]
+        taken = [json.loads(x.split(" | ", 1)[1]) for x in lines if "partitions taken" in x]
+        assert sum(len(t["partitions"]) for t in taken) >= 6, name
+        assert any('"msg":"step"' in x for x in lines), name  # it moved runs on
     for name in ("dispatcher", "dispatcher-1"):
-        lines = [x for x in text.splitlines() if x.startswith(f"{name:>12} | ")]
+        lines = [x for x in text.splitlines() if x.lstrip().startswith(f"{name} | ")]
         assert any('"msg":"dispatching"' in x and f'"dispatcher":"{name}"' in x for x in lines)
         assert any('"msg":"assigned"' in x for x in lines), name
 

@@ -160,7 +160,7 @@ async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -
     stored = await nc.subscribe(names.run_stored(run_id), max_msgs=1)
     try:
         ack = await res.js.publish(
-            names.CMD_SUBMIT, payload, headers={"Nats-Msg-Id": names.submit_msg_id(run_id)}
+            names.cmd_submit(run_id), payload, headers={"Nats-Msg-Id": names.submit_msg_id(run_id)}
         )
         if ack.duplicate and ref is not None:
             await drop_document(res.js, ref)  # the orchestrator never sees this command
@@ -186,7 +186,7 @@ async def cancel_run(request: web.Request) -> web.Response:
     if run.status in TERMINAL_RUN:
         return error(409, f"run {run_id!r} already finished: {run.status}", status=run.status)
     await res.js.publish(
-        names.CMD_CANCEL,
+        names.cmd_cancel(run_id),
         encode(CancelRun(run_id=run_id, requested_at=now_rfc3339())),
         headers={"Nats-Msg-Id": f"cancel.{run_id}"},
     )

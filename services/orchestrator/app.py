@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from services.orchestrator.actor import Cancel, Message, RetryTimer, RunActor
+from services.orchestrator.consumers import PartitionConsumers
 from services.orchestrator.decisions import KillAttempt
 from services.orchestrator.effects import EffectRunner
+from services.orchestrator.leases import Leases, member_name
 from services.orchestrator.liveness import Liveness
 from services.orchestrator.pod_watch import PodWatch, wanted
 from services.orchestrator.state import Policy, RunState
@@ -40,12 +42,14 @@ from shared.contracts import (
     run_record_decoder,
 )
 from shared.documents import DocumentGone, drop_document, read_document
+from shared.errors import Problem
 from shared.kv_reads import read_current, read_steps
 from shared.metrics import LIVE_RUNS
 from shared.nats_io import close, connect_until_ready
-from shared.nats_types import AckPolicy, ConsumerConfig, DeliverPolicy, KeyWrongLastSequenceError
-from shared.pull import ContinuousPull, Handler
-from shared.resources import ensure_consumer, ensure_resources
+from shared.nats_types import KeyWrongLastSequenceError
+from shared.partitions import partition_of, subject_partition
+from shared.pull import Handler
+from shared.resources import ensure_resources
 from shared.service import event
 from shared.settings import Settings
 from shared.validation import Limits, submit_problems
@@ -73,7 +77,9 @@ class Orchestrator:
         self.liveness: Liveness | None = None  # from start: it needs the connection
         self.pod_watch: PodWatch | None = None  # in a cluster only (pod_watch.py)
         self.acked: AckedPublisher | None = None
-        self._pulls: list[ContinuousPull] = []
+        self.consumers: PartitionConsumers | None = None
+        self.leases: Leases | None = None
+        self.instance = member_name(settings)
         self._stopping = False
         self.nc: Client | None = None
         self.workflows: WorkflowFeatures | None = None  # history, cron, retention
@@ -84,7 +90,7 @@ class Orchestrator:
     async def start(self) -> None:
         self.nc = await connect_until_ready(
             self.settings,
-            "heddle-orchestrator",
+            f"heddle-orchestrator-{self.instance}",
             on_reconnect=self._reconnected,
             on_disconnect=self._disconnected,
         )
@@ -101,50 +107,77 @@ class Orchestrator:
         self.effects = EffectRunner(self.nc, self.js, self.acked, local_timer=self._local_timer)
         self.workflows = WorkflowFeatures(self.settings, res, self.actors, self.effects)
         self.effects = self.workflows.effects  # the same runner, also feeding run history
-        await self._rebuild()
+        self.consumers = PartitionConsumers(
+            self.nc, self.js, self._guard(self._on_command), self._guard(self._on_event)
+        )
         self.liveness.watch()
-        await self._consume()
         self.liveness.start()
         if wanted(self.settings):
             self.pod_watch = PodWatch(
                 self.settings, res.kv[names.PODS_BUCKET], self.liveness.runner_lost
             )
             await self.pod_watch.start()
-        await self.workflows.start()
+        self.leases = Leases(
+            res.kv[names.LEASES_BUCKET], self.settings, self.instance, self._take, self._give
+        )
+        await self.leases.start()  # takes this orchestrator's share of the partitions
 
-    async def _consume(self) -> None:
-        """Commands and events, each through its durable consumer and a continuous pull."""
-        cmd, events = names.ORCH_CMD_DURABLE, names.ORCH_EVENTS_DURABLE
-        await ensure_consumer(self.js, names.CMD_STREAM, _durable(cmd, names.CMD_ALL, 20_000))
-        await ensure_consumer(self.js, names.EVENTS_STREAM, _durable(events, names.EVT_ALL, 50_000))
-        self._pulls = [
-            ContinuousPull(
-                self.nc, names.CMD_STREAM, cmd, self._guard(self._on_command), credit=512
-            ),
-            ContinuousPull(
-                self.nc, names.EVENTS_STREAM, events, self._guard(self._on_event), credit=1024
-            ),
-        ]
-        for pull in self._pulls:
-            await pull.start()
+    async def _take(self, parts: set[int]) -> None:
+        """Partitions just acquired: their live runs rebuilt, then their commands and events
+        consumed (what an earlier holder left unacknowledged first)."""
+        started = time.monotonic()
+        await self.consumers.bind(parts)
+        await self._rebuild(parts)
+        await self.consumers.start(parts)
+        if 0 in parts:
+            await self.workflows.lead()
+        event(
+            log,
+            "partitions taken",
+            partitions=sorted(parts),
+            held=len(self.consumers.held),
+            live_runs=len(self.actors),
+            took_ms=round((time.monotonic() - started) * 1000),
+        )
+
+    async def _give(self, parts: set[int], lost: bool) -> None:
+        """Partitions given away (their runs drained within the grace first) or lost (their
+        runs dropped at once: another holder may be acting on them)."""
+        await self.consumers.pause(parts)
+        if 0 in parts:
+            await self.workflows.follow()
+        actors = [a for a in self.actors.values() if self._partition(a.run_id) in parts]
+        if not lost:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.gather(*(a.drain() for a in actors)), self.settings.shutdown_grace
+                )
+        await asyncio.gather(*(a.stop() for a in actors), return_exceptions=True)
+        for actor in actors:
+            if self.actors.get(actor.run_id) is actor:
+                del self.actors[actor.run_id]
+                if self.liveness is not None:
+                    self.liveness.forget_run(actor.run_id)
+        await self.consumers.stop(parts)
+
+    def _acting_on(self, msg: Msg) -> bool:
+        """Whether the message's partition is held here, under a lease still fresh."""
+        held = self.consumers is not None and self.consumers.holds(subject_partition(msg.subject))
+        return held and self.leases is not None and self.leases.fresh()
+
+    def _partition(self, run_id: str) -> int:
+        return partition_of(run_id, self.settings.partitions)
 
     async def stop(self) -> None:
         if self._stopping:
             return
         self._stopping = True
-        for pull in self._pulls:
-            await pull.stop()
         if self.pod_watch is not None:
             await self.pod_watch.stop()
         if self.liveness is not None:
             await self.liveness.stop()
-        # Let each run finish what it already took, within the grace; the rest is redelivered.
-        actors = list(self.actors.values())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                asyncio.gather(*(a.drain() for a in actors)), self.settings.shutdown_grace
-            )
-        await asyncio.gather(*(a.stop() for a in actors), return_exceptions=True)
+        if self.leases is not None:
+            await self.leases.stop()  # each run finishes what it took, within the grace
         if self.liveness is not None:
             await self.liveness.stop_watch()
         if self.workflows is not None:
@@ -158,9 +191,8 @@ class Orchestrator:
             self.liveness.disconnected()
 
     async def _reconnected(self) -> None:
-        for pull in self._pulls:
-            pull.reset()
-            await pull.top_up()
+        if self.consumers is not None:
+            await self.consumers.reconnected()
         if self.liveness is not None:
             self.liveness.reconnected()
 
@@ -183,12 +215,18 @@ class Orchestrator:
         while len(self.finished) > FINISHED_MEMORY:
             self.finished.popitem(last=False)
 
-    async def _rebuild(self) -> None:
-        """Load every live run from KV and make it whole (see RunState.resume)."""
+    async def _rebuild(self, parts: set[int]) -> None:
+        """Load the partitions' live runs from KV and make each whole (RunState.resume)."""
         runs = [
             run_record_decoder.decode(e.value) for e in await read_current(self.runs_kv, "run.*")
         ]
-        live = [r for r in runs if r.status not in TERMINAL_RUN]
+        live = [
+            r
+            for r in runs
+            if r.status not in TERMINAL_RUN
+            and self._partition(r.run_id) in parts
+            and r.run_id not in self.actors
+        ]
         now = time.time()
         for run in live:
             steps = await read_steps(self.runs_kv, run)
@@ -205,14 +243,16 @@ class Orchestrator:
             effects = state.resume(now)
             if effects:
                 await self.effects.apply(run.run_id, effects)
-        event(log, "rebuilt", live_runs=len(self.actors), runs_seen=len(runs))
+        event(log, "rebuilt", partitions=sorted(parts), live_runs=len(live), runs_seen=len(runs))
 
     # ---- commands and events ----
 
     def _guard(self, handler: Handler) -> Handler:
         async def guarded(msg: Msg) -> Outcome:
             if self._stopping:
-                return Outcome.LEFT  # redelivered to whoever runs next
+                return Outcome.LEFT  # delivered again to whoever takes the partition
+            if not self._acting_on(msg):
+                return Outcome.FAILED  # not this orchestrator's to act on now: asked again
             return await handler(msg)
 
         return guarded
@@ -222,6 +262,10 @@ class Orchestrator:
             cmd = command_decoder.decode(msg.data)
         except msgspec.DecodeError as exc:
             log.error("dropping undecodable command on %s: %s", msg.subject, exc)
+            return Outcome.REFUSED
+        if not isinstance(cmd, SubmitRun) and cmd.run_id != names.command_run(msg.subject):
+            # The subject decides the partition: a body about another run is not its owner's.
+            log.warning("command refused: it names run %r, its subject %s", cmd.run_id, msg.subject)
             return Outcome.REFUSED
         match cmd:
             case SubmitRun(document=None):
@@ -268,6 +312,8 @@ class Orchestrator:
 
     async def _submit(self, cmd: SubmitRun, msg: Msg, ref: DocumentRef | None = None) -> Outcome:
         problems = submit_problems(cmd, self.limits)
+        if cmd.run_id != (named := names.command_run(msg.subject)):
+            problems.append(Problem("runId", f"is not the run its subject names ({named!r})"))
         if problems:
             # Not through the gateway (which checks the same): refused, never half-created.
             log.warning(
@@ -379,16 +425,3 @@ class Orchestrator:
                 actor.post(RetryTimer(step_id, attempt))
 
         asyncio.get_running_loop().call_later(max(at - time.time(), 0.0), fire)
-
-
-def _durable(name: str, subjects: str, max_ack_pending: int) -> ConsumerConfig:
-    """An orchestrator consumer: every message from the first, each acknowledged once the
-    effects it caused are stored."""
-    return ConsumerConfig(
-        durable_name=name,
-        filter_subject=subjects,
-        ack_policy=AckPolicy.EXPLICIT,
-        ack_wait=60,
-        max_ack_pending=max_ack_pending,
-        deliver_policy=DeliverPolicy.ALL,
-    )

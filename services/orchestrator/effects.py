@@ -259,7 +259,7 @@ class EffectRunner:
             encode(RetryDue(run_id=run_id, step_id=step_id, attempt=attempt)),
             headers={
                 "Nats-Schedule": f"@at {from_epoch(at)}",
-                "Nats-Schedule-Target": names.cmd_timer(run_id, step_id),
+                "Nats-Schedule-Target": names.cmd_timer(run_id),
             },
         )
 

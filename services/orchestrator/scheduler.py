@@ -237,7 +237,7 @@ class Scheduler:
             )
             futures.append(
                 await self.js.publish_async(
-                    names.CMD_SUBMIT,
+                    names.cmd_submit(claim.run_id),
                     encode(cmd),
                     headers={"Nats-Msg-Id": names.submit_msg_id(claim.run_id)},
                 )

@@ -55,14 +55,23 @@ class WorkflowFeatures:
             interval=settings.retention_interval,
             is_live=lambda run_id: run_id in actors,
         )
+        self.leading = False
 
-    async def start(self) -> None:
-        """Start scheduling and retention (once the orchestrator takes commands)."""
-        await self.scheduler.start()
-        await self.retention.start()
+    async def lead(self) -> None:
+        """Start scheduling and retention: this orchestrator holds partition 0, and one
+        orchestrator alone runs them."""
+        if not self.leading:
+            self.leading = True
+            await self.scheduler.start()
+            await self.retention.start()
+
+    async def follow(self) -> None:
+        if self.leading:
+            self.leading = False
+            await self.scheduler.stop()
+            await self.retention.stop()
 
     async def stop(self) -> None:
         """Stop scheduling and retention, then write the history still pending."""
-        await self.scheduler.stop()
-        await self.retention.stop()
+        await self.follow()
         await self.history.stop()

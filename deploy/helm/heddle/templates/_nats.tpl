@@ -12,12 +12,14 @@ the lists are sorted and deduplicated, as Permissions.to_config() does.
 {{- end -}}
 
 {{- define "heddle.nats.buckets" -}}
-{{- list "heddle-workflows" "heddle-runs" "heddle-heartbeats" "heddle-runners" "heddle-cron" "heddle-tokens" "heddle-pods" | toRawJson -}}
+{{- list "heddle-workflows" "heddle-runs" "heddle-heartbeats" "heddle-runners" "heddle-cron" "heddle-tokens" "heddle-pods" "heddle-leases" | toRawJson -}}
 {{- end -}}
 
 {{/* The services' durable consumers (names.py), which the inspector may not touch. */}}
 {{- define "heddle.nats.durables" -}}
-{{- list "orchestrator-cmd" "orchestrator-events" "dispatcher" | toRawJson -}}
+{{- $out := list -}}
+{{- range $p := until 64 }}{{ $out = concat $out (list (printf "orchestrator-cmd-%d" $p) (printf "orchestrator-events-%d" $p)) }}{{ end -}}
+{{- append $out "dispatcher" | toRawJson -}}
 {{- end -}}
 
 {{/* info(*streams): check the server and look streams up. Usage: include ... (list "S1" "S2") */}}
@@ -66,7 +68,7 @@ list "subscribe" list ["publishDeny" list] ["allowResponses" true]) */}}
 {{- $streams := include "heddle.nats.streams" . | fromJsonArray -}}
 {{- $kv := include "heddle.nats.kvStreams" (include "heddle.nats.buckets" . | fromJsonArray) | fromJsonArray -}}
 {{- $all := concat $streams $kv -}}
-{{- $publish := concat (list "heddle.cmd.submit" "heddle.cmd.cancel" "heddle.doc.>" "$JS.API.STREAM.PURGE.HEDDLE_DOCS" "$KV.heddle-workflows.>" "$KV.heddle-tokens.>")
+{{- $publish := concat (list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.doc.>" "$JS.API.STREAM.PURGE.HEDDLE_DOCS" "$KV.heddle-workflows.>" "$KV.heddle-tokens.>")
   (include "heddle.nats.keeps" $all | fromJsonArray)
   (include "heddle.nats.info" $all | fromJsonArray)
   (include "heddle.nats.reads" (prepend $kv "HEDDLE_LOGS") | fromJsonArray) -}}
@@ -75,7 +77,7 @@ list "subscribe" list ["publishDeny" list] ["allowResponses" true]) */}}
 
 {{/* The owner of run state: every stream's keeper, the only writer of runs, cron and pods. */}}
 {{- define "heddle.nats.orchestrator" -}}
-{{- $publish := list "heddle.cmd.submit" "heddle.cmd.timer.>" "heddle.sched.>" "heddle.step.ready.>" "heddle.log.>" "heddle.runner.*.cancel" "heddle.notify.run.*" "$KV.heddle-runs.>" "$KV.heddle-cron.>" "$KV.heddle-pods.>" "$JS.API.>" "$JS.ACK.>" "$JS.FC.>" -}}
+{{- $publish := list "heddle.cmd.submit.*" "heddle.cmd.timer.*" "heddle.sched.>" "heddle.step.ready.>" "heddle.log.>" "heddle.runner.*.cancel" "heddle.notify.run.*" "$KV.heddle-runs.>" "$KV.heddle-cron.>" "$KV.heddle-pods.>" "$KV.heddle-leases.>" "$JS.API.>" "$JS.ACK.>" "$JS.FC.>" -}}
 {{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_orchestrator.>")) -}}
 {{- end -}}
 

@@ -1,0 +1,268 @@
+"""An orchestrator's membership and its partitions, kept in the heddle-leases bucket.
+
+Keys: ``member.<name>``, renewed by its orchestrator every third of the lease's time, and
+``part.<n>``, naming the holder of partition n, written only when it changes hands. Every
+write is a compare-and-set on the revision last seen, so two orchestrators never both
+believe they took a partition, and a member declared gone finds out at its next renewal.
+
+Silence is judged by receipt, like the watchdog's: a member whose key nobody has seen
+change for ``HEDDLE_LEASE_TTL`` (on the observer's monotonic clock) is gone; a taker first
+deletes its member key (compare-and-set: a member that renewed meanwhile keeps it), then
+takes its partitions. A holder acts only while its last successful renewal was sent less
+than the lease's time ago (``fresh``), so it stops before any observer can have judged it
+silent. ``ownership.py`` decides the moves; this module does the I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import secrets
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import msgspec
+
+from services.orchestrator.ownership import Holder, moves
+from shared.kv_watch import follow
+from shared.metrics import PARTITIONS_HELD
+from shared.nats_types import KeyValue, KeyWrongLastSequenceError, NatsError
+from shared.service import event
+from shared.settings import Settings
+from shared.tasks import cancel_and_wait
+
+log = logging.getLogger("heddle.orchestrator")
+
+MEMBER = "member."
+PART = "part."
+Take = Callable[[set[int]], Awaitable[None]]
+Give = Callable[[set[int], bool], Awaitable[None]]  # the partitions, and whether lost
+
+
+def member_name(settings: Settings) -> str:
+    """This orchestrator's name among the members: HEDDLE_ORCHESTRATOR_NAME, else the pod's
+    name, else <host>-<pid>, made fit for a key."""
+    name = settings.orchestrator_name or settings.pod_name
+    name = name or f"{socket.gethostname()}-{os.getpid()}"
+    return re.sub(r"[^A-Za-z0-9_-]", "-", name)[:64]
+
+
+class Lease(msgspec.Struct, frozen=True):
+    name: str
+    life: str
+
+
+_decode = msgspec.json.Decoder(Lease).decode
+
+
+@dataclass(slots=True)
+class _Seen:
+    holder: Holder
+    revision: int
+    at: float  # monotonic time of receipt
+
+
+class Leases:
+    def __init__(
+        self, kv: KeyValue, settings: Settings, name: str, on_take: Take, on_give: Give
+    ) -> None:
+        self.kv = kv
+        self.ttl = settings.lease_ttl
+        self.partitions = settings.partitions
+        self.me = Holder(name, secrets.token_hex(4))
+        self.held: set[int] = set()
+        self._on_take, self._on_give = on_take, on_give
+        self._members: dict[str, _Seen] = {}
+        self._parts: dict[int, _Seen] = {}
+        self._member_revision = 0
+        self._renewed_at = -float("inf")
+        self._caught_up = asyncio.Event()
+        self._lock = asyncio.Lock()  # one move at a time: a take never overlaps a give
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def leading(self) -> bool:
+        """Whether this orchestrator runs the cron scheduler and the retention."""
+        return 0 in self.held
+
+    def fresh(self) -> bool:
+        """Whether this orchestrator may act on its partitions now."""
+        return time.monotonic() - self._renewed_at < self.ttl
+
+    async def start(self) -> None:
+        """Join, and make the first moves once the bucket's current keys are read."""
+        watch = follow(
+            self.kv,
+            self._on_entry,
+            what="leases",
+            log=log,
+            on_caught_up=self._caught_up.set,
+            on_restart=self._caught_up.clear,
+        )
+        self._tasks.append(asyncio.create_task(watch, name="leases watch"))
+        await self._join()
+        await self._caught_up.wait()
+        await self.step()
+        self._tasks.append(asyncio.create_task(self._loop(), name="leases"))
+
+    async def stop(self) -> None:
+        """Give every partition back (its runs drained) and leave."""
+        await cancel_and_wait(self._tasks[-1] if len(self._tasks) > 1 else None)
+        async with self._lock:
+            await self._give(set(self.held))
+            try:
+                await self.kv.delete(MEMBER + self.me.name, last=self._member_revision)
+            except NatsError as exc:  # the others find it silent instead
+                log.warning("leaving the members failed: %s", exc)
+        for task in self._tasks:
+            await cancel_and_wait(task)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.ttl / 6)
+            try:
+                await self.step()
+            except NatsError as exc:  # the next round tries again
+                log.warning("lease round failed: %s", exc)
+
+    async def step(self) -> None:
+        async with self._lock:
+            if time.monotonic() - self._renewed_at >= self.ttl / 3:
+                await self._renew()
+            if not self._caught_up.is_set():
+                return
+            lost = {p for p in self.held if self._holder(p) != self.me}
+            if lost:
+                event(log, "partitions lost", partitions=sorted(lost), to="another holder")
+                await self._lose(lost)
+            now = time.monotonic()
+            alive = {n for n, s in self._members.items() if now - s.at < self.ttl}
+            # A key naming this life that it no longer holds (it lost it) is a stale claim.
+            stale = Holder(self.me.name, "")
+            holders = {
+                p: stale if s.holder == self.me and p not in self.held else s.holder
+                for p, s in self._parts.items()
+            }
+            wanted = moves(self.me, alive, holders, self.partitions)
+            if wanted.give:
+                await self._give(set(wanted.give))
+            if wanted.take:
+                await self._take(set(wanted.take), alive)
+
+    # ---- membership ----
+
+    async def _join(self) -> None:
+        sent = time.monotonic()
+        value = msgspec.json.encode(Lease(self.me.name, self.me.life))
+        self._member_revision = await self.kv.put(MEMBER + self.me.name, value)
+        self._renewed_at = sent
+        event(log, "joined", orchestrator=self.me.name, life=self.me.life)
+
+    async def _renew(self) -> None:
+        sent = time.monotonic()
+        value = msgspec.json.encode(Lease(self.me.name, self.me.life))
+        try:
+            self._member_revision = await self.kv.update(
+                MEMBER + self.me.name, value, last=self._member_revision
+            )
+        except KeyWrongLastSequenceError:
+            # Judged silent and replaced: whatever this life held is another's now.
+            event(log, "partitions lost", partitions=sorted(self.held), to="judged silent")
+            await self._lose(set(self.held))
+            await self._join()
+            return
+        self._renewed_at = sent
+
+    # ---- partitions ----
+
+    def _holder(self, p: int) -> Holder | None:
+        seen = self._parts.get(p)
+        return seen.holder if seen else None
+
+    async def _take(self, parts: set[int], alive: set[str]) -> None:
+        gone = {h.name for p in parts if (h := self._holder(p)) and h.name not in alive}
+        for name in gone - {self.me.name}:
+            member = self._members.get(name)
+            if member is not None and not await self._declare_gone(name, member.revision):
+                parts = {p for p in parts if (h := self._holder(p)) is None or h.name != name}
+        got = {p for p in parts if await self._acquire(p)}
+        if not got:
+            return
+        self.held |= got
+        PARTITIONS_HELD.set(len(self.held))
+        try:
+            await self._on_take(got)
+        except (NatsError, TimeoutError) as exc:
+            log.warning("taking partitions %s failed (%s); giving them back", sorted(got), exc)
+            await self._give(got)
+
+    async def _declare_gone(self, name: str, revision: int) -> bool:
+        try:
+            await self.kv.delete(MEMBER + name, last=revision)
+        except NatsError:  # it renewed meanwhile (a compare-and-set that failed): alive
+            return False
+        self._members.pop(name, None)
+        event(log, "orchestrator gone", orchestrator=name, silent_for_s=self.ttl)
+        return True
+
+    async def _acquire(self, p: int) -> bool:
+        value = msgspec.json.encode(Lease(self.me.name, self.me.life))
+        seen = self._parts.get(p)
+        try:
+            if seen is None:
+                revision = await self.kv.create(f"{PART}{p}", value)
+            else:
+                revision = await self.kv.update(f"{PART}{p}", value, last=seen.revision)
+        except KeyWrongLastSequenceError:
+            return False  # another took it first
+        self._parts[p] = _Seen(self.me, revision, time.monotonic())
+        return True
+
+    async def _give(self, parts: set[int]) -> None:
+        """Hand partitions back: their runs drained first, then their keys freed."""
+        if not parts:
+            return
+        self.held -= parts
+        PARTITIONS_HELD.set(len(self.held))
+        await self._on_give(parts, False)
+        for p in parts:
+            seen = self._parts.pop(p, None)
+            if seen is not None and seen.holder == self.me:
+                try:
+                    await self.kv.delete(f"{PART}{p}", last=seen.revision)
+                except NatsError as exc:  # taken meanwhile, or the others find it silent
+                    log.warning("freeing partition %d failed: %s", p, exc)
+        event(log, "partitions given", partitions=sorted(parts), held=len(self.held))
+
+    async def _lose(self, parts: set[int]) -> None:
+        self.held -= parts
+        PARTITIONS_HELD.set(len(self.held))
+        await self._on_give(parts, True)
+
+    # ---- the watch ----
+
+    async def _on_entry(self, entry: KeyValue.Entry) -> None:
+        key, revision = entry.key, entry.revision or 0
+        if key.startswith(MEMBER):
+            self._seen(self._members, key[len(MEMBER) :], entry, revision)
+        elif key.startswith(PART) and key[len(PART) :].isdigit():
+            self._seen(self._parts, int(key[len(PART) :]), entry, revision)
+
+    @staticmethod
+    def _seen(table: dict, key: object, entry: KeyValue.Entry, revision: int) -> None:
+        known = table.get(key)
+        if known is not None and known.revision >= revision:
+            return  # older than what this process wrote or saw
+        if entry.operation in ("DEL", "PURGE") or not entry.value:
+            table.pop(key, None)
+            return
+        try:
+            lease = _decode(entry.value)
+        except msgspec.DecodeError:
+            log.warning("undecodable lease %s", entry.key)
+            return
+        table[key] = _Seen(Holder(lease.name, lease.life), revision, time.monotonic())

@@ -1,0 +1,131 @@
+"""Several orchestrators (docs/architecture.md, "Several orchestrators"), as real processes:
+three orchestrators share the partitions of the runs, and with two dispatchers beside them,
+each of the five is SIGKILLed mid-run in turn (and started again). Every run ends, every
+step succeeds on its first attempt, and no attempt runs in two processes (the ledger of
+tests/test_dispatchers.py); a dead orchestrator's partitions are taken over by the others
+with the default lease."""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import StackFactory
+from tests.stack import Stack
+from tests.test_dispatchers import LAYERS, RUNNERS, WIDTH, layered, read_ledger, until
+
+pytestmark = pytest.mark.fault
+
+ORCHESTRATORS = ("orchestrator", "orchestrator-1", "orchestrator-2")
+PARTITIONS = 12
+
+
+def lines(s: Stack, name: str, msg: str) -> list[dict]:
+    out = []
+    for line in s.logs(name).splitlines():
+        if f'"msg":"{msg}"' in line:
+            out.append(json.loads(line))
+    return out
+
+
+def stamp(line: dict) -> float:
+    return datetime.fromisoformat(line["ts"].replace("Z", "+00:00")).timestamp()
+
+
+def held(s: Stack, name: str) -> set[int]:
+    """The partitions ``name`` holds, by its own log (taken, less given or lost)."""
+    parts: set[int] = set()
+    for line in s.logs(name).splitlines():
+        if '"msg":"partitions ' not in line:
+            continue
+        entry = json.loads(line)
+        if entry["msg"] == "partitions taken":
+            parts |= set(entry["partitions"])
+        elif entry["msg"] in ("partitions given", "partitions lost"):
+            parts -= set(entry["partitions"])
+    return parts
+
+
+async def balanced(s: Stack, live: tuple[str, ...]) -> None:
+    """Until the live orchestrators hold every partition between them, evenly."""
+
+    def even() -> bool:
+        shares = [held(s, name) for name in live]
+        whole = set().union(*shares) == set(range(PARTITIONS))
+        return whole and max(map(len, shares)) - min(map(len, shares)) <= 1
+
+    await until(even, 30, f"partitions not shared: { {n: held(s, n) for n in live} }")
+
+
+async def kill_while_running(s: Stack, ledger: Path, victim: str, rng: random.Random) -> float:
+    """Two runs; ``victim`` SIGKILLed once a quarter of their steps started; returns when
+    (wall clock) it was killed, once both runs succeeded with every step on attempt 1."""
+    runs = [await s.submit(layered(ledger, rng)) for _ in range(2)]
+
+    def started() -> int:
+        rows = read_ledger(ledger) if ledger.exists() else []
+        return sum(1 for r in rows if r[1] == "start" and r[3].split("/")[0] in runs)
+
+    await until(lambda: started() >= len(runs) * LAYERS * WIDTH // 4, 30, "runs did not start")
+    killed_at = time.time()
+    s.kill(victim)
+    for run_id in runs:
+        run = await s.wait_run(run_id, timeout=60)
+        bad = [(st["id"], st["status"], st["attempt"]) for st in run["steps"]]
+        bad = [b for b in bad if b[1:] != ("succeeded", 1)]
+        assert run["status"] == "succeeded" and not bad, (victim, bad[:5])
+    return killed_at
+
+
+def takeover(s: Stack, victim_held: set[int], killed_at: float, others: tuple[str, ...]) -> float:
+    """Seconds from the kill until the last of the victim's partitions was taken by another."""
+    taken: dict[int, float] = {}
+    for name in others:
+        for line in lines(s, name, "partitions taken"):
+            t = stamp(line)
+            for p in line["partitions"]:
+                if p in victim_held and t >= killed_at:
+                    taken[p] = min(taken.get(p, t), t)
+    assert set(taken) == victim_held, (victim_held, taken)
+    return max(taken.values()) - killed_at
+
+
+async def test_three_orchestrators_and_two_dispatchers_each_killed_mid_run(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    s = await stack(runners=0, orchestrators=3, dispatchers=2, wait=False)
+    for i in range(RUNNERS):
+        s.start(f"runner-{i}", LEDGER_RUNNER=f"runner-{i}")
+    await s.wait_ready(RUNNERS)
+    await balanced(s, ORCHESTRATORS)
+    ledger, rng = tmp_path / "ledger", random.Random(11)
+    takeovers = []
+    for victim in (*ORCHESTRATORS, "dispatcher", "dispatcher-1"):
+        victim_held = held(s, victim) if victim in ORCHESTRATORS else set()
+        killed_at = await kill_while_running(s, ledger, victim, rng)
+        others = tuple(o for o in ORCHESTRATORS if o != victim)
+        if victim in ORCHESTRATORS:
+            takeovers.append(takeover(s, victim_held, killed_at, others))
+        s.start(victim)
+        await balanced(s, ORCHESTRATORS)
+    print(
+        f"\ntakeover after SIGKILL: {', '.join(f'{t:.2f}' for t in takeovers)} s "
+        f"(p50 {statistics.median(takeovers):.2f}, max {max(takeovers):.2f})"
+    )
+    assert max(takeovers) < 10, takeovers  # the lease is 3 s: a takeover that never came
+    # Every orchestrator took runs of its own: the load was shared.
+    for name in ORCHESTRATORS:
+        assert lines(s, name, "run stored"), name
+    # No attempt ran in two processes.
+    pids: dict[str, set[int]] = defaultdict(set)
+    for _t, _what, _runner, attempt, pid in read_ledger(ledger):
+        pids[attempt].add(pid)
+    assert len(pids) == 5 * 2 * LAYERS * WIDTH
+    assert {a: p for a, p in pids.items() if len(p) > 1} == {}
