@@ -87,7 +87,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="how a run's end is noticed: from the run records in NATS (records), or as a "
         "client sees it, through GET /api/runs/{run}/events (events)",
     )
+    p.add_argument(
+        "--orchestrators",
+        type=int,
+        default=1,
+        help="orchestrator processes sharing the partitions (default 1)",
+    )
     args = p.parse_args(argv)
+    if args.orchestrators < 1:
+        p.error("--orchestrators must be at least 1")
     for item in args.set:
         if "=" not in item or not item.startswith("HEDDLE_"):
             p.error(f"--set {item!r}: expected HEDDLE_NAME=VALUE")
@@ -114,6 +122,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "command": "python -m bench " + " ".join(sys.argv[1:]),
         "settings": settings,
         "ends": args.ends,
+        "orchestrators": args.orchestrators,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "versions": versions(),
@@ -124,7 +133,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     for w, reps in workloads:
         label = f"{w.name} ({'accept, then cancel' if w.accept_only else 'run'})"
         say(f"{label}: {w.steps} steps in {len(w.runs)} run(s), {w.runners} runners, {reps} reps")
-        report["workloads"].append(await run_workload(w, reps, say, settings, args.ends))
+        report["workloads"].append(
+            await run_workload(w, reps, say, settings, args.ends, args.orchestrators)
+        )
     if kills > 0:
         say(f"watchdog: {kills} kills")
         report["watchdog"] = await run_watchdog(kills, say)

@@ -279,11 +279,14 @@ async def run_workload(
     say: Say,
     settings: dict[str, str] | None = None,
     ends: str = "records",
+    orchestrators: int = 1,
 ) -> dict[str, Any]:
     """A fresh stack with the workload's runners; ``reps`` repetitions of baseline, then
     Heddle; the stack's peak RSS at the end."""
     timeout = max(60.0, w.steps * 0.05 + w.lines / 5000)
-    stack = BenchStack(runners=w.runners, settings=dict(settings or {}))
+    stack = BenchStack(
+        runners=w.runners, settings=dict(settings or {}), orchestrators=orchestrators
+    )
     t0 = time.monotonic()
     stack.start()
     probe = stack.probe(ends)
@@ -292,6 +295,7 @@ async def run_workload(
         "mode": "accept, then cancel" if w.accept_only else "run",
         "kind": w.kind,
         "runners": w.runners,
+        "orchestrators": orchestrators,
         "runs": len(w.runs),
         "steps": w.steps,
         "reps": [],

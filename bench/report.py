@@ -337,6 +337,13 @@ def table(rows: list[Row]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def _group(service: str) -> str:
+    """Runners, and several orchestrators, are reported together (CPU summed, RSS maxed)."""
+    if service.startswith("runner-"):
+        return "runners"
+    return "orchestrator" if service.startswith("orchestrator") else service
+
+
 def resources_table(results: list[dict[str, Any]]) -> str:
     """Peak RSS over the workload's stack lifetime, CPU seconds per repetition (median) and
     CPU milliseconds per step (where steps ran: where the time goes), per service; the
@@ -350,11 +357,12 @@ def resources_table(results: list[dict[str, Any]]) -> str:
         names = list(rss) or list(res["reps"][0]["cpu_s"])
         groups: dict[str, list[str]] = {}
         for n in names:
-            groups.setdefault("runners" if n.startswith("runner-") else n, []).append(n)
+            groups.setdefault(_group(n), []).append(n)
         for group, members in groups.items():
             cpu = Spread.of(sum(rep["cpu_s"].get(m, 0.0) for m in members) for rep in res["reps"])
             peak = max((rss.get(m, 0.0) for m in members), default=0.0)
-            label = f"{group} ({len(members)}, summed)" if group == "runners" else group
+            several = group == "runners" or len(members) > 1
+            label = f"{group} ({len(members)}, summed)" if several else group
             ran = res.get("mode") == "run" and res.get("steps")
             per_step = fmt(cpu.median * 1000 / res["steps"]) if ran and cpu else "-"
             body.append((res["workload"], label, fmt(peak), fmt_spread(cpu), per_step))

@@ -34,6 +34,7 @@ class BenchStack:
 
     runners: int
     settings: dict[str, str] = field(default_factory=dict)
+    orchestrators: int = 1
     keep: bool = False
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="heddle-bench-")))
     nats: EmbeddedNats | None = None
@@ -82,18 +83,21 @@ class BenchStack:
             config=self.auth.users.config_path,
         )
         self.nats.start()
-        for name in ("orchestrator", "dispatcher"):
+        more = [f"orchestrator-{i}" for i in range(1, self.orchestrators)]
+        for name in ("orchestrator", *more, "dispatcher"):
             self.start_service(name)
         for i in range(self.runners):
             self.start_service(f"runner-{i}")
         self.start_service("gateway")
 
     def start_service(self, name: str) -> ServiceProcess:
-        kind = "runner" if name.startswith("runner") else name
+        kind = next((k for k in ("runner", "orchestrator") if name.startswith(k)), name)
         assert self.auth is not None and self.nats is not None
         if kind == "runner" and self.auth.add_runner(name):
             self.nats.reload()  # the new runner's user
         extra = self.auth.env(kind, name)
+        if kind == "orchestrator":
+            extra["HEDDLE_ORCHESTRATOR_NAME"] = name
         argv = service_argv(kind)
         if name in CPROFILE:
             PROFILES_DIR.mkdir(parents=True, exist_ok=True)
