@@ -18,6 +18,7 @@ from shared import names
 from shared.contracts import TERMINAL_RUN, CancelRun, SubmitRun, encode
 from shared.documents import carried, drop_document, put_document
 from shared.errors import DocumentTooLarge, InvalidWorkflow, Problem
+from shared.gc_pause import gc_paused
 from shared.json_depth import MAX_JSON_DEPTH, json_depth_exceeds
 from shared.nats_types import NatsError, NatsTimeout
 from shared.settings import Settings
@@ -96,7 +97,8 @@ async def read_json(request: web.Request) -> Any:
     if json_depth_exceeds(raw):
         raise bad_request(too_deep)
     try:
-        return msgspec.json.decode(raw)
+        with gc_paused():  # a big body's objects are no garbage (shared/gc_pause.py)
+            return msgspec.json.decode(raw)
     except RecursionError as exc:  # not reached when the check above is right; still a 400
         raise bad_request(too_deep) from exc
     except msgspec.DecodeError as exc:
@@ -120,7 +122,8 @@ async def create_run(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
     doc = await read_json(request)
     try:
-        req = parse_run_request(doc, limits(settings))
+        with gc_paused():
+            req = parse_run_request(doc, limits(settings))
     except InvalidWorkflow as exc:
         return error(400, "invalid workflow", exc.problems)
     chosen = req.run_id or req.workflow_id

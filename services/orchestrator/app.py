@@ -43,6 +43,7 @@ from shared.contracts import (
 )
 from shared.documents import DocumentGone, drop_document, read_document
 from shared.errors import Problem
+from shared.gc_pause import gc_paused
 from shared.kv_reads import read_current, read_steps
 from shared.metrics import LIVE_RUNS
 from shared.nats_io import close, connect_until_ready
@@ -292,7 +293,9 @@ class Orchestrator:
         submitted as if it had come whole; its chunks are purged once the run is stored."""
         run_id = cmd.run_id
         try:
-            whole = command_decoder.decode(await read_document(self.js, ref))
+            document = await read_document(self.js, ref)
+            with gc_paused():  # a big run's objects are no garbage (shared/gc_pause.py)
+                whole = command_decoder.decode(document)
         except DocumentGone as exc:
             if await self._stored(run_id):  # stored by an earlier delivery, then purged
                 event(log, "duplicate submit", run=run_id)
@@ -311,7 +314,8 @@ class Orchestrator:
         return await self._submit(whole, msg, ref)
 
     async def _submit(self, cmd: SubmitRun, msg: Msg, ref: DocumentRef | None = None) -> Outcome:
-        problems = submit_problems(cmd, self.limits)
+        with gc_paused():
+            problems = submit_problems(cmd, self.limits)
         if cmd.run_id != (named := names.command_run(msg.subject)):
             problems.append(Problem("runId", f"is not the run its subject names ({named!r})"))
         if problems:
@@ -331,7 +335,8 @@ class Orchestrator:
             if ref is not None:
                 await drop_document(self.js, ref)
             return Outcome.DONE
-        state, effects = RunState.new(cmd, self.policy, time.time())
+        with gc_paused():
+            state, effects = RunState.new(cmd, self.policy, time.time())
         actor = self._spawn(state)
         retried = cmd.retry_of
 
