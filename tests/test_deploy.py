@@ -35,6 +35,7 @@ VALUE_SETS = {
     "defaults": {},
     "five-runners": {"runners": {"replicas": 5}},
     "three-dispatchers": {"dispatcher": {"replicas": 3}},
+    "three-orchestrators": {"orchestrator": {"replicas": 3}},
     "everything-set": {
         "namePrefix": "blue-",
         "image": {"repository": "registry.example/heddle", "tag": "1.2.3", "pullPolicy": "Always"},
@@ -937,35 +938,63 @@ def test_autoscaling_refuses_a_minimum_above_the_maximum(chart: helm.Chart) -> N
         render(chart, {"runners": {"autoscaling": {"enabled": True, "maxReplicas": 0}}})
 
 
-def test_several_dispatchers_roll_one_at_a_time_and_never_autoscale(chart: helm.Chart) -> None:
-    """dispatcher.replicas > 1: one Deployment of that many pods, each named by its pod name
-    (POD_NAME, which HEDDLE_DISPATCHER_NAME defaults to), all the one dispatcher NATS user,
-    rolled and drained one at a time; autoscaling, whose scaler is the one dispatcher that
-    leases runners, is refused with them."""
-    three = render(chart, {"dispatcher": {"replicas": 3}})
-    deployment = three.get("Deployment", "dispatcher")
+def _several_roll_one_at_a_time(chart: helm.Chart, component: str) -> dict[str, Any]:
+    """<component>.replicas 3: one Deployment of three pods, each named by its pod name
+    (POD_NAME, which HEDDLE_<COMPONENT>_NAME defaults to; the chart sets no name), all the
+    one NATS user, rolled (maxUnavailable 0) and drained (a budget of one) one at a time. One
+    replica: Recreate and no budget; 0 is refused. Returns the three pods' Deployment."""
+    three = render(chart, {component: {"replicas": 3}})
+    deployment = three.get("Deployment", component)
     assert deployment["spec"]["replicas"] == 3
     assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
     assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
-    _, container = three.heddle_containers()["dispatcher"]
-    env = three.env(container)
+    _, container = three.heddle_containers()[component]
+    env = three.env(container)  # the settings ConfigMap's keys too
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
-    assert "HEDDLE_DISPATCHER_NAME" not in env and env["HEDDLE_NATS_USER"] == "dispatcher"
-    pdb = three.get("PodDisruptionBudget", "dispatcher")
+    assert f"HEDDLE_{component.upper()}_NAME" not in env
+    assert env["HEDDLE_NATS_USER"] == component
+    pdb = three.get("PodDisruptionBudget", component)
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"].items() <= (
         deployment["spec"]["template"]["metadata"]["labels"].items()
     )
     one = render(chart, {})
-    assert one.get("Deployment", "dispatcher")["spec"]["strategy"] == {"type": "Recreate"}
-    assert "dispatcher" not in one.of_kind("PodDisruptionBudget")
+    assert one.get("Deployment", component)["spec"]["replicas"] == 1
+    assert one.get("Deployment", component)["spec"]["strategy"] == {"type": "Recreate"}
+    assert component not in one.of_kind("PodDisruptionBudget")
     with pytest.raises(helm.HelmValuesError):
-        render(chart, {"dispatcher": {"replicas": 0}})
+        render(chart, {component: {"replicas": 0}})
+    return deployment
+
+
+def test_several_dispatchers_roll_one_at_a_time_and_never_autoscale(chart: helm.Chart) -> None:
+    """Several dispatchers share the ready steps; autoscaling, whose scaler is the one
+    dispatcher that leases runners, is refused with them."""
+    _several_roll_one_at_a_time(chart, "dispatcher")
     with pytest.raises(helm.HelmRenderError, match=r"needs dispatcher\.replicas 1"):
         render(
             chart,
             {"dispatcher": {"replicas": 2}, "runners": {"autoscaling": {"enabled": True}}},
         )
+
+
+def test_several_orchestrators_roll_one_at_a_time_within_the_partitions(
+    chart: helm.Chart,
+) -> None:
+    """Several orchestrators share the runs' partitions by leases; never more of them than
+    partitions (each holds at least one)."""
+    deployment = _several_roll_one_at_a_time(chart, "orchestrator")
+    # The pod watch's RBAC is the ServiceAccount's, so every replica has it.
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "heddle-orchestrator"
+    with pytest.raises(
+        helm.HelmRenderError,
+        match=r"orchestrator\.replicas \(13\) must not exceed settings\.partitions \(12\)",
+    ):
+        render(chart, {"orchestrator": {"replicas": 13}})
+    sixteen = render(chart, {"orchestrator": {"replicas": 13}, "settings": {"partitions": 16}})
+    assert sixteen.get("Deployment", "orchestrator")["spec"]["replicas"] == 13
+    _, container = sixteen.heddle_containers()["orchestrator"]
+    assert sixteen.env(container)["HEDDLE_PARTITIONS"] == "16"
 
 
 def test_an_optional_service_monitor_scrapes_every_heddle_pod(

@@ -129,6 +129,14 @@ and waits up to killGrace + 5 s more for it to exit. */ -}}
 {{- if and .Values.runners.autoscaling.enabled (gt (int .Values.dispatcher.replicas) 1) -}}
 {{- fail (printf "runners.autoscaling.enabled needs dispatcher.replicas 1 (not %v): the pool's scaler is the one dispatcher that leases runners" .Values.dispatcher.replicas) -}}
 {{- end -}}
+{{- /* Each orchestrator holds at least one partition: one beyond them would hold nothing. */ -}}
+{{- $partitions := 12 -}}
+{{- if and (not (kindIs "invalid" $s.partitions)) (ne (toString $s.partitions) "") -}}
+{{- $partitions = int $s.partitions -}}
+{{- end -}}
+{{- if gt (int .Values.orchestrator.replicas) $partitions -}}
+{{- fail (printf "orchestrator.replicas (%v) must not exceed settings.partitions (%v): each orchestrator holds at least one partition" .Values.orchestrator.replicas $partitions) -}}
+{{- end -}}
 {{- if and .Values.nats.enabled $s.replicas (gt (float64 $s.replicas) (float64 .Values.nats.replicas)) -}}
 {{- fail (printf "settings.replicas (%v) must not exceed nats.replicas (%v), the chart's NATS nodes" $s.replicas .Values.nats.replicas) -}}
 {{- end -}}
@@ -287,10 +295,12 @@ metadata:
   labels:
     {{- include "heddle.labels" (list $root $c) | nindent 4 }}
 spec:
-  replicas: {{ if ne $c "orchestrator" }}{{ int $v.replicas }}{{ else }}1{{ end }}
+  replicas: {{ int $v.replicas }}
   revisionHistoryLimit: 5
   strategy:
-    {{- if or (eq $c "gateway") (and (eq $c "dispatcher") (gt (int $v.replicas) 1)) }}
+    {{- /* Several orchestrators or dispatchers: a new pod joins before an old one leaves, so
+    the others always hold the partitions (or give out the steps) meanwhile. */}}
+    {{- if or (eq $c "gateway") (gt (int $v.replicas) 1) }}
     type: RollingUpdate
     rollingUpdate:
       maxUnavailable: 0
