@@ -54,13 +54,16 @@ def structural_problems(
     for i, (step_id, parents) in enumerate(deps):
         listed: set[str] = set()
         for j, parent in enumerate(parents):
-            path = f"{prefix}[{i}].dependsOn[{j}]"
             if parent == step_id:
-                problems.append(Problem(path, f"step {step_id!r} depends on itself"))
+                problem = f"step {step_id!r} depends on itself"
             elif parent not in known:
-                problems.append(Problem(path, f"unknown step {parent!r}"))
+                problem = f"unknown step {parent!r}"
             elif parent in listed:
-                problems.append(Problem(path, f"dependency {parent!r} listed twice"))
+                problem = f"dependency {parent!r} listed twice"
+            else:
+                listed.add(parent)
+                continue  # the path is built for a problem alone: a big workflow has none
+            problems.append(Problem(f"{prefix}[{i}].dependsOn[{j}]", problem))
             listed.add(parent)
     # A cycle is still well defined with unknown dependencies (they are left out of the
     # graph), but not with duplicate ids.
