@@ -114,7 +114,9 @@ class Liveness:
         )
 
     async def _heard(self, entry: KeyValue.Entry) -> None:
-        if entry.value is not None:
+        # Every orchestrator watches every heartbeat; one of a run another holds is not
+        # decoded (its key starts with the run), so more orchestrators add no work per beat.
+        if entry.value is not None and entry.key.split(".", 1)[0] in self.actors:
             self._on_heartbeat(entry)
 
     def _on_heartbeat(self, entry: KeyValue.Entry) -> None:
