@@ -101,6 +101,19 @@ async def _documents(probe: Probe, run_ids: list[str], expected: list[int]) -> t
     return list(docs), short
 
 
+async def _cancel(probe: Probe, run_id: str, timeout: float) -> None:
+    """Cancel a run; one answered 202 (accepted, not stored yet) is 404 until the
+    orchestrator stores it, so asked again until it is there."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, body = await probe.request("POST", f"/api/runs/{run_id}/cancel")
+        if status != 404:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"run {run_id} never stored: cancel answered {status} {body}")
+        await asyncio.sleep(0.05)
+
+
 async def _submit_and_wait(
     probe: Probe,
     prefix: str,
@@ -127,7 +140,7 @@ async def _submit_and_wait(
             raise RuntimeError(f"submit refused: {bad[0].status} {str(bad[0].body)[:500]}")
         if cancel:
             for r in run_ids:
-                await probe.request("POST", f"/api/runs/{r}/cancel")
+                await _cancel(probe, r, timeout)
         try:
             end_times = await asyncio.wait_for(asyncio.gather(*ends), timeout)
         except TimeoutError:
