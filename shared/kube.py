@@ -75,7 +75,7 @@ def connect(kubeconfig: str = "") -> tuple[Any, str]:
         else:
             config.load_incluster_config(client_configuration=cfg)
             namespace = (SERVICE_ACCOUNT_DIR / "namespace").read_text().strip() or "default"
-    except Exception as exc:
+    except Exception as exc:  # the client's, urllib3's and the file's errors: one KubeError
         raise KubeError(f"no Kubernetes configuration: {exc}") from exc
     return client.ApiClient(cfg), namespace
 
@@ -140,7 +140,7 @@ class PodSource:
                 name, _preload_content=False, _request_timeout=self.request_timeout
             )
             return json.loads(resp.data)
-        except Exception as exc:
+        except Exception as exc:  # the client's, urllib3's and the socket's: one KubeError
             raise KubeError(f"reading node {name}: {_describe(exc)}") from exc
 
     def _emit(self, item: Item) -> None:
@@ -160,7 +160,7 @@ class PodSource:
                     version = self._follow(version)
             except _Gone:
                 continue  # list again, at once
-            except Exception as exc:
+            except Exception as exc:  # the watch thread must outlive any failure: it lists again
                 if self._stopped.is_set():
                     return
                 self._emit(Broken(_describe(exc)))
@@ -251,7 +251,7 @@ class Scales:
                 _request_timeout=self.request_timeout,
             )
             return int(json.loads(resp.data).get("spec", {}).get("replicas") or 0)
-        except Exception as exc:
+        except Exception as exc:  # the client's, urllib3's and the socket's: one KubeError
             raise KubeError(f"reading the scale of statefulset {name}: {_describe(exc)}") from exc
 
     def _set(self, name: str, replicas: int) -> int:
@@ -265,7 +265,7 @@ class Scales:
                 _request_timeout=self.request_timeout,
             )
             return int(json.loads(resp.data).get("spec", {}).get("replicas") or 0)
-        except Exception as exc:
+        except Exception as exc:  # the client's, urllib3's and the socket's: one KubeError
             raise KubeError(f"scaling statefulset {name} to {replicas}: {_describe(exc)}") from exc
 
 

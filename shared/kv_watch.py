@@ -46,6 +46,6 @@ async def follow(
             await asyncio.sleep(RESTART_AFTER_END)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # the watch must outlive any failure: it starts again
             log.warning("%s watch failed (%s); restarting", what, exc)
             await asyncio.sleep(RESTART_AFTER_FAILURE)

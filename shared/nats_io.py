@@ -102,7 +102,7 @@ async def close(nc: Client | None) -> None:
         await nc.flush(timeout=2)
     try:
         await asyncio.wait_for(nc.close(), 3)
-    except Exception as exc:
+    except (nats.errors.Error, TimeoutError) as exc:
         log.warning("closing the NATS connection: %r", exc)
 
 

@@ -104,7 +104,7 @@ class ContinuousPull:
         self.outstanding = max(self.outstanding - 1, 0)
         try:
             outcome = await self.handler(msg)
-        except Exception:
+        except Exception:  # a handler's bug: the message comes back, the consumer goes on
             log.exception("handler failed for %s", msg.subject)
             outcome = Outcome.FAILED
         await settle(msg, outcome)

@@ -8,6 +8,7 @@ import logging
 from typing import TYPE_CHECKING
 
 import msgspec
+from nats.errors import Error as NatsError
 from nats.js.errors import NotFoundError
 
 from shared import names
@@ -36,7 +37,7 @@ async def last_outcome(
         raw = await js.get_last_msg(names.EVENTS_STREAM, subject)
     except NotFoundError:
         return None
-    except Exception as exc:
+    except NatsError as exc:  # a timeout, no responders, a connection lost
         raise OutcomeUnknown(subject, exc) from exc
     try:
         ev = event_decoder.decode(raw.data or b"")

@@ -134,7 +134,7 @@ class RunActor:
                 await self._handle_batch(batch)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception:  # the run's task must live on: the batch is handled again
                 log.exception("run %s: handling %d messages failed", self.run_id, len(batch))
                 for _, msg in batch:
                     if msg is not None:
@@ -159,7 +159,7 @@ class RunActor:
         for message, msg in batch:
             try:
                 effects.extend(self._decide(message, now))
-            except Exception:
+            except Exception:  # a bug in one decision: that message is retried, not the run lost
                 log.exception("run %s: handling %r failed", self.run_id, message)
                 if msg is not None:
                     await settle(msg, Outcome.FAILED)

@@ -47,7 +47,7 @@ from shared.gc_pause import gc_paused
 from shared.kv_reads import read_current, read_steps
 from shared.metrics import LIVE_RUNS
 from shared.nats_io import close, connect_until_ready
-from shared.nats_types import KeyWrongLastSequenceError
+from shared.nats_types import KeyWrongLastSequenceError, NatsError
 from shared.partitions import partition_of, subject_partition
 from shared.pull import Handler
 from shared.resources import ensure_resources
@@ -379,7 +379,7 @@ class Orchestrator:
     async def _stored(self, run_id: str) -> bool:
         try:
             entry = await self.runs_kv.get(names.run_key(run_id))
-        except Exception:
+        except NatsError:  # absent (KeyNotFoundError), or the server could not say
             return False
         return entry is not None and entry.value is not None
 

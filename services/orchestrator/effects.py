@@ -46,7 +46,7 @@ from shared.metrics import (
     STEPS,
     child,
 )
-from shared.nats_types import KeyWrongLastSequenceError
+from shared.nats_types import KeyWrongLastSequenceError, NatsError
 from shared.service import event
 from shared.timefmt import from_epoch
 
@@ -84,7 +84,7 @@ class EffectRunner:
                 return
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # whatever failed, the writes go again: state must reach KV
                 if create_run and isinstance(exc, KeyWrongLastSequenceError):
                     raise  # the run exists: stored by an earlier delivery of its submit
                 log.warning(
@@ -272,7 +272,7 @@ class EffectRunner:
                     names.log(run_id, note.step_id, note.attempt),
                     encode(LogLine(stream="heddle", seq=0, text=note.text)),
                 )
-        except Exception as exc:
+        except NatsError as exc:
             log.warning("transition notes of run %s not written: %s", run_id, exc)
 
 

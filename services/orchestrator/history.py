@@ -156,7 +156,7 @@ class RunHistory:
                 await self._write(batch)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # the loop must outlive any failure: the batch is kept
                 log.warning("writing run history failed (%s); retrying", exc)
                 for run_id, tracked in batch.items():
                     self._dirty.setdefault(run_id, tracked)

@@ -21,7 +21,7 @@ from services.orchestrator.pods import PodJudge, PodVerdict
 from shared import kube
 from shared.contracts import RunnerPod, encode
 from shared.kv_reads import read_current
-from shared.nats_types import KeyValue
+from shared.nats_types import KeyValue, NatsError
 from shared.service import event
 from shared.settings import Settings
 from shared.tasks import cancel_and_wait
@@ -78,7 +78,7 @@ class PodWatch:
                 await self._handle(item)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception:  # one bad event must not end the watch
                 log.exception("pod watch: handling %s failed", type(item).__name__)
 
     async def _handle(self, item: kube.Item) -> None:
@@ -140,7 +140,7 @@ class PodWatch:
             return
         try:
             await self.pods_kv.delete(name)
-        except Exception as exc:
+        except NatsError as exc:
             log.warning("pod watch: dropping pod %s failed: %s", name, exc)
 
     async def _sync(self, records: list[RunnerPod]) -> None:
@@ -150,7 +150,7 @@ class PodWatch:
             await self._put(rec)
         try:
             stored = {e.key for e in await read_current(self.pods_kv, ">")}
-        except Exception as exc:
+        except (NatsError, TimeoutError) as exc:
             log.warning("pod watch: reading heddle-pods failed: %s", exc)
             return
         for name in sorted(stored - {r.name for r in records}):

@@ -139,7 +139,7 @@ class Scheduler:
                 total += await self._schedule(wf, cursors.get(wf.name), now, since)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # one workflow's failure must not stop the others'
                 log.warning("scheduling %s failed: %s", wf.name, exc)
         return total
 

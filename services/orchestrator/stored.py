@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from shared import names, tickets
 from shared.contracts import StepFinished
+from shared.nats_types import NatsError
 from shared.stored_events import last_outcome
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ async def ready_steps(js: JetStreamContext, run_id: str) -> set[str] | None:
     prefix = names.step_ready(run_id, "")
     try:
         info = await js.stream_info(names.STEPS_STREAM, subjects_filter=prefix + "*")
-    except Exception as exc:
+    except NatsError as exc:
         log.warning("listing the ready steps of run %s failed: %s", run_id, exc)
         return None
     subjects = info.state.subjects or {}
