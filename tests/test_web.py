@@ -15,10 +15,14 @@ from typing import Any
 from urllib.parse import urlencode, urlparse
 
 import pytest
+from aiohttp.test_utils import TestClient
 from multidict import CIMultiDict
 from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 
 from tests.conftest import StackFactory
+from tests.gateway_apps import Gateway
+from tests.gateway_apps import admin_file as admin_file  # fixtures
+from tests.gateway_apps import gateway as gateway
 from tests.stack import REPO, Stack
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -29,14 +33,13 @@ SHOTS = REPO / "test-results" / "web"  # screenshots of each browser test (ignor
 # ---- HTTP ---------------------------------------------------------------------------------
 
 
-async def fetch(s: Stack, path: str, **headers: str) -> tuple[int, CIMultiDict[str], bytes]:
-    session = await s.http()
-    async with session.get(s.base + path, headers=headers) as resp:
+async def fetch(gw: TestClient, path: str, **headers: str) -> tuple[int, CIMultiDict[str], bytes]:
+    async with gw.get(path, headers=headers) as resp:
         return resp.status, resp.headers.copy(), await resp.read()
 
 
-async def test_page_and_assets(stack: StackFactory) -> None:
-    s = await stack(runners=1)
+async def test_page_and_assets(gateway: Gateway) -> None:
+    s = await gateway()
     status, headers, body = await fetch(s, "/")
     assert status == 200
     assert headers["Content-Type"] == "text/html; charset=utf-8"
