@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
+import nats
+from aiohttp.test_utils import TestClient
 from nats.js import JetStreamContext
 
+from services.embedded_nats import EmbeddedNats
 from services.orchestrator.retention import Retention
 from shared import names
 from shared.buckets import open_bucket
 from shared.contracts import RunSummary, encode
 from shared.kv_reads import read_current
 from tests.conftest import StackFactory
+from tests.gateway_apps import Gateway, call, root
+from tests.gateway_apps import admin_file as admin_file  # fixtures
+from tests.gateway_apps import gateway as gateway
 from tests.stack import TERMINAL_RUN, Stack
 
 V1 = {"name": "etl", "steps": [{"id": "A", "command": "echo one"}]}
@@ -38,7 +45,18 @@ V2_AGAIN = {
 }
 
 
-async def register(s: Stack, doc: dict[str, Any], expect: int = 201) -> int:
+class GatewayApp:
+    """A gateway app over a real NATS, asked as ``Stack.request`` asks a whole stack: for
+    what the gateway answers alone (workflows are registered, paused and read there)."""
+
+    def __init__(self, client: TestClient, token: str) -> None:
+        self.client, self.token = client, token
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        return await call(self.client, method, path, self.token, **kwargs)
+
+
+async def register(s: Stack | GatewayApp, doc: dict[str, Any], expect: int = 201) -> int:
     status, body = await s.request("POST", "/api/workflows", json=doc)
     assert status == expect, body
     return body["version"]
@@ -102,8 +120,8 @@ async def test_versions_triggers_and_history(stack: StackFactory) -> None:
     assert wf["lastRun"]["runId"] == r3 and wf["lastRun"]["status"] == "succeeded"
 
 
-async def test_pause_and_every_error_is_clear(stack: StackFactory) -> None:
-    s = await stack(runners=0)
+async def test_pause_and_every_error_is_clear(gateway: Gateway, admin_file: Path) -> None:
+    s = GatewayApp(await gateway(), root(admin_file))
     bad = {
         "name": "nightly",
         "schedule": "61 * * * *",
@@ -166,11 +184,11 @@ async def test_pause_and_every_error_is_clear(stack: StackFactory) -> None:
 
 
 async def test_history_of_thousands_of_runs_reads_only_their_summaries(
-    stack: StackFactory,
+    gateway: Gateway, admin_file: Path, nats_server: EmbeddedNats
 ) -> None:
-    s = await stack(runners=0)
+    s = GatewayApp(await gateway(), root(admin_file))
     await register(s, {"name": "big", "steps": [{"id": "s", "command": "true"}]})
-    nc = await s.connect()
+    nc = await nats.connect(nats_server.url)
     js = nc.jetstream()
     futures = []
     for i in range(3000):
