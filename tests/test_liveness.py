@@ -131,13 +131,16 @@ async def test_pool_joins_and_leaves(stack: StackFactory) -> None:
 
 
 async def test_broker_outage_is_not_a_death(stack: StackFactory) -> None:
-    s = await stack(runners=3, HEDDLE_HEARTBEAT_INTERVAL="0.5")
-    run_id = await s.submit({"steps": [{"id": f"s{i}", "command": "sleep 8"} for i in range(3)]})
+    # The broker is away for twice the silence limit (0.5 s x 3) while every step runs.
+    interval, outage = 0.5, 3.0
+    assert outage >= 2 * interval * GRACE
+    s = await stack(runners=3, HEDDLE_HEARTBEAT_INTERVAL=str(interval))
+    run_id = await s.submit({"steps": [{"id": f"s{i}", "command": "sleep 6"} for i in range(3)]})
     for i in range(3):
         await s.wait_step(run_id, f"s{i}", {"running"})
     assert s.nats is not None
     s.nats.kill()
-    await asyncio.sleep(5)
+    await asyncio.sleep(outage)
     s.nats.start()
     run = await s.wait_run(run_id, timeout=30)
     assert run["status"] == "succeeded", run
