@@ -28,16 +28,18 @@ async def follow(
     log: logging.Logger,
     on_caught_up: Callable[[], None],
     on_restart: Callable[[], None] | None = None,
+    keys: str = ">",
     **watch_options: Any,
 ) -> None:
-    """Run until cancelled. ``on_restart`` is called before every (re)start of the watch,
+    """Run until cancelled: the keys ``keys`` matches (every key by default). ``on_restart``
+    is called before every (re)start of the watch,
     ``on_caught_up`` once each watch has replayed the current values, ``on_entry`` for each
     value and change. A failure is logged as "<what> watch failed" and the watch restarts."""
     while True:
         if on_restart is not None:
             on_restart()
         try:
-            watcher = await kv.watchall(**watch_options)
+            watcher = await kv.watch(keys, **watch_options)
             async for entry in watcher:
                 if entry is None:
                     on_caught_up()

@@ -204,12 +204,31 @@ def steps_of_run(run: str) -> str:
 
 
 def heartbeat_key(run: str, step: str, runner: str) -> str:
-    """Each runner writes its own key, so the server's permissions confine it to its own."""
+    """Each runner writes its own key, so the server's permissions confine it to its own.
+    The bucket stores it with the run's partition appended (HEARTBEATS_PARTITIONED), so an
+    orchestrator watches its partitions' heartbeats alone; read it as ``stored_heartbeat``."""
     return f"{run}.{step}.{runner}"
 
 
+HEARTBEAT_PUBLISHED = "*.*.*"
+
+
+def heartbeats_partitioned(partitions: int) -> str:
+    tokens = ".".join(f"{{{{wildcard({i})}}}}" for i in range(1, 4))
+    return f"{tokens}.{{{{partition({partitions},1)}}}}"
+
+
+def stored_heartbeat(run: str, step: str, runner: str) -> str:
+    """A runner's heartbeat key as the bucket stores it (a filter)."""
+    return f"{heartbeat_key(run, step, runner)}.*"
+
+
+def heartbeats_of_partition(partition: int) -> str:
+    return f"*.*.*.{partition}"
+
+
 def heartbeats_of_step(run: str, step: str) -> str:
-    return f"{run}.{step}.*"
+    return f"{run}.{step}.>"
 
 
 def heartbeats_of_run(run: str) -> str:

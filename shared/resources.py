@@ -137,7 +137,12 @@ def bucket_configs(settings: Settings) -> dict[str, StreamConfig]:
     that one comparison path handles streams and buckets alike."""
     storage = _storage(settings)
 
-    def kv(bucket: str, description: str, marker_ttl: float | None = None) -> StreamConfig:
+    def kv(
+        bucket: str,
+        description: str,
+        marker_ttl: float | None = None,
+        transform: SubjectTransform | None = None,
+    ) -> StreamConfig:
         return StreamConfig(
             name=names.kv_stream(bucket),
             subjects=[f"$KV.{bucket}.>"],
@@ -154,12 +159,22 @@ def bucket_configs(settings: Settings) -> dict[str, StreamConfig]:
             num_replicas=settings.replicas,
             allow_direct=True,
             subject_delete_marker_ttl=marker_ttl,
+            subject_transform=transform,
         )
 
     return {
         names.WORKFLOWS_BUCKET: kv(names.WORKFLOWS_BUCKET, "Versioned workflow definitions"),
         names.RUNS_BUCKET: kv(names.RUNS_BUCKET, "Run and step state, owned by the orchestrator"),
-        names.HEARTBEATS_BUCKET: kv(names.HEARTBEATS_BUCKET, "Step heartbeats from runners"),
+        names.HEARTBEATS_BUCKET: kv(
+            names.HEARTBEATS_BUCKET,
+            "Step heartbeats from runners",
+            transform=SubjectTransform(
+                src=names.kv_subject(names.HEARTBEATS_BUCKET, names.HEARTBEAT_PUBLISHED),
+                dest=names.kv_subject(
+                    names.HEARTBEATS_BUCKET, names.heartbeats_partitioned(settings.partitions)
+                ),
+            ),
+        ),
         # Registry entries carry a TTL; the marker tells watchers when a runner left.
         names.RUNNERS_BUCKET: kv(names.RUNNERS_BUCKET, "Runner registry", marker_ttl=1.0),
         names.CRON_BUCKET: kv(names.CRON_BUCKET, "Cron slots, each created at most once"),

@@ -16,6 +16,8 @@ import pytest
 
 from bench.procfs import group_members
 from shared import names
+from shared.partitions import partition_of
+from shared.settings import Settings
 from tests.conftest import StackFactory
 from tests.stack import Stack, step_of
 from tests.test_assign_answer import assign, one_runner
@@ -84,7 +86,7 @@ async def test_a_runner_dying_before_it_answered_leaves_the_same_attempt_to_anot
     """No heartbeat and no answer: nothing shows that the attempt ran, so the dispatcher,
     once it stops waiting for the answer, offers it again. The step succeeds on its first
     attempt, with no retry spent and no silence to wait for."""
-    s = await stack(runners=0, HEDDLE_STARTED_REPORT_DELAY="5", HEDDLE_ASSIGN_TIMEOUT="8")
+    s = await stack(runners=0, HEDDLE_STARTED_REPORT_DELAY="5", HEDDLE_ASSIGN_TIMEOUT="4")
     ran = tmp_path / "ran"
     run = await die_under_the_step(s, ran, retries=0)
     work = step_of(run, "work")
@@ -119,7 +121,9 @@ async def test_only_with_every_start_reported_at_once_is_an_attempt_known_before
         await asyncio.sleep(0.01)
     async with await s.connect() as nc:
         kv = await nc.jetstream().key_value(names.HEARTBEATS_BUCKET)
+        # As the bucket stores it: the run's partition appended.
         key = names.heartbeat_key(run_id, "work", "runner-0")
+        key += f".{partition_of(run_id, Settings().partitions)}"
         try:
             known = (await kv.get(key)).value is not None
         except nats.js.errors.KeyNotFoundError:

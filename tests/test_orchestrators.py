@@ -129,3 +129,27 @@ async def test_three_orchestrators_and_two_dispatchers_each_killed_mid_run(
         pids[attempt].add(pid)
     assert len(pids) == 5 * 2 * LAYERS * WIDTH
     assert {a: p for a, p in pids.items() if len(p) > 1} == {}
+
+
+async def test_a_restarted_orchestrator_learns_a_queued_attempts_runner_from_its_heartbeat(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """A runner accepted an attempt (its heartbeat stored) and has not reported it started
+    when the orchestrator is SIGKILLed: the one started again learns the runner from the
+    replayed heartbeat, so when that runner dies too, the watchdog fails the attempt and a
+    new one runs; the same attempt is never queued again as lost (it would run twice)."""
+    s = await stack(runners=1, HEDDLE_STARTED_REPORT_DELAY="30")
+    marks = tmp_path / "marks"
+    command = f'echo "$HEDDLE_ATTEMPT" >> {marks}; sleep 4'
+    run_id = await s.submit({"steps": [{"id": "s", "command": command, "retries": 1}]})
+    await until(lambda: marks.exists(), 20, "the command did not start")
+    s.kill("orchestrator")
+    s.start("orchestrator")
+    await until(lambda: len(lines(s, "orchestrator", "partitions taken")) >= 2, 20, "no restart")
+    s.kill("runner-0", with_group=True)
+    s.start("runner-0")
+    run = await s.wait_run(run_id, timeout=60)
+    assert "lost attempt" not in s.logs("orchestrator")
+    assert "watchdog verdict" in s.logs("orchestrator")
+    assert marks.read_text().split() == ["1", "2"], marks.read_text()
+    assert run["status"] == "succeeded"

@@ -14,6 +14,7 @@ from services.embedded_nats import EmbeddedNats
 from shared import names
 from shared.errors import ResourceMismatch
 from shared.jetstream_api import reset_consumer
+from shared.kv_reads import read_current
 from shared.nats_io import close
 from shared.nats_types import AckPolicy, ConsumerConfig
 from shared.partitions import partition_of, subject_partition
@@ -28,9 +29,11 @@ async def test_stored_subjects_carry_the_partition_partition_of_computes(
     try:
         res = await ensure_resources(nc, Settings.from_env({}, partitions=7))
         runs = [f"run-{i}" for i in range(200)] + ["a", "Z_9", "x" * 64]
+        hb = names.HEARTBEATS_BUCKET
         for run in runs:
             await res.js.publish(names.cmd_submit(run), b"{}")
             await res.js.publish(names.evt(run, "s", "finished", "runner-0"), b"{}")
+            await res.js.publish(names.kv_subject(hb, names.heartbeat_key(run, "s", "r0")), b"1")
         for stream, pattern in ((names.CMD_STREAM, ">"), (names.EVENTS_STREAM, ">")):
             info = await res.js.stream_info(stream, subjects_filter=pattern)
             stored = info.state.subjects or {}
@@ -42,6 +45,13 @@ async def test_stored_subjects_carry_the_partition_partition_of_computes(
                     else subject.split(".")[2]
                 )
                 assert subject_partition(subject) == partition_of(run, 7), subject
+        # Heartbeats too, and a partition's watch sees its runs' alone.
+        kv = res.kv[hb]
+        keys = [e.key for e in await read_current(kv, names.heartbeats_of_partition(3))]
+        assert sorted(k.split(".")[0] for k in keys) == sorted(
+            r for r in runs if partition_of(r, 7) == 3
+        )
+        assert all(k.endswith(".3") for k in keys)
         # A partition's consumer filter takes that partition's runs alone.
         info = await res.js.stream_info(
             names.EVENTS_STREAM, subjects_filter=names.evt_of_partition(3)

@@ -96,7 +96,7 @@ async def heartbeat_at(js: JetStreamContext, run_id: str, step: StepRecord) -> f
     if step.runner is None:
         return None
     bucket = names.HEARTBEATS_BUCKET
-    key = names.heartbeat_key(run_id, step.id, step.runner)
+    key = names.stored_heartbeat(run_id, step.id, step.runner)
     try:
         msg = await js.get_last_msg(names.kv_stream(bucket), names.kv_subject(bucket, key))
     except NotFoundError:

@@ -111,7 +111,6 @@ class Orchestrator:
         self.consumers = PartitionConsumers(
             self.nc, self.js, self._guard(self._on_command), self._guard(self._on_event)
         )
-        self.liveness.watch()
         self.liveness.start()
         if wanted(self.settings):
             self.pod_watch = PodWatch(
@@ -129,6 +128,8 @@ class Orchestrator:
         started = time.monotonic()
         await self.consumers.bind(parts)
         await self._rebuild(parts)
+        # After the rebuild: a heartbeat replayed before its run's actor exists is dropped.
+        self.liveness.watch(parts)
         await self.consumers.start(parts)
         if 0 in parts:
             await self.workflows.lead()
@@ -160,6 +161,7 @@ class Orchestrator:
                 if self.liveness is not None:
                     self.liveness.forget_run(actor.run_id)
         await self.consumers.stop(parts)
+        await self.liveness.unwatch(parts)
 
     def _acting_on(self, msg: Msg) -> bool:
         """Whether the message's partition is held here, under a lease still fresh."""

@@ -61,15 +61,28 @@ class Liveness:
             settings.silence_limit, lambda run_id: ready_steps(self.js, run_id)
         )
         self._periodic: list[Periodic] = []  # the watchdog's scan, the backstop's look
-        self._hb_task: asyncio.Task[None] | None = None
+        self._watches: dict[int, asyncio.Task[None]] = {}  # partition -> its heartbeat watch
+        self._caught_up: set[int] = set()
 
     # ---- lifecycle ----
 
-    def watch(self) -> None:
-        """Start the heartbeat watch, or start it again from a fresh replay."""
-        if self._hb_task:
-            self._hb_task.cancel()
-        self._hb_task = asyncio.create_task(self._watch_heartbeats(), name="heartbeats")
+    def watch(self, parts: set[int]) -> None:
+        """Start the heartbeat watch of each partition, or start it again from a fresh
+        replay. No verdict at all until every watch has replayed (then a full grace from
+        now): a rare pause (a partition taken, a reconnect) for a simple rule."""
+        if parts:
+            self.view.disconnected()  # now, not when the first watch task gets to run
+        for p in parts:
+            self._caught_up.discard(p)
+            old = self._watches.pop(p, None)
+            if old is not None:
+                old.cancel()
+            self._watches[p] = asyncio.create_task(self._watch_heartbeats(p), name=f"hb-{p}")
+
+    async def unwatch(self, parts: set[int]) -> None:
+        for p in parts:
+            await cancel_and_wait(self._watches.pop(p, None))
+            self._caught_up.discard(p)
 
     def start(self) -> None:
         self._periodic = [
@@ -84,14 +97,14 @@ class Liveness:
             await job.stop()
 
     async def stop_watch(self) -> None:
-        await cancel_and_wait(self._hb_task)
+        await self.unwatch(set(self._watches))
 
     def disconnected(self) -> None:
         self.view.disconnected()
 
     def reconnected(self) -> None:
-        # The heartbeat watch restarts and resumes the watchdog once it has caught up.
-        self.watch()
+        # The heartbeat watches restart and resume the watchdog once they have caught up.
+        self.watch(set(self._watches))
 
     def forget_run(self, run_id: str) -> None:
         self.view.forget_run(run_id)
@@ -99,24 +112,32 @@ class Liveness:
 
     # ---- heartbeats ----
 
-    async def _watch_heartbeats(self) -> None:
-        # No verdicts until the watch has replayed the current heartbeats: a view that is
-        # behind (just started, just reconnected, a slow replay) would see silence that is
-        # not there. Caught up, every attempt gets a full grace from now.
+    async def _watch_heartbeats(self, partition: int) -> None:
+        # No verdicts until the watches have replayed the current heartbeats: a view that
+        # is behind (just started, just reconnected, a slow replay) would see silence that
+        # is not there. Caught up, every attempt gets a full grace from now.
+        def restarting() -> None:
+            self._caught_up.discard(partition)
+            self.view.disconnected()
+
+        def caught_up() -> None:
+            self._caught_up.add(partition)
+            if self._caught_up >= set(self._watches):
+                self.view.reconnected()
+
         await follow(
             self.hb_kv,
             self._heard,
             what="heartbeat",
             log=log,
-            on_caught_up=self.view.reconnected,
-            on_restart=self.view.disconnected,
+            on_caught_up=caught_up,
+            on_restart=restarting,
             ignore_deletes=True,
+            keys=names.heartbeats_of_partition(partition),
         )
 
     async def _heard(self, entry: KeyValue.Entry) -> None:
-        # Every orchestrator watches every heartbeat; one of a run another holds is not
-        # decoded (its key starts with the run), so more orchestrators add no work per beat.
-        if entry.value is not None and entry.key.split(".", 1)[0] in self.actors:
+        if entry.value is not None:
             self._on_heartbeat(entry)
 
     def _on_heartbeat(self, entry: KeyValue.Entry) -> None:
@@ -128,7 +149,8 @@ class Liveness:
         if actor is None:
             return
         step = actor.state.steps.get(hb.step_id)
-        if entry.key != names.heartbeat_key(hb.run_id, hb.step_id, hb.runner) or (
+        published = entry.key.rsplit(".", 1)[0]  # less the partition the bucket appended
+        if published != names.heartbeat_key(hb.run_id, hb.step_id, hb.runner) or (
             step is not None and not actor.state.holds_ticket(step, hb.ticket)
         ):
             # Another runner's key, or not the attempt's ticket: not from its runner.
