@@ -140,7 +140,10 @@ WORKFLOW_LINKS = _links(
 SUBMITTED = {
     201: (Submitted, "Created and stored by the orchestrator"),
     200: (Submitted, "A run with this id exists already: nothing was created"),
-    202: (Submitted, "Accepted; the orchestrator had not confirmed it within the wait"),
+    202: (
+        Submitted,
+        "Accepted; not confirmed within the wait, or carried beside its command (over 256 KiB)",
+    ),
 }
 EVENTS_NOTE = (
     "Server-sent events: the current state first, then `step` (StepChange) and `run` "

@@ -141,7 +141,8 @@ async def create_run(request: web.Request) -> web.Response:
 
 async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -> web.Response:
     """Send a submit command; answer 201 once the orchestrator stored the run, 200 if it
-    existed already, 202 if the orchestrator did not confirm in time (it will create it).
+    existed already, 202 if the orchestrator did not confirm in time (it will create it) or
+    the run is carried beside its command (too big to wait for).
     A run id the client chose is looked up first: the stream's duplicate window (120 s)
     and the orchestrator's memory of finished runs are both shorter than a run's life."""
     nc = request.app[NATS]
@@ -169,6 +170,10 @@ async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -
             await drop_document(res.js, ref)  # the orchestrator never sees this command
         if ack.duplicate and (existing := await get_run_record(res.runs, run_id)) is not None:
             return json_response(Submitted(run_id=run_id, status=existing.status, created=False))
+        if ref is not None:
+            # A big run takes the orchestrator longer to store than a client should wait:
+            # its command is durable now, and that is the answer.
+            return json_response(Submitted(run_id=run_id, status="accepted"), 202)
         try:
             await stored.next_msg(timeout=settings.submit_confirm_timeout)
         except (NatsTimeout, TimeoutError):
