@@ -35,16 +35,16 @@ def step_command(ledger: Path, pause: str) -> str:
     return f"{line.format('start')}; sleep {pause}; {line.format('end')}"
 
 
-def layered(ledger: Path, rng: random.Random) -> dict:
-    """LAYERS x WIDTH steps, each depending on two of the layer above: most sleep 0.05 s,
-    one in five 0.6 s."""
+def layered(ledger: Path, rng: random.Random, width: int = WIDTH) -> dict:
+    """LAYERS x ``width`` steps, each depending on two of the layer above: most sleep
+    0.05 s, one in five 0.6 s."""
     steps = []
     for layer in range(LAYERS):
-        for i in range(WIDTH):
+        for i in range(width):
             pause = "0.6" if rng.random() < 0.2 else "0.05"
             step: dict = {"id": f"l{layer}s{i}", "command": step_command(ledger, pause)}
             if layer:
-                step["dependsOn"] = sorted({f"l{layer - 1}s{i}", f"l{layer - 1}s{(i * 7) % WIDTH}"})
+                step["dependsOn"] = sorted({f"l{layer - 1}s{i}", f"l{layer - 1}s{(i * 7) % width}"})
             steps.append(step)
     return {"steps": steps}
 

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import StackFactory
 from tests.stack import Stack
-from tests.test_dispatchers import LAYERS, RUNNERS, WIDTH, layered, read_ledger, until
+from tests.test_dispatchers import LAYERS, RUNNERS, layered, read_ledger, until
 
 pytestmark = pytest.mark.fault
 
@@ -65,15 +65,16 @@ async def balanced(s: Stack, live: tuple[str, ...]) -> None:
 
 
 async def kill_while_running(s: Stack, ledger: Path, victim: str, rng: random.Random) -> float:
-    """Two runs; ``victim`` SIGKILLed once a quarter of their steps started; returns when
-    (wall clock) it was killed, once both runs succeeded with every step on attempt 1."""
-    runs = [await s.submit(layered(ledger, rng)) for _ in range(2)]
+    """Three runs (spread over the partitions); ``victim`` SIGKILLed once a quarter of their
+    steps started; returns when (wall clock) it was killed, once every run succeeded with
+    every step on attempt 1."""
+    runs = [await s.submit(layered(ledger, rng, width=5)) for _ in range(3)]
 
     def started() -> int:
         rows = read_ledger(ledger) if ledger.exists() else []
         return sum(1 for r in rows if r[1] == "start" and r[3].split("/")[0] in runs)
 
-    await until(lambda: started() >= len(runs) * LAYERS * WIDTH // 4, 30, "runs did not start")
+    await until(lambda: started() >= len(runs) * LAYERS * 5 // 4, 30, "runs did not start")
     killed_at = time.time()
     s.kill(victim)
     for run_id in runs:
@@ -127,7 +128,7 @@ async def test_three_orchestrators_and_two_dispatchers_each_killed_mid_run(
     pids: dict[str, set[int]] = defaultdict(set)
     for _t, _what, _runner, attempt, pid in read_ledger(ledger):
         pids[attempt].add(pid)
-    assert len(pids) == 5 * 2 * LAYERS * WIDTH
+    assert len(pids) == 5 * 3 * LAYERS * 5
     assert {a: p for a, p in pids.items() if len(p) > 1} == {}
 
 
