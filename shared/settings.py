@@ -33,6 +33,7 @@ POSITIVE = (
     "watchdog_scan",
     "registry_interval",
     "assign_timeout",
+    "ready_ack_wait",
     "retry_base",
     "retry_cap",
     "kill_grace",
@@ -170,6 +171,12 @@ class Settings:
         "HEDDLE_ASSIGN_TIMEOUT",
         "how long the dispatcher waits for a runner to accept an assignment (a runner answers "
         "within a quarter of it)",
+    )
+    ready_ack_wait: float = _s(
+        4.0,
+        "HEDDLE_READY_ACK_WAIT",
+        "how long after a dispatcher last touched a ready step in its hand the others may take "
+        "it (a dispatcher that died); at least twice HEDDLE_ASSIGN_TIMEOUT is used",
     )
     retry_base: float = _s(1.0, "HEDDLE_RETRY_BASE", "backoff after the first failed attempt")
     retry_cap: float = _s(300.0, "HEDDLE_RETRY_CAP", "longest backoff between attempts")

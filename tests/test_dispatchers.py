@@ -1,7 +1,8 @@
 """Several dispatchers (docs/architecture.md, "Several dispatchers"), as real processes: two
 share the ready steps, never give one runner two steps at once, and one SIGKILLed mid-run
 leaves no step stuck: the ready steps it held come back to the other once their ack wait ends
-(4 s), and one stopped with SIGTERM (a rolling update) gives them back at once.
+(HEDDLE_READY_ACK_WAIT, 2 s in the tests), and one stopped with SIGTERM (a rolling update)
+gives them back at once.
 
 Every step appends a start and an end line to one ledger (its runner, run, step, attempt and
 pid), so the checks are about what ran, not only what the run documents say.
@@ -20,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from services.dispatcher.app import ACK_WAIT
-from tests.conftest import StackFactory
+from services.dispatcher.app import ack_wait
+from shared.settings import Settings
+from tests.conftest import FAST, StackFactory
 from tests.stack import Stack
 
 pytestmark = pytest.mark.fault
@@ -140,7 +142,7 @@ async def test_a_stopped_dispatcher_gives_back_the_steps_it_held_at_once(
     shown = ", ".join(f"{r:.2f}" for r in recovery)
     print(f"\nSIGTERM -> each step given back starts: {shown} s")
     assert recovery, "neither dispatcher held a step when stopped"
-    assert max(recovery) < ACK_WAIT, recovery
+    assert max(recovery) < ack_wait(Settings.from_env(FAST)), recovery
 
 
 async def test_two_dispatchers_share_the_pool_and_one_killed_leaves_no_step_stuck(

@@ -17,6 +17,7 @@ from services.dispatcher.app import ready_consumer
 from shared import names
 from shared.contracts import StepReady, encode
 from shared.resources import ensure_consumer
+from shared.settings import Settings
 from shared.timefmt import from_epoch
 from tests.conftest import StackFactory
 from tests.stack import Stack, step_of
@@ -30,7 +31,7 @@ async def take_ready_message(s: Stack, run_id: str, step_id: str) -> None:
     nc = await s.connect()
     try:
         js = nc.jetstream()
-        await ensure_consumer(js, names.STEPS_STREAM, ready_consumer())
+        await ensure_consumer(js, names.STEPS_STREAM, ready_consumer(Settings()))
         sub = await js.pull_subscribe_bind(names.DISPATCHER_DURABLE, names.STEPS_STREAM)
         [msg] = await sub.fetch(1, timeout=10)
         assert msg.subject == names.step_ready(run_id, step_id)

@@ -64,12 +64,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("heddle.dispatcher")
 AttemptKey = tuple[str, str, int, int]  # run, step, attempt, requeue
-# A ready message in a dispatcher's hand goes back to the others this long after it was last
-# touched: when the dispatcher died (SIGKILL, a lost pod), how long its steps wait. A message in
-# hand is touched (in progress) every third of it while it waits for a runner, and before each
-# offer after the first, so a live dispatcher never loses one it holds. At least twice
-# HEDDLE_ASSIGN_TIMEOUT: one offer and the check after it fit within it.
-ACK_WAIT = 4.0
 # Ready steps fetched beyond the free runners: a runner that frees up finds its next step
 # already here, off the pull's round trip, and one pull request serves several steps. Few,
 # because a step held here is not available to another dispatcher (docs/performance.md).
@@ -92,17 +86,22 @@ class Answer(enum.Enum):
     UNREACHED = "unreached"  # no runner listens on its subject: it never arrived
 
 
-def ack_wait(assign_timeout: float) -> float:
-    return max(ACK_WAIT, 2 * assign_timeout)
+def ack_wait(settings: Settings) -> float:
+    """A ready message in a dispatcher's hand goes back to the others this long after it was
+    last touched: when the dispatcher died (SIGKILL, a lost pod), how long its steps wait. A
+    message in hand is touched (in progress) every third of it while it waits for a runner,
+    and before each offer after the first, so a live dispatcher never loses one it holds. At
+    least twice HEDDLE_ASSIGN_TIMEOUT: one offer and the check after it fit within it."""
+    return max(settings.ready_ack_wait, 2 * settings.assign_timeout)
 
 
-def ready_consumer(assign_timeout: float = 2.0) -> ConsumerConfig:
+def ready_consumer(settings: Settings) -> ConsumerConfig:
     """The dispatchers' shared durable consumer of ready steps."""
     return ConsumerConfig(
         durable_name=names.DISPATCHER_DURABLE,
         filter_subject=names.STEP_READY_ALL,
         ack_policy=AckPolicy.EXPLICIT,
-        ack_wait=ack_wait(assign_timeout),
+        ack_wait=ack_wait(settings),
         max_ack_pending=-1,
     )
 
@@ -150,9 +149,7 @@ class Dispatcher:
         self.heartbeats_kv: KeyValue = res.kv[names.HEARTBEATS_BUCKET]
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self._events_sub = await self.nc.subscribe(names.EVT_FINISHED_ALL, cb=self._on_event)
-        await ensure_consumer(
-            self.js, names.STEPS_STREAM, ready_consumer(self.settings.assign_timeout)
-        )
+        await ensure_consumer(self.js, names.STEPS_STREAM, ready_consumer(self.settings))
         # Credit follows the free runners: a saturated pool leaves steps in the stream.
         self._pull = ContinuousPull(
             self.nc, names.STEPS_STREAM, names.DISPATCHER_DURABLE, self._on_ready, credit=0
@@ -357,7 +354,7 @@ class Dispatcher:
     async def _reserve(self, msg: Msg) -> str | None:
         """A free runner, reserved for this message, once there is one; None if this
         dispatcher stops first. The message is touched while it waits, so it is not lost."""
-        touch_every = ack_wait(self.settings.assign_timeout) / 3
+        touch_every = ack_wait(self.settings) / 3
         while (name := self.pool.reserve()) is None:
             if self._stopping:
                 return None
