@@ -64,7 +64,7 @@ def _is_number(value: object) -> bool:
 _PLAIN_FIELDS = frozenset({"id", "command", "dependsOn"})
 
 
-def _plain_step(step: object, max_chars: int) -> tuple[str, list[str]] | None:
+def _plain_step(step: object, limits: Limits) -> tuple[str, list[str]] | None:
     """A step with an id, a short command and string dependencies, nothing else, all of them
     right: the bulk of a big workflow, passed without building a path or a problem list.
     None for anything else, which ``_check_step`` then checks in full."""
@@ -76,7 +76,7 @@ def _plain_step(step: object, max_chars: int) -> tuple[str, list[str]] | None:
         type(step_id) is str
         and ID_PATTERN.match(step_id)
         and type(command) is str
-        and len(command) <= max_chars
+        and len(command) <= limits.max_command_bytes // 4  # a character: at most 4 bytes
         and command.strip()
         and "\x00" not in command
         and type(deps) is list
@@ -218,9 +218,8 @@ def workflow_problems(
         problems.append(Problem("steps", f"{len(steps)} steps; the limit is {limits.max_steps}"))
         return problems
     deps: list[tuple[str, list[str]]] = []
-    max_chars = limits.max_command_bytes // 4  # a character is at most 4 bytes of UTF-8
     for i, step in enumerate(steps):
-        checked = _plain_step(step, max_chars) or _check_step(step, i, limits, problems)
+        checked = _plain_step(step, limits) or _check_step(step, i, limits, problems)
         # A step without a usable id keeps its place (so paths stay right) under a name no
         # dependency can spell.
         deps.append(checked if checked is not None else (f"\x00{i}", []))
