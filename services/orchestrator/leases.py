@@ -84,11 +84,6 @@ class Leases:
         self._lock = asyncio.Lock()  # one move at a time: a take never overlaps a give
         self._tasks: list[asyncio.Task[None]] = []
 
-    @property
-    def leading(self) -> bool:
-        """Whether this orchestrator runs the cron scheduler and the retention."""
-        return 0 in self.held
-
     def fresh(self) -> bool:
         """Whether this orchestrator may act on its partitions now."""
         return time.monotonic() - self._renewed_at < self.ttl
