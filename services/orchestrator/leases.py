@@ -116,6 +116,13 @@ class Leases:
         for task in self._tasks:
             await cancel_and_wait(task)
 
+    async def halt(self) -> None:
+        """Stop renewing and moving, keeping what it holds: what a frozen or dead process
+        looks like to the others (the tests' freeze; ``step`` afterwards is its return)."""
+        for task in self._tasks:
+            await cancel_and_wait(task)
+        self._tasks.clear()
+
     async def _loop(self) -> None:
         while True:
             await asyncio.sleep(self.ttl / 6)

@@ -1,0 +1,89 @@
+"""The leases adapter (services/orchestrator/leases.py) on a real server: orchestrators
+share the partitions, a graceful stop hands them over at once, a silent one loses them after
+the lease's time, and one that was judged silent and comes back drops what it held."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import nats
+
+from services.embedded_nats import EmbeddedNats
+from services.orchestrator.leases import Leases
+from shared import names
+from shared.nats_io import close
+from shared.resources import ensure_resources
+from shared.settings import Settings
+
+TTL = 1.5
+PARTITIONS = 6
+
+
+class Member:
+    """One orchestrator's view: the partitions its callbacks were told it holds."""
+
+    def __init__(self, kv, name: str) -> None:
+        self.parts: set[int] = set()
+        self.lost: set[int] = set()
+        settings = Settings(lease_ttl=TTL, partitions=PARTITIONS)
+        self.leases = Leases(kv, settings, name, self.take, self.give)
+
+    async def take(self, parts: set[int]) -> None:
+        assert not parts & self.parts, parts
+        self.parts |= parts
+
+    async def give(self, parts: set[int], lost: bool) -> None:
+        self.parts -= parts
+        if lost:
+            self.lost |= parts
+
+
+async def until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.02)
+
+
+def split(members: list[Member]) -> bool:
+    """Every partition held by exactly one member, evenly."""
+    held = [m.parts for m in members]
+    whole = sorted(p for parts in held for p in parts) == list(range(PARTITIONS))
+    return whole and max(map(len, held)) - min(map(len, held)) <= 1
+
+
+async def test_orchestrators_share_hand_over_and_take_from_the_silent(
+    nats_server: EmbeddedNats,
+) -> None:
+    nc = await nats.connect(nats_server.url)
+    try:
+        res = await ensure_resources(nc, Settings(partitions=PARTITIONS))
+        kv = res.kv[names.LEASES_BUCKET]
+        a, b, c = Member(kv, "a"), Member(kv, "b"), Member(kv, "c")
+        await a.leases.start()
+        assert a.parts == set(range(PARTITIONS))  # alone: everything, at once
+        await b.leases.start()
+        await c.leases.start()
+        await until(lambda: split([a, b, c]), 5, "not shared out")
+        assert a.lost == b.lost == c.lost == set()
+        # A graceful stop: its partitions go to the others without waiting for the lease.
+        stopped_at = time.monotonic()
+        await c.leases.stop()
+        await until(lambda: split([a, b]), 5, "not handed over")
+        assert time.monotonic() - stopped_at < TTL
+        # b falls silent (its tasks stop, as in a process frozen or killed): after the lease's
+        # time a takes everything; b, back, finds itself judged gone and drops what it held.
+        b_held = set(b.parts)
+        await b.leases.halt()
+        silent_at = time.monotonic()
+        await until(lambda: a.parts == set(range(PARTITIONS)), 5, "a did not take over")
+        # Silence counts from the last renewal a saw, at most a third of the lease before.
+        assert time.monotonic() - silent_at >= TTL * 2 / 3 * 0.9
+        assert not b.leases.fresh()  # it may not act on what it believed it held
+        await b.leases.step()
+        assert b.lost == b_held and b.parts == set()
+        await a.leases.stop()
+    finally:
+        await close(nc)
