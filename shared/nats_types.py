@@ -25,6 +25,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, 
 from nats.js.errors import (
     KeyNotFoundError,
     KeyWrongLastSequenceError,
+    NoStreamResponseError,
     NotFoundError,
     ServiceUnavailableError,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "NatsError",
     "NatsTimeout",
     "NoRespondersError",
+    "NoStreamResponseError",
     "NotFoundError",
     "OutboundBufferLimitError",
     "RawStreamMsg",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ import msgspec
 
 from shared.errors import TokenFileError
 from shared.kv_watch import follow
-from shared.nats_types import KeyWrongLastSequenceError
+from shared.nats_types import KeyWrongLastSequenceError, NatsTimeout, NoStreamResponseError
 from shared.tasks import cancel_and_wait
 from shared.timefmt import now_rfc3339
 from shared.tokens import (
@@ -121,13 +122,29 @@ def read_token_file(path: str) -> str:
     return token
 
 
+async def _create(kv: KeyValue, key: str, value: bytes, patience: float = 30.0) -> int:
+    """``kv.create``, asked again while the bucket's stream answers nothing: on a cluster a
+    bucket just made has no leader for a moment. A create that was stored all the same
+    comes back as KeyWrongLastSequenceError, which the caller handles."""
+    delay, deadline = 0.1, time.monotonic() + patience
+    while True:
+        try:
+            return await kv.create(key, value)
+        except (NoStreamResponseError, NatsTimeout):
+            if time.monotonic() > deadline:
+                raise
+            log.info("no answer from the tokens bucket yet (a leader being elected); again")
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 2.0)
+
+
 async def seed_admin(kv: KeyValue, index: TokenIndex, token: str, path: str) -> None:
     """Store ``token`` (read from ``path``) as the admin token unless one of that name
     exists."""
     digest = token_hash(token)
     record = TokenRecord(name=ADMIN_NAME, role="admin", hash=digest, created_at=now_rfc3339())
     try:
-        revision = await kv.create(ADMIN_NAME, msgspec.json.encode(record))
+        revision = await _create(kv, ADMIN_NAME, msgspec.json.encode(record))
     except KeyWrongLastSequenceError:
         entry = await kv.get(ADMIN_NAME)
         held = token_record_decoder.decode(entry.value or b"")
