@@ -129,8 +129,9 @@ class Attempt:
         self.expected: list[tuple[str, int, str]] = []  # (stream, seq, text)
 
     async def orchestrator(self, text: str) -> None:
-        """A note as the orchestrator writes it (same connection: its place is known)."""
-        await self.nc.publish(self.subject, encode(LogLine(stream="heddle", seq=0, text=text)))
+        """A note as the orchestrator writes it (same connection: its place is known), its
+        storing awaited: a flush does not wait for it, and the count below raced the last two."""
+        await self.js.publish(self.subject, encode(LogLine(stream="heddle", seq=0, text=text)))
         self.expected.append(("heddle", 0, text))
 
     async def note(self, text: str) -> None:
