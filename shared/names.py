@@ -67,7 +67,7 @@ def service_durables() -> tuple[str, ...]:
 
 # Subjects. Commands and events are published as heddle.cmd.<kind>.<run> and
 # heddle.evt.<run>.<step>.<kind>.<runner>; their streams store each with the run's partition
-# appended (a subject transform, CMD_PARTITIONED / EVT_PARTITIONED), so that one
+# appended (a subject transform, ``partitioned``), so that one
 # orchestrator's consumers take a partition's runs alone (docs/architecture.md, "Several
 # orchestrators"). Filters on a run's stored events end in ``>`` for that reason.
 CMD_ALL = "heddle.cmd.>"
@@ -85,23 +85,33 @@ EVT_PUBLISHED = "heddle.evt.*.*.*.*"
 EVT_FINISHED_ALL = "heddle.evt.*.*.finished.*"
 
 
-def cmd_partitioned(partitions: int) -> str:
-    """The stored form of a command: the partition of its run (token 4) appended."""
-    return f"heddle.cmd.{{{{wildcard(1)}}}}.{{{{wildcard(2)}}}}.{{{{partition({partitions},2)}}}}"
+# Which of a published pattern's wildcards is the run: what its partition is computed from.
+CMD_RUN_WILDCARD, EVT_RUN_WILDCARD, HEARTBEAT_RUN_WILDCARD = 2, 1, 1
 
 
-def evt_partitioned(partitions: int) -> str:
-    """The stored form of an event: the partition of its run (token 3) appended."""
-    tokens = ".".join(f"{{{{wildcard({i})}}}}" for i in range(1, 5))
-    return f"heddle.evt.{tokens}.{{{{partition({partitions},1)}}}}"
+def partitioned(published: str, partitions: int, run_wildcard: int) -> str:
+    """A subject transform's destination: ``published`` as it was, the partition of its run
+    appended (nats-server's ``{{partition(n, k)}}``, ``shared/partitions.py``)."""
+    tokens, n = [], 0
+    for token in published.split("."):
+        if token == "*":
+            n += 1
+            token = f"{{{{wildcard({n})}}}}"
+        tokens.append(token)
+    return ".".join([*tokens, f"{{{{partition({partitions},{run_wildcard})}}}}"])
+
+
+def of_partition(published: str, partition: int) -> str:
+    """The stored subjects (or keys) of one partition: ``published`` with it appended."""
+    return f"{published}.{partition}"
 
 
 def cmd_of_partition(partition: int) -> str:
-    return f"heddle.cmd.*.*.{partition}"
+    return of_partition(CMD_PUBLISHED, partition)
 
 
 def evt_of_partition(partition: int) -> str:
-    return f"heddle.evt.*.*.*.*.{partition}"
+    return of_partition(EVT_PUBLISHED, partition)
 
 
 def cmd_submit(run: str) -> str:
@@ -205,17 +215,12 @@ def steps_of_run(run: str) -> str:
 
 def heartbeat_key(run: str, step: str, runner: str) -> str:
     """Each runner writes its own key, so the server's permissions confine it to its own.
-    The bucket stores it with the run's partition appended (HEARTBEATS_PARTITIONED), so an
+    The bucket stores it with the run's partition appended (``partitioned``), so an
     orchestrator watches its partitions' heartbeats alone; read it as ``stored_heartbeat``."""
     return f"{run}.{step}.{runner}"
 
 
 HEARTBEAT_PUBLISHED = "*.*.*"
-
-
-def heartbeats_partitioned(partitions: int) -> str:
-    tokens = ".".join(f"{{{{wildcard({i})}}}}" for i in range(1, 4))
-    return f"{tokens}.{{{{partition({partitions},1)}}}}"
 
 
 def stored_heartbeat(run: str, step: str, runner: str) -> str:
@@ -224,7 +229,7 @@ def stored_heartbeat(run: str, step: str, runner: str) -> str:
 
 
 def heartbeats_of_partition(partition: int) -> str:
-    return f"*.*.*.{partition}"
+    return of_partition(HEARTBEAT_PUBLISHED, partition)
 
 
 def heartbeats_of_step(run: str, step: str) -> str:

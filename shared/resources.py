@@ -71,6 +71,12 @@ def _storage(settings: Settings) -> StorageType:
     return StorageType.FILE if settings.storage == "file" else StorageType.MEMORY
 
 
+def _partitioning(published: str, run_wildcard: int, settings: Settings) -> SubjectTransform:
+    """Messages published as ``published`` stored with their run's partition appended."""
+    dest = names.partitioned(published, settings.partitions, run_wildcard)
+    return SubjectTransform(src=published, dest=dest)
+
+
 def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
     storage = _storage(settings)
     common = {"storage": storage, "num_replicas": settings.replicas}
@@ -82,9 +88,7 @@ def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
             max_age=7 * DAY,
             duplicate_window=120,
             allow_msg_schedules=True,
-            subject_transform=SubjectTransform(
-                src=names.CMD_PUBLISHED, dest=names.cmd_partitioned(settings.partitions)
-            ),
+            subject_transform=_partitioning(names.CMD_PUBLISHED, names.CMD_RUN_WILDCARD, settings),
             description="Heddle commands and retry timers",
             **common,
         ),
@@ -102,9 +106,7 @@ def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
             retention=RetentionPolicy.LIMITS,
             max_age=7 * DAY,
             duplicate_window=120,
-            subject_transform=SubjectTransform(
-                src=names.EVT_PUBLISHED, dest=names.evt_partitioned(settings.partitions)
-            ),
+            subject_transform=_partitioning(names.EVT_PUBLISHED, names.EVT_RUN_WILDCARD, settings),
             description="Step lifecycle events from runners",
             **common,
         ),
@@ -168,11 +170,10 @@ def bucket_configs(settings: Settings) -> dict[str, StreamConfig]:
         names.HEARTBEATS_BUCKET: kv(
             names.HEARTBEATS_BUCKET,
             "Step heartbeats from runners",
-            transform=SubjectTransform(
-                src=names.kv_subject(names.HEARTBEATS_BUCKET, names.HEARTBEAT_PUBLISHED),
-                dest=names.kv_subject(
-                    names.HEARTBEATS_BUCKET, names.heartbeats_partitioned(settings.partitions)
-                ),
+            transform=_partitioning(
+                names.kv_subject(names.HEARTBEATS_BUCKET, names.HEARTBEAT_PUBLISHED),
+                names.HEARTBEAT_RUN_WILDCARD,
+                settings,
             ),
         ),
         # Registry entries carry a TTL; the marker tells watchers when a runner left.
