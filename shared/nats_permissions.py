@@ -124,7 +124,13 @@ def gateway() -> Permissions:
             *info(*ALL_STREAMS),
             *reads(names.LOGS_STREAM, *ALL_KV_STREAMS),
         ),
-        subscribe=(_inbox(GATEWAY), names.run_stored("*")),
+        subscribe=(
+            _inbox(GATEWAY),
+            names.run_stored("*"),
+            # A followed run's records as they are put (shared/kv_changes.py).
+            names.kv_subject(names.RUNS_BUCKET, names.run_key("*")),
+            names.kv_subject(names.RUNS_BUCKET, names.steps_of_run("*")),
+        ),
     )
 
 

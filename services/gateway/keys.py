@@ -10,6 +10,7 @@ from aiohttp import web
 from services.gateway.metrics import Metrics
 from services.gateway.run_index import RunIndex
 from services.gateway.token_index import TokenIndex
+from shared.buckets import Bucket
 from shared.nats_types import Client
 from shared.settings import Settings
 from shared.tokens import TokenRecord
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class GatewayResources:
     js: JetStreamContext
-    runs: KeyValue
+    runs: Bucket  # replayed and followed as well as read
     heartbeats: KeyValue
     runners: KeyValue
     workflows: KeyValue

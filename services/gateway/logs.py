@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -48,12 +49,13 @@ from services.gateway.log_reader import (
 )
 from services.gateway.log_tail import locate_step
 from services.gateway.params import header_int, query_int
-from services.gateway.reads import get_run_record, get_step_record, step_document
+from services.gateway.progress import StepProgress, step_progress
+from services.gateway.reads import get_run_record, get_step_record, step_document, stored_when
 from services.gateway.views import bad_request, error_body, path_id
 from shared import names
 from shared.contracts import TERMINAL_STEP, StepRecord, step_record_decoder
+from shared.kv_changes import KeyChanges
 from shared.nats_types import NotFoundError
-from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from shared.nats_types import JetStreamContext, KeyValue
@@ -151,15 +153,17 @@ async def follow_logs(
     after: int,
 ) -> web.StreamResponse:
     """Server-sent events: lines as they are stored, until the step is terminal and its
-    last line was sent. The step's state comes from a watch of its key in heddle-runs
-    (checked by a plain read at every keepalive too, in case the watch was lost)."""
+    last line was sent. The step's state comes from a subscription to its key in
+    heddle-runs (shared/kv_changes.py), read again after subscribing and at every
+    keepalive (in case the connection dropped meanwhile)."""
     runs = request.app[RESOURCES].runs
     states = _StepStates(js, runs, run_id, step, subject)
     feed = await Feed(js, subject, after).start()
-    watcher = await runs.watch(names.step_key(run_id, step.id))
-    watching = asyncio.create_task(_watch(watcher, states.queue, feed))
+    changes = KeyChanges(runs, (names.step_key(run_id, step.id),), states.live(feed))
     resp = web.StreamResponse(headers=sse.HEADERS)
     try:
+        await changes.start()
+        await states.refresh()
         await resp.prepare(request)
         cursor = await _stream(resp, feed, states, after)
         await resp.write(sse.event("end", _end(states.terminal, cursor)))
@@ -167,9 +171,7 @@ async def follow_logs(
     except ConnectionResetError:
         pass  # the client went away
     finally:
-        await cancel_and_wait(watching)
-        with contextlib.suppress(Exception):
-            await watcher.stop()
+        await changes.stop()
         await feed.stop()
     return resp
 
@@ -209,19 +211,36 @@ class _StepStates:
         self.subject = subject
         self.queue: asyncio.Queue[StepRecord] = asyncio.Queue()
         self.queue.put_nowait(step)
-        self.shown = ("", -1)
+        self.shown: StepProgress | None = None
         self.terminal: StepRecord | None = None
         self.end = 0  # the cursor of the step's last line, once it is terminal
+
+    def live(self, feed: Feed) -> Callable[[str, bytes], None]:
+        """What takes the record's puts: queued, and the line reader woken to tell them."""
+
+        def put(_key: str, value: bytes) -> None:
+            with contextlib.suppress(msgspec.DecodeError):
+                self.queue.put_nowait(step_record_decoder.decode(value))
+                with contextlib.suppress(asyncio.QueueFull):  # a full queue wakes it anyway
+                    feed.queue.put_nowait(None)
+
+        return put
 
     async def events(self) -> bytes:
         out = bytearray()
         while not self.queue.empty():
             rec = self.queue.get_nowait()
-            if self.terminal is not None:
-                continue
-            if (rec.status, rec.attempt) != self.shown:
-                self.shown = (rec.status, rec.attempt)
-                out += sse.event("status", {"status": rec.status, "attempt": rec.attempt})
+            progress = step_progress(rec)
+            if self.terminal is not None or (self.shown is not None and progress <= self.shown):
+                continue  # no further than what was told (the two sources cross)
+            if rec.status in TERMINAL_STEP:
+                # Ended once the store says so (a put seen live may yet be refused).
+                stored = await stored_when(self._read, lambda r: r.status in TERMINAL_STEP)
+                if stored is None:
+                    continue
+                rec = stored
+            self.shown = progress
+            out += sse.event("status", {"status": rec.status, "attempt": rec.attempt})
             if rec.status in TERMINAL_STEP:
                 self.terminal = rec
                 # The lines of an attempt are stored before the transition that ends the
@@ -229,20 +248,15 @@ class _StepStates:
                 self.end = await last_cursor(self.js, self.subject)
         return bytes(out)
 
+    async def _read(self) -> StepRecord | None:
+        return await get_step_record(self.runs, self.run_id, self.step_id)
+
     async def refresh(self) -> None:
-        """A plain read of the record, in case the watch was lost."""
-        fresh = await get_step_record(self.runs, self.run_id, self.step_id)
+        """A plain read of the record: what changed before the subscription, or while
+        the connection was away."""
+        fresh = await self._read()
         if fresh is not None:
             self.queue.put_nowait(fresh)
-
-
-async def _watch(watcher: Any, states: asyncio.Queue[StepRecord], feed: Feed) -> None:
-    async for entry in watcher:
-        if entry is not None and entry.value:
-            with contextlib.suppress(msgspec.DecodeError):
-                states.put_nowait(step_record_decoder.decode(entry.value))
-                with contextlib.suppress(asyncio.QueueFull):  # a full queue wakes it anyway
-                    feed.queue.put_nowait(None)  # wake the reader waiting for lines
 
 
 def setup_routes(app: web.Application) -> None:

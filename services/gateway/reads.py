@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from services.gateway.api_types import (
     Edge,
@@ -36,6 +37,8 @@ from shared.timefmt import from_epoch
 if TYPE_CHECKING:
     from shared.nats_types import KeyValue
 
+T = TypeVar("T")
+
 
 async def get_run_record(runs_kv: KeyValue, run_id: str) -> RunRecord | None:
     value = await value_of(runs_kv, names.run_key(run_id))
@@ -45,6 +48,29 @@ async def get_run_record(runs_kv: KeyValue, run_id: str) -> RunRecord | None:
 async def get_step_record(runs_kv: KeyValue, run_id: str, step_id: str) -> StepRecord | None:
     value = await value_of(runs_kv, names.step_key(run_id, step_id))
     return step_record_decoder.decode(value) if value else None
+
+
+# A record seen put live (shared/kv_changes.py) is in the store a moment later: the server
+# hands a publish to subscribers and to the stream's queue at once. Past this, the put
+# was refused (a stale owner's conditional write) and the store keeps what it had.
+STORED_WITHIN = 2.0  # seconds
+
+
+async def stored_when(
+    read: Callable[[], Awaitable[T | None]], done: Callable[[T], bool]
+) -> T | None:
+    """The record ``read`` returns once ``done`` holds for it; None if it does not within
+    STORED_WITHIN."""
+    deadline = time.monotonic() + STORED_WITHIN
+    delay = 0.002
+    while True:
+        rec = await read()
+        if rec is not None and done(rec):
+            return rec
+        if time.monotonic() > deadline:
+            return None
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 def step_document(step: StepRecord, heartbeat_at: float | None) -> StepDocument:

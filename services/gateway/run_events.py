@@ -8,17 +8,21 @@ reconnects needs no cursor), then sends each change as it is stored:
 - ``event: run``: the run's new state (``RunChange``);
 - ``event: end``: the run is terminal (``RunEnd``, with its step counts); the stream ends.
 
-The changes come from two KV watches of heddle-runs (the run's record and its step
-records). When the run record turns terminal, the step records are read once more, so no
-step's last state is missed whichever watch was behind.
+The changes come from a core subscription to the run's keys in heddle-runs
+(shared/kv_changes.py: no consumer on the server per client), taken before the opening
+snapshot is read; a record is news only when it has come further than what the client was
+told (services/gateway/progress.py), so the two may arrive in any order. When the run record
+turns terminal, the step records are read once more and their stored state is told, so the
+stream ends on what is stored.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
 
 import msgspec
 from aiohttp import web
@@ -26,9 +30,11 @@ from aiohttp import web
 from services.gateway import sse
 from services.gateway.api_types import RunChange, RunEnd, StepChange
 from services.gateway.keys import RESOURCES
-from services.gateway.reads import get_run_record
+from services.gateway.progress import RunProgress, StepProgress, run_progress, step_progress
+from services.gateway.reads import get_run_record, stored_when
 from services.gateway.views import error, path_id
 from shared import names
+from shared.buckets import Bucket
 from shared.contracts import (
     TERMINAL_RUN,
     RunRecord,
@@ -36,9 +42,8 @@ from shared.contracts import (
     run_record_decoder,
     step_record_decoder,
 )
+from shared.kv_changes import KeyChanges
 from shared.kv_reads import read_steps
-from shared.nats_types import KeyValue
-from shared.tasks import cancel_and_wait
 
 KEEPALIVE = 15.0  # seconds between SSE comments while nothing happens (proxies, dead peers)
 
@@ -47,13 +52,20 @@ class RunChanges:
     """What this client has been told (pure): a record is news once per state."""
 
     def __init__(self) -> None:
-        self.steps: dict[str, tuple[str, int]] = {}
-        self.run: tuple[str, bool] | None = None
+        self.steps: dict[str, tuple[StepProgress, str, int]] = {}
+        self.run: RunProgress | None = None
 
-    def step(self, rec: StepRecord) -> bytes:
-        if self.steps.get(rec.id) == (rec.status, rec.attempt):
+    def step(self, rec: StepRecord, stored: bool = False) -> bytes:
+        """The record as an event, or nothing if the client knows as much already.
+        ``stored``: read from the store at the end, told if its state differs from the
+        last told, even one that came no further (a refused write was seen live)."""
+        progress = step_progress(rec)
+        told = self.steps.get(rec.id)
+        if told is not None and (
+            told[1:] == (rec.status, rec.attempt) or (not stored and progress <= told[0])
+        ):
             return b""
-        self.steps[rec.id] = (rec.status, rec.attempt)
+        self.steps[rec.id] = (progress, rec.status, rec.attempt)
         change = StepChange(
             step_id=rec.id,
             status=rec.status,
@@ -68,9 +80,10 @@ class RunChanges:
         return sse.event("step", change)
 
     def run_changed(self, rec: RunRecord) -> bytes:
-        if self.run == (rec.status, rec.cancel_requested):
+        progress = run_progress(rec)
+        if self.run is not None and progress <= self.run:
             return b""
-        self.run = (rec.status, rec.cancel_requested)
+        self.run = progress
         change = RunChange(
             run_id=rec.run_id,
             status=rec.status,
@@ -88,68 +101,75 @@ def end_event(run: RunRecord, steps: list[StepRecord]) -> bytes:
     )
 
 
-async def _pump(watcher: Any, decode: Any, queue: asyncio.Queue[RunRecord | StepRecord]) -> None:
-    async for entry in watcher:
-        if entry is not None and entry.value:
-            with contextlib.suppress(msgspec.DecodeError):
-                queue.put_nowait(decode(entry.value))
+def _decoded(queue: asyncio.Queue[RunRecord | StepRecord]) -> Callable[[str, bytes], None]:
+    def put(key: str, value: bytes) -> None:
+        decode = run_record_decoder if key.startswith("run.") else step_record_decoder
+        with contextlib.suppress(msgspec.DecodeError):
+            queue.put_nowait(decode.decode(value))
+
+    return put
 
 
 async def run_events(request: web.Request) -> web.StreamResponse:
     run_id = path_id(request, "run", "run id")
-    runs: KeyValue = request.app[RESOURCES].runs
-    run = await get_run_record(runs, run_id)
-    if run is None:
-        return error(404, f"run {run_id!r} not found")
+    runs: Bucket = request.app[RESOURCES].runs
     queue: asyncio.Queue[RunRecord | StepRecord] = asyncio.Queue()
-    watchers = [
-        await runs.watch(names.run_key(run_id)),
-        await runs.watch(names.steps_of_run(run_id)),
-    ]
-    pumps = [
-        asyncio.create_task(_pump(watchers[0], run_record_decoder.decode, queue)),
-        asyncio.create_task(_pump(watchers[1], step_record_decoder.decode, queue)),
-    ]
-    resp = web.StreamResponse(headers=sse.HEADERS)
+    changes = KeyChanges(runs, (names.run_key(run_id), names.steps_of_run(run_id)), _decoded(queue))
+    await changes.start()
     try:
-        await resp.prepare(request)
-        await _stream(resp, runs, run, queue)
-        await resp.write_eof()
-    except ConnectionResetError:
-        pass  # the client went away
+        run = await get_run_record(runs, run_id)
+        if run is None:
+            return error(404, f"run {run_id!r} not found")
+        resp = web.StreamResponse(headers=sse.HEADERS)
+        try:
+            await resp.prepare(request)
+            await _stream(resp, runs, run, queue)
+            await resp.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away
+        return resp
     finally:
-        for pump in pumps:
-            await cancel_and_wait(pump)
-        for watcher in watchers:
-            with contextlib.suppress(Exception):
-                await watcher.stop()
-    return resp
+        await changes.stop()
 
 
 async def _stream(
     resp: web.StreamResponse,
-    runs: KeyValue,
+    runs: Bucket,
     run: RunRecord,
     queue: asyncio.Queue[RunRecord | StepRecord],
 ) -> None:
     told = RunChanges()
     await resp.write(told.run_changed(run))
+    if run.status not in TERMINAL_RUN:
+        await resp.write(b"".join(told.step(s) for s in await read_steps(runs, run)))
     while run.status not in TERMINAL_RUN:
         try:
             item = await asyncio.wait_for(queue.get(), KEEPALIVE)
         except TimeoutError:
             await resp.write(b": keepalive\n\n")
-            fresh = await get_run_record(runs, run.run_id)  # in case a watch was lost
+            # What a reconnection of the gateway's NATS connection may have missed.
+            fresh = await get_run_record(runs, run.run_id)
             if fresh is not None:
                 queue.put_nowait(fresh)
+                for step in await read_steps(runs, fresh):
+                    queue.put_nowait(step)
             continue
         if isinstance(item, StepRecord):
             await resp.write(told.step(item))
-        else:
-            run = item
-            await resp.write(told.run_changed(item))
+            continue
+        if item.status in TERMINAL_RUN:
+            # Ended once the store says so: then every step record is stored too.
+            stored = await stored_when(
+                functools.partial(get_run_record, runs, run.run_id),
+                lambda r: r.status in TERMINAL_RUN,
+            )
+            if stored is None:
+                continue
+            item = stored
+        run = item
+        await resp.write(told.run_changed(item))
     steps = await read_steps(runs, run)
-    await resp.write(b"".join(told.step(s) for s in steps) + end_event(run, steps))
+    await resp.write(b"".join(told.step(s, stored=True) for s in steps) + end_event(run, steps))
 
 
 def setup_routes(app: web.Application) -> None:

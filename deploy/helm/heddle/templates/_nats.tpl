@@ -72,7 +72,7 @@ list "subscribe" list ["publishDeny" list] ["allowResponses" true]) */}}
   (include "heddle.nats.keeps" $all | fromJsonArray)
   (include "heddle.nats.info" $all | fromJsonArray)
   (include "heddle.nats.reads" (prepend $kv "HEDDLE_LOGS") | fromJsonArray) -}}
-{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_gateway.>" "heddle.notify.run.*")) -}}
+{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_gateway.>" "heddle.notify.run.*" "$KV.heddle-runs.run.*" "$KV.heddle-runs.step.*.*")) -}}
 {{- end -}}
 
 {{/* The owner of run state: every stream's keeper, the only writer of runs, cron and pods. */}}

@@ -1,0 +1,33 @@
+"""How far a run or step record has come (pure): the order of records read from two places
+that carry no common revision, a live subscription and a snapshot (shared/kv_changes.py).
+
+A step's record only moves forward: a later attempt, the same attempt queued again after a
+lost assignment, or a later status within the attempt. A run's moves from running to
+cancelling to terminal. Records of equal progress say the same thing to a reader.
+"""
+
+from __future__ import annotations
+
+from shared.contracts import TERMINAL_RUN, RunRecord, StepRecord
+
+_STATUS_RANK = {
+    "pending": 0,
+    "queued": 1,
+    "running": 2,
+    "retrying": 3,
+    "succeeded": 4,
+    "failed": 4,
+    "skipped": 4,
+    "cancelled": 4,
+}
+
+StepProgress = tuple[int, int, int]
+RunProgress = tuple[bool, bool]
+
+
+def step_progress(rec: StepRecord) -> StepProgress:
+    return (rec.attempt, rec.requeues, _STATUS_RANK[rec.status])
+
+
+def run_progress(rec: RunRecord) -> RunProgress:
+    return (rec.status in TERMINAL_RUN, rec.cancel_requested)
