@@ -64,6 +64,18 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def launcher_of(runner: int) -> int | None:
+    """The pid of a runner's step launcher (a child that runs launcher_main.py), if any."""
+    for pid in descendants(runner):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"launcher_main.py" in f.read():
+                    return pid
+        except OSError:
+            continue
+    return None
+
+
 def process_exists(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:

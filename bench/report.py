@@ -341,6 +341,8 @@ def _group(service: str) -> str:
     """Runners, and several orchestrators, are reported together (CPU summed, RSS maxed)."""
     if service.startswith("runner-"):
         return "runners"
+    if service.startswith("launcher-"):
+        return "step launchers"
     return "orchestrator" if service.startswith("orchestrator") else service
 
 
@@ -361,7 +363,7 @@ def resources_table(results: list[dict[str, Any]]) -> str:
         for group, members in groups.items():
             cpu = Spread.of(sum(rep["cpu_s"].get(m, 0.0) for m in members) for rep in res["reps"])
             peak = max((rss.get(m, 0.0) for m in members), default=0.0)
-            several = group == "runners" or len(members) > 1
+            several = group in ("runners", "step launchers") or len(members) > 1
             label = f"{group} ({len(members)}, summed)" if several else group
             ran = res.get("mode") == "run" and res.get("steps")
             per_step = fmt(cpu.median * 1000 / res["steps"]) if ran and cpu else "-"

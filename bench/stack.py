@@ -17,7 +17,7 @@ import aiohttp
 
 from bench.probe import Probe
 from bench.processes import REPO, ServiceProcess, StackAuth, service_argv, service_env, stop_all
-from bench.procfs import ProcSample, proc_sample
+from bench.procfs import ProcSample, launcher_of, proc_sample
 from services.embedded_nats import EmbeddedNats, free_port
 from shared import nats_permissions as perms
 
@@ -143,13 +143,18 @@ class BenchStack:
         raise RuntimeError(f"stack not ready after {timeout}s: {last}")
 
     def samples(self) -> dict[str, ProcSample]:
-        """Counters of every live service process, and of nats-server."""
+        """Counters of every live service process, of each runner's step launcher (its own
+        work, where steps run as the step user), and of nats-server."""
         out = {}
         for name, svc in self.services.items():
             if svc.alive():
                 s = proc_sample(svc.pid)
                 if s is not None:
                     out[name] = s
+                launcher = launcher_of(svc.pid) if name.startswith("runner-") else None
+                s = proc_sample(launcher) if launcher is not None else None
+                if s is not None:
+                    out[f"launcher-{name}"] = s
         if self.nats is not None and self.nats.proc is not None:
             s = proc_sample(self.nats.proc.pid)
             if s is not None:

@@ -15,7 +15,6 @@ from services.runner_agent.isolation import (
     StepUserError,
     make_undumpable,
     resolve_step_user,
-    setpriv_binary,
     step_base_env,
 )
 from shared import names
@@ -49,7 +48,7 @@ def test_a_step_gets_no_heddle_or_nats_variable_and_no_url_with_a_password() -> 
 def test_the_step_user_is_resolved_only_where_the_runner_can_switch() -> None:
     nobody = pwd.getpwnam("nobody")
     assert resolve_step_user("nobody", euid=0) == StepUser(
-        "nobody", nobody.pw_uid, nobody.pw_gid, nobody.pw_dir, setpriv_binary()
+        "nobody", nobody.pw_uid, nobody.pw_gid, nobody.pw_dir
     )
     assert resolve_step_user(str(nobody.pw_uid), euid=0).name == "nobody"  # type: ignore[union-attr]
     assert resolve_step_user("nobody", euid=1000) is None  # not root: steps run as the runner
@@ -58,21 +57,6 @@ def test_the_step_user_is_resolved_only_where_the_runner_can_switch() -> None:
         resolve_step_user("no-such-user-here", euid=0)
     with pytest.raises(StepUserError, match="is root"):
         resolve_step_user("root", euid=0)
-
-
-def test_setpriv_drops_to_the_user_before_the_shell() -> None:
-    user = StepUser("nobody", 65534, 65534, "/nonexistent", "/usr/bin/setpriv")
-    argv = user.argv(["/bin/sh", "-c", "id"])
-    assert argv == [
-        "/usr/bin/setpriv",
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "--",
-        "/bin/sh",
-        "-c",
-        "id",
-    ]
 
 
 def _allows(allowed: tuple[str, ...], subject: str) -> bool:

@@ -6,15 +6,36 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
 
 from bench.procfs import group_members
 from services.runner_agent.process import StepProcess
+from tests.launchers import launched_as
 
 ENV = dict(os.environ)
+SPAWN: dict[str, Any] = {}  # how this test's steps are spawned (the spawner fixture)
+
+
+@pytest.fixture(autouse=True, params=["by the runner", "by a launcher"])
+async def spawner(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """Every test twice: steps spawned by the runner itself, and by a step launcher (as
+    nobody where the tests run as root)."""
+    if request.param == "by the runner":
+        yield
+        return
+    async with launched_as() as spawn:
+        SPAWN.update(spawn)
+        try:
+            yield
+        finally:
+            SPAWN.clear()
 
 
 def step(command: str, timeout: float | None = 10.0, grace: float = 0.5, tail: int = 64, sink=None):
-    return StepProcess(command, ENV, timeout, grace, tail, sink)
+    return StepProcess(command, ENV, timeout, grace, tail, sink, **SPAWN)
 
 
 async def group_gone(pgid: int) -> bool:
@@ -49,7 +70,7 @@ async def test_exit_codes_and_signals() -> None:
 
 async def test_environment_and_stdin() -> None:
     env = dict(ENV, HEDDLE_X="42")
-    result = await StepProcess('echo "$HEDDLE_X"; cat', env, 10, 0.5, 64).run()
+    result = await StepProcess('echo "$HEDDLE_X"; cat', env, 10, 0.5, 64, **SPAWN).run()
     assert result.stdout_tail == "42"  # stdin is /dev/null: cat ends at once
 
 

@@ -177,22 +177,27 @@ async def test_a_step_holds_no_credential_and_nats_refuses_it(
 async def test_steps_run_as_the_step_user_where_the_runner_can_switch(
     stack: StackFactory,
 ) -> None:
-    """As root, steps run as HEDDLE_STEP_USER and can read neither the stack's key files
-    nor the runner's environment; a runner that is not root runs them as itself, and its
-    environment is still out of their reach, as it is non-dumpable (docs/architecture.md)."""
+    """As root, steps run as HEDDLE_STEP_USER (spawned by the runner's step launcher) and
+    can read neither the stack's key files nor the runner's environment; a runner that is
+    not root runs them as itself, and its environment is still out of their reach, as it
+    is non-dumpable (docs/architecture.md)."""
     s = await stack(runners=1, HEDDLE_STEP_USER="nobody")
     assert s.auth is not None
     keys = s.auth.users.data_dir / "nats-users.json"
+    runner = s.procs["runner-0"].pid
     command = (
         f"id -u; (cat {keys} >/dev/null 2>&1 && echo readable) || echo unreadable; "
-        "(cat /proc/$PPID/environ >/dev/null 2>&1 && echo readable) || echo unreadable"
+        f"(cat /proc/{runner}/environ >/dev/null 2>&1 && echo readable) || echo unreadable; "
+        "(cat /proc/$PPID/environ >/dev/null 2>&1 && echo readable) || echo unreadable; "
+        f"kill -0 {runner} 2>/dev/null && echo signalled || echo protected"
     )
     run = await s.wait_run(await s.submit({"steps": [{"id": "who", "command": command}]}))
     out = step_of(run, "who")["stdoutTail"].splitlines()
     if os.geteuid() == 0:
-        assert out == [str(pwd.getpwnam("nobody").pw_uid), "unreadable", "unreadable"]
+        nobody = str(pwd.getpwnam("nobody").pw_uid)
+        assert out == [nobody, "unreadable", "unreadable", "unreadable", "protected"]
     else:
-        assert (out[0], out[2]) == (str(os.geteuid()), "unreadable")
+        assert (out[0], out[2], out[3]) == (str(os.geteuid()), "unreadable", "unreadable")
 
 
 def forged_outcome(run_id: str, step: str, runner: str, ticket: str = "") -> StepFinished:

@@ -25,6 +25,7 @@ from services.runner_agent.isolation import (
     resolve_step_user,
     step_base_env,
 )
+from services.runner_agent.launcher import Launcher
 from services.runner_agent.registration import Registration
 from shared import failpoints, names
 from shared.acked import NOT_STORED, AckedPublisher
@@ -69,6 +70,7 @@ class RunnerAgent:
         self.registration: Registration | None = None
         self._ctx: AttemptContext | None = None
         self.run_as: StepUser | None = None
+        self.launcher: Launcher | None = None
 
     # ---- lifecycle ----
 
@@ -77,6 +79,9 @@ class RunnerAgent:
         if not make_undumpable():
             log.warning("could not make the runner non-dumpable: steps may read its memory")
         step_user = self.run_as = resolve_step_user(settings.step_user)
+        if step_user is not None:
+            self.launcher = Launcher(step_user.uid, step_user.gid)
+            self.launcher.start()  # a runner that cannot run steps does not start
         event(
             log,
             "steps run as",
@@ -106,6 +111,7 @@ class RunnerAgent:
             base_env=step_base_env(dict(os.environ)),
             heartbeat_ttl=max(10, math.ceil(settings.silence_limit * 2)),
             run_as=self.run_as,
+            launcher=self.launcher,
         )
         self.registration = Registration(
             self.nc,
@@ -140,6 +146,8 @@ class RunnerAgent:
                     await asyncio.wait_for(current.done.wait(), self.settings.kill_grace + 5)
         if self.registration is not None:
             await self.registration.stop(remove=bool(self.nc and not self.nc.is_closed))
+        if self.launcher is not None:
+            self.launcher.close()
         await close(self.nc)
 
     async def _disconnected(self) -> None:

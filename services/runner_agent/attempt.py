@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from services.runner_agent.heartbeats import Heartbeats
 from services.runner_agent.isolation import StepUser
+from services.runner_agent.launcher import Launcher, LauncherError
 from services.runner_agent.output import LogPublisher
 from services.runner_agent.outputs_file import OutputsFile
 from services.runner_agent.process import ProcessResult, StepProcess, step_env
@@ -55,6 +56,7 @@ class AttemptContext:
     base_env: dict[str, str]  # credentials already removed (isolation.step_base_env)
     heartbeat_ttl: int
     run_as: StepUser | None = None  # where the runner can switch users
+    launcher: Launcher | None = None  # spawns the steps as run_as
 
 
 class Attempt:
@@ -117,13 +119,15 @@ class Attempt:
             ctx.settings.output_tail_bytes,
             sink=logs.write,
             run_as=ctx.run_as,
+            launcher=ctx.launcher,
         )
         self.beats.start()
         if self.failure is not None:
             return
         try:
             process.start()
-        except (OSError, ValueError) as exc:  # a failed spawn; a NUL byte in command or env
+        # A failed spawn; a NUL byte in command or env; no step launcher.
+        except (OSError, ValueError, LauncherError) as exc:
             log.exception("step %s/%s could not start", ready.run_id, ready.step_id)
             self.failure = f"could not run: {exc}"
             return

@@ -13,7 +13,6 @@ import logging
 import os
 import pwd
 import re
-import shutil
 from dataclasses import dataclass
 
 from shared.errors import HeddleError
@@ -48,25 +47,12 @@ def make_undumpable() -> bool:
 
 @dataclass(frozen=True, slots=True)
 class StepUser:
-    """The user steps run as, and the setpriv that drops to it."""
+    """The user steps run as (the step launcher, launcher.py, switches to it)."""
 
     name: str
     uid: int
     gid: int
     home: str
-    setpriv: str
-
-    def argv(self, argv: list[str]) -> list[str]:
-        """``argv`` run as this user: setpriv drops the ids and groups, then execs it (the
-        same process, so its pid and process group stay the step's)."""
-        return [
-            self.setpriv,
-            f"--reuid={self.uid}",
-            f"--regid={self.gid}",
-            "--clear-groups",
-            "--",
-            *argv,
-        ]
 
     def env(self, env: dict[str, str]) -> dict[str, str]:
         return {**env, "HOME": self.home, "USER": self.name, "LOGNAME": self.name}
@@ -79,8 +65,7 @@ class StepUserError(HeddleError):
 def resolve_step_user(wanted: str, euid: int | None = None) -> StepUser | None:
     """The user steps run as: ``wanted`` when this process may switch to it (root), None
     when steps run as the runner itself (not root, or ``wanted`` is none). Raises
-    StepUserError when the switch is possible but ``wanted`` does not exist or setpriv is
-    missing."""
+    StepUserError when the switch is possible but ``wanted`` does not exist or is root."""
     euid = os.geteuid() if euid is None else euid
     if wanted in ("", "none") or euid != 0:
         return None
@@ -90,13 +75,4 @@ def resolve_step_user(wanted: str, euid: int | None = None) -> StepUser | None:
         raise StepUserError(f"HEDDLE_STEP_USER={wanted!r}: no such user") from exc
     if entry.pw_uid == 0:
         raise StepUserError(f"HEDDLE_STEP_USER={wanted!r} is root: steps must not be")
-    return StepUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir, setpriv_binary())
-
-
-def setpriv_binary() -> str:
-    found = shutil.which("setpriv")
-    if not found:
-        raise StepUserError(
-            "setpriv not found (util-linux): it is needed to run steps as HEDDLE_STEP_USER"
-        )
-    return found
+    return StepUser(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from services.runner_agent.isolation import StepUser
+from services.runner_agent.launcher import Launcher
+from services.runner_agent.launcher_main import spawn_step
 from shared.contracts import Outcome
 from shared.step_env import passes
 
@@ -85,10 +87,14 @@ class StepProcess:
         tail_bytes: int,
         sink: OutputSink | None = None,
         run_as: StepUser | None = None,
+        launcher: Launcher | None = None,
     ) -> None:
         self.command = command
         self.env = env
         self.run_as = run_as
+        self.launcher = launcher  # spawns the command as run_as
+        if (run_as is None) != (launcher is None):
+            raise ValueError("a step user needs a launcher, and a launcher a step user")
         self.timeout = timeout
         self.kill_grace = kill_grace
         self.sink = sink
@@ -121,14 +127,15 @@ class StepProcess:
             self.started.set()  # also on failure: a kill request must not wait forever
         pid = self.pid
         assert pid is not None
-        try:
-            self._pidfd = os.pidfd_open(pid)
-        except OSError:  # cannot happen for our own unreaped child; never leave it running
-            kill_group(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)  # killed: at once
-            self._close_pipes()
-            raise
-        loop.add_reader(self._pidfd, self._on_exit)
+        if self.launcher is None:  # else the launcher reports the exit (_exited_with)
+            try:
+                self._pidfd = os.pidfd_open(pid)
+            except OSError:  # cannot happen for our own unreaped child; never leave it running
+                kill_group(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)  # killed: at once
+                self._close_pipes()
+                raise
+            loop.add_reader(self._pidfd, self._on_exit)
         for fd in self._pipes:
             loop.add_reader(fd, self._on_output, fd)
         if self.timeout is not None:
@@ -193,24 +200,14 @@ class StepProcess:
     def _spawn(self) -> None:
         out_r, out_w = os.pipe()  # both ends close-on-exec; dup2 onto 1 and 2 clears it
         err_r, err_w = os.pipe()
-        path, argv, env = "/bin/sh", ["/bin/sh", "-c", self.command], self.env
+        argv, env = ["/bin/sh", "-c", self.command], self.env
         if self.run_as is not None:
-            argv = self.run_as.argv(argv)
-            path, env = argv[0], self.run_as.env(env)
+            env = self.run_as.env(env)
         try:
-            self.pid = os.posix_spawn(
-                path,
-                argv,
-                env,
-                file_actions=[
-                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_DUP2, out_w, 1),
-                    (os.POSIX_SPAWN_DUP2, err_w, 2),
-                ],
-                setsid=True,
-                # What Python ignores, the command gets back (as subprocess does).
-                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
-            )
+            if self.launcher is not None:
+                self.pid = self.launcher.spawn(argv, env, out_w, err_w, self._exited_with)
+            else:
+                self.pid = spawn_step(argv, env, out_w, err_w)
         except BaseException:
             os.close(out_r)
             os.close(err_r)
@@ -257,9 +254,17 @@ class StepProcess:
         kill_group(pid, signal.SIGKILL)
         try:
             _, status = os.waitpid(pid, 0)
-            self.returncode = os.waitstatus_to_exitcode(status)
+            code: int | None = os.waitstatus_to_exitcode(status)
         except ChildProcessError:
-            self.returncode = None
+            code = None
+        self._exited_with(code)
+
+    def _exited_with(self, code: int | None) -> None:
+        """The shell was reaped (here, or by the launcher, which killed its group first)."""
+        if self._exited:
+            return
+        loop = self._loop
+        self.returncode = code
         self._exited = True
         for timer in self._timers:
             timer.cancel()
