@@ -80,8 +80,12 @@ class Feed:
         await self.queue.put(msg)
 
     async def stop(self) -> None:
+        """Unsubscribed, and its consumer deleted: an ordered consumer outlives its
+        subscription on the server for minutes, and many followers piled them up."""
         if self._sub is not None:
             sub, self._sub = self._sub, None
+            with contextlib.suppress(Exception):  # the connection may be gone
+                forget(self.js, (await sub.consumer_info()).name)
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
 
