@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from services import nats_users_cli, token_cli
-from services.client import commands as client
 from shared.errors import HeddleError, SettingsError
 from shared.settings import Settings, settings_table
 
@@ -34,6 +32,9 @@ def build_service(name: str, settings: Settings):
 
 
 def parser() -> argparse.ArgumentParser:
+    from services import nats_users_cli, token_cli
+    from services.client import commands as client
+
     p = argparse.ArgumentParser(
         prog="heddle",
         description="Heddle: DAGs of shell commands "
@@ -63,6 +64,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 1 and argv[0] in SERVICES:
+        return serve(argv[0])  # a service starts without importing the client's commands
+    from services import nats_users_cli, token_cli
+    from services.client import commands as client
+
     top = parser()
     args = top.parse_args(argv)
     if args.command in client.COMMANDS or args.command == "completion":
@@ -74,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         return token_cli.run(args)
     if args.command == "nats-users":
         return nats_users_cli.run(args)
+    if args.command in SERVICES:
+        return serve(args.command)
     try:
         settings = Settings.from_env()
     except SettingsError as exc:
@@ -105,12 +114,22 @@ def main(argv: list[str] | None = None) -> int:
             args.dispatchers,
             args.orchestrators,
         )
+    raise AssertionError(f"unhandled command {args.command!r}")
+
+
+def serve(name: str) -> int:
+    """Run one service until it is stopped."""
     from shared.service import run_service
 
     try:
-        run_service(build_service(args.command, settings), settings)
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print(f"heddle: {exc}", file=sys.stderr)
+        return 2
+    try:
+        run_service(build_service(name, settings), settings)
     except HeddleError as exc:
-        print(f"heddle {args.command}: {exc}", file=sys.stderr)
+        print(f"heddle {name}: {exc}", file=sys.stderr)
         return 2
     return 0
 
