@@ -83,9 +83,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--ends",
         choices=("records", "events"),
-        default="records",
-        help="how a run's end is noticed: from the run records in NATS (records), or as a "
-        "client sees it, through GET /api/runs/{run}/events (events)",
+        default="events",
+        help="how a run's end is noticed: as a client sees it, through "
+        "GET /api/runs/{run}/events (events, the default), or from the run records in NATS "
+        "(records)",
     )
     p.add_argument(
         "--orchestrators",

@@ -291,7 +291,7 @@ async def run_workload(
     reps: int,
     say: Say,
     settings: dict[str, str] | None = None,
-    ends: str = "records",
+    ends: str = "events",
     orchestrators: int = 1,
 ) -> dict[str, Any]:
     """A fresh stack with the workload's runners; ``reps`` repetitions of baseline, then
@@ -309,6 +309,7 @@ async def run_workload(
         "kind": w.kind,
         "runners": w.runners,
         "orchestrators": orchestrators,
+        "ends": ends,
         "runs": len(w.runs),
         "steps": w.steps,
         "reps": [],

@@ -68,7 +68,7 @@ class Probe:
         nats_url: str,
         headers: dict[str, str] | None = None,
         nats_user: tuple[str, str] | None = None,
-        ends: str = "records",
+        ends: str = "events",
     ) -> None:
         self.base_url = base_url
         self.nats_url = nats_url

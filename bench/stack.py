@@ -47,7 +47,7 @@ class BenchStack:
         assert self.auth is not None
         return self.auth.headers
 
-    def probe(self, ends: str = "records") -> Probe:
+    def probe(self, ends: str = "events") -> Probe:
         """A probe that reads NATS as the read-only inspector and calls the API as admin;
         ``ends``: how it learns that a run ended (bench/probe.py)."""
         assert self.auth is not None

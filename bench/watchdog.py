@@ -71,7 +71,7 @@ async def run_watchdog(
     }
     rng = random.Random(7)
     stack.start()
-    probe = stack.probe()
+    probe = stack.probe("records")  # the verdict as stored: the watchdog, not a client
     runner = "runner-0"
     try:
         await stack.wait_ready()
