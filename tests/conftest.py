@@ -1,7 +1,9 @@
-"""Shared fixtures: a real nats-server per test and a factory for whole Heddle stacks."""
+"""Shared fixtures: a real nats-server (one per session, cleaned for each test; a test's own
+where it needs one) and a factory for whole Heddle stacks."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,13 +54,55 @@ def default(chart: Any) -> Any:
     return render(chart)
 
 
-@pytest.fixture
-def nats_server(tmp_path: Path) -> Iterator[EmbeddedNats]:
-    """A nats-server with JetStream on a free port and a temporary store."""
-    server = EmbeddedNats(tmp_path / "nats", port=free_port(), log_file=tmp_path / "nats.log")
+def started_nats(folder: Path) -> EmbeddedNats:
+    """A nats-server with JetStream on a free port and a store under ``folder``."""
+    server = EmbeddedNats(folder / "nats", port=free_port(), log_file=folder / "nats.log")
     server.start()
+    return server
+
+
+@pytest.fixture(scope="session")
+def session_nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedNats]:
+    """One nats-server for the whole session, behind ``nats_server``."""
+    server = started_nats(tmp_path_factory.mktemp("session-nats"))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def own_nats_server(tmp_path: Path) -> Iterator[EmbeddedNats]:
+    """A nats-server of the test's own, for a test that freezes, kills or restarts it.
+    ``nats_server`` (and what is built on it: ``heddle_nc``, ``gateway``) is this one in
+    a test that asks for it."""
+    server = started_nats(tmp_path)
+    yield server
+    server.stop()
+
+
+async def delete_every_stream(url: str) -> None:
+    """Every stream on the server deleted: the KV buckets and object stores are streams."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        while streams := await js.streams_info():
+            for info in streams:
+                await js.delete_stream(info.config.name)
+    finally:
+        await nc.close()
+
+
+@pytest.fixture
+def nats_server(request: pytest.FixtureRequest, session_nats_server: EmbeddedNats) -> EmbeddedNats:
+    """The session's nats-server with no stream on it (each test starts clean; nothing else
+    outlives a test's connections), or the test's ``own_nats_server`` if it asks for one."""
+    if "own_nats_server" in request.fixturenames:
+        return request.getfixturevalue("own_nats_server")
+    loop = asyncio.new_event_loop()  # its own: the test's loop is not running yet
+    try:
+        loop.run_until_complete(delete_every_stream(session_nats_server.url))
+    finally:
+        loop.close()
+    return session_nats_server
 
 
 @pytest.fixture

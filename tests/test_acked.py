@@ -63,7 +63,7 @@ async def test_a_caller_that_stops_waiting_leaves_nothing_behind(nc: Client) -> 
 
 
 async def test_a_lost_connection_fails_what_awaits_its_acknowledgement(
-    nats_server: EmbeddedNats,
+    own_nats_server: EmbeddedNats,
 ) -> None:
     """A broker killed while a write waits for its acknowledgement: the write fails as soon
     as the connection drops (its writer sends it again), instead of waiting out a timeout;
@@ -75,22 +75,22 @@ async def test_a_lost_connection_fails_what_awaits_its_acknowledgement(
         acked.lost()
 
     client = await nats.connect(
-        nats_server.url, disconnected_cb=disconnected, reconnect_time_wait=0.2
+        own_nats_server.url, disconnected_cb=disconnected, reconnect_time_wait=0.2
     )
     try:
         await client.jetstream().add_stream(name="T", subjects=["t.>"])
         acked = await AckedPublisher(client).start()
-        assert nats_server.proc is not None
-        nats_server.proc.send_signal(signal.SIGSTOP)  # it reads nothing, answers nothing
+        assert own_nats_server.proc is not None
+        own_nats_server.proc.send_signal(signal.SIGSTOP)  # it reads nothing, answers nothing
         waiting = await acked.publish("t.a", b"x")
         await asyncio.sleep(0.2)
         assert not waiting.done()
-        nats_server.kill()
+        own_nats_server.kill()
         with pytest.raises(AcknowledgementLost, match=r"before t\.a was acknowledged"):
             await asyncio.wait_for(waiting, 5)
         assert acked.in_flight == 0
         again = await acked.publish("t.a", b"x")  # buffered while the broker is away
-        nats_server.start()
+        own_nats_server.start()
         assert json.loads(await asyncio.wait_for(again, 10))["stream"] == "T"
     finally:
         await client.close()

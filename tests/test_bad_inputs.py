@@ -268,18 +268,18 @@ async def test_a_body_that_stalls_is_cut_with_408(
 
 
 async def test_nats_too_slow_to_answer_is_503_with_retry_after(
-    gateway: Gateway, admin_file: Path, nats_server: EmbeddedNats
+    gateway: Gateway, admin_file: Path, own_nats_server: EmbeddedNats
 ) -> None:
     gw = await gateway()
     token = root(admin_file)
     assert (await call(gw, "GET", "/api/runs/r1", token))[0] == 404
     os.kill(
-        nats_server.proc.pid, signal.SIGSTOP
+        own_nats_server.proc.pid, signal.SIGSTOP
     )  # the server holds the connection, answers nothing
     try:
         async with gw.get("/api/runs/r1", headers=bearer(token)) as resp:
             assert resp.status == 503 and resp.headers["Retry-After"].isdigit()
             assert "NATS" in (await resp.json())["error"]
     finally:
-        os.kill(nats_server.proc.pid, signal.SIGCONT)
+        os.kill(own_nats_server.proc.pid, signal.SIGCONT)
     assert (await call(gw, "GET", "/api/runs/r1", token))[0] == 404  # and it recovers

@@ -82,11 +82,11 @@ async def watched_run(
 
 
 async def test_an_unreadable_outcome_postpones_the_verdict(
-    nats_server: EmbeddedNats, heddle_nc: Client, caplog: pytest.LogCaptureFixture
+    own_nats_server: EmbeddedNats, heddle_nc: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     nc = heddle_nc
     js = nc.jetstream(timeout=0.5)
-    actor, liveness = await watched_run(nc, js, nats_server, ["done", "dead"])
+    actor, liveness = await watched_run(nc, js, own_nats_server, ["done", "dead"])
     state = actor.state
     # Both attempts were accepted by r1, whose last heartbeat is long past the silence limit.
     long_ago = time.monotonic() - 10
@@ -107,7 +107,7 @@ async def test_an_unreadable_outcome_postpones_the_verdict(
     )
     await js.publish(names.evt(RUN, "done", "finished", "r1"), encode(outcome))
 
-    nats_server.kill()
+    own_nats_server.kill()
     with pytest.raises(OutcomeUnknown):
         await last_outcome(js, RUN, "done")
     caplog.set_level(logging.INFO, logger="heddle.orchestrator")
@@ -116,7 +116,7 @@ async def test_an_unreadable_outcome_postpones_the_verdict(
     postponed = [r for r in caplog.records if r.getMessage() == "watchdog verdict postponed"]
     assert sorted(r.fields["step"] for r in postponed) == ["dead", "done"]
 
-    nats_server.start()
+    own_nats_server.start()
     await until_connected(nc)
     await liveness.scan()
     got = {m.step_id: m for m in posted(actor)}  # type: ignore[attr-defined]
