@@ -167,9 +167,9 @@ class Stack:
                 return resp.status, await resp.json()
             return resp.status, await resp.text()
 
-    async def submit(self, doc: dict[str, Any], expect: int = 201) -> str:
+    async def submit(self, doc: dict[str, Any], expect: int | tuple[int, ...] = 201) -> str:
         status, body = await self.request("POST", "/api/runs", json=doc)
-        assert status == expect, (status, body)
+        assert status in (expect if isinstance(expect, tuple) else (expect,)), (status, body)
         return body["runId"]
 
     async def run(self, run_id: str) -> dict[str, Any]:

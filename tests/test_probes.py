@@ -71,6 +71,9 @@ async def test_live_and_ready_then_frozen_then_back(stack: StackFactory) -> None
 async def test_not_ready_while_nats_is_away(stack: StackFactory) -> None:
     s = await stack(runners=1, metrics=True)
     assert s.nats is not None
+    # Each service ready first: one still starting when NATS goes stays "starting".
+    for name in SERVICES:
+        await until(s, name, "/readyz", 200)
     s.nats.kill()
     for name in SERVICES:
         assert await until(s, name, "/readyz", 503) == "NATS disconnected\n", name
