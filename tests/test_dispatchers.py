@@ -187,3 +187,34 @@ async def test_two_dispatchers_share_the_pool_and_one_killed_leaves_no_step_stuc
             else:
                 assert running == attempt, (runner, running, attempt, t)
                 running = None
+
+
+async def test_a_step_waiting_in_hand_while_the_pool_turns_over_is_not_redelivered(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """One runner, two dispatchers, a fan-out of short steps: each dispatcher holds ready
+    steps for several ack waits while the runner frees up every few tens of milliseconds
+    for other steps. A live dispatcher touches what it holds however often it is woken, so
+    nothing is redelivered to the other one, and no attempt runs twice."""
+    s = await stack(runners=0, dispatchers=2, wait=False)
+    s.start("runner-0", LEDGER_RUNNER="runner-0")
+    await s.wait_ready(1)
+    ledger = tmp_path / "ledger"
+    # At 0.2 s a step on one runner, the six or seven steps in each hand wait 3 s or more:
+    # longer than their ack wait (2 s), though the runner frees up every 0.2 s.
+    width = 30
+    steps: list[dict] = [{"id": "root", "command": "true"}]
+    steps += [
+        {"id": f"f{i}", "command": step_command(ledger, "0.2"), "dependsOn": ["root"]}
+        for i in range(width)
+    ]
+    run = await s.wait_run(await s.submit({"steps": steps}), timeout=90)
+    assert run["status"] == "succeeded"
+    assert {st["attempt"] for st in run["steps"]} == {1}
+    starts: dict[str, int] = defaultdict(int)
+    for _t, what, _runner, attempt, _pid in read_ledger(ledger):
+        starts[attempt] += what == "start"
+    assert len(starts) == width
+    assert {a: n for a, n in starts.items() if n > 1} == {}
+    for name in ("dispatcher", "dispatcher-1"):
+        assert '"msg":"already taken"' not in s.logs(name), name

@@ -355,14 +355,19 @@ class Dispatcher:
         """A free runner, reserved for this message, once there is one; None if this
         dispatcher stops first. The message is touched while it waits, so it is not lost."""
         touch_every = ack_wait(self.settings) / 3
+        # Timed from the last touch, not from the last wake: a pool that turns over often
+        # wakes every waiter at each free runner, and the message must still be touched.
+        touch_at = time.monotonic() + touch_every
         while (name := self.pool.reserve()) is None:
             if self._stopping:
                 return None
             await self._wake()
-            try:
-                await asyncio.wait_for(self._free.wait(), touch_every)
-            except TimeoutError:
+            if (left := touch_at - time.monotonic()) <= 0:
                 await settle(msg, Outcome.WAITING)  # waiting for a runner, not lost
+                touch_at = time.monotonic() + touch_every
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._free.wait(), left)
         return name
 
     async def _offer(self, msg: Msg, ready: StepReady, name: str) -> Answer:
