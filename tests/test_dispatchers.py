@@ -196,16 +196,18 @@ async def test_a_step_waiting_in_hand_while_the_pool_turns_over_is_not_redeliver
     steps for several ack waits while the runner frees up every few tens of milliseconds
     for other steps. A live dispatcher touches what it holds however often it is woken, so
     nothing is redelivered to the other one, and no attempt runs twice."""
-    s = await stack(runners=0, dispatchers=2, wait=False)
+    # An ack wait of 1 s: the six or seven steps in each hand wait 1.5 s or more at 0.1 s a
+    # step on one runner, though the runner frees up every 0.1 s.
+    quick = {"HEDDLE_READY_ACK_WAIT": "1", "HEDDLE_ASSIGN_TIMEOUT": "0.5"}
+    s = await stack(runners=0, dispatchers=2, wait=False, **quick)
+    assert ack_wait(Settings.from_env({**FAST, **quick})) == 1.0
     s.start("runner-0", LEDGER_RUNNER="runner-0")
     await s.wait_ready(1)
     ledger = tmp_path / "ledger"
-    # At 0.2 s a step on one runner, the six or seven steps in each hand wait 3 s or more:
-    # longer than their ack wait (2 s), though the runner frees up every 0.2 s.
     width = 30
     steps: list[dict] = [{"id": "root", "command": "true"}]
     steps += [
-        {"id": f"f{i}", "command": step_command(ledger, "0.2"), "dependsOn": ["root"]}
+        {"id": f"f{i}", "command": step_command(ledger, "0.1"), "dependsOn": ["root"]}
         for i in range(width)
     ]
     run = await s.wait_run(await s.submit({"steps": steps}), timeout=90)
