@@ -318,7 +318,7 @@ async def ensure_resources(
 ) -> Resources:
     """The streams and buckets, created or brought to the settings; with ``create`` False,
     only waited for (a runner's permissions let it look, not create)."""
-    js = nc.jetstream(timeout=10)
+    js = nc.jetstream(timeout=settings.nats_timeout)
     await require_server(js)
     s_cfg = stream_configs(settings)
     b_cfg = bucket_configs(settings)

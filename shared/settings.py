@@ -39,6 +39,7 @@ POSITIVE = (
     "kill_grace",
     "default_timeout",
     "body_timeout",
+    "nats_timeout",
     "autoscale_up_after",
     "autoscale_idle_after",
     "autoscale_interval",
@@ -171,6 +172,12 @@ class Settings:
         "HEDDLE_ASSIGN_TIMEOUT",
         "how long the dispatcher waits for a runner to accept an assignment (a runner answers "
         "within a quarter of it)",
+    )
+    nats_timeout: float = _s(
+        10.0,
+        "HEDDLE_NATS_TIMEOUT",
+        "seconds a JetStream request (a read, a stored write's acknowledgement) may wait for "
+        "its answer; the gateway answers 503 after it",
     )
     ready_ack_wait: float = _s(
         4.0,

@@ -30,6 +30,8 @@ FAST = {
     "HEDDLE_SHUTDOWN_GRACE": "3",
     "HEDDLE_RETRY_BASE": "0.2",
     "HEDDLE_RETRY_CAP": "2",
+    # A frozen broker's 503 after 3 s, not 10 (the cluster test keeps 10: a leader election).
+    "HEDDLE_NATS_TIMEOUT": "3",
     # Steps run as the runner's own user: they read and write the tests' temporary files,
     # which the step user could not reach (tests/test_security.py runs them as nobody).
     "HEDDLE_STEP_USER": "none",

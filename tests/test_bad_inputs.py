@@ -8,6 +8,7 @@ import io
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -270,16 +271,18 @@ async def test_a_body_that_stalls_is_cut_with_408(
 async def test_nats_too_slow_to_answer_is_503_with_retry_after(
     gateway: Gateway, admin_file: Path, own_nats_server: EmbeddedNats
 ) -> None:
-    gw = await gateway()
+    gw = await gateway(nats_timeout=1.0)  # HEDDLE_NATS_TIMEOUT: the 503 comes after it
     token = root(admin_file)
     assert (await call(gw, "GET", "/api/runs/r1", token))[0] == 404
     os.kill(
         own_nats_server.proc.pid, signal.SIGSTOP
     )  # the server holds the connection, answers nothing
     try:
+        asked = time.monotonic()
         async with gw.get("/api/runs/r1", headers=bearer(token)) as resp:
             assert resp.status == 503 and resp.headers["Retry-After"].isdigit()
             assert "NATS" in (await resp.json())["error"]
+        assert time.monotonic() - asked < 5.0  # its own timeout, not the default 10 s
     finally:
         os.kill(own_nats_server.proc.pid, signal.SIGCONT)
     assert (await call(gw, "GET", "/api/runs/r1", token))[0] == 404  # and it recovers

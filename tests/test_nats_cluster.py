@@ -117,7 +117,7 @@ class Cluster:
 
 @pytest.fixture
 def cluster_stack(tmp_path: Path) -> Iterator[Stack]:
-    s = Stack(tmp_path, settings={**FAST, "HEDDLE_REPLICAS": "3"})
+    s = Stack(tmp_path, settings={**FAST, "HEDDLE_REPLICAS": "3", "HEDDLE_NATS_TIMEOUT": "10"})
     everything = perms.Permissions(publish=(">",), subscribe=(">",))
     superuser = perms.User(SUPERUSER, SUPERUSER_PASSWORD, everything)
     runners = [f"runner-{i}" for i in range(RUNNERS)]
