@@ -1,4 +1,4 @@
-"""Big workflows (issue 21, item 4): a 5,000-wide fan-out and a long chain accepted (their
+"""Big workflows: a 5,000-wide fan-out and a 2,000-step chain accepted (their
 submit carried beside its command, shared/documents.py), run, and read back in pages through
 the API over a real stack; and the paging API's behaviour over a gateway app and a real
 nats-server (runs written into heddle-runs as the orchestrator writes them)."""
@@ -6,6 +6,7 @@ nats-server (runs written into heddle-runs as the orchestrator writes them)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,11 @@ from tests.gateway_apps import gateway as gateway
 from tests.stack import Stack
 
 
-def chain(n: int) -> list[dict[str, Any]]:
-    steps: list[dict[str, Any]] = [{"id": "c0", "command": "true"}]
-    steps += [{"id": f"c{i}", "command": "true", "dependsOn": [f"c{i - 1}"]} for i in range(1, n)]
+def chain(n: int, pad: int = 0) -> list[dict[str, Any]]:
+    """``n`` steps one after another; ``pad`` bytes of shell comment make each one bigger."""
+    command = "true" + (f" # {'x' * pad}" if pad else "")
+    steps: list[dict[str, Any]] = [{"id": "c0", "command": command}]
+    steps += [{"id": f"c{i}", "command": command, "dependsOn": [f"c{i - 1}"]} for i in range(1, n)]
     return steps
 
 
@@ -65,11 +68,14 @@ async def all_pages(s: Stack, run_id: str, query: str = "") -> list[dict[str, An
     return steps
 
 
-async def test_a_5000_wide_fanout_and_a_5000_step_chain_run_and_read_back_in_pages(
+async def test_a_5000_wide_fanout_and_a_2000_step_chain_run_and_read_back_in_pages(
     stack: StackFactory,
 ) -> None:
     s = await stack(runners=8)
-    wide, long = fanout(5000), chain(5000)
+    # The chain's steps padded to carry it beside its command too (over 256 KiB) in 2,000
+    # steps: its run, one step at a time, is what the test waits for.
+    wide, long = fanout(5000), chain(2000, pad=120)
+    assert len(json.dumps({"steps": long})) > 256 * 1024
     # Both carried beside their commands: accepted (202) once the command is stored.
     wide_id = await s.submit({"runId": "wide", "steps": wide}, expect=202)
     long_id = await s.submit({"runId": "long", "steps": long}, expect=202)
