@@ -126,12 +126,21 @@ def serve(name: str) -> int:
     except SettingsError as exc:
         print(f"heddle: {exc}", file=sys.stderr)
         return 2
+    without_websocket_client(name, settings)
     try:
         run_service(build_service(name, settings), settings)
     except HeddleError as exc:
         print(f"heddle {name}: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def without_websocket_client(name: str, settings: Settings) -> None:
+    """nats-py imports aiohttp for its WebSocket transport alone, a third of a service's
+    imports: a service that serves no HTTP and dials NATS over TCP starts without it."""
+    websocket = any(u.strip().startswith(("ws:", "wss:")) for u in settings.nats_url.split(","))
+    if name != "gateway" and not settings.metrics_port and not websocket:
+        sys.modules.setdefault("aiohttp", None)  # None: `import aiohttp` is an ImportError
 
 
 if __name__ == "__main__":
