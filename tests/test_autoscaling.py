@@ -127,10 +127,13 @@ async def test_a_busy_top_runner_is_drained_and_an_idle_pool_shrinks_from_the_to
 
     log = s.logs("dispatcher")
     assert '"decision":"up"' in log and '"decision":"down"' in log, log[-3000:]
-    metrics = await metrics_of(s)
+    # The gauge is set once the last patch is answered, a moment after the API applied it.
+    deadline = time.monotonic() + 5
+    while "heddle_autoscale_replicas 1.0" not in (metrics := await metrics_of(s)):
+        assert time.monotonic() < deadline, metrics
+        await asyncio.sleep(0.05)
     assert 'heddle_autoscale_decisions_total{decision="up"} 1.0' in metrics, metrics
     assert 'heddle_autoscale_decisions_total{decision="drain"}' in metrics, metrics
-    assert "heddle_autoscale_replicas 1.0" in metrics, metrics
 
 
 def scale(api: fk.FakeKube) -> list[int]:
