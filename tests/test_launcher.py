@@ -4,12 +4,15 @@ nothing a step could use, and a launcher a step kills or stops costs that step a
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
 from services.runner_agent.launcher import LauncherError
 from services.runner_agent.process import StepProcess
 from tests.launchers import launched_as, step_user
+from tests.stack import REPO
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
@@ -109,3 +112,38 @@ async def test_the_launcher_exits_with_its_runner() -> None:
     assert launcher.pid is None
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 (reaped)
+
+
+async def test_the_launcher_has_a_session_of_its_own() -> None:
+    """A step caught before its own setsid is in its launcher's group, which is killed
+    whole when the launcher is lost: that group must not be the runner's."""
+    async with launched_as() as spawn:
+        pid = spawn["launcher"].pid
+        assert os.getsid(pid) == pid and os.getpgid(pid) != os.getpgrp()
+
+
+HOLDERS = """
+import os, subprocess, time
+from services.runner_agent.launcher import _kill_holders
+r, w = os.pipe()
+apart = subprocess.Popen(["sleep", "30"], pass_fds=(w,), start_new_session=True)
+beside = subprocess.Popen(["sleep", "30"], pass_fds=(w,))  # in this process's group
+bystander = subprocess.Popen(["sleep", "30"])  # same group, holds nothing
+_kill_holders(w)
+time.sleep(0.2)
+print(apart.poll(), beside.poll(), bystander.poll())
+bystander.kill()
+"""
+
+
+def test_the_holders_of_a_pipe_are_killed_and_the_runner_s_group_spared() -> None:
+    """Run in a session of its own: if it killed its own group, only it would die."""
+    out = subprocess.run(
+        [sys.executable, "-c", HOLDERS],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        start_new_session=True,
+    )
+    assert out.stdout.split() == ["-9", "-9", "None"], (out.returncode, out.stderr)

@@ -190,6 +190,9 @@ class Launcher:
                 [sys.executable, "-I", "-S", MAIN, str(self.uid), str(self.gid)],
                 {},
                 file_actions=[(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3)],
+                # Its own session: a step caught before its own setsid is in the launcher's
+                # group, which _kill_holders kills whole, and that must not be the runner's.
+                setsid=True,
             )
         finally:
             theirs.close()
@@ -265,9 +268,10 @@ def _reap(pid: int, within: float = 1.0) -> None:
 
 def _kill_holders(pipe_end: int) -> None:
     """Kill the process group of every other process that holds this pipe open: a step its
-    launcher spawned and never named."""
+    launcher spawned and never named. A holder in this process's own group (a launcher still
+    closing its files as it dies, say) is killed alone: the group is the runner's."""
     target = f"pipe:[{os.fstat(pipe_end).st_ino}]"
-    me = os.getpid()
+    me, my_group = os.getpid(), os.getpgrp()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
@@ -276,4 +280,8 @@ def _kill_holders(pipe_end: int) -> None:
                 os.readlink(f"/proc/{entry}/fd/{fd}") == target
                 for fd in os.listdir(f"/proc/{entry}/fd")
             ):
-                os.killpg(os.getpgid(int(entry)), signal.SIGKILL)
+                pid = int(entry)
+                if (group := os.getpgid(pid)) == my_group:
+                    os.kill(pid, signal.SIGKILL)
+                else:
+                    os.killpg(group, signal.SIGKILL)
