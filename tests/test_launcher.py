@@ -3,9 +3,11 @@ nothing a step could use, and a launcher a step kills or stops costs that step a
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -61,10 +63,21 @@ async def test_a_step_that_kills_its_launcher_fails_alone() -> None:
                     "no exit code",
                 )
                 assert result.stdout_tail == ""
-            assert not running(marker)
+            assert await gone(marker)
             again = await step("echo next", spawn).run()
             assert (again.outcome, again.stdout_tail) == ("succeeded", "next")
             assert launcher.pid not in (None, first)
+
+
+async def gone(marker: str, within: float = 2.0) -> bool:
+    """No process holds ``marker`` any more, or soon: a SIGKILL takes effect once the
+    process is next scheduled, a moment after it was sent."""
+    deadline = time.monotonic() + within
+    while running(marker):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
 
 
 def running(marker: str) -> list[int]:
