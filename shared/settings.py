@@ -176,8 +176,9 @@ class Settings:
     nats_timeout: float = _s(
         10.0,
         "HEDDLE_NATS_TIMEOUT",
-        "seconds a JetStream request (a read, a stored write's acknowledgement) may wait for "
-        "its answer; the gateway answers 503 after it",
+        "seconds a request through a service's JetStream context (stream and KV reads, the "
+        "gateway's stored submits and cancels) may wait for its answer; the gateway answers "
+        "503 after it",
     )
     ready_ack_wait: float = _s(
         4.0,

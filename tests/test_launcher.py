@@ -97,7 +97,9 @@ async def test_a_stopped_launcher_is_replaced_once_an_exit_is_overdue() -> None:
     async with launched_as(answer_within=0.5) as spawn:
         launcher = spawn["launcher"]
         first = launcher.pid
-        result = await step("kill -STOP $PPID; exit 0", spawn).run()
+        # Stopped once it answered the spawn (a stop before that is a spawn with no answer,
+        # as in the test above): the step's exit is what it cannot report.
+        result = await step("sleep 0.2; kill -STOP $PPID; exit 0", spawn).run()
         assert (result.outcome, result.reason) == ("failed", "no exit code")
         with pytest.raises(ChildProcessError):
             os.waitpid(first, os.WNOHANG)  # noqa: ASYNC222 (killed and reaped, not left stopped)
@@ -136,15 +138,23 @@ async def test_the_launcher_has_a_session_of_its_own() -> None:
 
 
 HOLDERS = """
-import os, subprocess, time
+import os, subprocess
 from services.runner_agent.launcher import _kill_holders
 r, w = os.pipe()
 apart = subprocess.Popen(["sleep", "30"], pass_fds=(w,), start_new_session=True)
 beside = subprocess.Popen(["sleep", "30"], pass_fds=(w,))  # in this process's group
 bystander = subprocess.Popen(["sleep", "30"])  # same group, holds nothing
 _kill_holders(w)
-time.sleep(0.2)
-print(apart.poll(), beside.poll(), bystander.poll())
+
+
+def ended(p):
+    try:
+        return p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+print(ended(apart), ended(beside), bystander.poll())
 bystander.kill()
 """
 

@@ -268,8 +268,8 @@ def _reap(pid: int, within: float = 1.0) -> None:
 
 def _kill_holders(pipe_end: int) -> None:
     """Kill the process group of every other process that holds this pipe open: a step its
-    launcher spawned and never named. A holder in this process's own group (a launcher still
-    closing its files as it dies, say) is killed alone: the group is the runner's."""
+    launcher spawned and never named. A holder in this process's own group (a fork of the
+    runner not yet exec'd, say) is killed alone: the group is the runner's."""
     target = f"pipe:[{os.fstat(pipe_end).st_ino}]"
     me, my_group = os.getpid(), os.getpgrp()
     for entry in os.listdir("/proc"):
