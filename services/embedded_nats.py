@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 from shared.errors import HeddleError
@@ -43,18 +44,29 @@ def find_binary() -> str:
 LISTEN_PORTS = range(20000, 32768)
 
 
+# Ports this process handed out lately: several servers are often given theirs before any
+# of them binds, and a port found free twice must not go to two of them.
+_handed_out: deque[int] = deque(maxlen=1024)
+
+
 def free_port() -> int:
-    """A port nothing on 127.0.0.1 listens on now, for a server about to start."""
+    """A port nothing on 127.0.0.1 listens on now, for a server about to start, and none
+    that this process handed out lately."""
     for port in random.sample(LISTEN_PORTS, 50):
+        if port in _handed_out:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _handed_out.append(port)
+        return port
     with socket.socket() as s:  # the range is crowded: any port the kernel gives
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port = s.getsockname()[1]
+    _handed_out.append(port)
+    return port
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
