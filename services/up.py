@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,9 @@ from shared.tokens import new_token
 
 RESTART_DELAY = 1.0
 ADMIN_TOKEN_FILE = "admin-token"
+# `up` is said once the gateway answers /readyz, so a submit sent on that line is taken.
+READY_POLL = 0.1
+SLOW_START = 30.0  # seconds before a gateway not yet ready is mentioned
 
 
 @dataclass
@@ -218,6 +222,33 @@ def greeting(
     return lines
 
 
+async def until_serving(
+    settings: Settings, stop: asyncio.Event, say: Callable[[str], None]
+) -> bool:
+    """Until the gateway answers its readiness probe (True), or ``stop`` is set first."""
+    import aiohttp  # only `up` needs an HTTP client: not imported with the CLI
+
+    host = settings.gateway_host
+    if host in ("", "0.0.0.0", "::"):  # listening everywhere: loopback reaches it
+        host = "127.0.0.1"
+    netloc = f"[{host}]" if ":" in host else host
+    url = f"http://{netloc}:{settings.gateway_port}/readyz"
+    slow_at = asyncio.get_running_loop().time() + SLOW_START
+    timeout = aiohttp.ClientTimeout(total=5)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        while not stop.is_set():
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with http.get(url) as resp:
+                    if resp.status == 200:
+                        return True
+            if slow_at and asyncio.get_running_loop().time() > slow_at:
+                say(f"the gateway is not ready after {SLOW_START:g} s; still waiting")
+                slow_at = 0.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), READY_POLL)
+    return False
+
+
 async def run_up(
     settings: Settings,
     runners: int,
@@ -252,12 +283,13 @@ async def run_up(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await sup.start()
-    where = f"data in {data_dir}" if nats else "external NATS"
-    token_shown = (token_file, token) if auth else None
-    for line in greeting(settings, where, runners, dispatchers, token_shown, orchestrators):
-        sup.say("heddle", line)
-    if users is not None:
-        sup.say("heddle", f"inspect: nats --context {data_dir / CONTEXT_FILE} stream ls")
+    if await until_serving(settings, stop, say=lambda line: sup.say("heddle", line)):
+        where = f"data in {data_dir}" if nats else "external NATS"
+        token_shown = (token_file, token) if auth else None
+        for line in greeting(settings, where, runners, dispatchers, token_shown, orchestrators):
+            sup.say("heddle", line)
+        if users is not None:
+            sup.say("heddle", f"inspect: nats --context {data_dir / CONTEXT_FILE} stream ls")
     await stop.wait()
     sup.say("heddle", "stopping")
     await sup.stop(settings.shutdown_grace + settings.kill_grace + 5)

@@ -110,6 +110,33 @@ async def test_up_serves_the_example_and_stops_cleanly(tmp_path: Path) -> None:
     assert data.stat().st_mode & 0o777 == 0o700  # the store's commands and records too
 
 
+async def test_up_says_up_once_a_submit_is_taken(tmp_path: Path) -> None:
+    """The `up:` line comes once the gateway answers: a submit sent on it is accepted, never
+    refused for a connection (the services start for a while after they are spawned)."""
+    data = tmp_path / "data"
+    started = start_up(tmp_path, data, runners=1)
+    up = started.proc
+    assert up.stdout is not None
+    lines: list[str] = []
+    try:
+        loop = asyncio.get_running_loop()
+        while not any(line.startswith("heddle | up: ") for line in lines[-1:]):
+            raw = await asyncio.wait_for(loop.run_in_executor(None, up.stdout.readline), 60)
+            assert raw, "heddle up ended before saying up:\n" + "".join(lines[-40:])
+            lines.append(raw.decode(errors="replace").lstrip())
+        headers = {"Authorization": f"Bearer {(data / 'admin-token').read_text().strip()}"}
+        async with aiohttp.ClientSession(headers=headers) as http:
+            url = f"http://127.0.0.1:{started.port}/api/runs"
+            async with http.post(url, json=EXAMPLE) as resp:
+                assert resp.status in (201, 202), await resp.text()
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.communicate(timeout=60)
+    assert up.returncode == 0
+    # The services' own start lines came before it: it waited for them.
+    assert any(line.startswith("gateway |") for line in lines)
+
+
 async def test_up_keeps_its_token_and_users_across_starts(tmp_path: Path) -> None:
     """A second start on the same data dir reuses the admin token and the NATS users."""
     data = tmp_path / "data"
