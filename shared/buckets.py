@@ -15,23 +15,38 @@ if TYPE_CHECKING:
     from nats.js import JetStreamContext
 
 
-class Bucket(KeyValue):
-    """Every KeyValue call, and in the open: ``nc``, ``js``, ``bucket``, ``stream`` and
-    ``prefix`` (what ``shared/kv_reads.py`` replays with)."""
+# How long a replay waits for each next message by default: HEDDLE_NATS_TIMEOUT's default.
+REPLAY_TIMEOUT = 10.0
 
-    def __init__(self, nc: Client, js: JetStreamContext, bucket: str, direct: bool) -> None:
+
+class Bucket(KeyValue):
+    """Every KeyValue call, and in the open: ``nc``, ``js``, ``bucket``, ``stream``,
+    ``prefix`` and ``timeout`` (what ``shared/kv_reads.py`` replays with)."""
+
+    def __init__(
+        self,
+        nc: Client,
+        js: JetStreamContext,
+        bucket: str,
+        direct: bool,
+        timeout: float = REPLAY_TIMEOUT,
+    ) -> None:
         self.nc = nc
         self.js = js
+        self.timeout = timeout
         self.bucket = bucket
         self.stream = names.kv_stream(bucket)
         self.prefix = names.kv_subject(bucket, "")
         super().__init__(name=bucket, stream=self.stream, pre=self.prefix, js=js, direct=direct)
 
 
-async def open_bucket(nc: Client, js: JetStreamContext, bucket: str) -> Bucket:
-    """The bucket as ``js.key_value`` opens it: its stream must exist."""
+async def open_bucket(
+    nc: Client, js: JetStreamContext, bucket: str, timeout: float = REPLAY_TIMEOUT
+) -> Bucket:
+    """The bucket as ``js.key_value`` opens it: its stream must exist. ``timeout``: how long
+    a replay of it waits for an answer (HEDDLE_NATS_TIMEOUT, as the ``js`` requests do)."""
     try:
         info = await js.stream_info(names.kv_stream(bucket))
     except NotFoundError as exc:
         raise BucketNotFoundError from exc
-    return Bucket(nc, js, bucket, direct=bool(info.config.allow_direct))
+    return Bucket(nc, js, bucket, direct=bool(info.config.allow_direct), timeout=timeout)

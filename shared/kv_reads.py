@@ -50,7 +50,9 @@ async def _last_per_key_consumer(
     )
 
 
-async def read_current(kv: Bucket, pattern: str, timeout: float = 10.0) -> list[KeyValue.Entry]:
+async def read_current(
+    kv: Bucket, pattern: str, timeout: float | None = None
+) -> list[KeyValue.Entry]:
     """Current values of every key matching ``pattern``: one replay of the bucket's stream
     (last message per key), not a get per key.
 
@@ -59,7 +61,8 @@ async def read_current(kv: Bucket, pattern: str, timeout: float = 10.0) -> list[
     the consumer is deleted. The end of the replay is thus the server's count, not a guess:
     nats-py's ``kv.watch`` judges it from what the client has processed so far, and under
     load reported runs with no steps. Its push consumers also linger after unsubscribing,
-    which a gateway polling runs would pile up.
+    which a gateway polling runs would pile up. Each message is waited for ``timeout`` at
+    most (the bucket's, HEDDLE_NATS_TIMEOUT, by default): TimeoutError after that.
     """
     info = await _last_per_key_consumer(kv.js, kv.stream, f"{kv.prefix}{pattern}")
     try:
@@ -87,10 +90,16 @@ def _into(queue: asyncio.Queue[Msg]) -> Callable[[Msg], Awaitable[None]]:
 
 
 async def _replay(
-    kv: Bucket, consumer: str, inbox: str, queue: asyncio.Queue[Msg], expected: int, timeout: float
+    kv: Bucket,
+    consumer: str,
+    inbox: str,
+    queue: asyncio.Queue[Msg],
+    expected: int,
+    timeout: float | None = None,
 ) -> list[KeyValue.Entry]:
     """Pull the ``expected`` last messages per key delivered to ``inbox``; the keys that
-    still have a value, as entries."""
+    still have a value, as entries. Each waited for ``timeout`` (default: the bucket's)."""
+    wait = kv.timeout if timeout is None else timeout
 
     async def pull(batch: int) -> None:
         # Not no_wait: right after creation a consumer may answer "no messages" before it
@@ -103,7 +112,7 @@ async def _replay(
     latest: dict[str, KeyValue.Entry] = {}
     seen = 0
     while seen < expected:
-        msg = await asyncio.wait_for(queue.get(), timeout)
+        msg = await asyncio.wait_for(queue.get(), wait)
         headers = msg.headers or {}
         if not msg.data and "Status" in headers:
             # The pull expired (408) before the batch was full: either keys were deleted

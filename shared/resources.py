@@ -330,5 +330,5 @@ async def ensure_resources(
     else:
         wanted = [s_cfg[s].name for s in streams] + [b_cfg[b].name for b in buckets]
         await asyncio.gather(*(wait_for_stream(js, n) for n in wanted if n))
-    kv = {b: await open_bucket(nc, js, b) for b in buckets}
+    kv = {b: await open_bucket(nc, js, b, settings.nats_timeout) for b in buckets}
     return Resources(js=js, kv=kv)
