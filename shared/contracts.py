@@ -139,6 +139,9 @@ class StepReady(Wire, frozen=True):
     # The step's own variables (parameters, slot, static env, upstream outputs:
     # shared/step_env.py), set after the runner's environment is stripped of HEDDLE_*.
     env: dict[str, str] = {}
+    # Handed to a runner first, which gave no answer: a runner may hold it, so the
+    # dispatcher looks for the attempt (its heartbeat, its outcome) before it offers it.
+    check: bool = False
 
 
 class AssignReply(Wire, frozen=True):
@@ -304,6 +307,9 @@ class StepRecord(Wire):
     requeues: int = 0  # the current attempt queued again after its assignment was lost
     ticket: str = ""  # the current attempt's (StepReady.ticket); never shown by the API
     env: dict[str, str] = {}  # the step's static variables (StepSpec.env)
+    # The runner the current attempt was handed to directly (the one whose success readied
+    # it), its answer not yet known: no ready message of it is in the stream.
+    offered_to: str | None = None
 
     @property
     def outputs(self) -> dict[str, str]:

@@ -94,6 +94,14 @@ REQUEUES = Counter(
     "Attempts queued again because no runner held them and their ready message was gone.",
     registry=None,
 )
+HANDOFFS = Counter(
+    "heddle_handoffs",
+    "Steps handed by the orchestrator to the runner that just succeeded, by its answer: "
+    "accepted, refused (busy, stopping or gone: the dispatchers place it) or unanswered (the "
+    "dispatchers look for it, then place it).",
+    ["answer"],
+    registry=None,
+)
 VERDICTS = Counter(
     "heddle_watchdog_verdicts",
     "The watchdog's verdicts: silent (no heartbeat: the attempt fails), pod (the runner's pod "
@@ -153,6 +161,7 @@ OWNED: dict[str, tuple[Collector, ...]] = {
         DISPATCH_SECONDS,
         RETRIES,
         REQUEUES,
+        HANDOFFS,
         VERDICTS,
         CRON_SLOTS,
         LIVE_RUNS,

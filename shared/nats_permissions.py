@@ -144,6 +144,7 @@ def orchestrator() -> Permissions:
             names.STEP_READY_ALL,
             names.LOG_ALL,  # the orchestrator's notes in a step's log
             names.runner_cancel("*"),
+            names.runner_assign("*"),  # a successor handed to the runner that freed up
             names.run_stored("*"),
             kv_write(names.RUNS_BUCKET),
             kv_write(names.CRON_BUCKET),

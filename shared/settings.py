@@ -173,6 +173,13 @@ class Settings:
         "how long the dispatcher waits for a runner to accept an assignment (a runner answers "
         "within a quarter of it)",
     )
+    handoff: str = _s(
+        "on",
+        "HEDDLE_HANDOFF",
+        "a step readied by a success is handed by the orchestrator to the runner that just "
+        "succeeded, rather than through the dispatchers (which take it if that runner does not): "
+        "on or off (off with autoscaling, which drains runners the orchestrator knows nothing of)",
+    )
     nats_timeout: float = _s(
         10.0,
         "HEDDLE_NATS_TIMEOUT",
@@ -375,6 +382,7 @@ class Settings:
             "event_loop": ("uvloop", "asyncio"),
             "pod_watch": ("auto", "off"),
             "autoscale": ("on", "off"),
+            "handoff": ("on", "off"),
             "storage": ("file", "memory"),
             "auth": ("tokens", "none"),
             "metrics_auth": ("open", "token"),

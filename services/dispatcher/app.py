@@ -315,7 +315,7 @@ class Dispatcher:
         now = time.monotonic()
         while self._recent and next(iter(self._recent.values())) < now:
             self._recent.popitem(last=False)
-        check = redelivered(msg) or now < self._wary_until or key in self._recent
+        check = redelivered(msg) or now < self._wary_until or key in self._recent or ready.check
         self._in_hand[key] = now
         try:
             await self._place(msg, ready, check)

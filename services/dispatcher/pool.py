@@ -129,6 +129,9 @@ class Pool:
         self._suspect_until[name] = now + (self.suspect_for if silent else 0.2)
 
     def release(self, name: str, run_id: str, step_id: str, attempt: int) -> bool:
+        """An outcome from ``name``: its lease of that attempt ends, and it is no longer set
+        aside (it refused because it was busy with what it just finished: a step the
+        orchestrator handed it). Whether it may be free now."""
         lease = self.leases.get(name)
         if lease and (lease.run_id, lease.step_id, lease.attempt) == (run_id, step_id, attempt):
             self._released_jobs[name] = max(self._released_jobs.get(name, 0), lease.jobs)
@@ -137,4 +140,4 @@ class Pool:
             return True
         if name in self.reserved:
             self._early[name] = (run_id, step_id, attempt)
-        return False
+        return self._suspect_until.pop(name, None) is not None and name not in self.leases

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from services.orchestrator.decisions import Effect
 from services.orchestrator.effects import EffectRunner
-from services.orchestrator.state import RunState
+from services.orchestrator.state import HandoffAnswer, RunState
 from shared.consume import Outcome, settle
 from shared.contracts import StepFinished, StepStarted
 from shared.tasks import cancel_and_wait
@@ -69,6 +69,17 @@ class Cancel:
 
 
 @dataclass(frozen=True, slots=True)
+class HandedOff:
+    """What the runner a queued attempt was handed to answered (handoff.py)."""
+
+    step_id: str
+    attempt: int
+    requeue: int
+    runner: str
+    answer: HandoffAnswer
+
+
+@dataclass(frozen=True, slots=True)
 class Create:
     """A new run's first message: store it, then announce it (the gateway waits for that)."""
 
@@ -77,7 +88,9 @@ class Create:
     exists: Callable[[str], Awaitable[bool]]
 
 
-Message = StepStarted | StepFinished | Silent | Lost | Heard | RetryTimer | Cancel | Create
+Message = (
+    StepStarted | StepFinished | Silent | Lost | Heard | RetryTimer | Cancel | HandedOff | Create
+)
 
 
 class RunActor:
@@ -196,6 +209,10 @@ class RunActor:
                 effects = state.on_retry_due(step_id, attempt, now)
             case Cancel():
                 effects = state.cancel(now)
+            case HandedOff(step_id=step_id, attempt=attempt, requeue=requeue, runner=runner):
+                effects = state.on_handoff_answer(
+                    step_id, attempt, requeue, runner, message.answer
+                )
             case Heard(step_id=step_id, attempt=attempt, runner=runner, stored_at=stored_at):
                 effects = state.on_heartbeat(step_id, attempt, runner, stored_at)
             case _:

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from services.orchestrator.actor import Cancel, Message, RetryTimer, RunActor
+from services.orchestrator.actor import Cancel, HandedOff, Message, RetryTimer, RunActor
 from services.orchestrator.consumers import PartitionConsumers
 from services.orchestrator.decisions import KillAttempt
 from services.orchestrator.effects import EffectRunner
+from services.orchestrator.handoff import Handoffs
 from services.orchestrator.leases import Leases, member_name
 from services.orchestrator.liveness import Liveness
 from services.orchestrator.pod_watch import PodWatch, wanted
@@ -71,6 +72,7 @@ class Orchestrator:
             retry_base=settings.retry_base,
             retry_cap=settings.retry_cap,
             default_timeout=settings.default_timeout,
+            handoff=settings.handoff == "on",
         )
         self.limits = Limits(settings.max_steps, settings.max_command_bytes)
         self.actors: dict[str, RunActor] = {}
@@ -84,6 +86,7 @@ class Orchestrator:
         self._stopping = False
         self.nc: Client | None = None
         self.workflows: WorkflowFeatures | None = None  # history, cron, retention
+        self.handoffs: Handoffs | None = None
         LIVE_RUNS.set_function(lambda: len(self.actors))  # read at a scrape, never per step
 
     # ---- lifecycle ----
@@ -105,7 +108,10 @@ class Orchestrator:
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self.liveness = Liveness(self.settings, res, self.actors)
         self.acked = await AckedPublisher(self.nc).start()
-        self.effects = EffectRunner(self.nc, self.js, self.acked, local_timer=self._local_timer)
+        self.handoffs = Handoffs(self.nc, self.settings.assign_timeout, self._handed_off)
+        self.effects = EffectRunner(
+            self.nc, self.js, self.acked, local_timer=self._local_timer, handoffs=self.handoffs
+        )
         self.workflows = WorkflowFeatures(self.settings, res, self.actors, self.effects)
         self.effects = self.workflows.effects  # the same runner, also feeding run history
         self.consumers = PartitionConsumers(
@@ -185,6 +191,8 @@ class Orchestrator:
             await self.liveness.stop_watch()
         if self.workflows is not None:
             await self.workflows.stop()
+        if self.handoffs is not None:
+            await self.handoffs.stop()
         await close(self.nc)
 
     async def _disconnected(self) -> None:
@@ -424,6 +432,13 @@ class Orchestrator:
                 ev.runner, ev.step_id, ev.attempt, f"attempt does not count: {reason}"
             )
             await self.effects.apply(ev.run_id, [kill])
+
+    def _handed_off(
+        self, run_id: str, step_id: str, attempt: int, requeue: int, runner: str, answer: str
+    ) -> None:
+        actor = self.actors.get(run_id)
+        if actor is not None:  # else the run ended, or went to another orchestrator
+            actor.post(HandedOff(step_id, attempt, requeue, runner, answer))  # type: ignore[arg-type]
 
     def _local_timer(self, run_id: str, step_id: str, attempt: int, at: float) -> None:
         def fire() -> None:

@@ -38,6 +38,20 @@ class PersistRun:
 @dataclass(frozen=True, slots=True)
 class Enqueue:
     ready: StepReady
+    # The runner to hand the attempt to directly, once its queued record is stored, rather
+    # than through the dispatchers' stream (the runner whose success just readied it).
+    handoff: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitHandoff:
+    """A queued attempt handed to ``runner`` before a restart, its answer lost with the
+    orchestrator: taken as unanswered once a runner would have answered."""
+
+    step_id: str
+    attempt: int
+    requeue: int
+    runner: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,4 +88,13 @@ class Ignored:
     reason: str
 
 
-Effect = PersistStep | PersistRun | Enqueue | ScheduleRetry | KillAttempt | Requeued | Ignored
+Effect = (
+    PersistStep
+    | PersistRun
+    | Enqueue
+    | AwaitHandoff
+    | ScheduleRetry
+    | KillAttempt
+    | Requeued
+    | Ignored
+)

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from services.orchestrator.decisions import (
+    AwaitHandoff,
     Effect,
     Enqueue,
     Ignored,
@@ -51,6 +52,7 @@ from shared.service import event
 from shared.timefmt import from_epoch
 
 if TYPE_CHECKING:
+    from services.orchestrator.handoff import Handoffs
     from shared.nats_types import Client, JetStreamContext
 
 log = logging.getLogger("heddle.orchestrator")
@@ -65,6 +67,7 @@ class EffectRunner:
         js: JetStreamContext,
         acked: AckedPublisher,
         local_timer: Callable[[str, str, int, float], None] | None = None,
+        handoffs: Handoffs | None = None,
     ) -> None:
         self.nc = nc
         self.js = js
@@ -73,6 +76,7 @@ class EffectRunner:
         # timer fires on time while this process lives. Whichever comes first queues the
         # attempt; the state machine ignores the other.
         self.local_timer = local_timer
+        self.handoffs = handoffs  # sends what Enqueue hands to a runner, and its answer
 
     async def apply(self, run_id: str, effects: list[Effect], *, create_run: bool = False) -> None:
         await self.write_notes(run_id, effects)  # once, not on every retry of the writes
@@ -81,6 +85,8 @@ class EffectRunner:
             try:
                 await self._apply_once(run_id, effects, create_run)
                 count(effects, create_run)  # once stored: not again if written again
+                if self.handoffs is not None:
+                    self.handoffs.send(run_id, effects)  # once, and only what is stored
                 return
             except asyncio.CancelledError:
                 raise
@@ -104,8 +110,10 @@ class EffectRunner:
                     await self._persist_step(batch, i, eff)
                 case PersistRun():
                     await self._persist_run(batch, i, eff)
-                case Enqueue():
+                case Enqueue(handoff=None):
                     await self._enqueue(batch, eff)
+                case Enqueue() | AwaitHandoff():
+                    pass  # once the batch is stored (Handoffs.send)
                 case ScheduleRetry():
                     await self._schedule(batch, eff)
                 case KillAttempt():

@@ -9,8 +9,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
+
+import msgspec
 
 from services.orchestrator.decisions import (
+    AwaitHandoff,
     Effect,
     Enqueue,
     Ignored,
@@ -45,6 +49,11 @@ class Policy:
     # The most bytes a ready message may take (the server's payload limit, less room for
     # headers); 0: unchecked. A step whose variables make it larger fails instead.
     max_ready_bytes: int = 0
+    # A success hands the first step it readies to the runner that succeeded (HEDDLE_HANDOFF).
+    handoff: bool = False
+
+
+HandoffAnswer = Literal["accepted", "refused", "unanswered"]
 
 
 def _carry_over(step: StepRecord, done: AttemptRecord, run_id: str) -> None:
@@ -201,7 +210,7 @@ class RunState:
         if ev.outcome == "succeeded":
             if ev.outputs and step.attempts and step.attempts[-1].attempt == step.attempt:
                 step.attempts[-1].outputs = dict(ev.outputs)  # only a success's are kept
-            return self._succeed(step, ev.finished_at)
+            return self._succeed(step, ev.finished_at, by=ev.runner)
         reason = ev.reason or (
             f"exit code {ev.exit_code}" if ev.exit_code is not None else ev.outcome
         )
@@ -252,6 +261,7 @@ class RunState:
             return [Ignored(step_id, f"lost-assignment finding for attempt {attempt} ignored")]
         step.requeues += 1
         step.queued_at = from_epoch(now)
+        step.offered_to = None
         ready, _ = self._ready(step)
         return [
             PersistStep(step, step.status),
@@ -264,6 +274,31 @@ class RunState:
         """Whether a message about the step's current attempt comes from the runner that was
         given it. Steps stored before tickets existed have none, and accept any."""
         return holds(step.ticket, ticket)
+
+    def on_handoff_answer(
+        self, step_id: str, attempt: int, requeue: int, runner: str, answer: HandoffAnswer
+    ) -> list[Effect]:
+        """What the runner an attempt was handed to answered. Accepted: it holds the attempt.
+        Refused (busy, stopping, or not there): the attempt goes to the dispatchers. No answer:
+        it may hold the attempt, so the dispatchers look for it before they offer it. Nothing
+        if the attempt has moved on (its outcome came first, as a short step's does)."""
+        step = self.steps.get(step_id)
+        if (
+            step is None
+            or step.status != "queued"
+            or (step.attempt, step.requeues, step.offered_to) != (attempt, requeue, runner)
+        ):
+            return []
+        step.offered_to = None
+        if answer == "accepted":
+            self.on_accepted(step_id, attempt, runner)
+            return []
+        if step.runner is not None:  # its heartbeat was heard: the runner has it
+            return []
+        ready, _ = self._ready(step)
+        if answer == "unanswered":
+            ready = msgspec.structs.replace(ready, check=True)
+        return [Enqueue(ready)]
 
     def on_heartbeat(
         self, step_id: str, attempt: int, runner: str, stored_at: str | None
@@ -312,7 +347,9 @@ class RunState:
             return f"attempt {attempt} belongs to runner {step.runner}, not {runner}"
         return None
 
-    def _queue(self, step: StepRecord, attempt: int, stamp: str) -> list[Effect]:
+    def _queue(
+        self, step: StepRecord, attempt: int, stamp: str, handoff: str | None = None
+    ) -> list[Effect]:
         prev = step.status
         step.status = "queued"
         step.attempt = attempt
@@ -328,7 +365,10 @@ class RunState:
             step.attempts.append(AttemptRecord(attempt=attempt))
             self._close_attempt(step, stamp, None, too_large)
             return self._fail(step, too_large, stamp, prev)
-        return [PersistStep(step, prev), Enqueue(ready)]
+        # Stored with the queued record, so that whoever rebuilds the run knows a runner
+        # may hold the attempt although no ready message of it is in the stream.
+        step.offered_to = handoff
+        return [PersistStep(step, prev), Enqueue(ready, handoff)]
 
     def _ready(self, step: StepRecord) -> tuple[StepReady, str | None]:
         """The step's ready message, and why it cannot be sent (too large), if it cannot."""
@@ -396,7 +436,9 @@ class RunState:
             rec.exit_code = exit_code
             rec.reason = reason
 
-    def _succeed(self, step: StepRecord, stamp: str) -> list[Effect]:
+    def _succeed(self, step: StepRecord, stamp: str, by: str | None = None) -> list[Effect]:
+        """``by``: the runner that succeeded, now free; the first step this readies is
+        handed to it (with the policy's handoff), the others go to the dispatchers."""
         prev = step.status
         step.status = "succeeded"
         step.reason = None
@@ -406,11 +448,14 @@ class RunState:
             self.with_outputs.add(step.id)
         ready = self.readiness.succeed(step.id)
         effects: list[Effect] = [PersistStep(step, prev)]
+        handoff = by if self.policy.handoff else None
         if not self.run.cancel_requested:
             for child_id in ready:
                 child = self.steps[child_id]
                 if child.status == "pending":
-                    effects.extend(self._queue(child, 1, stamp))
+                    effects.extend(self._queue(child, 1, stamp, handoff))
+                    if child.status == "queued":
+                        handoff = None  # one runner, one step
         return effects + self._maybe_finish(stamp)
 
     def _attempt_failed(
@@ -486,7 +531,14 @@ class RunState:
             self.run.cancel_requested = False  # cancel again: finishes what a crash cut short
             effects.extend(self.cancel(now))
         for step in self.steps.values():
-            if step.status == "queued":
+            if step.status == "queued" and step.offered_to:
+                # Handed to a runner whose answer was lost with the previous owner: asked of
+                # the dispatchers (with a look for it first) once that runner would have
+                # answered, unless its events or heartbeat come first.
+                effects.append(
+                    AwaitHandoff(step.id, step.attempt, step.requeues, step.offered_to)
+                )
+            elif step.status == "queued":
                 step.queued_at = step.queued_at or stamp
                 effects.append(Enqueue(self._ready(step)[0]))
             elif (

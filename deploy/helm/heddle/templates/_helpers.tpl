@@ -287,6 +287,10 @@ A control-plane Deployment. Usage: include "heddle.controlPlane" (dict "root" . 
 {{- end -}}
 {{- if eq $c "orchestrator" -}}
 {{- $identity = concat $identity (list (dict "name" "HEDDLE_POD_WATCH" "value" (ternary "auto" "off" $watch)) (dict "name" "HEDDLE_RUNNER_POD_SELECTOR" "value" (include "heddle.runnerPodSelector" $root))) -}}
+{{- if $root.Values.runners.autoscaling.enabled -}}
+{{- /* Autoscaling drains runners in the dispatcher alone: the orchestrator hands no step to one. */ -}}
+{{- $identity = concat $identity (list (dict "name" "HEDDLE_HANDOFF" "value" "off")) -}}
+{{- end -}}
 {{- end -}}
 apiVersion: apps/v1
 kind: Deployment

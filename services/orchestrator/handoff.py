@@ -1,0 +1,96 @@
+"""Handing a step to the runner that just freed up (``Enqueue.handoff``).
+
+When a success readies a step, the orchestrator offers it to the runner that succeeded, as a
+dispatcher would (a request to the runner's assignment subject, answered "accepted" with the
+attempt's first report), instead of publishing its ready message for the dispatchers: one
+hop instead of a stream write, a delivery and a dispatcher's request. The offer goes out only
+once the step's queued record (which names the runner, ``offered_to``) is stored, and once.
+The answer goes to the run's actor (``RunState.on_handoff_answer``): refused, the step goes to
+the dispatchers; unanswered, it goes to them marked to be looked for first. After a restart,
+an offer whose answer was lost is taken as unanswered once a runner would have answered
+(``AwaitHandoff``). Why and what it costs: docs/architecture.md, "Handing off".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from services.orchestrator.decisions import AwaitHandoff, Effect, Enqueue
+from shared import names
+from shared.contracts import assign_reply_decoder, encode
+from shared.metrics import HANDOFFS, child
+from shared.nats_types import NatsError, NoRespondersError
+from shared.service import event
+
+if TYPE_CHECKING:
+    from shared.nats_types import Client
+
+log = logging.getLogger("heddle.orchestrator")
+# (run, step, attempt, requeue, runner, answer): posted to the run's actor.
+Answered = Callable[[str, str, int, int, str, str], None]
+
+
+class Handoffs:
+    def __init__(self, nc: Client, answer_within: float, answered: Answered) -> None:
+        self.nc = nc
+        self.answer_within = answer_within  # HEDDLE_ASSIGN_TIMEOUT, as a dispatcher waits
+        self.answered = answered
+        self._offers: set[asyncio.Task] = set()
+        self._timers: set[asyncio.TimerHandle] = set()
+
+    def send(self, run_id: str, effects: list[Effect]) -> None:
+        """The handoffs among a stored batch's effects: offers sent, lost answers awaited."""
+        for eff in effects:
+            match eff:
+                case Enqueue(handoff=str(runner)):
+                    task = asyncio.create_task(self._offer(run_id, eff, runner))
+                    self._offers.add(task)
+                    task.add_done_callback(self._offers.discard)
+                case AwaitHandoff(step_id=step, attempt=attempt, requeue=requeue, runner=runner):
+                    self._later(run_id, step, attempt, requeue, runner)
+
+    def _later(self, run_id: str, step: str, attempt: int, requeue: int, runner: str) -> None:
+        def fire() -> None:
+            self._timers.discard(handle)
+            self.answered(run_id, step, attempt, requeue, runner, "unanswered")
+
+        handle = asyncio.get_running_loop().call_later(self.answer_within, fire)
+        self._timers.add(handle)
+
+    async def _offer(self, run_id: str, eff: Enqueue, runner: str) -> None:
+        ready = eff.ready
+        try:
+            reply = await self.nc.request(
+                names.runner_assign(runner), encode(ready), timeout=self.answer_within
+            )
+            answer = "accepted" if assign_reply_decoder.decode(reply.data).accepted else "refused"
+        except NoRespondersError:
+            answer = "refused"  # nobody listens there: it never arrived
+        except (NatsError, TimeoutError, msgspec.DecodeError):
+            answer = "unanswered"  # it may have arrived, and only the answer been lost
+        child(HANDOFFS, answer).inc()
+        event(
+            log,
+            "handed off" if answer == "accepted" else f"handoff {answer}",
+            run=run_id,
+            step=ready.step_id,
+            attempt=ready.attempt,
+            runner=runner,
+        )
+        self.answered(run_id, ready.step_id, ready.attempt, ready.requeue, runner, answer)
+
+    async def stop(self) -> None:
+        """Offers under way are given up: their steps are queued with ``offered_to`` stored,
+        so whoever rebuilds the run waits for the answer as if lost."""
+        for handle in self._timers:
+            handle.cancel()
+        self._timers.clear()
+        for task in list(self._offers):
+            task.cancel()
+        if self._offers:
+            await asyncio.gather(*self._offers, return_exceptions=True)
