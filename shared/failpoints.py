@@ -3,13 +3,16 @@
 ``HEDDLE_FAILPOINTS="runner.after_accept=exit"`` makes a runner exit abruptly right after it
 accepted an assignment, before it starts the command: a death no signal can time precisely.
 ``runner.answer_lost`` makes it run what it accepted without answering, as if the answer had
-been lost with a broker that died.
+been lost with a broker that died. ``runner.after_report=exit`` (or ``=stop``, SIGSTOP: frozen,
+still connected) ends or freezes a runner once its outcome is stored, before anything more is
+offered to it.
 Unset in production; each failpoint is one dictionary lookup.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 
 _ACTIVE: dict[str, str] = {}
 
@@ -30,6 +33,8 @@ def hit(name: str) -> None:
     action = _ACTIVE.get(name)
     if action == "exit":
         os._exit(137)  # as abrupt as SIGKILL: no cleanup, no last words
+    elif action == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 load()

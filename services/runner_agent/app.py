@@ -231,6 +231,7 @@ class RunnerAgent:
 
     async def _run(self, attempt: Attempt) -> None:
         await attempt.run(free=self._free)
+        failpoints.hit("runner.after_report")
         self.registration.soon()
 
     def _free(self) -> None:
