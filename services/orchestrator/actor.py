@@ -210,9 +210,7 @@ class RunActor:
             case Cancel():
                 effects = state.cancel(now)
             case HandedOff(step_id=step_id, attempt=attempt, requeue=requeue, runner=runner):
-                effects = state.on_handoff_answer(
-                    step_id, attempt, requeue, runner, message.answer
-                )
+                effects = state.on_handoff_answer(step_id, attempt, requeue, runner, message.answer)
             case Heard(step_id=step_id, attempt=attempt, runner=runner, stored_at=stored_at):
                 effects = state.on_heartbeat(step_id, attempt, runner, stored_at)
             case _:

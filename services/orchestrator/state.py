@@ -535,9 +535,7 @@ class RunState:
                 # Handed to a runner whose answer was lost with the previous owner: asked of
                 # the dispatchers (with a look for it first) once that runner would have
                 # answered, unless its events or heartbeat come first.
-                effects.append(
-                    AwaitHandoff(step.id, step.attempt, step.requeues, step.offered_to)
-                )
+                effects.append(AwaitHandoff(step.id, step.attempt, step.requeues, step.offered_to))
             elif step.status == "queued":
                 step.queued_at = step.queued_at or stamp
                 effects.append(Enqueue(self._ready(step)[0]))
