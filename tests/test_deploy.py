@@ -896,6 +896,11 @@ def test_autoscaling_renders_every_runner_and_lets_the_dispatcher_scale_them(
     assert (settings.autoscale, settings.autoscale_min, settings.autoscale_max) == ("on", 1, 6)
     assert (settings.autoscale_up_after, settings.autoscale_idle_after) == (30.0, 300.0)
     assert settings.runner_statefulset_prefix == "runner-"
+    # The orchestrator hands no step to a runner: draining is the dispatcher's alone.
+    _, orchestrator = on.heddle_containers()["orchestrator"]
+    assert Settings.from_env(only_strings(on.env(orchestrator))).handoff == "off"
+    _, orchestrator = default.heddle_containers()["orchestrator"]
+    assert Settings.from_env(only_strings(default.env(orchestrator))).handoff == "on"
     role = on.get("Role", "heddle-autoscaler")
     assert role["rules"] == [
         {
