@@ -24,7 +24,7 @@ from services.orchestrator.handoff import Handoffs
 from services.orchestrator.leases import Leases, member_name
 from services.orchestrator.liveness import Liveness
 from services.orchestrator.pod_watch import PodWatch, wanted
-from services.orchestrator.state import Policy, RunState
+from services.orchestrator.state import HandoffAnswer, Policy, RunState
 from services.orchestrator.workflows import WorkflowFeatures
 from shared import names
 from shared.acked import AckedPublisher
@@ -434,11 +434,17 @@ class Orchestrator:
             await self.effects.apply(ev.run_id, [kill])
 
     def _handed_off(
-        self, run_id: str, step_id: str, attempt: int, requeue: int, runner: str, answer: str
+        self,
+        run_id: str,
+        step_id: str,
+        attempt: int,
+        requeue: int,
+        runner: str,
+        answer: HandoffAnswer,
     ) -> None:
         actor = self.actors.get(run_id)
         if actor is not None:  # else the run ended, or went to another orchestrator
-            actor.post(HandedOff(step_id, attempt, requeue, runner, answer))  # type: ignore[arg-type]
+            actor.post(HandedOff(step_id, attempt, requeue, runner, answer))
 
     def _local_timer(self, run_id: str, step_id: str, attempt: int, at: float) -> None:
         def fire() -> None:

@@ -3,10 +3,11 @@
 A ready message leaves the HEDDLE_STEPS work queue only once a runner accepted it, and a
 runner writes the attempt's first heartbeat before it accepts. So a queued attempt has, at
 any moment, its ready message in the stream or a heartbeat in the watchdog's view, and the
-watchdog takes it from there. A broker killed at the wrong moment can break that: the
-writes of its last moments (a heartbeat, an event) are lost with it while a consumer's
-acknowledgement survived, and then nothing would ever move the step again: the run would
-hang.
+watchdog takes it from there (a step handed to a runner has neither until it answers,
+within the assignment timeout: far less than a check's period). A broker killed at the
+wrong moment can break that: the writes of its last moments (a heartbeat, an event) are
+lost with it while a consumer's acknowledgement survived, and then nothing would ever move
+the step again: the run would hang.
 
 Every check (one silence limit apart) this looks at the attempts that have been queued,
 with no runner and no heartbeat of theirs, since the previous check. Their run's ready

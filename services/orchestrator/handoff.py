@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from services.orchestrator.decisions import AwaitHandoff, Effect, Enqueue
+from services.orchestrator.state import HandoffAnswer
 from shared import names
 from shared.contracts import assign_reply_decoder, encode
 from shared.metrics import HANDOFFS, child
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("heddle.orchestrator")
 # (run, step, attempt, requeue, runner, answer): posted to the run's actor.
-Answered = Callable[[str, str, int, int, str, str], None]
+Answered = Callable[[str, str, int, int, str, HandoffAnswer], None]
 
 
 class Handoffs:
@@ -64,6 +65,7 @@ class Handoffs:
 
     async def _offer(self, run_id: str, eff: Enqueue, runner: str) -> None:
         ready = eff.ready
+        answer: HandoffAnswer
         try:
             reply = await self.nc.request(
                 names.runner_assign(runner), encode(ready), timeout=self.answer_within
