@@ -38,6 +38,9 @@ MIN_API_LEVEL = 4
 MIN_SERVER_VERSION = "2.14"
 
 ALL_BUCKETS = names.ALL_BUCKETS
+# JetStream's "no suitable peers for placement": more replicas than servers yet.
+NO_SUITABLE_PEERS = 10005
+PEERS_PATIENCE = 60.0  # seconds a new cluster is given for its servers to join
 ALL_STREAMS = names.ALL_STREAMS
 DAY = 86400.0
 
@@ -244,7 +247,40 @@ async def _stream_info(js: JetStreamContext, name: str, patience: float = 30.0) 
         delay = min(delay * 2, 2.0)
 
 
-async def ensure_stream(js: JetStreamContext, want: StreamConfig) -> None:
+async def _create_stream(js: JetStreamContext, want: StreamConfig, patience: float) -> Any:
+    """Create the stream. A cluster whose meta leader is elected before every server has
+    joined refuses replicas it cannot place yet (no suitable peers): waited out, then a clear
+    error."""
+    delay, deadline = 0.1, time.monotonic() + patience
+    while True:
+        try:
+            config = (await js.add_stream(want)).config
+            log.info("created stream %s", want.name)
+            return config
+        except nats.js.errors.BadRequestError as exc:
+            if exc.err_code != NO_SUITABLE_PEERS:
+                raise
+            if time.monotonic() > deadline:
+                raise ResourceMismatch(
+                    want.name,
+                    [
+                        f"wants {want.num_replicas} replicas and the cluster had too few "
+                        f"JetStream servers to place them for {patience:.0f} s: start the "
+                        f"missing servers or lower HEDDLE_REPLICAS"
+                    ],
+                ) from exc
+            log.info(
+                "stream %s wants %d replicas: waiting for the cluster's servers to join",
+                want.name,
+                want.num_replicas,
+            )
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 2.0)
+
+
+async def ensure_stream(
+    js: JetStreamContext, want: StreamConfig, peers_patience: float = PEERS_PATIENCE
+) -> None:
     """Create the stream, or bring an existing one to ``want``: a second start changes
     nothing; a changed setting is applied and logged; an unchangeable one is an error."""
     assert want.name
@@ -253,8 +289,7 @@ async def ensure_stream(js: JetStreamContext, want: StreamConfig) -> None:
             have = (await _stream_info(js, want.name)).config
         except NotFoundError:
             try:
-                have = (await js.add_stream(want)).config
-                log.info("created stream %s", want.name)
+                have = await _create_stream(js, want, peers_patience)
             except nats.js.errors.BadRequestError:
                 continue  # another service created it at the same moment: compare again
         diff = _differences(want, have)

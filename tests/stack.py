@@ -186,7 +186,9 @@ class Stack:
             if status == 200 and body["status"] in statuses:
                 return body
             if time.monotonic() > deadline:
-                raise AssertionError(f"run {run_id} not {statuses} after {timeout}s: {body}")
+                raise AssertionError(
+                    f"run {run_id} not {statuses} after {timeout}s: {body}\n{self.gone()}"
+                )
             await asyncio.sleep(0.05)
 
     async def wait_step(
@@ -231,6 +233,12 @@ class Stack:
                 last = exc
             await asyncio.sleep(0.05)
         raise AssertionError(f"stack not ready: {last}\n" + self.all_logs())
+
+    def gone(self) -> str:
+        """Which services are not running (a wait that failed may be why), with their logs'
+        last lines."""
+        dead = [n for n, p in self.procs.items() if not p.alive()]
+        return "\n".join(f"--- {n} is not running\n{self.logs(n)[-2000:]}" for n in dead)
 
     def all_logs(self) -> str:
         return "\n".join(f"--- {n}\n{self.logs(n)[-3000:]}" for n in self.procs)

@@ -12,12 +12,15 @@ import pytest
 from nats.aio.client import Client
 from nats.js.errors import KeyWrongLastSequenceError
 
-from services.orchestrator.actor import RunActor
+from services.orchestrator.actor import Create, RunActor
+from services.orchestrator.decisions import PersistRun
 from services.orchestrator.effects import EffectRunner
 from services.orchestrator.state import Policy, RunState
 from shared import names
 from shared.acked import AckedPublisher
-from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
+from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun, encode
+from shared.resources import ensure_stream, stream_configs
+from shared.settings import Settings
 from shared.timefmt import from_epoch
 
 T0 = 1_800_000_000.0
@@ -125,3 +128,52 @@ async def test_storing_a_run_that_exists_is_a_conflict_not_retried(nc: Client) -
         await asyncio.wait_for(runner.apply("gc", effects, create_run=True), 5)
     assert await writes(nc) == stored
     assert (await record(nc, names.run_key("gc")))["stepCount"] == 1
+
+
+async def test_a_run_record_stored_by_an_earlier_try_is_not_a_conflict(nc: Client) -> None:
+    """A try whose run record was stored but whose answer was lost (its server gone in
+    between), then a try that failed: the next one finds the record, byte for byte the one
+    it writes, and goes on instead of taking it for another submit's run."""
+    js = nc.jetstream()
+    cmd = SubmitRun(
+        run_id="gc", submitted_at=from_epoch(T0), steps=[StepSpec(id="a", command="true")]
+    )
+    _, effects = RunState.new(cmd, Policy(), T0)
+    run = next(e.run for e in effects if isinstance(e, PersistRun))
+    kv = await js.key_value(names.RUNS_BUCKET)
+    await kv.create(names.run_key("gc"), encode(run))  # what the lost answer was about
+    await js.delete_stream(names.STEPS_STREAM)  # the ready message has nowhere to go
+    runner = EffectRunner(nc, js, await AckedPublisher(nc).start())
+    applying = asyncio.create_task(runner.apply("gc", effects, create_run=True))
+    await asyncio.sleep(0.5)  # a try or two failed on the ready message
+    assert not applying.done()
+    await ensure_stream(js, stream_configs(Settings())[names.STEPS_STREAM])
+    await asyncio.wait_for(applying, 10)
+    assert (await record(nc, names.step_key("gc", "a")))["status"] == "queued"
+    ready = await js.get_last_msg(names.STEPS_STREAM, names.step_ready("gc", "a"))
+    assert ready.data
+
+
+async def test_a_submit_found_stored_while_creating_leaves_a_duplicate(nc: Client) -> None:
+    """Another delivery of the submit stored the run between the check and the write: the
+    actor ends as a duplicate (the run's own actor is elsewhere), not as a run that waits
+    for messages forever."""
+    await new_run(nc, [StepSpec(id="a", command="true")])
+    cmd = SubmitRun(run_id="gc", submitted_at=from_epoch(T0), steps=[])
+    state, effects = RunState.new(cmd, Policy(), T0)
+    runner = EffectRunner(nc, nc.jetstream(), await AckedPublisher(nc).start())
+    ended: list[RunActor] = []
+    announced: list[str] = []
+
+    async def announce(run_id: str) -> None:
+        announced.append(run_id)
+
+    async def absent(run_id: str) -> bool:
+        return False  # as read a moment before it was stored
+
+    actor = RunActor(state, runner, on_done=ended.append)
+    actor.post(Create(effects, announce, absent))
+    actor.start()
+    await asyncio.wait_for(actor.drain(), 10)
+    assert ended == [actor] and actor.duplicate
+    assert announced == ["gc"]

@@ -20,9 +20,14 @@ from typing import Any
 
 import nats
 import pytest
+from nats.js.api import StreamConfig
 
 from services.embedded_nats import find_binary, free_port, port_open
+from shared import names
 from shared import nats_permissions as perms
+from shared.errors import ResourceMismatch
+from shared.resources import ensure_resources, ensure_stream
+from shared.settings import Settings
 from tests.conftest import FAST
 from tests.stack import SUPERUSER, SUPERUSER_PASSWORD, TERMINAL_RUN, Stack, StackAuth
 
@@ -133,16 +138,15 @@ def cluster_stack(tmp_path: Path) -> Iterator[Stack]:
     s.stop_all()
 
 
-async def meta_leader(s: Stack, timeout: float = 30.0) -> None:
-    """Until the cluster has elected its JetStream meta leader (streams can be made)."""
-    nodes: list[Node] = s.nats.nodes  # type: ignore[union-attr]
+async def meta_leader(s: Stack, timeout: float = 30.0, nodes: list[Node] | None = None) -> None:
+    """Until the cluster (or those of its ``nodes`` that run) has elected its JetStream
+    meta leader (streams can be made)."""
+    nodes = nodes or s.nats.nodes  # type: ignore[union-attr]
     deadline = time.monotonic() + timeout
     while not all(port_open(n.port) for n in nodes):
         assert time.monotonic() < deadline, "the nodes never listened"
         await asyncio.sleep(0.05)
-    nc = await nats.connect(
-        servers=s.nats_url.split(","), user=SUPERUSER, password=SUPERUSER_PASSWORD
-    )
+    nc = await superuser(nodes)
     try:
         while True:
             try:
@@ -151,6 +155,70 @@ async def meta_leader(s: Stack, timeout: float = 30.0) -> None:
             except Exception:
                 assert time.monotonic() < deadline, "no JetStream meta leader"
                 await asyncio.sleep(0.2)
+    finally:
+        await nc.close()
+
+
+async def superuser(nodes: list[Node]) -> nats.NATS:
+    return await nats.connect(
+        servers=[n.url for n in nodes], user=SUPERUSER, password=SUPERUSER_PASSWORD
+    )
+
+
+@pytest.fixture
+def two_of_three(tmp_path: Path) -> Iterator[list[Node]]:
+    """A three-node cluster's configuration with two of its nodes started: a cluster whose
+    meta leader is elected before every server has joined."""
+    everything = perms.Permissions(publish=(">",), subscribe=(">",))
+    auth = StackAuth.create(
+        tmp_path, [], extra=(perms.User(SUPERUSER, SUPERUSER_PASSWORD, everything),)
+    )
+    nodes = [Node(tmp_path, i, auth.users.config_path) for i in range(NODES)]
+    for n in nodes:
+        n.write_config(nodes)
+    for n in nodes[:2]:
+        n.start()
+    yield nodes
+    for n in nodes:
+        n.stop()
+
+
+async def test_streams_made_before_the_last_server_joined_wait_for_it(
+    two_of_three: list[Node],
+) -> None:
+    """Three replicas cannot be placed on two servers: a service starting then (the first one
+    of a new cluster) waits for the third instead of failing to start."""
+    nodes = two_of_three
+    s = Stack(nodes[0].store.parent, settings={"HEDDLE_REPLICAS": "3", "HEDDLE_NATS_TIMEOUT": "10"})
+    await meta_leader(s, nodes=nodes[:2])
+    nc = await superuser(nodes[:2])
+    try:
+        making = asyncio.create_task(ensure_resources(nc, Settings.from_env(s.settings)))
+        await asyncio.sleep(1.5)
+        assert not making.done(), making  # refused at once without the wait
+        nodes[2].start()
+        res = await asyncio.wait_for(making, 60)
+        info = await res.js.stream_info(names.CMD_STREAM)
+        assert info.config.num_replicas == 3
+        assert info.cluster is not None and len(info.cluster.replicas or []) == 2
+    finally:
+        await nc.close()
+
+
+async def test_more_replicas_than_servers_is_an_error_that_says_so(
+    two_of_three: list[Node],
+) -> None:
+    nodes = two_of_three
+    s = Stack(nodes[0].store.parent)
+    await meta_leader(s, nodes=nodes[:2])
+    nc = await superuser(nodes[:2])
+    try:
+        config = StreamConfig(name="WIDE", subjects=["wide.>"], num_replicas=3)
+        with pytest.raises(ResourceMismatch) as raised:
+            await ensure_stream(nc.jetstream(timeout=10), config, peers_patience=1.0)
+        assert raised.value.resource == "WIDE"
+        assert "wants 3 replicas" in str(raised.value)
+        assert "HEDDLE_REPLICAS" in str(raised.value)
     finally:
         await nc.close()
 

@@ -19,6 +19,7 @@ from services.orchestrator.effects import EffectRunner
 from services.orchestrator.state import HandoffAnswer, RunState
 from shared.consume import Outcome, settle
 from shared.contracts import StepFinished, StepStarted
+from shared.nats_types import KeyWrongLastSequenceError
 from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -110,7 +111,8 @@ class RunActor:
         self.running_since: dict[str, float] = {
             s.id: mono for s in state.steps.values() if s.status == "running"
         }
-        self.duplicate = False
+        self.duplicate = False  # its submit's run was stored already: nothing to do
+        self.discarded = False  # its creation failed: forgotten, for the submit's next delivery
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name=f"run-{self.run_id}")
@@ -149,13 +151,16 @@ class RunActor:
                 raise
             except Exception:  # the run's task must live on: the batch is handled again
                 log.exception("run %s: handling %d messages failed", self.run_id, len(batch))
+                if isinstance(batch[0][0], Create):
+                    # Not created: the submit, delivered again, is a new actor's to create.
+                    self.discarded = True
                 for _, msg in batch:
                     if msg is not None:
                         await settle(msg, Outcome.FAILED)
             finally:
                 for _ in batch:
                     self._mailbox.task_done()
-            if self.duplicate or (self.state.done and self._mailbox.empty()):
+            if self.duplicate or self.discarded or (self.state.done and self._mailbox.empty()):
                 self._on_done(self)
                 return
 
@@ -190,7 +195,10 @@ class RunActor:
         if await create.exists(self.run_id):
             self.duplicate = True  # stored before, long finished: nothing to do
         else:
-            await self._effects.apply(self.run_id, create.effects, create_run=True)
+            try:
+                await self._effects.apply(self.run_id, create.effects, create_run=True)
+            except KeyWrongLastSequenceError:
+                self.duplicate = True  # stored meanwhile, by another delivery of its submit
         await create.announce(self.run_id)
 
     def _decide(self, message: Message, now: float) -> list[Effect]:

@@ -222,6 +222,8 @@ class Orchestrator:
         if actor.duplicate:
             event(log, "duplicate submit", run=actor.run_id)
             return
+        if actor.discarded:
+            return  # never created: its submit comes again
         self.finished[actor.run_id] = actor.state.run.status
         while len(self.finished) > FINISHED_MEMORY:
             self.finished.popitem(last=False)

@@ -80,11 +80,11 @@ class EffectRunner:
 
     async def apply(self, run_id: str, effects: list[Effect], *, create_run: bool = False) -> None:
         await self.write_notes(run_id, effects)  # once, not on every retry of the writes
-        delay = 0.2
+        delay, created, tried = 0.2, create_run, False
         while True:
             try:
                 await self._apply_once(run_id, effects, create_run)
-                count(effects, create_run)  # once stored: not again if written again
+                count(effects, created)  # once stored: not again if written again
                 if self.handoffs is not None:
                     self.handoffs.send(run_id, effects)  # once, and only what is stored
                 return
@@ -92,15 +92,41 @@ class EffectRunner:
                 raise
             except Exception as exc:  # whatever failed, the writes go again: state must reach KV
                 if create_run and isinstance(exc, KeyWrongLastSequenceError):
+                    if tried and await self._created_here(run_id, effects):
+                        # An earlier try stored the run and its answer was lost (a server
+                        # gone mid-write): the rest of the writes go again, as writes.
+                        create_run = False
+                        continue
                     raise  # the run exists: stored by an earlier delivery of its submit
+                tried = True
                 log.warning(
                     "writing effects of run %s failed (%s); retrying in %.1fs", run_id, exc, delay
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
+    async def _created_here(self, run_id: str, effects: list[Effect]) -> bool:
+        """Whether the stored run record is the one these effects create."""
+        run = next(e.run for e in reversed(effects) if isinstance(e, PersistRun))
+        try:
+            msg = await self.js.get_last_msg(
+                names.kv_stream(names.RUNS_BUCKET),
+                names.kv_subject(names.RUNS_BUCKET, names.run_key(run_id)),
+            )
+        except NatsError:
+            return False
+        return msg.data == encode(run)
+
     async def _apply_once(self, run_id: str, effects: list[Effect], create_run: bool) -> None:
         batch = _Batch.of(run_id, effects, create_run)
+        try:
+            await self._write(batch, effects)
+        except BaseException:
+            _abandon(batch.futures)  # written again whole: these answers are not awaited
+            raise
+
+    async def _write(self, batch: _Batch, effects: list[Effect]) -> None:
+        run_id, create_run = batch.run_id, batch.create_run
         if create_run:
             for i in await self._write_new_steps(run_id, effects):
                 batch.last_step_write.pop(effects[i].step.id, None)  # type: ignore[union-attr]
@@ -211,10 +237,12 @@ class EffectRunner:
         done, pending = await asyncio.wait(futures, timeout=ACK_TIMEOUT)
         for fut in pending:
             fut.cancel()
+        # Every failure retrieved, not only the first: the rest are not lost futures.
+        failed = [exc for exc in (fut.exception() for fut in done) if exc is not None]
         if pending:
             raise TimeoutError(f"{len(pending)} writes unacknowledged")
-        for fut in done:
-            fut.result()
+        if failed:
+            raise failed[0]
 
     async def _write_new_steps(self, run_id: str, effects: list[Effect]) -> list[int]:
         """A new run's pending step records, in bulk: core publishes with an acknowledged
@@ -282,6 +310,15 @@ class EffectRunner:
                 )
         except NatsError as exc:
             log.warning("transition notes of run %s not written: %s", run_id, exc)
+
+
+def _abandon(futures: list[asyncio.Future]) -> None:
+    for fut in futures:
+        if fut.done():
+            if not fut.cancelled():
+                fut.exception()
+        else:
+            fut.cancel()
 
 
 @dataclass(slots=True)
