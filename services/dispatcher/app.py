@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import time
 from collections import OrderedDict
@@ -24,10 +23,10 @@ from services.dispatcher.pool import Pool
 from shared import kube, names, tickets
 from shared.consume import Outcome, redelivered, settle
 from shared.contracts import (
+    AssignReply,
     Heartbeat,
     StepFinished,
     StepReady,
-    assign_reply_decoder,
     event_decoder,
     heartbeat_decoder,
     runner_info_decoder,
@@ -49,9 +48,8 @@ from shared.nats_types import (
     AckPolicy,
     ConsumerConfig,
     NatsError,
-    NatsTimeout,
-    NoRespondersError,
 )
+from shared.offers import Answer, Offered, offer
 from shared.pull import ContinuousPull
 from shared.resources import ensure_consumer, ensure_resources
 from shared.service import event
@@ -75,15 +73,6 @@ WARY_AFTER_RECONNECT = 20.0
 # A second copy of an attempt this dispatcher holds or placed this recently is checked
 # before it is offered (two copies after a broker restart, a re-sent ready message).
 RECENT_FOR = 10.0
-
-
-class Answer(enum.Enum):
-    """How a runner answered an offer."""
-
-    ACCEPTED = "accepted"
-    REFUSED = "refused"  # busy or stopping: another runner is tried
-    UNANSWERED = "unanswered"  # the offer may have arrived: checked before the next
-    UNREACHED = "unreached"  # no runner listens on its subject: it never arrived
 
 
 def ack_wait(settings: Settings) -> float:
@@ -373,25 +362,19 @@ class Dispatcher:
     async def _offer(self, msg: Msg, ready: StepReady, name: str) -> Answer:
         """Offer the step to the reserved runner ``name``; on acceptance, lease it and
         settle the message."""
-        try:
-            reply_msg = await self.nc.request(
-                names.runner_assign(name), msg.data, timeout=self.settings.assign_timeout
-            )
-            reply = assign_reply_decoder.decode(reply_msg.data)
-        except (NatsTimeout, TimeoutError, NoRespondersError, msgspec.DecodeError) as exc:
-            self._said("runner did not answer", ready, runner=name, error=type(exc).__name__)
-            self.pool.refused(name, silent=True)
-            if isinstance(exc, NoRespondersError):
-                return Answer.UNREACHED
-            return Answer.UNANSWERED
-        if not reply.accepted:
-            self.pool.refused(name, silent=False)
-            return Answer.REFUSED
-        self.pool.accepted(name, ready.run_id, ready.step_id, ready.attempt, reply.jobs)
-        await self._wake()
-        await settle(msg, Outcome.DONE)
-        self._said("assigned", ready, runner=name, attempt=ready.attempt)
-        return Answer.ACCEPTED
+        offered = await offer(self.nc, name, msg.data, self.settings.assign_timeout)
+        match offered:
+            case Offered(answer=Answer.UNREACHED | Answer.UNANSWERED, error=error):
+                self._said("runner did not answer", ready, runner=name, error=error)
+                self.pool.refused(name, silent=True)
+            case Offered(answer=Answer.REFUSED):
+                self.pool.refused(name, silent=False)
+            case Offered(answer=Answer.ACCEPTED, reply=AssignReply(jobs=jobs)):
+                self.pool.accepted(name, ready.run_id, ready.step_id, ready.attempt, jobs)
+                await self._wake()
+                await settle(msg, Outcome.DONE)
+                self._said("assigned", ready, runner=name, attempt=ready.attempt)
+        return offered.answer
 
     async def _unplace(self, msg: Msg, ready: StepReady, outcome: Outcome, what: str) -> None:
         """Settle a ready message in hand that no runner will be given here."""

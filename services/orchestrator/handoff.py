@@ -18,20 +18,24 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from services.orchestrator.decisions import AwaitHandoff, Effect, Enqueue
 from services.orchestrator.state import HandoffAnswer
-from shared import names
-from shared.contracts import assign_reply_decoder, encode
+from shared.contracts import encode
 from shared.metrics import HANDOFFS, child
-from shared.nats_types import NatsError, NoRespondersError
+from shared.offers import Answer, offer
 from shared.service import event
 
 if TYPE_CHECKING:
     from shared.nats_types import Client
 
 log = logging.getLogger("heddle.orchestrator")
+# Not reached, an offer never arrived: the dispatchers place the step as if refused.
+ANSWERS: dict[Answer, HandoffAnswer] = {
+    Answer.ACCEPTED: "accepted",
+    Answer.REFUSED: "refused",
+    Answer.UNREACHED: "refused",
+    Answer.UNANSWERED: "unanswered",
+}
 # (run, step, attempt, requeue, runner, answer): posted to the run's actor.
 Answered = Callable[[str, str, int, int, str, HandoffAnswer], None]
 
@@ -65,16 +69,8 @@ class Handoffs:
 
     async def _offer(self, run_id: str, eff: Enqueue, runner: str) -> None:
         ready = eff.ready
-        answer: HandoffAnswer
-        try:
-            reply = await self.nc.request(
-                names.runner_assign(runner), encode(ready), timeout=self.answer_within
-            )
-            answer = "accepted" if assign_reply_decoder.decode(reply.data).accepted else "refused"
-        except NoRespondersError:
-            answer = "refused"  # nobody listens there: it never arrived
-        except (NatsError, TimeoutError, msgspec.DecodeError):
-            answer = "unanswered"  # it may have arrived, and only the answer been lost
+        offered = await offer(self.nc, runner, encode(ready), self.answer_within)
+        answer = ANSWERS[offered.answer]
         child(HANDOFFS, answer).inc()
         event(
             log,
