@@ -21,7 +21,7 @@ REPLAY_TIMEOUT = 10.0
 
 class Bucket(KeyValue):
     """Every KeyValue call, and in the open: ``nc``, ``js``, ``bucket``, ``stream``,
-    ``prefix`` and ``timeout`` (what ``shared/kv_reads.py`` replays with)."""
+    ``prefix``, ``direct`` and ``timeout`` (what ``shared/kv_reads.py`` reads with)."""
 
     def __init__(
         self,
@@ -34,6 +34,7 @@ class Bucket(KeyValue):
         self.nc = nc
         self.js = js
         self.timeout = timeout
+        self.direct = direct  # direct gets allowed: any replica answers a read
         self.bucket = bucket
         self.stream = names.kv_stream(bucket)
         self.prefix = names.kv_subject(bucket, "")

@@ -22,6 +22,7 @@ from shared import names
 from shared.buckets import Bucket
 from shared.contracts import RunRecord, StepRecord, step_record_decoder
 from shared.jetstream_api import request_next
+from shared.kv_batch import TooMany, last_values
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
@@ -53,8 +54,10 @@ async def _last_per_key_consumer(
 async def read_current(
     kv: Bucket, pattern: str, timeout: float | None = None
 ) -> list[KeyValue.Entry]:
-    """Current values of every key matching ``pattern``: one replay of the bucket's stream
-    (last message per key), not a get per key.
+    """Current values of every key matching ``pattern``, not a get per key: on a bucket
+    that allows direct gets, up to ``MULTI_LAST_MAX`` keys in one batched get
+    (shared/kv_batch.py); otherwise, or for more keys, one replay of the bucket's stream (last
+    message per key).
 
     A short-lived pull consumer is created on the server, which says at creation how many
     keys match (``num_pending``); exactly that many are pulled in one request, and
@@ -64,6 +67,9 @@ async def read_current(
     which a gateway polling runs would pile up. Each message is waited for ``timeout`` at
     most (the bucket's, HEDDLE_NATS_TIMEOUT, by default): TimeoutError after that.
     """
+    if kv.direct:  # a small set in one request; a large one replayed
+        with contextlib.suppress(TooMany):
+            return await last_values(kv, pattern, kv.timeout if timeout is None else timeout)
     info = await _last_per_key_consumer(kv.js, kv.stream, f"{kv.prefix}{pattern}")
     try:
         expected = info.num_pending or 0
