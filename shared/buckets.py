@@ -21,7 +21,8 @@ REPLAY_TIMEOUT = 10.0
 
 class Bucket(KeyValue):
     """Every KeyValue call, and in the open: ``nc``, ``js``, ``bucket``, ``stream``,
-    ``prefix``, ``direct`` and ``timeout`` (what ``shared/kv_reads.py`` reads with)."""
+    ``prefix``, ``direct``, ``batched`` and ``timeout`` (what ``shared/kv_reads.py`` reads
+    with)."""
 
     def __init__(
         self,
@@ -30,11 +31,15 @@ class Bucket(KeyValue):
         bucket: str,
         direct: bool,
         timeout: float = REPLAY_TIMEOUT,
+        replicas: int = 1,
     ) -> None:
         self.nc = nc
         self.js = js
         self.timeout = timeout
         self.direct = direct  # direct gets allowed: any replica answers a read
+        # Many keys read in one direct get only from a single copy: a follower may lag the
+        # leader, and a list of a run's steps must be as new as the run record read before.
+        self.batched = direct and replicas == 1
         self.bucket = bucket
         self.stream = names.kv_stream(bucket)
         self.prefix = names.kv_subject(bucket, "")
@@ -50,4 +55,5 @@ async def open_bucket(
         info = await js.stream_info(names.kv_stream(bucket))
     except NotFoundError as exc:
         raise BucketNotFoundError from exc
-    return Bucket(nc, js, bucket, direct=bool(info.config.allow_direct), timeout=timeout)
+    direct, replicas = bool(info.config.allow_direct), info.config.num_replicas or 1
+    return Bucket(nc, js, bucket, direct=direct, timeout=timeout, replicas=replicas)

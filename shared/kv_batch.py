@@ -34,7 +34,7 @@ class TooMany(Exception):
 
 async def last_values(kv: Bucket, pattern: str, timeout: float) -> list[KeyValue.Entry]:
     """Every key matching ``pattern`` that has a value, as entries; TooMany past the
-    server's cap. The bucket must allow direct gets."""
+    server's cap. The bucket must allow direct gets; any of its replicas may answer."""
     queue: asyncio.Queue[Msg] = asyncio.Queue()
     inbox = kv.nc.new_inbox()
 

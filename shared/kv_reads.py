@@ -55,7 +55,7 @@ async def read_current(
     kv: Bucket, pattern: str, timeout: float | None = None
 ) -> list[KeyValue.Entry]:
     """Current values of every key matching ``pattern``, not a get per key: on a bucket
-    that allows direct gets, up to ``MULTI_LAST_MAX`` keys in one batched get
+    of one replica that allows direct gets, up to ``MULTI_LAST_MAX`` keys in one batched get
     (shared/kv_batch.py); otherwise, or for more keys, one replay of the bucket's stream (last
     message per key).
 
@@ -67,7 +67,7 @@ async def read_current(
     which a gateway polling runs would pile up. Each message is waited for ``timeout`` at
     most (the bucket's, HEDDLE_NATS_TIMEOUT, by default): TimeoutError after that.
     """
-    if kv.direct:  # a small set in one request; a large one replayed
+    if kv.batched:  # a small set in one request; a large one replayed
         with contextlib.suppress(TooMany):
             return await last_values(kv, pattern, kv.timeout if timeout is None else timeout)
     info = await _last_per_key_consumer(kv.js, kv.stream, f"{kv.prefix}{pattern}")

@@ -14,7 +14,7 @@ import pytest
 
 from services.embedded_nats import EmbeddedNats
 from shared import kv_batch, kv_reads, names
-from shared.buckets import open_bucket
+from shared.buckets import Bucket, open_bucket
 from shared.resources import ensure_resources
 from shared.settings import Settings
 
@@ -115,14 +115,19 @@ async def test_more_keys_than_one_batched_get_answers_are_replayed(
         await nc.close()
 
 
-async def test_a_bucket_without_direct_gets_is_replayed(nats_server: EmbeddedNats) -> None:
+async def test_a_bucket_without_direct_gets_or_with_replicas_is_replayed(
+    nats_server: EmbeddedNats,
+) -> None:
     nc = await nats.connect(nats_server.url)
     try:
         js = nc.jetstream()
         await js.create_key_value(bucket="plain")
         kv = await open_bucket(nc, js, "plain", timeout=2)
-        assert not kv.direct
+        assert not kv.direct and not kv.batched
         await kv.put("a", b"1")
         assert [(e.key, e.value) for e in await kv_reads.read_current(kv, ">")] == [("a", b"1")]
+        # Replicated, a bucket is read from its leader: a follower may lag.
+        assert not Bucket(nc, js, "plain", direct=True, replicas=3).batched
+        assert Bucket(nc, js, "plain", direct=True, replicas=1).batched
     finally:
         await nc.close()
