@@ -85,8 +85,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=("records", "events"),
         default="events",
         help="how a run's end is noticed: as a client sees it, through "
-        "GET /api/runs/{run}/events (events, the default), or from the run records in NATS "
-        "(records)",
+        "GET /api/runs/{run}/events?steps=none (events, the default), or from the run "
+        "records in NATS (records)",
     )
     p.add_argument(
         "--orchestrators",

@@ -5,8 +5,9 @@ Runs are submitted and read over the HTTP API only. To know *when* a run ended w
 polling the gateway (polling a 10,000-step run would load the system being measured), the
 probe either follows the run records the orchestrator stores (``ends="records"``: an
 ordered consumer of ``$KV.heddle-runs.run.*``) and notes the moment a terminal one arrives,
-or follows each run's events over HTTP as any client would (``ends="events"``:
-``GET /api/runs/{run}/events``, opened once the submit is answered, until its ``end``).
+or follows each run's events over HTTP as a client waiting for the end would
+(``ends="events"``: ``GET /api/runs/{run}/events?steps=none``, opened once the submit is
+answered, until its ``end``).
 Server-side times (when NATS stored a step's queued record, or a runner's first heartbeat of
 an attempt) come from JetStream message metadata.
 """
@@ -138,7 +139,7 @@ class Probe:
     async def _follow_events(self, run_id: str) -> None:
         """Resolve the run's waiter at its ``end`` event (``ends="events"``)."""
         assert self.session is not None
-        url = f"{self.base_url}/api/runs/{run_id}/events"
+        url = f"{self.base_url}/api/runs/{run_id}/events?steps=none"  # the end is all it needs
         for _ in range(100):  # a run answered 202 is stored a moment later
             async with self.session.get(url) as resp:
                 if resp.status == 404:

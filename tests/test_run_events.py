@@ -54,10 +54,10 @@ async def parse(
     return got
 
 
-async def events(s: Stack, run_id: str, within: float = 30.0) -> Events:
+async def events(s: Stack, run_id: str, within: float = 30.0, query: str = "") -> Events:
     """Every event of the stream, read until the server ends it."""
     session = await s.http()
-    async with session.get(f"{s.base}/api/runs/{run_id}/events") as resp:
+    async with session.get(f"{s.base}/api/runs/{run_id}/events{query}") as resp:
         return await parse(resp, within, lambda _: None)
 
 
@@ -87,6 +87,23 @@ async def test_a_run_is_followed_to_its_end_and_the_stream_ends(stack: StackFact
 
     status, body = await s.request("GET", "/api/runs/nope/events")
     assert status == 404 and "nope" in body["error"]
+
+
+async def test_a_client_waiting_for_the_end_is_told_only_the_run(stack: StackFactory) -> None:
+    """``?steps=none``: the run's changes and the end with its counts, no step at all."""
+    s = await stack(runners=2)
+    run_id = await s.submit(FLOW)
+    both = await asyncio.gather(events(s, run_id, query="?steps=none"), events(s, run_id))
+    waiting, following = both
+    assert {k for k, _ in waiting} == {"run", "end"}, waiting
+    assert [k for k, _ in waiting].count("run") >= 1 and waiting[-1][0] == "end"
+    assert waiting[-1][1] == following[-1][1]  # the same end, counts and all
+    assert waiting[-1][1]["counts"] == {"succeeded": 1, "failed": 1, "skipped": 1}
+    assert any(k == "step" for k, _ in following)
+
+    status, body = await s.request("GET", f"/api/runs/{run_id}/events?steps=some")
+    assert status == 400 and body["problems"][0]["path"] == "steps", body
+    assert "'some'" in body["problems"][0]["message"]
 
 
 async def test_a_cancelled_run_ends_its_stream(stack: StackFactory) -> None:

@@ -240,7 +240,16 @@ OPERATIONS: tuple[Operation, ...] = (
         "A run's state changes, as they happen",
         "runs",
         {200: ("text/event-stream", EVENTS_NOTE)},
-        params=(RUN,),
+        params=(
+            RUN,
+            Param(
+                "steps",
+                "query",
+                {"enum": list(STEPS_CHOICES)},
+                "all (the default): the steps' states and changes too; none: only the run's "
+                "and the end, for a client that waits for the run to end",
+            ),
+        ),
     ),
     Operation(
         "POST",

@@ -8,6 +8,10 @@ reconnects needs no cursor), then sends each change as it is stored:
 - ``event: run``: the run's new state (``RunChange``);
 - ``event: end``: the run is terminal (``RunEnd``, with its step counts); the stream ends.
 
+With ``?steps=none`` the steps are left out, but for the counts of the end: only the run
+record is followed, which is what a client waiting for the end needs, at a cost that does
+not grow with the run's steps.
+
 The changes come from a core subscription to the run's keys in heddle-runs
 (shared/kv_changes.py: no consumer on the server per client), taken before the opening
 snapshot is read; a record is news only when it has come further than what the client was
@@ -32,6 +36,7 @@ from services.gateway.api_types import RunChange, RunEnd, StepChange
 from services.gateway.keys import RESOURCES
 from services.gateway.progress import RunProgress, StepProgress, run_progress, step_progress
 from services.gateway.reads import get_run_record, stored_when
+from services.gateway.run_steps import steps_choice
 from services.gateway.views import error, path_id
 from shared import names
 from shared.buckets import Bucket
@@ -112,9 +117,11 @@ def _decoded(queue: asyncio.Queue[RunRecord | StepRecord]) -> Callable[[str, byt
 
 async def run_events(request: web.Request) -> web.StreamResponse:
     run_id = path_id(request, "run", "run id")
+    with_steps = steps_choice(request) != "none"
     runs: Bucket = request.app[RESOURCES].runs
     queue: asyncio.Queue[RunRecord | StepRecord] = asyncio.Queue()
-    changes = KeyChanges(runs, (names.run_key(run_id), names.steps_of_run(run_id)), _decoded(queue))
+    keys = (names.run_key(run_id), names.steps_of_run(run_id))
+    changes = KeyChanges(runs, keys if with_steps else keys[:1], _decoded(queue))
     await changes.start()
     try:
         run = await get_run_record(runs, run_id)
@@ -123,7 +130,7 @@ async def run_events(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers=sse.HEADERS)
         try:
             await resp.prepare(request)
-            await _stream(resp, runs, run, queue)
+            await _stream(resp, runs, run, queue, with_steps)
             await resp.write_eof()
         except ConnectionResetError:
             pass  # the client went away
@@ -137,10 +144,11 @@ async def _stream(
     runs: Bucket,
     run: RunRecord,
     queue: asyncio.Queue[RunRecord | StepRecord],
+    with_steps: bool = True,
 ) -> None:
     told = RunChanges()
     await resp.write(told.run_changed(run))
-    if run.status not in TERMINAL_RUN:
+    if run.status not in TERMINAL_RUN and with_steps:
         await resp.write(b"".join(told.step(s) for s in await read_steps(runs, run)))
     while run.status not in TERMINAL_RUN:
         try:
@@ -151,7 +159,7 @@ async def _stream(
             fresh = await get_run_record(runs, run.run_id)
             if fresh is not None:
                 queue.put_nowait(fresh)
-                for step in await read_steps(runs, fresh):
+                for step in await read_steps(runs, fresh) if with_steps else ():
                     queue.put_nowait(step)
             continue
         if isinstance(item, StepRecord):
@@ -169,7 +177,8 @@ async def _stream(
         run = item
         await resp.write(told.run_changed(item))
     steps = await read_steps(runs, run)
-    await resp.write(b"".join(told.step(s, stored=True) for s in steps) + end_event(run, steps))
+    told_steps = b"".join(told.step(s, stored=True) for s in steps) if with_steps else b""
+    await resp.write(told_steps + end_event(run, steps))
 
 
 def setup_routes(app: web.Application) -> None:
