@@ -91,6 +91,12 @@ def _id(name: str, what: str) -> Param:
 RUN = _id("run", "run's id")
 STEP = _id("step", "step's id")
 WORKFLOW = _id("name", "workflow's name")
+
+
+def steps_param(description: str) -> Param:
+    return Param("steps", "query", {"enum": list(STEPS_CHOICES)}, description)
+
+
 LIMIT = Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}, "How many")
 VERSION = Param(
     "version", "query", {"type": "integer", "minimum": 1, "maximum": 2**31}, "A version"
@@ -194,12 +200,9 @@ OPERATIONS: tuple[Operation, ...] = (
         {200: (RunDocument, "The run document; its summary if `stepsIncluded` is false")},
         params=(
             RUN,
-            Param(
-                "steps",
-                "query",
-                {"enum": list(STEPS_CHOICES)},
+            steps_param(
                 f"all: every step and edge (a 400 past {FULL_DOCUMENT_MAX} steps); none: the "
-                f"summary. By default all up to {FULL_DOCUMENT_MAX} steps, none above",
+                f"summary. By default all up to {FULL_DOCUMENT_MAX} steps, none above"
             ),
         ),
         links=_links("$request.path.run", {"getSteps": "run"}),
@@ -242,12 +245,9 @@ OPERATIONS: tuple[Operation, ...] = (
         {200: ("text/event-stream", EVENTS_NOTE)},
         params=(
             RUN,
-            Param(
-                "steps",
-                "query",
-                {"enum": list(STEPS_CHOICES)},
+            steps_param(
                 "all (the default): the steps' states and changes too; none: only the run's "
-                "and the end, for a client that waits for the run to end",
+                "and the end, for a client that waits for the run to end"
             ),
         ),
     ),
