@@ -177,3 +177,27 @@ async def test_a_submit_found_stored_while_creating_leaves_a_duplicate(nc: Clien
     await asyncio.wait_for(actor.drain(), 10)
     assert ended == [actor] and actor.duplicate
     assert announced == ["gc"]
+
+
+async def test_a_run_whose_creation_failed_is_forgotten_for_its_submit_s_next_delivery(
+    nc: Client,
+) -> None:
+    """Its submit is asked for again: a new actor must create the run, so this one leaves
+    the table of live runs first instead of holding the run id with nothing stored."""
+    cmd = SubmitRun(run_id="gc", submitted_at=from_epoch(T0), steps=[])
+    state, effects = RunState.new(cmd, Policy(), T0)
+    runner = EffectRunner(nc, nc.jetstream(), await AckedPublisher(nc).start())
+    ended: list[RunActor] = []
+
+    async def announce(run_id: str) -> None:
+        raise RuntimeError("the announcement failed")
+
+    async def absent(run_id: str) -> bool:
+        return False
+
+    actor = RunActor(state, runner, on_done=ended.append)
+    actor.post(Create(effects, announce, absent))
+    actor.start()
+    await asyncio.wait_for(actor.drain(), 10)
+    assert ended == [actor] and actor.discarded and not actor.duplicate
+    await actor.stop()

@@ -152,15 +152,19 @@ class RunActor:
             except Exception:  # the run's task must live on: the batch is handled again
                 log.exception("run %s: handling %d messages failed", self.run_id, len(batch))
                 if isinstance(batch[0][0], Create):
-                    # Not created: the submit, delivered again, is a new actor's to create.
+                    # Not created: the submit, delivered again, is a new actor's to create,
+                    # so this one is forgotten before the submit is asked for again.
                     self.discarded = True
+                    self._on_done(self)
                 for _, msg in batch:
                     if msg is not None:
                         await settle(msg, Outcome.FAILED)
             finally:
                 for _ in batch:
                     self._mailbox.task_done()
-            if self.duplicate or self.discarded or (self.state.done and self._mailbox.empty()):
+            if self.discarded:
+                return
+            if self.duplicate or (self.state.done and self._mailbox.empty()):
                 self._on_done(self)
                 return
 
