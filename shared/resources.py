@@ -322,6 +322,20 @@ async def ensure_stream(
     raise ResourceMismatch(want.name, ["could not create or read the stream"])
 
 
+async def until_led(js: JetStreamContext, name: str, patience: float = PEERS_PATIENCE) -> None:
+    """Until the stream has a leader (a single server always leads its streams)."""
+    delay, deadline = 0.05, time.monotonic() + patience
+    while True:
+        cluster = (await _stream_info(js, name)).cluster
+        if cluster is None or cluster.leader:
+            return
+        if time.monotonic() > deadline:
+            raise ResourceMismatch(name, [f"has had no leader for {patience:.0f} s"])
+        log.info("stream %s has no leader yet (being elected); waiting", name)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
 async def ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:
     """Create or update a durable consumer (idempotent)."""
     await js.add_consumer(stream, config)
@@ -357,13 +371,16 @@ async def ensure_resources(
     await require_server(js)
     s_cfg = stream_configs(settings)
     b_cfg = bucket_configs(settings)
+    wanted = [n for n in [s_cfg[s].name for s in streams] + [b_cfg[b].name for b in buckets] if n]
     if create:
         await asyncio.gather(
             *(ensure_stream(js, s_cfg[s]) for s in streams),
             *(ensure_stream(js, b_cfg[b]) for b in buckets),
         )
     else:
-        wanted = [s_cfg[s].name for s in streams] + [b_cfg[b].name for b in buckets]
-        await asyncio.gather(*(wait_for_stream(js, n) for n in wanted if n))
+        await asyncio.gather(*(wait_for_stream(js, n) for n in wanted))
+    # A stream just made on a cluster has no leader for a moment, and a write to it then
+    # finds no responders: a service's first write (a runner's registration) waits for it.
+    await asyncio.gather(*(until_led(js, n) for n in wanted))
     kv = {b: await open_bucket(nc, js, b, settings.nats_timeout) for b in buckets}
     return Resources(js=js, kv=kv)

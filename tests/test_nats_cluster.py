@@ -201,6 +201,11 @@ async def test_streams_made_before_the_last_server_joined_wait_for_it(
         info = await res.js.stream_info(names.CMD_STREAM)
         assert info.config.num_replicas == 3
         assert info.cluster is not None and len(info.cluster.replicas or []) == 2
+        # Returned once every stream has a leader: a first write to one finds it.
+        for stream in (*names.ALL_STREAMS, *(names.kv_stream(b) for b in names.ALL_BUCKETS)):
+            cluster = (await res.js.stream_info(stream)).cluster
+            assert cluster is not None and cluster.leader, stream
+        await res.js.publish(names.kv_subject(names.RUNNERS_BUCKET, "runner-0"), b"{}")
     finally:
         await nc.close()
 
