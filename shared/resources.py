@@ -1,30 +1,28 @@
 """Heddle's streams and KV buckets: their configuration from the settings, the server
-version check, and their idempotent creation (created if missing, left alone if equal,
-updated in place if a setting changed, a clear error if a change cannot be made in place)."""
+version check, and ``ensure_resources``, which makes or waits for them at a service's start
+(each one through ``shared/streams.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import nats
 from nats.js.api import (
-    ConsumerConfig,
     DiscardPolicy,
     RetentionPolicy,
     StorageType,
     StreamConfig,
     SubjectTransform,
 )
-from nats.js.errors import NotFoundError
 
 from shared import names
 from shared.buckets import Bucket, open_bucket
-from shared.errors import JetStreamUnavailable, NatsTooOld, ResourceMismatch
+from shared.errors import JetStreamUnavailable, NatsTooOld
 from shared.settings import Settings
+from shared.streams import ensure_stream, until_led, wait_for_stream
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -38,9 +36,6 @@ MIN_API_LEVEL = 4
 MIN_SERVER_VERSION = "2.14"
 
 ALL_BUCKETS = names.ALL_BUCKETS
-# JetStream's "no suitable peers for placement": more replicas than servers yet.
-NO_SUITABLE_PEERS = 10005
-PEERS_PATIENCE = 60.0  # seconds a new cluster is given for its servers to join
 ALL_STREAMS = names.ALL_STREAMS
 DAY = 86400.0
 
@@ -189,175 +184,6 @@ def bucket_configs(settings: Settings) -> dict[str, StreamConfig]:
 
 
 # Fields compared against the server's copy; the rest are server defaults.
-_COMPARED = (
-    "subjects",
-    "retention",
-    "max_age",
-    "max_bytes",
-    "storage",
-    "num_replicas",
-    "allow_msg_schedules",
-    "allow_msg_ttl",
-    "subject_delete_marker_ttl",
-    "max_msgs_per_subject",
-    "discard",
-    "allow_direct",
-    "subject_transform",
-)
-_IMMUTABLE = ("retention", "storage")
-
-
-def _frozen(name: str, have: object) -> bool:
-    """A stream's partitioning may be added, never changed: stored commands and events
-    would be left in partitions nobody reads."""
-    return name in _IMMUTABLE or (name == "subject_transform" and have is not None)
-
-
-def _plain(value: object) -> object:
-    return getattr(value, "value", value)  # enums compare and print as their wire value
-
-
-def _differences(want: StreamConfig, have: StreamConfig) -> dict[str, tuple[object, object]]:
-    out = {}
-    for name in _COMPARED:
-        w = _plain(getattr(want, name))
-        if w is None:
-            continue
-        h = _plain(getattr(have, name))
-        if isinstance(w, float) or isinstance(h, float):
-            if abs(float(w or 0) - float(h or 0)) > 1e-6:
-                out[name] = (h, w)
-        elif w != h and not (name == "allow_direct" and not w):
-            out[name] = (h, w)
-    return out
-
-
-async def _stream_info(js: JetStreamContext, name: str, patience: float = 30.0) -> Any:
-    """The stream's info; on a cluster a stream without a leader for a moment answers
-    nothing, and that timeout is waited out (an absent stream still raises NotFoundError)."""
-    delay, deadline = 0.1, time.monotonic() + patience
-    while True:
-        try:
-            return await js.stream_info(name)
-        except nats.errors.TimeoutError:
-            if time.monotonic() > deadline:
-                raise
-            log.info("no answer about stream %s yet (a leader being elected); asking again", name)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 2.0)
-
-
-async def _create_stream(js: JetStreamContext, want: StreamConfig, patience: float) -> Any:
-    """Create the stream. A cluster whose meta leader is elected before every server has
-    joined refuses replicas it cannot place yet (no suitable peers): waited out, then a clear
-    error."""
-    delay, deadline = 0.1, time.monotonic() + patience
-    while True:
-        try:
-            config = (await js.add_stream(want)).config
-            log.info("created stream %s", want.name)
-            return config
-        except nats.js.errors.BadRequestError as exc:
-            if exc.err_code != NO_SUITABLE_PEERS:
-                raise
-            if time.monotonic() > deadline:
-                raise ResourceMismatch(
-                    want.name,
-                    [
-                        f"wants {want.num_replicas} replicas and the cluster had too few "
-                        f"JetStream servers to place them for {patience:.0f} s: start the "
-                        f"missing servers or lower HEDDLE_REPLICAS"
-                    ],
-                ) from exc
-            log.info(
-                "stream %s wants %d replicas: waiting for the cluster's servers to join",
-                want.name,
-                want.num_replicas,
-            )
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 2.0)
-
-
-async def ensure_stream(
-    js: JetStreamContext, want: StreamConfig, peers_patience: float = PEERS_PATIENCE
-) -> None:
-    """Create the stream, or bring an existing one to ``want``: a second start changes
-    nothing; a changed setting is applied and logged; an unchangeable one is an error."""
-    assert want.name
-    for _ in range(3):
-        try:
-            have = (await _stream_info(js, want.name)).config
-        except NotFoundError:
-            try:
-                have = await _create_stream(js, want, peers_patience)
-            except nats.js.errors.BadRequestError:
-                continue  # another service created it at the same moment: compare again
-        diff = _differences(want, have)
-        if not diff:
-            return
-        frozen = [
-            f"{k} is {h!r} on the server, settings want {w!r} (cannot be changed in "
-            f"place; delete the stream or change the setting back)"
-            for k, (h, w) in diff.items()
-            if _frozen(k, h)
-        ]
-        if frozen:
-            raise ResourceMismatch(want.name, frozen)
-        updated = (await js.update_stream(want)).config
-        left = _differences(want, updated)
-        if left:
-            raise ResourceMismatch(
-                want.name,
-                [
-                    f"server did not apply {k} (has {h!r}, wanted {w!r}); is the server too old?"
-                    for k, (h, w) in left.items()
-                ],
-            )
-        log.info(
-            "updated stream %s: %s",
-            want.name,
-            ", ".join(f"{k} {h!r} -> {w!r}" for k, (h, w) in diff.items()),
-        )
-        return
-    raise ResourceMismatch(want.name, ["could not create or read the stream"])
-
-
-async def until_led(js: JetStreamContext, name: str, patience: float = PEERS_PATIENCE) -> None:
-    """Until the stream has a leader (a single server always leads its streams)."""
-    delay, deadline = 0.05, time.monotonic() + patience
-    while True:
-        cluster = (await _stream_info(js, name)).cluster
-        if cluster is None or cluster.leader:
-            return
-        if time.monotonic() > deadline:
-            raise ResourceMismatch(name, [f"has had no leader for {patience:.0f} s"])
-        log.info("stream %s has no leader yet (being elected); waiting", name)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 1.0)
-
-
-async def ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:
-    """Create or update a durable consumer (idempotent)."""
-    await js.add_consumer(stream, config)
-
-
-async def wait_for_stream(js: JetStreamContext, name: str) -> None:
-    """Until the stream exists: for a user that may not create it (a runner). On a cluster a
-    stream being created has no leader for a moment, and a request about it is not answered:
-    a timeout is waited out like an absent stream."""
-    delay = 0.1
-    while True:
-        try:
-            await js.stream_info(name)
-            return
-        except NotFoundError:
-            log.info("waiting for stream %s (created by the orchestrator)", name)
-        except nats.errors.TimeoutError:
-            log.info("waiting for stream %s (no answer yet: a leader being elected)", name)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 2.0)
-
-
 async def ensure_resources(
     nc: Client,
     settings: Settings,

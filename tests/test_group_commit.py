@@ -19,8 +19,9 @@ from services.orchestrator.state import Policy, RunState
 from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun, encode
-from shared.resources import ensure_stream, stream_configs
+from shared.resources import stream_configs
 from shared.settings import Settings
+from shared.streams import ensure_stream
 from shared.timefmt import from_epoch
 
 T0 = 1_800_000_000.0

@@ -23,6 +23,7 @@ NATS_EDGE = {
     "nats_types",
     "pull",
     "resources",
+    "streams",
     "stored_events",
 }
 

@@ -16,8 +16,8 @@ from nats.js.errors import NotFoundError
 from services.dispatcher.app import ready_consumer
 from shared import names
 from shared.contracts import StepReady, encode
-from shared.resources import ensure_consumer
 from shared.settings import Settings
+from shared.streams import ensure_consumer
 from shared.timefmt import from_epoch
 from tests.conftest import StackFactory
 from tests.stack import Stack, step_of

@@ -26,8 +26,9 @@ from services.embedded_nats import find_binary, free_port, port_open
 from shared import names
 from shared import nats_permissions as perms
 from shared.errors import ResourceMismatch
-from shared.resources import ensure_resources, ensure_stream
+from shared.resources import ensure_resources
 from shared.settings import Settings
+from shared.streams import ensure_stream
 from tests.conftest import FAST
 from tests.stack import SUPERUSER, SUPERUSER_PASSWORD, TERMINAL_RUN, Stack, StackAuth
 

@@ -51,10 +51,11 @@ from shared.nats_types import (
 )
 from shared.offers import Answer, Offered, offer
 from shared.pull import ContinuousPull
-from shared.resources import ensure_consumer, ensure_resources
+from shared.resources import ensure_resources
 from shared.service import event
 from shared.settings import Settings
 from shared.stored_events import last_outcome
+from shared.streams import ensure_consumer
 from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from shared import names
 from shared.jetstream_api import reset_consumer
 from shared.nats_types import AckPolicy, ConsumerConfig, DeliverPolicy
 from shared.pull import ContinuousPull, Handler
-from shared.resources import ensure_consumer
+from shared.streams import ensure_consumer
 
 if TYPE_CHECKING:
     from shared.nats_types import Client, JetStreamContext
