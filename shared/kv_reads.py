@@ -1,14 +1,16 @@
-"""Reading the current values of a KV bucket's keys in one replay, with the end of the
-replay counted by the server (not guessed from what the client has seen so far)."""
+"""Reading the current values of a KV bucket's keys: a few in one batched direct get, more
+in one replay whose end is counted by the server (not guessed from what the client has seen
+so far)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
+import msgspec
 from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
@@ -22,7 +24,7 @@ from shared import names
 from shared.buckets import Bucket
 from shared.contracts import RunRecord, StepRecord, step_record_decoder
 from shared.jetstream_api import request_next
-from shared.kv_batch import TooMany, last_values
+from shared.timefmt import parse
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
@@ -31,6 +33,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("heddle.nats")
 
 PULL_EXPIRES = 2.0  # seconds a replay's pull waits at most for keys deleted meanwhile
+# A batched direct get answers for this many subjects at most (deleted keys count), then
+# says 413: the read is replayed instead.
+MULTI_LAST_MAX = 1024
+END_OF_BATCH, NO_MATCH, TOO_MANY = "204", "404", "413"
+_request = msgspec.json.Encoder().encode
+
+
+class TooMany(Exception):
+    """More keys match than one batched get answers for."""
 
 
 async def _last_per_key_consumer(
@@ -56,7 +67,7 @@ async def read_current(
 ) -> list[KeyValue.Entry]:
     """Current values of every key matching ``pattern``, not a get per key: on a bucket
     of one replica that allows direct gets, up to ``MULTI_LAST_MAX`` keys in one batched get
-    (shared/kv_batch.py); otherwise, or for more keys, one replay of the bucket's stream (last
+    (``last_values``); otherwise, or for more keys, one replay of the bucket's stream (last
     message per key).
 
     A short-lived pull consumer is created on the server, which says at creation how many
@@ -75,17 +86,47 @@ async def read_current(
         expected = info.num_pending or 0
         if expected == 0:
             return []
-        queue: asyncio.Queue[Msg] = asyncio.Queue()
-        inbox = kv.nc.new_inbox()
-        sub = await kv.nc.subscribe(inbox, cb=_into(queue))
-        try:
+        async with _inbox(kv) as (inbox, queue):
             return await _replay(kv, info.name, inbox, queue, expected, timeout)
-        finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
     finally:
         with contextlib.suppress(Exception):
             await kv.js.delete_consumer(kv.stream, info.name)
+
+
+async def last_values(kv: Bucket, pattern: str, timeout: float) -> list[KeyValue.Entry]:
+    """Every key matching ``pattern`` that has a value, in one batched direct get
+    (``multi_last``): the stream answers with the last message of each subject up to one
+    sequence, then an end-of-batch status, and no consumer is made on the server. TooMany
+    past ``MULTI_LAST_MAX``. The bucket must allow direct gets; any replica may answer."""
+    async with _inbox(kv) as (inbox, queue):
+        body = {"multi_last": [kv.prefix + pattern], "batch": MULTI_LAST_MAX}
+        await kv.nc.publish(f"$JS.API.DIRECT.GET.{kv.stream}", _request(body), reply=inbox)
+        entries: list[KeyValue.Entry] = []
+        while True:
+            msg = await asyncio.wait_for(queue.get(), timeout)
+            headers = msg.headers or {}
+            status = headers.get("Status")
+            if status is not None and not msg.data:
+                if status in (END_OF_BATCH, NO_MATCH):
+                    return entries
+                if status == TOO_MANY:
+                    raise TooMany(pattern)
+                raise RuntimeError(f"batched get of {kv.stream} {pattern}: status {status}")
+            if msg.data and not _removed(headers):
+                entries.append(_got_entry(kv, headers, msg.data))
+
+
+@contextlib.asynccontextmanager
+async def _inbox(kv: Bucket) -> AsyncIterator[tuple[str, asyncio.Queue[Msg]]]:
+    """An inbox subscribed for the length of one read, and the queue its messages go to."""
+    queue: asyncio.Queue[Msg] = asyncio.Queue()
+    inbox = kv.nc.new_inbox()
+    sub = await kv.nc.subscribe(inbox, cb=_into(queue))
+    try:
+        yield inbox, queue
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
 
 
 def _into(queue: asyncio.Queue[Msg]) -> Callable[[Msg], Awaitable[None]]:
@@ -93,6 +134,11 @@ def _into(queue: asyncio.Queue[Msg]) -> Callable[[Msg], Awaitable[None]]:
         queue.put_nowait(msg)
 
     return collect
+
+
+def _removed(headers: dict[str, str]) -> bool:
+    """A key's last message says it is deleted, purged or expired."""
+    return headers.get("KV-Operation") in ("DEL", "PURGE") or "Nats-Marker-Reason" in headers
 
 
 async def _replay(
@@ -131,13 +177,28 @@ async def _replay(
             continue
         seen += 1
         key = msg.subject[len(kv.prefix) :]
-        if headers.get("KV-Operation") in ("DEL", "PURGE") or "Nats-Marker-Reason" in headers:
-            latest.pop(key, None)  # deleted, purged or expired
+        if _removed(headers):
+            latest.pop(key, None)
         elif msg.data:
             latest[key] = _entry(kv.bucket, key, msg)
         else:
             latest.pop(key, None)
     return list(latest.values())
+
+
+def _got_entry(kv: Bucket, headers: dict[str, str], value: bytes) -> KeyValue.Entry:
+    """An entry from a direct get's answer, whose headers say what a consumer's metadata
+    would."""
+    stamp = headers.get("Nats-Time-Stamp")
+    return KeyValue.Entry(
+        bucket=kv.bucket,
+        key=headers["Nats-Subject"][len(kv.prefix) :],
+        value=value,
+        revision=int(headers["Nats-Sequence"]),
+        delta=int(headers.get("Nats-Num-Pending", 0)),
+        created=parse(stamp).timestamp() if stamp else None,  # type: ignore[arg-type]
+        operation=None,
+    )
 
 
 def _entry(bucket: str, key: str, msg: Msg) -> KeyValue.Entry:

@@ -1,19 +1,21 @@
-"""Reading a bucket's current values (shared/kv_reads.py, shared/kv_batch.py): a few keys in one
-batched direct get, more (or a bucket without direct gets) in one replay, which waits for each
-message as long as the settings say: a broker that freezes in the middle of one fails the read
-within HEDDLE_NATS_TIMEOUT."""
+"""Reading a bucket's current values (shared/kv_reads.py): a few keys in one batched direct
+get, more (or a bucket without direct gets) in one replay, which waits for each message as
+long as the settings say: a broker that freezes in the middle of one fails the read within
+HEDDLE_NATS_TIMEOUT."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
 import time
+from collections.abc import AsyncIterator
 
 import nats
 import pytest
+from nats.aio.client import Client
 
 from services.embedded_nats import EmbeddedNats
-from shared import kv_batch, kv_reads, names
+from shared import kv_reads, names
 from shared.buckets import Bucket, open_bucket
 from shared.resources import ensure_resources
 from shared.settings import Settings
@@ -61,73 +63,62 @@ async def test_a_replay_stalled_by_a_frozen_broker_fails_within_the_buckets_time
         await nc.close()
 
 
-async def test_a_few_keys_are_read_in_one_batched_get_without_a_consumer(
-    nats_server: EmbeddedNats,
-) -> None:
-    nc = await nats.connect(nats_server.url)
-    try:
-        js = nc.jetstream()
-        await js.create_key_value(bucket="few", direct=True)
-        kv = await open_bucket(nc, js, "few", timeout=2)
-        for i in range(4):
-            await kv.put(f"step.r.s{i}", b"v%d" % i)
-        await kv.put("step.r.s1", b"again")
-        await kv.put("step.other.s0", b"not this run")
-        await kv.delete("step.r.s2")
-        entries = await kv_batch.last_values(kv, "step.r.*", timeout=2)
-        assert sorted((e.key, e.value) for e in entries) == [
-            ("step.r.s0", b"v0"),
-            ("step.r.s1", b"again"),
-            ("step.r.s3", b"v3"),
-        ]
-        again = next(e for e in entries if e.key == "step.r.s1")
-        assert again.revision == 5 and kv_reads.stored_at(again) is not None
-        assert await kv_batch.last_values(kv, "nothing.*", timeout=2) == []
-        # read_current takes the same path: no consumer was made on the server for it.
-        assert sorted(e.key for e in await kv_reads.read_current(kv, "step.r.*")) == [
-            "step.r.s0",
-            "step.r.s1",
-            "step.r.s3",
-        ]
-        assert (await js.stream_info(kv.stream)).state.consumer_count == 0
-    finally:
-        await nc.close()
+@pytest.fixture
+async def nc(nats_server: EmbeddedNats) -> AsyncIterator[Client]:
+    client = await nats.connect(nats_server.url)
+    yield client
+    await client.close()
 
 
-async def test_more_keys_than_one_batched_get_answers_are_replayed(
-    nats_server: EmbeddedNats,
-) -> None:
-    nc = await nats.connect(nats_server.url)
-    try:
-        js = nc.jetstream()
-        await js.create_key_value(bucket="many", direct=True)
-        kv = await open_bucket(nc, js, "many", timeout=2)
-        count = kv_batch.MULTI_LAST_MAX + 6
-        for i in range(count):
-            await nc.publish(names.kv_subject("many", f"k.{i}"), b"%d" % i)
-        await kv.put("k.last", b"acknowledged")  # every earlier put is stored before it
-        with pytest.raises(kv_batch.TooMany):
-            await kv_batch.last_values(kv, "k.*", timeout=2)
-        entries = await kv_reads.read_current(kv, "k.*")
-        assert len(entries) == count + 1
-        assert {e.key: e.value for e in entries}["k.7"] == b"7"
-    finally:
-        await nc.close()
+async def test_a_few_keys_are_read_in_one_batched_get_without_a_consumer(nc: Client) -> None:
+    js = nc.jetstream()
+    await js.create_key_value(bucket="few", direct=True)
+    kv = await open_bucket(nc, js, "few", timeout=2)
+    for i in range(4):
+        await kv.put(f"step.r.s{i}", b"v%d" % i)
+    await kv.put("step.r.s1", b"again")
+    await kv.put("step.other.s0", b"not this run")
+    await kv.delete("step.r.s2")
+    entries = await kv_reads.last_values(kv, "step.r.*", timeout=2)
+    assert sorted((e.key, e.value) for e in entries) == [
+        ("step.r.s0", b"v0"),
+        ("step.r.s1", b"again"),
+        ("step.r.s3", b"v3"),
+    ]
+    again = next(e for e in entries if e.key == "step.r.s1")
+    assert again.revision == 5 and kv_reads.stored_at(again) is not None
+    assert await kv_reads.last_values(kv, "nothing.*", timeout=2) == []
+    # read_current takes the same path: no consumer was made on the server for it.
+    assert sorted(e.key for e in await kv_reads.read_current(kv, "step.r.*")) == [
+        "step.r.s0",
+        "step.r.s1",
+        "step.r.s3",
+    ]
+    assert (await js.stream_info(kv.stream)).state.consumer_count == 0
 
 
-async def test_a_bucket_without_direct_gets_or_with_replicas_is_replayed(
-    nats_server: EmbeddedNats,
-) -> None:
-    nc = await nats.connect(nats_server.url)
-    try:
-        js = nc.jetstream()
-        await js.create_key_value(bucket="plain")
-        kv = await open_bucket(nc, js, "plain", timeout=2)
-        assert not kv.direct and not kv.batched
-        await kv.put("a", b"1")
-        assert [(e.key, e.value) for e in await kv_reads.read_current(kv, ">")] == [("a", b"1")]
-        # Replicated, a bucket is read from its leader: a follower may lag.
-        assert not Bucket(nc, js, "plain", direct=True, replicas=3).batched
-        assert Bucket(nc, js, "plain", direct=True, replicas=1).batched
-    finally:
-        await nc.close()
+async def test_more_keys_than_one_batched_get_answers_are_replayed(nc: Client) -> None:
+    js = nc.jetstream()
+    await js.create_key_value(bucket="many", direct=True)
+    kv = await open_bucket(nc, js, "many", timeout=2)
+    count = kv_reads.MULTI_LAST_MAX + 6
+    for i in range(count):
+        await nc.publish(names.kv_subject("many", f"k.{i}"), b"%d" % i)
+    await kv.put("k.last", b"acknowledged")  # every earlier put is stored before it
+    with pytest.raises(kv_reads.TooMany):
+        await kv_reads.last_values(kv, "k.*", timeout=2)
+    entries = await kv_reads.read_current(kv, "k.*")
+    assert len(entries) == count + 1
+    assert {e.key: e.value for e in entries}["k.7"] == b"7"
+
+
+async def test_a_bucket_without_direct_gets_or_with_replicas_is_replayed(nc: Client) -> None:
+    js = nc.jetstream()
+    await js.create_key_value(bucket="plain")
+    kv = await open_bucket(nc, js, "plain", timeout=2)
+    assert not kv.direct and not kv.batched
+    await kv.put("a", b"1")
+    assert [(e.key, e.value) for e in await kv_reads.read_current(kv, ">")] == [("a", b"1")]
+    # Replicated, a bucket is read from its leader: a follower may lag.
+    assert not Bucket(nc, js, "plain", direct=True, replicas=3).batched
+    assert Bucket(nc, js, "plain", direct=True, replicas=1).batched

@@ -15,7 +15,6 @@ NATS_EDGE = {
     "consume",
     "documents",
     "jetstream_api",
-    "kv_batch",
     "kv_changes",
     "kv_reads",
     "kv_watch",
