@@ -22,7 +22,7 @@ from shared import names
 from shared.buckets import Bucket, open_bucket
 from shared.errors import JetStreamUnavailable, NatsTooOld
 from shared.settings import Settings
-from shared.streams import ensure_stream, until_led, wait_for_stream
+from shared.streams import ensure_stream, wait_for_stream
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -197,16 +197,13 @@ async def ensure_resources(
     await require_server(js)
     s_cfg = stream_configs(settings)
     b_cfg = bucket_configs(settings)
-    wanted = [n for n in [s_cfg[s].name for s in streams] + [b_cfg[b].name for b in buckets] if n]
     if create:
         await asyncio.gather(
             *(ensure_stream(js, s_cfg[s]) for s in streams),
             *(ensure_stream(js, b_cfg[b]) for b in buckets),
         )
     else:
-        await asyncio.gather(*(wait_for_stream(js, n) for n in wanted))
-    # A stream just made on a cluster has no leader for a moment, and a write to it then
-    # finds no responders: a service's first write (a runner's registration) waits for it.
-    await asyncio.gather(*(until_led(js, n) for n in wanted))
+        wanted = [s_cfg[s].name for s in streams] + [b_cfg[b].name for b in buckets]
+        await asyncio.gather(*(wait_for_stream(js, n) for n in wanted if n))
     kv = {b: await open_bucket(nc, js, b, settings.nats_timeout) for b in buckets}
     return Resources(js=js, kv=kv)

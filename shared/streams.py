@@ -92,9 +92,9 @@ async def _create_stream(js: JetStreamContext, want: StreamConfig, patience: flo
     delay, deadline = 0.1, time.monotonic() + patience
     while True:
         try:
-            config = (await js.add_stream(want)).config
+            info = await js.add_stream(want)
             log.info("created stream %s", want.name)
-            return config
+            return info
         except nats.js.errors.BadRequestError as exc:
             if exc.err_code != NO_SUITABLE_PEERS:
                 raise
@@ -120,18 +120,20 @@ async def ensure_stream(
     js: JetStreamContext, want: StreamConfig, peers_patience: float = PEERS_PATIENCE
 ) -> None:
     """Create the stream, or bring an existing one to ``want``: a second start changes
-    nothing; a changed setting is applied and logged; an unchangeable one is an error."""
+    nothing; a changed setting is applied and logged; an unchangeable one is an error.
+    Returns once the stream has a leader."""
     assert want.name
     for _ in range(3):
         try:
-            have = (await _stream_info(js, want.name)).config
+            info = await _stream_info(js, want.name)
         except NotFoundError:
             try:
-                have = await _create_stream(js, want, peers_patience)
+                info = await _create_stream(js, want, peers_patience)
             except nats.js.errors.BadRequestError:
                 continue  # another service created it at the same moment: compare again
-        diff = _differences(want, have)
+        diff = _differences(want, info.config)
         if not diff:
+            await _until_led(js, want.name, info)
             return
         frozen = [
             f"{k} is {h!r} on the server, settings want {w!r} (cannot be changed in "
@@ -141,8 +143,8 @@ async def ensure_stream(
         ]
         if frozen:
             raise ResourceMismatch(want.name, frozen)
-        updated = (await js.update_stream(want)).config
-        left = _differences(want, updated)
+        info = await js.update_stream(want)
+        left = _differences(want, info.config)
         if left:
             raise ResourceMismatch(
                 want.name,
@@ -156,22 +158,25 @@ async def ensure_stream(
             want.name,
             ", ".join(f"{k} {h!r} -> {w!r}" for k, (h, w) in diff.items()),
         )
+        await _until_led(js, want.name, info)
         return
     raise ResourceMismatch(want.name, ["could not create or read the stream"])
 
 
-async def until_led(js: JetStreamContext, name: str, patience: float = PEERS_PATIENCE) -> None:
-    """Until the stream has a leader (a single server always leads its streams)."""
+async def _until_led(
+    js: JetStreamContext, name: str, info: Any, patience: float = PEERS_PATIENCE
+) -> None:
+    """Until the stream has a leader, asking again only while the last ``info`` shows none:
+    a stream just made on a cluster has none for a moment, and a write to it then finds no
+    responders. A single server always leads its streams."""
     delay, deadline = 0.05, time.monotonic() + patience
-    while True:
-        cluster = (await _stream_info(js, name)).cluster
-        if cluster is None or cluster.leader:
-            return
+    while info.cluster is not None and not info.cluster.leader:
         if time.monotonic() > deadline:
             raise ResourceMismatch(name, [f"has had no leader for {patience:.0f} s"])
         log.info("stream %s has no leader yet (being elected); waiting", name)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 1.0)
+        info = await _stream_info(js, name)
 
 
 async def ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerConfig) -> None:
@@ -180,13 +185,14 @@ async def ensure_consumer(js: JetStreamContext, stream: str, config: ConsumerCon
 
 
 async def wait_for_stream(js: JetStreamContext, name: str) -> None:
-    """Until the stream exists: for a user that may not create it (a runner). On a cluster a
-    stream being created has no leader for a moment, and a request about it is not answered:
-    a timeout is waited out like an absent stream."""
+    """Until the stream exists and has a leader: for a user that may not create it (a
+    runner). On a cluster a stream being created has no leader for a moment, and a request
+    about it is not answered: a timeout is waited out like an absent stream."""
     delay = 0.1
     while True:
         try:
-            await js.stream_info(name)
+            info = await js.stream_info(name)
+            await _until_led(js, name, info)
             return
         except NotFoundError:
             log.info("waiting for stream %s (created by the orchestrator)", name)

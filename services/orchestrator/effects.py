@@ -37,7 +37,7 @@ from shared.contracts import (
     StepRecord,
     encode,
 )
-from shared.kv_reads import count_keys
+from shared.kv_reads import count_keys, last_value_matching
 from shared.metrics import (
     DISPATCH_SECONDS,
     REQUEUES,
@@ -109,13 +109,10 @@ class EffectRunner:
         """Whether the stored run record is the one these effects create."""
         run = next(e.run for e in reversed(effects) if isinstance(e, PersistRun))
         try:
-            msg = await self.js.get_last_msg(
-                names.kv_stream(names.RUNS_BUCKET),
-                names.kv_subject(names.RUNS_BUCKET, names.run_key(run_id)),
-            )
+            stored = await last_value_matching(self.js, names.RUNS_BUCKET, names.run_key(run_id))
         except NatsError:
             return False
-        return msg.data == encode(run)
+        return stored == encode(run)
 
     async def _apply_once(self, run_id: str, effects: list[Effect], create_run: bool) -> None:
         batch = _Batch.of(run_id, effects, create_run)
