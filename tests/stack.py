@@ -28,6 +28,13 @@ SUPERUSER = "heddle-test"
 SUPERUSER_PASSWORD = "test-" + SUPERUSER
 
 
+def auth_with_superuser(tmp: Path, runners: list[str]) -> StackAuth:
+    """The stack's users, the tests' superuser among them."""
+    everything = perms.Permissions(publish=(">",), subscribe=(">",))
+    superuser = perms.User(SUPERUSER, SUPERUSER_PASSWORD, everything)
+    return StackAuth.create(tmp, runners, extra=(superuser,))
+
+
 @dataclass
 class Stack:
     tmp: Path
@@ -46,9 +53,7 @@ class Stack:
         """Start (or start again) the server; the first start makes the users, ``runners``'
         among them (a runner started later gets its user through a reload)."""
         if self.nats is None:
-            everything = perms.Permissions(publish=(">",), subscribe=(">",))
-            superuser = perms.User(SUPERUSER, SUPERUSER_PASSWORD, everything)
-            self.auth = StackAuth.create(self.tmp, list(runners), extra=(superuser,))
+            self.auth = auth_with_superuser(self.tmp, list(runners))
             self.nats = EmbeddedNats(
                 self.tmp / "nats",
                 port=free_port(),

@@ -24,13 +24,12 @@ from nats.js.api import StreamConfig
 
 from services.embedded_nats import find_binary, free_port, port_open
 from shared import names
-from shared import nats_permissions as perms
 from shared.errors import ResourceMismatch
 from shared.resources import ensure_resources
 from shared.settings import Settings
 from shared.streams import ensure_stream
 from tests.conftest import FAST
-from tests.stack import SUPERUSER, SUPERUSER_PASSWORD, TERMINAL_RUN, Stack, StackAuth
+from tests.stack import SUPERUSER, SUPERUSER_PASSWORD, TERMINAL_RUN, Stack, auth_with_superuser
 
 pytestmark = pytest.mark.fault
 
@@ -124,10 +123,7 @@ class Cluster:
 @pytest.fixture
 def cluster_stack(tmp_path: Path) -> Iterator[Stack]:
     s = Stack(tmp_path, settings={**FAST, "HEDDLE_REPLICAS": "3", "HEDDLE_NATS_TIMEOUT": "10"})
-    everything = perms.Permissions(publish=(">",), subscribe=(">",))
-    superuser = perms.User(SUPERUSER, SUPERUSER_PASSWORD, everything)
-    runners = [f"runner-{i}" for i in range(RUNNERS)]
-    s.auth = StackAuth.create(tmp_path, runners, extra=(superuser,))
+    s.auth = auth_with_superuser(tmp_path, [f"runner-{i}" for i in range(RUNNERS)])
     nodes = [Node(tmp_path, i, s.auth.users.config_path) for i in range(NODES)]
     for n in nodes:
         n.write_config(nodes)
@@ -139,10 +135,9 @@ def cluster_stack(tmp_path: Path) -> Iterator[Stack]:
     s.stop_all()
 
 
-async def meta_leader(s: Stack, timeout: float = 30.0, nodes: list[Node] | None = None) -> None:
-    """Until the cluster (or those of its ``nodes`` that run) has elected its JetStream
-    meta leader (streams can be made)."""
-    nodes = nodes or s.nats.nodes  # type: ignore[union-attr]
+async def meta_leader(nodes: list[Node], timeout: float = 30.0) -> None:
+    """Until the running ``nodes`` have elected their JetStream meta leader (streams can
+    be made)."""
     deadline = time.monotonic() + timeout
     while not all(port_open(n.port) for n in nodes):
         assert time.monotonic() < deadline, "the nodes never listened"
@@ -170,10 +165,7 @@ async def superuser(nodes: list[Node]) -> nats.NATS:
 def two_of_three(tmp_path: Path) -> Iterator[list[Node]]:
     """A three-node cluster's configuration with two of its nodes started: a cluster whose
     meta leader is elected before every server has joined."""
-    everything = perms.Permissions(publish=(">",), subscribe=(">",))
-    auth = StackAuth.create(
-        tmp_path, [], extra=(perms.User(SUPERUSER, SUPERUSER_PASSWORD, everything),)
-    )
+    auth = auth_with_superuser(tmp_path, [])
     nodes = [Node(tmp_path, i, auth.users.config_path) for i in range(NODES)]
     for n in nodes:
         n.write_config(nodes)
@@ -190,11 +182,11 @@ async def test_streams_made_before_the_last_server_joined_wait_for_it(
     """Three replicas cannot be placed on two servers: a service starting then (the first one
     of a new cluster) waits for the third instead of failing to start."""
     nodes = two_of_three
-    s = Stack(nodes[0].store.parent, settings={"HEDDLE_REPLICAS": "3", "HEDDLE_NATS_TIMEOUT": "10"})
-    await meta_leader(s, nodes=nodes[:2])
+    await meta_leader(nodes[:2])
     nc = await superuser(nodes[:2])
     try:
-        making = asyncio.create_task(ensure_resources(nc, Settings.from_env(s.settings)))
+        settings = Settings(nats_url=nodes[0].url, replicas=3, nats_timeout=10)
+        making = asyncio.create_task(ensure_resources(nc, settings))
         await asyncio.sleep(1.5)
         assert not making.done(), making  # refused at once without the wait
         nodes[2].start()
@@ -215,8 +207,7 @@ async def test_more_replicas_than_servers_is_an_error_that_says_so(
     two_of_three: list[Node],
 ) -> None:
     nodes = two_of_three
-    s = Stack(nodes[0].store.parent)
-    await meta_leader(s, nodes=nodes[:2])
+    await meta_leader(nodes[:2])
     nc = await superuser(nodes[:2])
     try:
         config = StreamConfig(name="WIDE", subjects=["wide.>"], num_replicas=3)
@@ -265,7 +256,7 @@ async def test_every_run_succeeds_when_a_node_of_three_is_killed(
 ) -> None:
     s = cluster_stack
     started = time.monotonic()
-    await meta_leader(s)
+    await meta_leader(s.nats.nodes)  # type: ignore[union-attr]
     for name in ("orchestrator", "dispatcher", "gateway"):
         s.start(name)
     for i in range(RUNNERS):
