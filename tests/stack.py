@@ -4,6 +4,7 @@ each service as its own process, started, SIGKILLed and restarted at will."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -26,6 +27,24 @@ TERMINAL_STEP = {"succeeded", "failed", "skipped", "cancelled"}
 # event, a broker's view). Only test stacks have it; `heddle up` has no such user.
 SUPERUSER = "heddle-test"
 SUPERUSER_PASSWORD = "test-" + SUPERUSER
+
+
+def freeze(pid: int, within: float = 5.0) -> None:
+    """SIGSTOP ``pid``, and return once every thread of it is stopped: a thread running on
+    another core takes the signal a moment later, and could answer one more request."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + within
+    while not all(_stopped(pid, tid) for tid in os.listdir(f"/proc/{pid}/task")):
+        assert time.monotonic() < deadline, f"pid {pid} did not stop"
+        time.sleep(0.001)
+
+
+def _stopped(pid: int, tid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except FileNotFoundError:  # the thread ended meanwhile
+        return True
 
 
 def auth_with_superuser(tmp: Path, runners: list[str]) -> StackAuth:

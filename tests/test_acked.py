@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 from collections.abc import AsyncIterator
 
 import nats
@@ -17,6 +16,7 @@ from nats.js.errors import BadRequestError, KeyWrongLastSequenceError, NoStreamR
 from services.embedded_nats import EmbeddedNats
 from shared.acked import AckedPublisher
 from shared.errors import AcknowledgementLost
+from tests.stack import freeze
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ async def test_a_lost_connection_fails_what_awaits_its_acknowledgement(
         await client.jetstream().add_stream(name="T", subjects=["t.>"])
         acked = await AckedPublisher(client).start()
         assert own_nats_server.proc is not None
-        own_nats_server.proc.send_signal(signal.SIGSTOP)  # it reads nothing, answers nothing
+        freeze(own_nats_server.proc.pid)  # it reads nothing, answers nothing
         waiting = await acked.publish("t.a", b"x")
         await asyncio.sleep(0.2)
         assert not waiting.done()

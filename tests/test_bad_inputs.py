@@ -27,6 +27,7 @@ from shared.validation import Limits, parse_run_request
 from tests.gateway_apps import FLOW, Gateway, bearer, call, root
 from tests.gateway_apps import admin_file as admin_file  # fixtures
 from tests.gateway_apps import gateway as gateway
+from tests.stack import freeze
 
 STEP = "/api/runs/r1/steps/a"
 FIVE_THOUSAND_DIGITS = "9" * 5000
@@ -274,9 +275,7 @@ async def test_nats_too_slow_to_answer_is_503_with_retry_after(
     gw = await gateway(nats_timeout=1.0)  # HEDDLE_NATS_TIMEOUT: the 503 comes after it
     token = root(admin_file)
     assert (await call(gw, "GET", "/api/runs/r1", token))[0] == 404
-    os.kill(
-        own_nats_server.proc.pid, signal.SIGSTOP
-    )  # the server holds the connection, answers nothing
+    freeze(own_nats_server.proc.pid)  # the server holds the connection, answers nothing
     try:
         asked = time.monotonic()
         async with gw.get("/api/runs/r1", headers=bearer(token)) as resp:

@@ -19,6 +19,7 @@ from shared import kv_reads, names
 from shared.buckets import Bucket, open_bucket
 from shared.resources import ensure_resources
 from shared.settings import Settings
+from tests.stack import freeze
 
 
 async def test_the_buckets_carry_the_nats_timeout(nats_server: EmbeddedNats) -> None:
@@ -53,7 +54,7 @@ async def test_a_replay_stalled_by_a_frozen_broker_fails_within_the_buckets_time
         inbox = nc.new_inbox()
         await nc.subscribe(inbox, cb=kv_reads._into(queue))
         await nc.flush()
-        own_nats_server.proc.send_signal(signal.SIGSTOP)
+        freeze(own_nats_server.proc.pid)
         t0 = time.monotonic()
         with pytest.raises(TimeoutError):
             await kv_reads._replay(kv, info.name, inbox, queue, 1)

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 
 from tests.conftest import StackFactory
-from tests.stack import Stack, step_of
+from tests.stack import Stack, freeze, step_of
 from tests.test_logs import all_lines
 
 
@@ -65,7 +65,7 @@ async def test_the_step_document_is_streamed_and_whole(stack: StackFactory) -> N
 def frozen(s: Stack) -> Iterator[None]:
     """nats-server stopped (SIGSTOP): connected, reading nothing, answering nothing."""
     assert s.nats is not None and s.nats.proc is not None
-    s.nats.proc.send_signal(signal.SIGSTOP)
+    freeze(s.nats.proc.pid)
     try:
         yield
     finally:
