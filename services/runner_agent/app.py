@@ -27,11 +27,13 @@ from services.runner_agent.isolation import (
 )
 from services.runner_agent.launcher import Launcher
 from services.runner_agent.registration import Registration
+from services.runner_agent.stalls import LoopStalls
 from shared import failpoints, names
 from shared.acked import NOT_STORED, AckedPublisher
 from shared.contracts import (
     AssignReply,
     RunnerInfo,
+    StepReady,
     cancel_attempt_decoder,
     encode,
     step_ready_decoder,
@@ -71,6 +73,7 @@ class RunnerAgent:
         self._ctx: AttemptContext | None = None
         self.run_as: StepUser | None = None
         self.launcher: Launcher | None = None
+        self.stalls = LoopStalls(settings.assign_timeout / 2)
 
     # ---- lifecycle ----
 
@@ -121,6 +124,7 @@ class RunnerAgent:
             settings.registry_interval,
             self._info,
         )
+        self.stalls.start()
         self._subs = [
             await self.nc.subscribe(names.runner_assign(self.runner), cb=self._on_assign),
             await self.nc.subscribe(names.runner_cancel(self.runner), cb=self._on_cancel),
@@ -148,6 +152,7 @@ class RunnerAgent:
             await self.registration.stop(remove=bool(self.nc and not self.nc.is_closed))
         if self.launcher is not None:
             self.launcher.close()
+        self.stalls.stop()
         await close(self.nc)
 
     async def _disconnected(self) -> None:
@@ -192,6 +197,12 @@ class RunnerAgent:
         if self._stopping or self.current is not None:
             await self._refuse(msg, "shutting down" if self._stopping else "busy")
             return
+        if stall := self.stalls.stall_before_now():
+            # It may have waited through the stall, and its offer been given up (stalls.py).
+            reason = f"stale: this runner stood still for {stall:.1f}s"
+            self._said("refused", ready, reason=reason)
+            await self._refuse(msg, reason)
+            return
         assert self._ctx is not None  # set in start(), before the subscription
         attempt = self.current = Attempt(self._ctx, ready)
         self.jobs += 1
@@ -208,14 +219,7 @@ class RunnerAgent:
             msg,
             encode(AssignReply(accepted=True, runner=self.runner, jobs=self.jobs)),
         )
-        event(
-            log,
-            "accepted",
-            runner=self.runner,
-            run=ready.run_id,
-            step=ready.step_id,
-            attempt=ready.attempt,
-        )
+        self._said("accepted", ready)
         if failpoints.active("runner.after_accept"):
             await msg.respond(answer[1])
             answer = None
@@ -228,6 +232,18 @@ class RunnerAgent:
         await attempt.start(answer=answer)
         attempt.task = asyncio.create_task(self._run(attempt))
         self.registration.soon()
+
+    def _said(self, what: str, ready: StepReady, **fields: object) -> None:
+        """An event about an assignment."""
+        event(
+            log,
+            what,
+            runner=self.runner,
+            run=ready.run_id,
+            step=ready.step_id,
+            attempt=ready.attempt,
+            **fields,
+        )
 
     async def _run(self, attempt: Attempt) -> None:
         await attempt.run(free=self._free)
