@@ -1,7 +1,8 @@
 """The file a step writes its outputs to (``$HEDDLE_OUTPUTS``), one per attempt.
 
 The runner makes it before the command starts, in a directory of its own made once per
-process, under a random name, and keeps it open; after a success it reads the outputs
+process (in memory, under ``/dev/shm``, where there is one), under a random name, and keeps
+it open; after a success it reads the outputs
 through that descriptor, never through the path, so a step that swaps the file for a link to
 something else (one of the runner's own files) still has only what it wrote to the file
 read. Where steps run as another user the file is theirs and the directory stays the
@@ -22,6 +23,17 @@ from services.runner_agent.isolation import StepUser
 from shared.outputs import parse_outputs
 
 _directory: str | None = None
+# In memory: on a disk-backed /tmp (ext4, a container's overlay) making and removing a file
+# waits behind the journal's other writers, up to a quarter of a millisecond per step.
+MEMORY_DIR = "/dev/shm"
+
+
+def _parent() -> str | None:
+    """Where the directory goes: in memory if this machine has it, else the temporary
+    directory."""
+    if os.path.isdir(MEMORY_DIR) and os.access(MEMORY_DIR, os.W_OK | os.X_OK):
+        return MEMORY_DIR
+    return None
 
 
 def _own_directory(run_as: StepUser | None) -> str:
@@ -29,7 +41,7 @@ def _own_directory(run_as: StepUser | None) -> str:
     per attempt cost a runner more than the rest of the file's handling."""
     global _directory
     if _directory is None or not os.path.isdir(_directory):
-        _directory = tempfile.mkdtemp(prefix="heddle-outputs-")
+        _directory = tempfile.mkdtemp(prefix="heddle-outputs-", dir=_parent())
         if run_as is not None:
             os.chmod(_directory, 0o711)
         atexit.register(shutil.rmtree, _directory, True)
