@@ -38,7 +38,7 @@ class PersistRun:
 @dataclass(frozen=True, slots=True)
 class Enqueue:
     ready: StepReady
-    # The runner to hand the attempt to directly, once its queued record is stored, rather
+    # The runner to hand the attempt to directly, right after its queued record, rather
     # than through the dispatchers' stream (the runner whose success just readied it).
     handoff: str | None = None
 

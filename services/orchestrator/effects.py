@@ -81,12 +81,13 @@ class EffectRunner:
     async def apply(self, run_id: str, effects: list[Effect], *, create_run: bool = False) -> None:
         await self.write_notes(run_id, effects)  # once, not on every retry of the writes
         delay, created, tried = 0.2, create_run, False
+        offers = _Once(self._offer, run_id, effects)
         while True:
             try:
-                await self._apply_once(run_id, effects, create_run)
+                await self._apply_once(run_id, effects, create_run, offers)
                 count(effects, created)  # once stored: not again if written again
                 if self.handoffs is not None:
-                    self.handoffs.send(run_id, effects)  # once, and only what is stored
+                    self.handoffs.await_lost(run_id, effects)
                 return
             except asyncio.CancelledError:
                 raise
@@ -114,19 +115,27 @@ class EffectRunner:
             return False
         return stored == encode(run)
 
-    async def _apply_once(self, run_id: str, effects: list[Effect], create_run: bool) -> None:
+    def _offer(self, run_id: str, effects: list[Effect]) -> None:
+        if self.handoffs is not None:
+            self.handoffs.offer(run_id, effects)
+
+    async def _apply_once(
+        self, run_id: str, effects: list[Effect], create_run: bool, offers: _Once
+    ) -> None:
         batch = _Batch.of(run_id, effects, create_run)
         try:
-            await self._write(batch, effects)
+            await self._write(batch, effects, offers)
         except BaseException:
             _abandon(batch.futures)  # written again whole: these answers are not awaited
             raise
 
-    async def _write(self, batch: _Batch, effects: list[Effect]) -> None:
+    async def _write(self, batch: _Batch, effects: list[Effect], offers: _Once) -> None:
         run_id, create_run = batch.run_id, batch.create_run
         if create_run:
             for i in await self._write_new_steps(run_id, effects):
                 batch.last_step_write.pop(effects[i].step.id, None)  # type: ignore[union-attr]
+        await self._write_handed_off(batch, effects)
+        offers()
         for i, eff in enumerate(effects):
             match eff:
                 case PersistStep():
@@ -136,7 +145,7 @@ class EffectRunner:
                 case Enqueue(handoff=None):
                     await self._enqueue(batch, eff)
                 case Enqueue() | AwaitHandoff():
-                    pass  # once the batch is stored (Handoffs.send)
+                    pass  # offered after its record (_write_handed_off), awaited once stored
                 case ScheduleRetry():
                     await self._schedule(batch, eff)
                 case KillAttempt():
@@ -163,10 +172,24 @@ class EffectRunner:
                 was=eff.previous,
                 reason=eff.reason,
             )
-        if batch.last_step_write[step.id] == i:
-            key = names.step_key(batch.run_id, step.id)
-            subject = names.kv_subject(names.RUNS_BUCKET, key)
-            batch.futures.append(await self.acked.publish(subject, encode(step)))
+        if batch.last_step_write[step.id] == i and step.id not in batch.written:
+            await self._publish_step(batch, step)
+
+    async def _write_handed_off(self, batch: _Batch, effects: list[Effect]) -> None:
+        """The records of the steps handed off go first, and their offers right after
+        them, before their acknowledgements: a server that loses the end of a pipeline
+        loses the predecessor's record with them, and the rebuilt run offers the step to
+        the same runner again, which answers as it did (runner_agent/taken.py)."""
+        handed = {e.ready.step_id for e in effects if isinstance(e, Enqueue) and e.handoff}
+        for i, eff in enumerate(effects):
+            if isinstance(eff, PersistStep) and eff.step.id in handed:
+                if batch.last_step_write.get(eff.step.id) == i:
+                    await self._publish_step(batch, eff.step)
+                    batch.written.add(eff.step.id)
+
+    async def _publish_step(self, batch: _Batch, step: StepRecord) -> None:
+        subject = names.kv_subject(names.RUNS_BUCKET, names.step_key(batch.run_id, step.id))
+        batch.futures.append(await self.acked.publish(subject, encode(step)))
 
     async def _persist_run(self, batch: _Batch, i: int, eff: PersistRun) -> None:
         event(
@@ -329,12 +352,26 @@ class _Batch:
     last_step_write: dict[str, int]
     last_run_write: int
     futures: list[asyncio.Future] = field(default_factory=list)
+    written: set[str] = field(default_factory=set)  # step records already sent in this pass
 
     @classmethod
     def of(cls, run_id: str, effects: list[Effect], create_run: bool) -> _Batch:
         steps = {e.step.id: i for i, e in enumerate(effects) if isinstance(e, PersistStep)}
         runs = (i for i, e in enumerate(effects) if isinstance(e, PersistRun))
         return cls(run_id, create_run, steps, max(runs, default=-1))
+
+
+class _Once:
+    """Calls ``fn(*args)`` the first time it is called, never again."""
+
+    def __init__(self, fn: Callable[..., None], *args: object) -> None:
+        self._fn: Callable[..., None] | None = fn
+        self._args = args
+
+    def __call__(self) -> None:
+        fn, self._fn = self._fn, None
+        if fn is not None:
+            fn(*self._args)
 
 
 def _log_requeued(run_id: str, eff: Requeued) -> None:

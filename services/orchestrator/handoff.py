@@ -3,8 +3,9 @@
 When a success readies a step, the orchestrator offers it to the runner that succeeded, as a
 dispatcher would (a request to the runner's assignment subject, answered "accepted" with the
 attempt's first report), instead of publishing its ready message for the dispatchers: one
-hop instead of a stream write, a delivery and a dispatcher's request. The offer goes out only
-once the step's queued record (which names the runner, ``offered_to``) is stored, and once.
+hop instead of a stream write, a delivery and a dispatcher's request. The offer goes out
+once, right after the step's queued record (which names the runner, ``offered_to``), without
+waiting for its acknowledgement.
 The answer goes to the run's actor (``RunState.on_handoff_answer``): refused, the step goes to
 the dispatchers; unanswered, it goes to them marked to be looked for first. After a restart,
 an offer whose answer was lost is taken as unanswered once a runner would have answered
@@ -48,16 +49,19 @@ class Handoffs:
         self._offers: set[asyncio.Task] = set()
         self._timers: set[asyncio.TimerHandle] = set()
 
-    def send(self, run_id: str, effects: list[Effect]) -> None:
-        """The handoffs among a stored batch's effects: offers sent, lost answers awaited."""
+    def offer(self, run_id: str, effects: list[Effect]) -> None:
+        """The offers among a batch's effects, sent once their records are (effects.py)."""
         for eff in effects:
-            match eff:
-                case Enqueue(handoff=str(runner)):
-                    task = asyncio.create_task(self._offer(run_id, eff, runner))
-                    self._offers.add(task)
-                    task.add_done_callback(self._offers.discard)
-                case AwaitHandoff(step_id=step, attempt=attempt, requeue=requeue, runner=runner):
-                    self._later(run_id, step, attempt, requeue, runner)
+            if isinstance(eff, Enqueue) and eff.handoff is not None:
+                task = asyncio.create_task(self._offer(run_id, eff, eff.handoff))
+                self._offers.add(task)
+                task.add_done_callback(self._offers.discard)
+
+    def await_lost(self, run_id: str, effects: list[Effect]) -> None:
+        """The answers lost with an earlier orchestrator among a stored batch's effects."""
+        for eff in effects:
+            if isinstance(eff, AwaitHandoff):
+                self._later(run_id, eff.step_id, eff.attempt, eff.requeue, eff.runner)
 
     def _later(self, run_id: str, step: str, attempt: int, requeue: int, runner: str) -> None:
         def fire() -> None:

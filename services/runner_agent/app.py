@@ -28,6 +28,7 @@ from services.runner_agent.isolation import (
 from services.runner_agent.launcher import Launcher
 from services.runner_agent.registration import Registration
 from services.runner_agent.stalls import LoopStalls
+from services.runner_agent.taken import Taken
 from shared import failpoints, names
 from shared.acked import NOT_STORED, AckedPublisher
 from shared.contracts import (
@@ -74,6 +75,7 @@ class RunnerAgent:
         self.run_as: StepUser | None = None
         self.launcher: Launcher | None = None
         self.stalls = LoopStalls(settings.assign_timeout / 2)
+        self.taken = Taken()  # the attempts taken last: one offered again is not run again
 
     # ---- lifecycle ----
 
@@ -194,6 +196,9 @@ class RunnerAgent:
         except msgspec.DecodeError as exc:  # its ValidationError too
             await self._refuse(msg, f"undecodable assignment: {exc}")
             return
+        if (ready.run_id, ready.step_id, ready.attempt) in self.taken:
+            await self._accept_again(msg, ready)
+            return
         if self._stopping or self.current is not None:
             await self._refuse(msg, "shutting down" if self._stopping else "busy")
             return
@@ -215,10 +220,8 @@ class RunnerAgent:
                 self.current = None
                 await self._refuse(msg, f"heartbeat failed: {exc}")
                 return
-        answer: tuple[Msg, bytes] | None = (
-            msg,
-            encode(AssignReply(accepted=True, runner=self.runner, jobs=self.jobs)),
-        )
+        self.taken.add((ready.run_id, ready.step_id, ready.attempt))
+        answer: tuple[Msg, bytes] | None = (msg, self._accepted())
         self._said("accepted", ready)
         if failpoints.active("runner.after_accept"):
             await msg.respond(answer[1])
@@ -232,6 +235,18 @@ class RunnerAgent:
         await attempt.start(answer=answer)
         attempt.task = asyncio.create_task(self._run(attempt))
         self.registration.soon()
+
+    def _accepted(self) -> bytes:
+        return encode(AssignReply(accepted=True, runner=self.runner, jobs=self.jobs))
+
+    async def _accept_again(self, msg: Msg, ready: StepReady) -> None:
+        """An attempt this runner took offered again: it holds it or ran it (taken.py)."""
+        self._said("accepted again", ready)
+        current = self.current
+        if current is not None and current.same(ready.run_id, ready.step_id, ready.attempt):
+            await current.answer_too(msg, self._accepted())
+        else:
+            await msg.respond(self._accepted())
 
     def _said(self, what: str, ready: StepReady, **fields: object) -> None:
         """An event about an assignment."""

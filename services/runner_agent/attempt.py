@@ -80,7 +80,8 @@ class Attempt:
         self.started_at: str | None = None  # when the command was spawned
         self._announce_timer: asyncio.TimerHandle | None = None
         self._announcing: asyncio.Task | None = None
-        self._answer: tuple[Msg, bytes] | None = None  # to the dispatcher, not sent yet
+        self._answers: list[tuple[Msg, bytes]] = []  # "accepted", not sent yet
+        self._answered = False  # the first report is out: later offers are answered at once
         self._answer_timer: asyncio.TimerHandle | None = None
         self._answering: asyncio.Task | None = None
 
@@ -94,7 +95,8 @@ class Attempt:
         """Spawn the command; announce it at once or once it has run for the report delay.
         ``answer`` (the assignment and its "accepted"; None: nothing to send) leaves with
         the first report."""
-        self._answer = answer
+        if answer is not None:
+            self._answers.append(answer)
         ctx, ready = self.ctx, self.ready
         logs = self.logs = LogPublisher(
             ctx.nc,
@@ -144,9 +146,17 @@ class Attempt:
         else:
             await self._announce()
 
+    async def answer_too(self, msg: Msg, accepted: bytes) -> None:
+        """This attempt offered again (its offerer restarted before it heard the answer):
+        accepted, with the first report as the first answer was, or at once if that is out."""
+        if self._answered:
+            await self._respond(msg, accepted)
+        else:
+            self._answers.append((msg, accepted))
+
     def _answer_soon(self) -> None:
         self._answer_timer = None
-        if self._answer is not None:
+        if self._answers:
             self._answering = asyncio.create_task(self._answer_alone())
 
     def _announce_soon(self) -> None:
@@ -264,17 +274,22 @@ class Attempt:
     async def _answer_alone(self) -> None:
         """An answer that does not travel with the outcome follows the first heartbeat, so
         the attempt can be found from the moment it is acknowledged."""
-        if self._answer is not None:
+        if self._answers:
             await self.beats.first()
             await self._send_answer()
 
     async def _send_answer(self) -> None:
-        answer, self._answer = self._answer, None
-        if answer is not None:
-            try:
-                await answer[0].respond(answer[1])
-            except NatsError as exc:  # the dispatcher finds the attempt by its heartbeat or outcome
-                log.warning("answer to %s not sent: %s", answer[0].subject, exc)
+        self._answered = True
+        answers, self._answers = self._answers, []
+        for msg, accepted in answers:
+            await self._respond(msg, accepted)
+
+    @staticmethod
+    async def _respond(msg: Msg, accepted: bytes) -> None:
+        try:
+            await msg.respond(accepted)
+        except NatsError as exc:  # the offerer finds the attempt by its heartbeat or outcome
+            log.warning("answer to %s not sent: %s", msg.subject, exc)
 
     def _report_wait(self) -> float:
         """How long an outcome waits for its acknowledgement before it is sent again: well

@@ -1,0 +1,35 @@
+"""The attempts a runner took last, so that one offered again is answered, not run again.
+
+An offer can come twice for one attempt: an orchestrator that handed a step off and died
+before the step's queued record was stored offers it again once it is rebuilt (see
+docs/architecture.md, "Handing off"), and a dispatcher can be given a ready message again
+after another one placed it. The runner that took the attempt answers "accepted" again: it
+holds the attempt, or ran it and its outcome is on its way (re-sent until stored).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+AttemptKey = tuple[str, str, int]  # run, step, attempt
+KEPT = 64  # far more than the offers that can be in flight for one runner
+
+
+class Taken:
+    """The last ``kept`` attempts taken, oldest forgotten first."""
+
+    def __init__(self, kept: int = KEPT) -> None:
+        self.kept = kept
+        self._keys: OrderedDict[AttemptKey, None] = OrderedDict()
+
+    def add(self, key: AttemptKey) -> None:
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        while len(self._keys) > self.kept:
+            self._keys.popitem(last=False)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def __len__(self) -> int:
+        return len(self._keys)
