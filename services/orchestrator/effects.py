@@ -12,7 +12,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from services.orchestrator.decisions import (
@@ -26,11 +25,11 @@ from services.orchestrator.decisions import (
     Requeued,
     ScheduleRetry,
 )
+from services.orchestrator.effect_metrics import count
 from services.orchestrator.notes import transition_notes
 from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import (
-    TERMINAL_RUN,
     CancelAttempt,
     LogLine,
     RetryDue,
@@ -38,15 +37,6 @@ from shared.contracts import (
     encode,
 )
 from shared.kv_reads import count_keys, last_value_matching
-from shared.metrics import (
-    DISPATCH_SECONDS,
-    REQUEUES,
-    RETRIES,
-    RUNS,
-    STEP_SECONDS,
-    STEPS,
-    child,
-)
 from shared.nats_types import KeyWrongLastSequenceError, NatsError
 from shared.service import event
 from shared.timefmt import from_epoch
@@ -134,8 +124,9 @@ class EffectRunner:
         if create_run:
             for i in await self._write_new_steps(run_id, effects):
                 batch.last_step_write.pop(effects[i].step.id, None)  # type: ignore[union-attr]
-        await self._write_handed_off(batch, effects)
-        offers()
+        if batch.handed:
+            await self._write_handed_off(batch, effects)
+            offers()
         for i, eff in enumerate(effects):
             match eff:
                 case PersistStep():
@@ -180,9 +171,8 @@ class EffectRunner:
         them, before their acknowledgements: a server that loses the end of a pipeline
         loses the predecessor's record with them, and the rebuilt run offers the step to
         the same runner again, which answers as it did (runner_agent/taken.py)."""
-        handed = {e.ready.step_id for e in effects if isinstance(e, Enqueue) and e.handoff}
         for i, eff in enumerate(effects):
-            if isinstance(eff, PersistStep) and eff.step.id in handed:
+            if isinstance(eff, PersistStep) and eff.step.id in batch.handed:
                 if batch.last_step_write.get(eff.step.id) == i:
                     await self._publish_step(batch, eff.step)
                     batch.written.add(eff.step.id)
@@ -354,11 +344,21 @@ class _Batch:
     futures: list[asyncio.Future] = field(default_factory=list)
     written: set[str] = field(default_factory=set)  # step records already sent in this pass
 
+    handed: set[str] = field(default_factory=set)  # steps offered to a runner directly
+
     @classmethod
     def of(cls, run_id: str, effects: list[Effect], create_run: bool) -> _Batch:
-        steps = {e.step.id: i for i, e in enumerate(effects) if isinstance(e, PersistStep)}
-        runs = (i for i, e in enumerate(effects) if isinstance(e, PersistRun))
-        return cls(run_id, create_run, steps, max(runs, default=-1))
+        steps: dict[str, int] = {}
+        handed: set[str] = set()
+        last_run = -1
+        for i, e in enumerate(effects):
+            if isinstance(e, PersistStep):
+                steps[e.step.id] = i
+            elif isinstance(e, PersistRun):
+                last_run = i
+            elif isinstance(e, Enqueue) and e.handoff is not None:
+                handed.add(e.ready.step_id)
+        return cls(run_id, create_run, steps, last_run, handed=handed)
 
 
 class _Once:
@@ -384,60 +384,3 @@ def _log_requeued(run_id: str, eff: Requeued) -> None:
         requeue=eff.requeue,
         reason="no runner holds it and its ready message is gone",
     )
-
-
-# An attempt's command ran: it left one of these states for one of those.
-_RAN_FROM = frozenset({"queued", "running"})
-_OUTCOME_OF = {
-    "succeeded": "succeeded",
-    "failed": "failed",
-    "retrying": "failed",
-    "cancelled": "cancelled",
-}
-
-
-def count(effects: list[Effect], created: bool = False) -> None:
-    """The metrics of one stored batch: each transition as decided (a record changed twice
-    in one batch counts twice), and an attempt's times when it leaves queued or running."""
-    for eff in effects:
-        match eff:
-            case PersistStep(step=step, previous=previous, status=status):
-                if previous == status:
-                    continue
-                child(STEPS, status).inc()
-                if previous in _RAN_FROM and status in _OUTCOME_OF:
-                    _attempt_times(step, _OUTCOME_OF[status], queued=previous == "queued")
-                elif previous == "queued" and status == "running":
-                    _attempt_times(step, None, queued=True)
-            case PersistRun(status=status):
-                # Written running when created and for a cancel request (no transition),
-                # then once more, finished.
-                if status in TERMINAL_RUN or created:
-                    child(RUNS, status).inc()
-            case ScheduleRetry():
-                RETRIES.inc()
-            case Requeued():
-                REQUEUES.inc()
-            case _:
-                pass
-
-
-def _attempt_times(step: StepRecord, outcome: str | None, *, queued: bool) -> None:
-    """Dispatch latency (queued to started) when the attempt leaves queued, and its
-    duration (started to finished) when it ends; skipped where a time is missing (a
-    command that never started, a watchdog verdict)."""
-    if not step.attempts:
-        return
-    rec = step.attempts[-1]
-    if rec.attempt != step.attempt or rec.started_at is None:
-        return
-    try:
-        started = datetime.fromisoformat(rec.started_at)  # RFC 3339 with Z: UTC, aware
-        if queued and step.queued_at:
-            waited = (started - datetime.fromisoformat(step.queued_at)).total_seconds()
-            DISPATCH_SECONDS.observe(max(waited, 0.0))
-        if outcome is not None and rec.finished_at:
-            ran = (datetime.fromisoformat(rec.finished_at) - started).total_seconds()
-            child(STEP_SECONDS, outcome).observe(max(ran, 0.0))
-    except ValueError:  # a malformed stamp is no reason to fail a stored batch
-        return
