@@ -5,7 +5,8 @@ accepted an assignment, before it starts the command: a death no signal can time
 ``runner.answer_lost`` makes it run what it accepted without answering, as if the answer had
 been lost with a broker that died. ``runner.after_report=exit`` (or ``=stop``, SIGSTOP: frozen,
 still connected) ends or freezes a runner once its outcome is stored, before anything more is
-offered to it.
+offered to it. ``orchestrator.before_writes=stop-once`` freezes an orchestrator once, with a
+run's decisions made and not yet written.
 Unset in production; each failpoint is one dictionary lookup.
 """
 
@@ -34,6 +35,9 @@ def hit(name: str) -> None:
     if action == "exit":
         os._exit(137)  # as abrupt as SIGKILL: no cleanup, no last words
     elif action == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif action == "stop-once":
+        del _ACTIVE[name]
         os.kill(os.getpid(), signal.SIGSTOP)
 
 

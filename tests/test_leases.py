@@ -87,3 +87,39 @@ async def test_orchestrators_share_hand_over_and_take_from_the_silent(
         await a.leases.stop()
     finally:
         await close(nc)
+
+
+async def test_a_writer_waiting_on_a_stale_lease_wakes_after_what_was_lost_is_dropped(
+    nats_server: EmbeddedNats,
+) -> None:
+    """A holder that stood still past its lease: its writes (services/orchestrator/effects.py)
+    wait, and wake once it is renewed, by which time the partitions taken from it are gone
+    from it (their runs dropped), so nothing it decided before the pause is written."""
+    nc = await nats.connect(nats_server.url)
+    try:
+        res = await ensure_resources(nc, Settings(partitions=PARTITIONS))
+        kv = res.kv[names.LEASES_BUCKET]
+        a, b = Member(kv, "a"), Member(kv, "b")
+        await a.leases.start()
+        await b.leases.start()
+        await until(lambda: split([a, b]), 5, "not shared out")
+        b_held = set(b.parts)
+        await b.leases.halt()
+        await until(lambda: a.parts == set(range(PARTITIONS)), 5, "a did not take over")
+        woke: list[set[int]] = []
+
+        async def writer() -> None:
+            await b.leases.until_fresh()
+            woke.append(set(b.lost))
+
+        waiting = asyncio.create_task(writer())
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # stale: no write goes out
+        await b.leases.step()  # back: judged silent, it drops what it held, joins again
+        await asyncio.wait_for(waiting, 5)
+        assert woke == [b_held]
+        assert b.leases.fresh()
+        await a.leases.stop()
+        await b.leases.stop()
+    finally:
+        await close(nc)

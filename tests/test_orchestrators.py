@@ -8,7 +8,9 @@ with the default lease."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import statistics
 import time
 from collections import defaultdict
@@ -143,6 +145,50 @@ async def test_three_orchestrators_and_two_dispatchers_each_killed_mid_run(
     for _t, _what, _runner, attempt, pid in read_ledger(ledger):
         pids[attempt].add(pid)
     assert len(pids) == 5 * 3 * LAYERS * 5
+    assert {a: p for a, p in pids.items() if len(p) > 1} == {}
+
+
+def stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
+async def test_an_orchestrator_that_stood_still_past_its_lease_writes_nothing_stale(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """One of two orchestrators stops (SIGSTOP, as a paused pod would) with a run's decisions
+    made and not yet written, for longer than its lease: the other takes its partitions and
+    finishes the runs. Moving again, its writes wait for a renewal (EffectRunner.lease), which
+    finds it judged silent: it drops what it held and writes nothing it decided before."""
+    s = await stack(
+        runners=0, services=("dispatcher", "gateway"), wait=False, HEDDLE_LEASE_TTL="1.5"
+    )
+    paused = s.start("orchestrator", HEDDLE_FAILPOINTS="orchestrator.before_writes=stop-once")
+    s.start("orchestrator-1")
+    for i in range(RUNNERS):
+        s.start(f"runner-{i}", LEDGER_RUNNER=f"runner-{i}")
+    await s.wait_ready(RUNNERS)
+    await balanced(s, ORCHESTRATORS[:2])
+    ledger, rng = tmp_path / "ledger", random.Random(5)
+    runs = [await s.submit(layered(ledger, rng, width=4)) for _ in range(4)]
+    await until(lambda: stopped(paused.pid), 30, "the failpoint did not stop it")
+    await until(lambda: held(s, "orchestrator-1") == set(range(PARTITIONS)), 20, "no takeover")
+    thawed_at = time.time()
+    os.kill(paused.pid, signal.SIGCONT)
+    for run_id in runs:
+        run = await s.wait_run(run_id, timeout=60)
+        bad = [(st["id"], st["status"], st["attempt"]) for st in run["steps"]]
+        assert run["status"] == "succeeded" and all(b[1:] == ("succeeded", 1) for b in bad), bad
+    await until(lambda: lines(s, "orchestrator", "partitions lost"), 10, "nothing dropped")
+    [lost] = lines(s, "orchestrator", "partitions lost")
+    assert lost["to"] == "judged silent"
+    assert "its writes wait until this orchestrator's lease is renewed" in s.logs("orchestrator")
+    written = [x for x in lines(s, "orchestrator", "step") if thawed_at <= stamp(x) <= stamp(lost)]
+    assert written == []
+    pids: dict[str, set[int]] = defaultdict(set)
+    for _t, _what, _runner, attempt, pid in read_ledger(ledger):
+        pids[attempt].add(pid)
+    assert len(pids) == len(runs) * LAYERS * 4
     assert {a: p for a, p in pids.items() if len(p) > 1} == {}
 
 

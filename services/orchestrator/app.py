@@ -109,8 +109,16 @@ class Orchestrator:
         self.liveness = Liveness(self.settings, res, self.actors)
         self.acked = await AckedPublisher(self.nc).start()
         self.handoffs = Handoffs(self.nc, self.settings.assign_timeout, self._handed_off)
+        self.leases = Leases(
+            res.kv[names.LEASES_BUCKET], self.settings, self.instance, self._take, self._give
+        )
         self.effects = EffectRunner(
-            self.nc, self.js, self.acked, local_timer=self._local_timer, handoffs=self.handoffs
+            self.nc,
+            self.js,
+            self.acked,
+            local_timer=self._local_timer,
+            handoffs=self.handoffs,
+            lease=self.leases,  # a holder that stood still writes nothing until renewed
         )
         self.workflows = WorkflowFeatures(self.settings, res, self.actors, self.effects)
         self.effects = self.workflows.effects  # the same runner, also feeding run history
@@ -123,9 +131,6 @@ class Orchestrator:
                 self.settings, res.kv[names.PODS_BUCKET], self.liveness.runner_lost
             )
             await self.pod_watch.start()
-        self.leases = Leases(
-            res.kv[names.LEASES_BUCKET], self.settings, self.instance, self._take, self._give
-        )
         await self.leases.start()  # takes this orchestrator's share of the partitions
 
     async def _take(self, parts: set[int]) -> None:

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from services.orchestrator.decisions import (
     AwaitHandoff,
@@ -27,7 +27,7 @@ from services.orchestrator.decisions import (
 )
 from services.orchestrator.effect_metrics import count
 from services.orchestrator.notes import transition_notes
-from shared import names
+from shared import failpoints, names
 from shared.acked import AckedPublisher
 from shared.contracts import (
     CancelAttempt,
@@ -50,6 +50,14 @@ ACK_TIMEOUT = 10.0
 CHECKPOINT = 256  # records between acknowledged writes when a new run is stored in bulk
 
 
+class WriteLease(Protocol):
+    """Whether this orchestrator may write its runs now (services/orchestrator/leases.py)."""
+
+    def fresh(self) -> bool: ...
+
+    async def until_fresh(self) -> None: ...
+
+
 class EffectRunner:
     def __init__(
         self,
@@ -58,6 +66,7 @@ class EffectRunner:
         acked: AckedPublisher,
         local_timer: Callable[[str, str, int, float], None] | None = None,
         handoffs: Handoffs | None = None,
+        lease: WriteLease | None = None,
     ) -> None:
         self.nc = nc
         self.js = js
@@ -67,12 +76,20 @@ class EffectRunner:
         # attempt; the state machine ignores the other.
         self.local_timer = local_timer
         self.handoffs = handoffs  # sends what Enqueue hands to a runner, and its answer
+        # Whether this orchestrator's lease is fresh. A process that stood still past it (a
+        # pause) may have lost its runs to another holder: its writes wait until its lease
+        # is renewed, or until its runs are dropped for having been lost.
+        self.lease = lease
 
     async def apply(self, run_id: str, effects: list[Effect], *, create_run: bool = False) -> None:
+        if not create_run:
+            failpoints.hit("orchestrator.before_writes")
+        await self._until_writable(run_id)
         await self.write_notes(run_id, effects)  # once, not on every retry of the writes
         delay, created, tried = 0.2, create_run, False
         offers = _Once(self._offer, run_id, effects)
         while True:
+            await self._until_writable(run_id)
             try:
                 await self._apply_once(run_id, effects, create_run, offers)
                 count(effects, created)  # once stored: not again if written again
@@ -104,6 +121,13 @@ class EffectRunner:
         except NatsError:
             return False
         return stored == encode(run)
+
+    async def _until_writable(self, run_id: str) -> None:
+        lease = self.lease
+        if lease is None or lease.fresh():
+            return
+        log.warning("run %s: its writes wait until this orchestrator's lease is renewed", run_id)
+        await lease.until_fresh()
 
     def _offer(self, run_id: str, effects: list[Effect]) -> None:
         if self.handoffs is not None:

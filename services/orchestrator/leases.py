@@ -80,6 +80,7 @@ class Leases:
         self._parts: dict[int, _Seen] = {}
         self._member_revision = 0
         self._renewed_at = -float("inf")
+        self._renewal = asyncio.Event()  # set (and replaced) at each renewal
         self._caught_up = asyncio.Event()
         self._lock = asyncio.Lock()  # one move at a time: a take never overlaps a give
         self._tasks: list[asyncio.Task[None]] = []
@@ -87,6 +88,17 @@ class Leases:
     def fresh(self) -> bool:
         """Whether this orchestrator may act on its partitions now."""
         return time.monotonic() - self._renewed_at < self.ttl
+
+    async def until_fresh(self) -> None:
+        """Until a renewal makes the lease fresh again (cancelled with the runs if it
+        finds them lost instead)."""
+        while not self.fresh():
+            await self._renewal.wait()
+
+    def _renewed(self, sent: float) -> None:
+        self._renewed_at = sent
+        renewal, self._renewal = self._renewal, asyncio.Event()
+        renewal.set()  # wakes every writer waiting on this one
 
     async def start(self) -> None:
         """Join, and make the first moves once the bucket's current keys are read."""
@@ -161,7 +173,7 @@ class Leases:
         sent = time.monotonic()
         value = msgspec.json.encode(Lease(self.me.name, self.me.life))
         self._member_revision = await self.kv.put(MEMBER + self.me.name, value)
-        self._renewed_at = sent
+        self._renewed(sent)
         event(log, "joined", orchestrator=self.me.name, life=self.me.life)
 
     async def _renew(self) -> None:
@@ -177,7 +189,7 @@ class Leases:
             await self._lose(set(self.held))
             await self._join()
             return
-        self._renewed_at = sent
+        self._renewed(sent)
 
     # ---- partitions ----
 
