@@ -1,5 +1,5 @@
 """A runner that stood still (SIGSTOP, as a frozen pod or a paused machine would) refuses the
-assignments that waited for it through the stall (services/runner_agent/stalls.py): their
+assignments that waited for it through the stall (shared/stalls.py): their
 offers were given up, and the step went to another runner meanwhile. Real processes."""
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""StallWatch (services/runner_agent/stalls.py): when a moment follows a stall of the loop."""
+"""StallWatch (shared/stalls.py): when a moment follows a stall of the loop."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.runner_agent.stalls import StallWatch
+from shared.stalls import StallWatch
 
 LIMIT = 1.0  # ticks every 0.25
 

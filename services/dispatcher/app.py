@@ -54,6 +54,7 @@ from shared.pull import ContinuousPull
 from shared.resources import ensure_resources
 from shared.service import event
 from shared.settings import Settings
+from shared.stalls import LoopStalls
 from shared.stored_events import last_outcome
 from shared.streams import ensure_consumer
 from shared.tasks import cancel_and_wait
@@ -74,6 +75,11 @@ WARY_AFTER_RECONNECT = 20.0
 # A second copy of an attempt this dispatcher holds or placed this recently is checked
 # before it is offered (two copies after a broker restart, a re-sent ready message).
 RECENT_FOR = 10.0
+
+
+# A message in hand this near its ack wait since its last touch is left, not offered: the
+# server may be about to give it to another dispatcher (or has, to one that stood still).
+HELD_LIMIT = 0.75
 
 
 def ack_wait(settings: Settings) -> float:
@@ -110,6 +116,10 @@ class Dispatcher:
         self._unplaced = 0  # ready messages in hand that no runner is reserved for
         self._wary_until = 0.0  # monotonic: check every ready message until then
         self._in_hand: dict[AttemptKey, float] = {}  # -> monotonic, since when
+        self._touched: dict[AttemptKey, float] = {}  # -> monotonic, its delivery or last touch
+        # Half the acknowledgement wait: a message handled just after a longer stall may
+        # have gone to another dispatcher meanwhile (shared/stalls.py).
+        self.stalls = LoopStalls(ack_wait(settings) / 2)
         self._recent: OrderedDict[AttemptKey, float] = OrderedDict()  # -> monotonic expiry
         self._stopping = False
         self._pull: ContinuousPull | None = None
@@ -138,6 +148,7 @@ class Dispatcher:
         self.runners_kv: KeyValue = res.kv[names.RUNNERS_BUCKET]
         self.heartbeats_kv: KeyValue = res.kv[names.HEARTBEATS_BUCKET]
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
+        self.stalls.start()
         self._events_sub = await self.nc.subscribe(names.EVT_FINISHED_ALL, cb=self._on_event)
         await ensure_consumer(self.js, names.STEPS_STREAM, ready_consumer(self.settings))
         # Credit follows the free runners: a saturated pool leaves steps in the stream.
@@ -185,6 +196,7 @@ class Dispatcher:
             await asyncio.wait(self._inflight, timeout=self.settings.shutdown_grace)
         if self._pull is not None:
             await self._pull.stop()
+        self.stalls.stop()
         await close(self.nc)
 
     async def _count_waiting(self) -> None:
@@ -306,11 +318,12 @@ class Dispatcher:
         while self._recent and next(iter(self._recent.values())) < now:
             self._recent.popitem(last=False)
         check = redelivered(msg) or now < self._wary_until or key in self._recent or ready.check
-        self._in_hand[key] = now
+        self._in_hand[key] = self._touched[key] = now
         try:
             await self._place(msg, ready, check)
         finally:
             self._in_hand.pop(key, None)
+            self._touched.pop(key, None)
             self._recent[key] = time.monotonic() + RECENT_FOR
             self._recent.move_to_end(key)
 
@@ -318,21 +331,30 @@ class Dispatcher:
         """Offer the step to free runners until one accepts it; settle it without one if a
         runner has it already (``check``: looked for first) or this dispatcher stops."""
         offered = False
+        key = (ready.run_id, ready.step_id, ready.attempt, ready.requeue)
         while True:
             if check:
                 check = False
                 if await self._already_taken(ready):
                     await self._unplace(msg, ready, Outcome.DONE, "already taken")
                     return
-            name = await self._reserve(msg)
+            name = await self._reserve(msg, key)
             if name is None:
                 # Back to the stream at once, for another dispatcher (a rolling update), or
                 # for this one's successor.
                 await self._unplace(msg, ready, Outcome.RETURNED, "given back")
                 return
+            if why := self._held_past(key):
+                # The server may have given it to another dispatcher, which may be offering
+                # it now: it comes back, if it is still anyone's, after its ack wait.
+                self.pool.unreserve(name)
+                await self._wake()
+                await self._unplace(msg, ready, Outcome.LEFT, f"left: {why}")
+                return
             self._unplaced -= 1
             if offered:  # a full ack wait for this offer too
                 await settle(msg, Outcome.WAITING)
+                self._touched[key] = time.monotonic()
             offered = True
             answer = await self._offer(msg, ready, name)
             if answer is Answer.ACCEPTED:
@@ -341,7 +363,18 @@ class Dispatcher:
             # Unanswered, the request may have arrived and only the answer been lost.
             check = answer is Answer.UNANSWERED
 
-    async def _reserve(self, msg: Msg) -> str | None:
+    def _held_past(self, key: AttemptKey) -> str | None:
+        """Why a ready message in hand may no longer be this dispatcher's to offer: held
+        near its ack wait since it was last touched, or handled just after this process
+        stood still; None if it is."""
+        if stall := self.stalls.stall_before_now():
+            return f"this dispatcher stood still for {stall:.1f}s"
+        held = time.monotonic() - self._touched.get(key, 0.0)
+        if held >= ack_wait(self.settings) * HELD_LIMIT:
+            return f"held {held:.1f}s since it was last touched"
+        return None
+
+    async def _reserve(self, msg: Msg, key: AttemptKey) -> str | None:
         """A free runner, reserved for this message, once there is one; None if this
         dispatcher stops first. The message is touched while it waits, so it is not lost."""
         touch_every = ack_wait(self.settings) / 3
@@ -354,7 +387,8 @@ class Dispatcher:
             await self._wake()
             if (left := touch_at - time.monotonic()) <= 0:
                 await settle(msg, Outcome.WAITING)  # waiting for a runner, not lost
-                touch_at = time.monotonic() + touch_every
+                self._touched[key] = time.monotonic()
+                touch_at = self._touched[key] + touch_every
                 continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._free.wait(), left)

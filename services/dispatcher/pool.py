@@ -121,6 +121,11 @@ class Pool:
         if name in self.runners:
             self.leases[name] = Lease(name, run_id, step_id, attempt, jobs)
 
+    def unreserve(self, name: str) -> None:
+        """A reservation given up before its offer: the runner is free again."""
+        self.reserved.discard(name)
+        self.reserved_at.pop(name, None)
+
     def refused(self, name: str, *, silent: bool, now: float | None = None) -> None:
         """A refusal (our view was stale: the runner is busy) sets it aside briefly; no
         answer at all sets it aside for longer, until the registry says it is gone."""

@@ -27,7 +27,6 @@ from services.runner_agent.isolation import (
 )
 from services.runner_agent.launcher import Launcher
 from services.runner_agent.registration import Registration
-from services.runner_agent.stalls import LoopStalls
 from services.runner_agent.taken import Taken
 from shared import failpoints, names
 from shared.acked import NOT_STORED, AckedPublisher
@@ -43,6 +42,7 @@ from shared.nats_io import close, connect_until_ready
 from shared.resources import ensure_resources
 from shared.service import event
 from shared.settings import Settings
+from shared.stalls import LoopStalls
 from shared.timefmt import now_rfc3339
 
 if TYPE_CHECKING:
@@ -74,6 +74,8 @@ class RunnerAgent:
         self._ctx: AttemptContext | None = None
         self.run_as: StepUser | None = None
         self.launcher: Launcher | None = None
+        # Half the assignment timeout: one accepted before it is answered within a quarter
+        # of the timeout more (attempt.py), so in time.
         self.stalls = LoopStalls(settings.assign_timeout / 2)
         self.taken = Taken()  # the attempts taken last: one offered again is not run again
 

@@ -1,15 +1,16 @@
-"""Noticing that this runner's own event loop stood still (the process stopped, its pod
-frozen, its machine paused), so an assignment that waited through it is refused.
+"""Noticing that this process's own event loop stood still (the process stopped, its pod
+frozen, its machine paused), so that what waited through the stall is not acted on.
 
-An assignment that sat unread in the socket while the runner stood still may have been given
-up by whoever offered it: a dispatcher that heard no answer within ``HEDDLE_ASSIGN_TIMEOUT``
-looks for the attempt's heartbeat or outcome, finds neither, and offers the same attempt to
-another runner. Run then, it would run twice. A core message carries no time the runner
-could trust, but the runner can tell that it stood still: a tick every quarter of the limit
-that comes later than it should. An assignment handled while a tick is overdue by more than
-the limit, or within one tick of such a stall, is refused; a refusal is always safe (the step
-goes to another runner). The limit is half the assignment timeout: an assignment accepted
-before it is answered within a quarter of the timeout more (attempt.py), so in time.
+A message can wait unread, or read and not yet handled, while a process stands still, and
+whoever sent it may have given it up meanwhile: a dispatcher that heard no answer to an
+offer within ``HEDDLE_ASSIGN_TIMEOUT`` offers the same attempt to another runner, and the
+server gives a ready message a dispatcher held past its acknowledgement wait to another
+dispatcher. Acted on then, the step would run twice. A core message carries no time a
+process could trust, but a process can tell that it stood still: a tick every quarter of the
+limit that comes later than it should. What is handled while a tick is overdue by more than
+the limit, or within one tick of such a stall, is let go (a runner refuses the assignment,
+services/runner_agent/app.py; a dispatcher leaves the ready message to come back,
+services/dispatcher/app.py): letting go is always safe.
 """
 
 from __future__ import annotations
