@@ -55,8 +55,7 @@ class LoopStalls:
         self._timer: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
-        self.watch.tick(time.monotonic())
-        self._timer = asyncio.get_running_loop().call_later(self.watch.every, self._tick)
+        self._tick()
 
     def _tick(self) -> None:
         self.watch.tick(time.monotonic())

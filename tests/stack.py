@@ -34,9 +34,14 @@ def freeze(pid: int, within: float = 5.0) -> None:
     another core takes the signal a moment later, and could answer one more request."""
     os.kill(pid, signal.SIGSTOP)
     deadline = time.monotonic() + within
-    while not all(_stopped(pid, tid) for tid in os.listdir(f"/proc/{pid}/task")):
+    while not frozen(pid):
         assert time.monotonic() < deadline, f"pid {pid} did not stop"
         time.sleep(0.001)
+
+
+def frozen(pid: int) -> bool:
+    """Whether every thread of ``pid`` is stopped."""
+    return all(_stopped(pid, tid) for tid in os.listdir(f"/proc/{pid}/task"))
 
 
 def _stopped(pid: int, tid: str) -> bool:

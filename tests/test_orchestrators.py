@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import StackFactory
-from tests.stack import Stack
+from tests.stack import Stack, frozen
 from tests.test_dispatchers import LAYERS, RUNNERS, layered, read_ledger, until
 
 pytestmark = pytest.mark.fault
@@ -148,11 +148,6 @@ async def test_three_orchestrators_and_two_dispatchers_each_killed_mid_run(
     assert {a: p for a, p in pids.items() if len(p) > 1} == {}
 
 
-def stopped(pid: int) -> bool:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
-
-
 async def test_an_orchestrator_that_stood_still_past_its_lease_writes_nothing_stale(
     stack: StackFactory, tmp_path: Path
 ) -> None:
@@ -171,7 +166,7 @@ async def test_an_orchestrator_that_stood_still_past_its_lease_writes_nothing_st
     await balanced(s, ORCHESTRATORS[:2])
     ledger, rng = tmp_path / "ledger", random.Random(5)
     runs = [await s.submit(layered(ledger, rng, width=4)) for _ in range(4)]
-    await until(lambda: stopped(paused.pid), 30, "the failpoint did not stop it")
+    await until(lambda: frozen(paused.pid), 30, "the failpoint did not stop it")
     await until(lambda: held(s, "orchestrator-1") == set(range(PARTITIONS)), 20, "no takeover")
     thawed_at = time.time()
     os.kill(paused.pid, signal.SIGCONT)

@@ -367,7 +367,6 @@ class _Batch:
     last_run_write: int
     futures: list[asyncio.Future] = field(default_factory=list)
     written: set[str] = field(default_factory=set)  # step records already sent in this pass
-
     handed: set[str] = field(default_factory=set)  # steps offered to a runner directly
 
     @classmethod

@@ -50,7 +50,7 @@ class Handoffs:
         self._timers: set[asyncio.TimerHandle] = set()
 
     def offer(self, run_id: str, effects: list[Effect]) -> None:
-        """The offers among a batch's effects, sent once their records are (effects.py)."""
+        """The offers among a batch's effects, sent right after their records (effects.py)."""
         for eff in effects:
             if isinstance(eff, Enqueue) and eff.handoff is not None:
                 task = asyncio.create_task(self._offer(run_id, eff, eff.handoff))

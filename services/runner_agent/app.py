@@ -205,7 +205,7 @@ class RunnerAgent:
             await self._refuse(msg, "shutting down" if self._stopping else "busy")
             return
         if stall := self.stalls.stall_before_now():
-            # It may have waited through the stall, and its offer been given up (stalls.py).
+            # It may have waited through the stall, and its offer been given up (shared/stalls.py).
             reason = f"stale: this runner stood still for {stall:.1f}s"
             self._said("refused", ready, reason=reason)
             await self._refuse(msg, reason)

@@ -2,12 +2,12 @@
 
 The runner makes it before the command starts, in a directory of its own made once per
 process (in memory, under ``/dev/shm``, where there is one), under a random name, and keeps
-it open; after a success it reads the outputs
-through that descriptor, never through the path, so a step that swaps the file for a link to
-something else (one of the runner's own files) still has only what it wrote to the file
-read. Where steps run as another user the file is theirs and the directory stays the
-runner's (searchable, not listable or writable), so the file can be neither found by another
-step nor replaced. The contents are parsed by ``shared/outputs.py``.
+it open; after a success it reads the outputs through that descriptor, never through the
+path, so a step that swaps the file for a link to something else (one of the runner's own
+files) still has only what it wrote to the file read. Where steps run as another user the
+file is theirs and the directory stays the runner's (searchable, not listable or writable),
+so the file can be neither found by another step nor replaced. The contents are parsed by
+``shared/outputs.py``.
 """
 
 from __future__ import annotations
