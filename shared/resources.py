@@ -22,7 +22,7 @@ from shared import names
 from shared.buckets import Bucket, open_bucket
 from shared.errors import JetStreamUnavailable, NatsTooOld
 from shared.settings import Settings
-from shared.streams import ensure_stream, wait_for_stream
+from shared.streams import ensure_stream, patiently, wait_for_stream
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -41,9 +41,10 @@ DAY = 86400.0
 
 
 async def require_server(js: JetStreamContext) -> int:
-    """The server's JetStream API level, or NatsTooOld naming the version Heddle needs."""
+    """The server's JetStream API level, or NatsTooOld naming the version Heddle needs. A
+    server too busy to answer in time (many services starting at once) is asked again."""
     try:
-        info = await js.account_info()
+        info = await patiently(js.account_info, "JetStream")
     except (nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError) as exc:
         raise JetStreamUnavailable(
             "JetStream is not enabled on this NATS server: start nats-server with -js "

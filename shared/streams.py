@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import nats
 from nats.js.api import ConsumerConfig, StreamConfig
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from nats.js import JetStreamContext
 
 log = logging.getLogger("heddle.nats")
+T = TypeVar("T")
 
 # JetStream's "no suitable peers for placement": more replicas than servers yet.
 NO_SUITABLE_PEERS = 10005
@@ -70,19 +72,25 @@ def _differences(want: StreamConfig, have: StreamConfig) -> dict[str, tuple[obje
     return out
 
 
-async def _stream_info(js: JetStreamContext, name: str, patience: float = 30.0) -> Any:
-    """The stream's info; on a cluster a stream without a leader for a moment answers
-    nothing, and that timeout is waited out (an absent stream still raises NotFoundError)."""
+async def patiently(ask: Callable[[], Awaitable[T]], about: str, patience: float = 30.0) -> T:
+    """What ``ask`` returns, a JetStream request asked again while it goes unanswered (a
+    stream without a leader for a moment on a cluster, a server too busy to answer in time),
+    until ``patience`` runs out; its other errors are raised at once."""
     delay, deadline = 0.1, time.monotonic() + patience
     while True:
         try:
-            return await js.stream_info(name)
+            return await ask()
         except nats.errors.TimeoutError:
             if time.monotonic() > deadline:
                 raise
-            log.info("no answer about stream %s yet (a leader being elected); asking again", name)
+            log.info("no answer about %s yet; asking again", about)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 2.0)
+
+
+async def _stream_info(js: JetStreamContext, name: str) -> Any:
+    """The stream's info (an absent stream still raises NotFoundError)."""
+    return await patiently(lambda: js.stream_info(name), f"stream {name}")
 
 
 async def _create_stream(js: JetStreamContext, want: StreamConfig, patience: float) -> Any:

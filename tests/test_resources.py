@@ -3,6 +3,10 @@ applied or reported."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+
 import nats
 import pytest
 
@@ -11,6 +15,7 @@ from shared import names
 from shared.errors import ResourceMismatch
 from shared.resources import MIN_API_LEVEL, ensure_resources, require_server
 from shared.settings import Settings
+from tests.stack import freeze
 
 
 async def test_resources_are_idempotent_and_follow_settings(nats_server: EmbeddedNats) -> None:
@@ -48,5 +53,26 @@ async def test_resources_are_idempotent_and_follow_settings(nats_server: Embedde
         ):
             await ensure_resources(nc, memory)
         assert await require_server(js) >= MIN_API_LEVEL
+    finally:
+        await nc.close()
+
+
+async def test_a_server_too_busy_to_answer_at_start_is_asked_again(
+    nats_server: EmbeddedNats,
+) -> None:
+    """Many services starting at once can keep nats-server from answering in time: a start
+    waits it out instead of failing (here the server is stopped past the request timeout)."""
+    nc = await nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream(timeout=0.5)
+        assert nats_server.proc is not None
+        freeze(nats_server.proc.pid)
+        try:
+            asking = asyncio.create_task(require_server(js))
+            await asyncio.sleep(1.5)  # three timeouts
+            assert not asking.done()
+        finally:
+            os.kill(nats_server.proc.pid, signal.SIGCONT)
+        assert await asyncio.wait_for(asking, 10) >= MIN_API_LEVEL
     finally:
         await nc.close()
