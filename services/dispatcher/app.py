@@ -20,6 +20,7 @@ import msgspec
 from services.dispatcher.autoscale import ordinal_of
 from services.dispatcher.autoscaling import Autoscaling
 from services.dispatcher.pool import Pool
+from services.dispatcher.waiting import WaitingLine
 from shared import kube, names, tickets
 from shared.consume import Outcome, redelivered, settle
 from shared.contracts import (
@@ -110,7 +111,7 @@ class Dispatcher:
         # Several dispatchers may run: each names itself in its logs and NATS connection.
         self.instance = settings.dispatcher_name or settings.pod_name or "dispatcher"
         self.pool = Pool(suspect_for=max(settings.assign_timeout * 2, 2.0))
-        self._free = asyncio.Event()
+        self._line = WaitingLine()  # ready steps in hand waiting for a free runner
         self._tasks: list[asyncio.Task] = []
         self._inflight: set[asyncio.Task] = set()
         self._unplaced = 0  # ready messages in hand that no runner is reserved for
@@ -190,7 +191,7 @@ class Dispatcher:
         if self._pull is not None:
             # Still subscribed: what the requests already out bring is given back at once.
             await self._pull.pause()
-        self._free.set()  # the steps waiting for a runner go back to the stream (_place)
+        self._line.close()  # the steps waiting for a runner go back to the stream (_place)
         await cancel_and_wait(*self._tasks)
         if self._inflight:
             await asyncio.wait(self._inflight, timeout=self.settings.shutdown_grace)
@@ -231,11 +232,7 @@ class Dispatcher:
         """A runner may have become free (or busy): wake the steps waiting for one, and ask
         for more. The pull request is written in this turn of the loop, so it leaves in the
         same write as whatever else this turn sends (an acknowledgement, usually)."""
-        free = self._recredit()
-        if free or self._stopping:
-            self._free.set()
-        else:
-            self._free.clear()
+        self._line.wake(self._recredit())
         if self._pull is not None and not self._stopping:
             await self._pull.top_up()
 
@@ -379,19 +376,19 @@ class Dispatcher:
         dispatcher stops first. The message is touched while it waits, so it is not lost."""
         touch_every = ack_wait(self.settings) / 3
         # Timed from the last touch, not from the last wake: a pool that turns over often
-        # wakes every waiter at each free runner, and the message must still be touched.
+        # wakes a waiter often, and the message must still be touched.
         touch_at = time.monotonic() + touch_every
+        woken = False
         while (name := self.pool.reserve()) is None:
             if self._stopping:
                 return None
-            await self._wake()
             if (left := touch_at - time.monotonic()) <= 0:
                 await settle(msg, Outcome.WAITING)  # waiting for a runner, not lost
                 self._touched[key] = time.monotonic()
                 touch_at = self._touched[key] + touch_every
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._free.wait(), left)
+            # Woken and beaten to the runner: the front of the line again.
+            woken = await self._line.wait(left, front=woken)
         return name
 
     async def _offer(self, msg: Msg, ready: StepReady, name: str) -> Answer:

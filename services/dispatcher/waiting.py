@@ -1,0 +1,93 @@
+"""The ready steps in a dispatcher's hand that wait for a free runner, in line. No I/O.
+
+A runner that frees up wakes one waiter, not all of them: ``wake(free)`` wakes the first of
+the line until as many are awake as there are free runners. Waking every waiter at each free
+runner (an event) cost a saturated fan-out a wasted turn of each of the others, a tenth of
+the dispatcher's CPU (docs/performance.md). A waiter that finds no runner after all (another
+step took it first) waits again at the front, keeping its place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+
+class WaitingLine:
+    def __init__(self) -> None:
+        self._line: deque[asyncio.Future[bool]] = deque()
+        self._awake = 0  # woken, not yet resumed: each is about to take a free runner
+        self._closed = False
+
+    def __len__(self) -> int:
+        """Waiters not woken yet."""
+        return len(self._line)
+
+    @property
+    def awake(self) -> int:
+        return self._awake
+
+    async def wait(self, timeout: float, *, front: bool = False) -> bool:
+        """Until this waiter is woken (True), or ``timeout`` seconds (False). A closed line
+        does not wait."""
+        if self._closed:
+            return True
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        if front:
+            self._line.appendleft(fut)
+        else:
+            self._line.append(fut)
+        timer = loop.call_later(timeout, _expire, fut)
+        try:
+            woken = await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled() and fut.result():
+                self._resumed()
+                self._wake_next()  # the wake meant for this waiter goes to the next one
+            else:
+                self._forget(fut)
+            raise
+        finally:
+            timer.cancel()
+        if woken:
+            self._resumed()
+        else:
+            self._forget(fut)
+        return woken
+
+    def wake(self, free: int) -> int:
+        """Wake waiters until ``free`` are awake; how many this call woke."""
+        woken = 0
+        while self._awake < free and self._wake_next():
+            woken += 1
+        return woken
+
+    def _wake_next(self) -> bool:
+        while self._line:
+            fut = self._line.popleft()
+            if not fut.done():
+                fut.set_result(True)
+                self._awake += 1
+                return True
+        return False
+
+    def close(self) -> None:
+        """Wake every waiter, and let none wait from now on (the dispatcher stops)."""
+        self._closed = True
+        while self._wake_next():
+            pass
+
+    def _resumed(self) -> None:
+        self._awake -= 1
+
+    def _forget(self, fut: asyncio.Future[bool]) -> None:
+        try:
+            self._line.remove(fut)
+        except ValueError:
+            pass
+
+
+def _expire(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_result(False)
