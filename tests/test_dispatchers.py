@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from services.dispatcher.app import ack_wait
+from services.dispatcher.ready import ack_wait
 from shared.settings import Settings
 from tests.conftest import FAST, StackFactory
 from tests.stack import Stack

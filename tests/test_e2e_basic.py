@@ -8,7 +8,7 @@ import time
 
 from nats.js.errors import NotFoundError
 
-from services.dispatcher.app import LOOKAHEAD
+from services.dispatcher.ready import LOOKAHEAD
 from shared import names
 from shared.partitions import partition_of
 from shared.settings import Settings

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from nats.js.errors import NotFoundError
 
-from services.dispatcher.app import ready_consumer
+from services.dispatcher.ready import ready_consumer
 from shared import names
 from shared.contracts import StepReady, encode
 from shared.settings import Settings

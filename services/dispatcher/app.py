@@ -9,34 +9,27 @@ message is acknowledged only once a runner accepted it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from services.dispatcher.autoscale import ordinal_of
 from services.dispatcher.autoscaling import Autoscaling
+from services.dispatcher.checks import already_taken
+from services.dispatcher.hand import AttemptKey, Hand
 from services.dispatcher.pool import Pool
+from services.dispatcher.pool_feed import PoolFeed
+from services.dispatcher.ready import HELD_LIMIT, LOOKAHEAD, ack_wait, ready_consumer
 from services.dispatcher.waiting import WaitingLine
-from shared import kube, names, tickets
+from shared import kube, names
 from shared.consume import Outcome, redelivered, settle
 from shared.contracts import (
     AssignReply,
-    Heartbeat,
-    StepFinished,
     StepReady,
-    event_decoder,
-    heartbeat_decoder,
-    runner_info_decoder,
     step_ready_decoder,
-    step_record_decoder,
 )
-from shared.errors import OutcomeUnknown
-from shared.kv_reads import last_value_matching, value_of
-from shared.kv_watch import follow
 from shared.metrics import (
     READY_WAITING,
     RUNNERS,
@@ -46,8 +39,6 @@ from shared.metrics import (
 )
 from shared.nats_io import close, connect_until_ready
 from shared.nats_types import (
-    AckPolicy,
-    ConsumerConfig,
     NatsError,
 )
 from shared.offers import Answer, Offered, offer
@@ -56,7 +47,6 @@ from shared.resources import ensure_resources
 from shared.service import event
 from shared.settings import Settings
 from shared.stalls import LoopStalls
-from shared.stored_events import last_outcome
 from shared.streams import ensure_consumer
 from shared.tasks import cancel_and_wait
 
@@ -64,43 +54,6 @@ if TYPE_CHECKING:
     from shared.nats_types import Client, KeyValue, Msg
 
 log = logging.getLogger("heddle.dispatcher")
-AttemptKey = tuple[str, str, int, int]  # run, step, attempt, requeue
-# Ready steps fetched beyond the free runners: a runner that frees up finds its next step
-# already here, off the pull's round trip, and one pull request serves several steps. Few,
-# because a step held here is not available to another dispatcher (docs/performance.md).
-LOOKAHEAD = 6
-# After a reconnect every ready message is checked, not only redelivered ones: a broker
-# killed mid-flight can forget a consumer's deliveries, and what it sends again then comes
-# as a first delivery, though a runner may have run it already.
-WARY_AFTER_RECONNECT = 20.0
-# A second copy of an attempt this dispatcher holds or placed this recently is checked
-# before it is offered (two copies after a broker restart, a re-sent ready message).
-RECENT_FOR = 10.0
-
-
-# A message in hand this near its ack wait since its last touch is left, not offered: the
-# server may be about to give it to another dispatcher (or has, to one that stood still).
-HELD_LIMIT = 0.75
-
-
-def ack_wait(settings: Settings) -> float:
-    """A ready message in a dispatcher's hand goes back to the others this long after it was
-    last touched: when the dispatcher died (SIGKILL, a lost pod), how long its steps wait. A
-    message in hand is touched (in progress) every third of it while it waits for a runner,
-    and before each offer after the first, so a live dispatcher never loses one it holds. At
-    least twice HEDDLE_ASSIGN_TIMEOUT: one offer and the check after it fit within it."""
-    return max(settings.ready_ack_wait, 2 * settings.assign_timeout)
-
-
-def ready_consumer(settings: Settings) -> ConsumerConfig:
-    """The dispatchers' shared durable consumer of ready steps."""
-    return ConsumerConfig(
-        durable_name=names.DISPATCHER_DURABLE,
-        filter_subject=names.STEP_READY_ALL,
-        ack_policy=AckPolicy.EXPLICIT,
-        ack_wait=ack_wait(settings),
-        max_ack_pending=-1,
-    )
 
 
 class Dispatcher:
@@ -112,16 +65,14 @@ class Dispatcher:
         self.instance = settings.dispatcher_name or settings.pod_name or "dispatcher"
         self.pool = Pool(suspect_for=max(settings.assign_timeout * 2, 2.0))
         self._line = WaitingLine()  # ready steps in hand waiting for a free runner
+        self._feed = PoolFeed(self.pool, changed=self._wake)
         self._tasks: list[asyncio.Task] = []
         self._inflight: set[asyncio.Task] = set()
         self._unplaced = 0  # ready messages in hand that no runner is reserved for
-        self._wary_until = 0.0  # monotonic: check every ready message until then
-        self._in_hand: dict[AttemptKey, float] = {}  # -> monotonic, since when
-        self._touched: dict[AttemptKey, float] = {}  # -> monotonic, its delivery or last touch
+        self._hand = Hand()
         # Half the acknowledgement wait: a message handled just after a longer stall may
         # have gone to another dispatcher meanwhile (shared/stalls.py).
         self.stalls = LoopStalls(ack_wait(settings) / 2)
-        self._recent: OrderedDict[AttemptKey, float] = OrderedDict()  # -> monotonic expiry
         self._stopping = False
         self._pull: ContinuousPull | None = None
         self.nc: Client | None = None
@@ -150,7 +101,7 @@ class Dispatcher:
         self.heartbeats_kv: KeyValue = res.kv[names.HEARTBEATS_BUCKET]
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self.stalls.start()
-        self._events_sub = await self.nc.subscribe(names.EVT_FINISHED_ALL, cb=self._on_event)
+        self._events_sub = await self.nc.subscribe(names.EVT_FINISHED_ALL, cb=self._feed.on_event)
         await ensure_consumer(self.js, names.STEPS_STREAM, ready_consumer(self.settings))
         # Credit follows the free runners: a saturated pool leaves steps in the stream.
         self._pull = ContinuousPull(
@@ -159,7 +110,9 @@ class Dispatcher:
         await self._pull.start()
         before_scrape(self._count_waiting)
         initial = asyncio.Event()
-        self._tasks = [asyncio.create_task(self._watch_runners(initial), name="runners")]
+        self._tasks = [
+            asyncio.create_task(self._feed.follow(self.runners_kv, initial), name="runners")
+        ]
         await asyncio.wait_for(initial.wait(), 10)
         if self.settings.autoscale == "on":
             await self._start_autoscaling()
@@ -178,8 +131,7 @@ class Dispatcher:
 
     def _waits(self) -> tuple[float, ...]:
         """Seconds each ready step in hand has waited for a runner (on this clock)."""
-        now = time.monotonic()
-        return tuple(now - since for since in self._in_hand.values())
+        return self._hand.waits(time.monotonic())
 
     async def stop(self) -> None:
         if self._stopping:
@@ -219,14 +171,16 @@ class Dispatcher:
         return info.num_pending or 0
 
     async def _reconnected(self) -> None:
-        self._wary_until = time.monotonic() + WARY_AFTER_RECONNECT
+        self._hand.reconnected(time.monotonic())
         if self._pull is not None:
             self._pull.reset()
             await self._pull.top_up()
         # KV watchers are ephemeral: start the registry watch again.
         if self._tasks and not self._stopping:
             self._tasks[0].cancel()
-            self._tasks[0] = asyncio.create_task(self._watch_runners(asyncio.Event()))
+            self._tasks[0] = asyncio.create_task(
+                self._feed.follow(self.runners_kv, asyncio.Event())
+            )
 
     async def _wake(self) -> None:
         """A runner may have become free (or busy): wake the steps waiting for one, and ask
@@ -243,44 +197,6 @@ class Dispatcher:
         if self._pull is not None:
             self._pull.set_credit(max(free + LOOKAHEAD - self._unplaced, 0))
         return free
-
-    # ---- the pool ----
-
-    async def _watch_runners(self, initial: asyncio.Event) -> None:
-        await follow(
-            self.runners_kv, self._on_registry, what="runner", log=log, on_caught_up=initial.set
-        )
-
-    async def _on_registry(self, entry: KeyValue.Entry) -> None:
-        if entry.operation in ("DEL", "PURGE") or not entry.value:
-            lease = self.pool.remove(entry.key)
-            event(
-                log,
-                "runner left",
-                runner=entry.key,
-                lease=f"{lease.run_id}/{lease.step_id}" if lease else None,
-            )
-        else:
-            info = runner_info_decoder.decode(entry.value)
-            if info.name != entry.key:  # a runner writes its own key alone
-                log.warning("registry entry %s names runner %r: ignored", entry.key, info.name)
-                return
-            if info.name not in self.pool.runners:
-                event(log, "runner joined", runner=info.name)
-            self.pool.update(info)
-        await self._wake()
-
-    async def _on_event(self, msg: Msg) -> None:
-        try:
-            ev = event_decoder.decode(msg.data)
-        except msgspec.DecodeError:
-            return
-        if names.evt_runner(msg.subject) != ev.runner:
-            return  # not from the runner it names (the orchestrator logs it)
-        if isinstance(ev, StepFinished) and self.pool.release(
-            ev.runner, ev.run_id, ev.step_id, ev.attempt
-        ):
-            await self._wake()
 
     # ---- dispatching ----
 
@@ -306,23 +222,16 @@ class Dispatcher:
         # acknowledgement, or sent again by a broker that lost its consumer's state, or
         # offered to a runner whose answer never came back: a runner may have it already.
         key = (ready.run_id, ready.step_id, ready.attempt, ready.requeue)
-        if key in self._in_hand:
+        if key in self._hand:
             # Another copy is being offered right now; this one is left unacknowledged and
             # comes back, if ever, once that one is placed (and then is checked).
             self._unplaced -= 1
             return
-        now = time.monotonic()
-        while self._recent and next(iter(self._recent.values())) < now:
-            self._recent.popitem(last=False)
-        check = redelivered(msg) or now < self._wary_until or key in self._recent or ready.check
-        self._in_hand[key] = self._touched[key] = now
+        check = self._hand.take(key, time.monotonic()) or redelivered(msg) or ready.check
         try:
             await self._place(msg, ready, check)
         finally:
-            self._in_hand.pop(key, None)
-            self._touched.pop(key, None)
-            self._recent[key] = time.monotonic() + RECENT_FOR
-            self._recent.move_to_end(key)
+            self._hand.drop(key, time.monotonic())
 
     async def _place(self, msg: Msg, ready: StepReady, check: bool) -> None:
         """Offer the step to free runners until one accepts it; settle it without one if a
@@ -332,7 +241,7 @@ class Dispatcher:
         while True:
             if check:
                 check = False
-                if await self._already_taken(ready):
+                if await already_taken(self.js, self.runs_kv, ready):
                     await self._unplace(msg, ready, Outcome.DONE, "already taken")
                     return
             name = await self._reserve(msg, key)
@@ -351,7 +260,7 @@ class Dispatcher:
             self._unplaced -= 1
             if offered:  # a full ack wait for this offer too
                 await settle(msg, Outcome.WAITING)
-                self._touched[key] = time.monotonic()
+                self._hand.touch(key, time.monotonic())
             offered = True
             answer = await self._offer(msg, ready, name)
             if answer is Answer.ACCEPTED:
@@ -366,7 +275,7 @@ class Dispatcher:
         stood still; None if it is."""
         if stall := self.stalls.stall_before_now():
             return f"this dispatcher stood still for {stall:.1f}s"
-        held = time.monotonic() - self._touched.get(key, 0.0)
+        held = self._hand.held_since_touch(key, time.monotonic())
         if held >= ack_wait(self.settings) * HELD_LIMIT:
             return f"held {held:.1f}s since it was last touched"
         return None
@@ -384,8 +293,9 @@ class Dispatcher:
                 return None
             if (left := touch_at - time.monotonic()) <= 0:
                 await settle(msg, Outcome.WAITING)  # waiting for a runner, not lost
-                self._touched[key] = time.monotonic()
-                touch_at = self._touched[key] + touch_every
+                now = time.monotonic()
+                self._hand.touch(key, now)
+                touch_at = now + touch_every
                 continue
             # Woken and beaten to the runner: the front of the line again.
             woken = await self._line.wait(left, front=woken)
@@ -418,46 +328,6 @@ class Dispatcher:
         """An event about a ready step in this dispatcher's hand."""
         event(log, what, dispatcher=self.instance, run=ready.run_id, step=ready.step_id, **fields)
 
-    async def _already_taken(self, ready: StepReady) -> bool:
-        """Whether a runner accepted this attempt already: its heartbeat (stored before any
-        answer that does not travel with the outcome) is there, or the step has moved past
-        it, or a runner's outcome of it is stored (a short step's, or one whose heartbeat a
-        broker lost, kept because the runner re-sends it until it lands).
-        When in doubt, no: a step runs twice rather than never. The outcome is not looked
-        for when the orchestrator queued the attempt again (``requeue``): it found none."""
-        try:
-            beat = await last_value_matching(
-                self.js,
-                names.HEARTBEATS_BUCKET,
-                names.heartbeats_of_step(ready.run_id, ready.step_id),
-            )
-            with contextlib.suppress(msgspec.DecodeError):
-                if beat and _covers(heartbeat_decoder.decode(beat), ready):
-                    return True
-            if ready.requeue == 0:
-                outcome = await last_outcome(self.js, ready.run_id, ready.step_id)
-                if outcome is not None and _covers(outcome, ready):
-                    return True
-            record = await value_of(self.runs_kv, names.step_key(ready.run_id, ready.step_id))
-        except (NatsError, OutcomeUnknown) as exc:
-            log.warning("checking %s/%s failed: %s", ready.run_id, ready.step_id, exc)
-            return False
-        try:
-            step = step_record_decoder.decode(record or b"")
-        except msgspec.DecodeError:
-            return False
-        if step.attempt != ready.attempt:
-            return step.attempt > ready.attempt
-        return step.status != "queued" or step.requeues > ready.requeue
-
 
 def _or_first(ordinal: int | None) -> int:
     return -1 if ordinal is None else ordinal
-
-
-def _covers(seen: Heartbeat | StepFinished, ready: StepReady) -> bool:
-    """Whether a heartbeat or an outcome shows this attempt (or a later one) taken: for
-    this attempt, only one that carries its ticket, which no other runner knows."""
-    if seen.attempt != ready.attempt:
-        return seen.attempt > ready.attempt
-    return tickets.holds(ready.ticket, seen.ticket)

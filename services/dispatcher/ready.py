@@ -1,0 +1,37 @@
+"""The dispatchers' shared consumer of ready steps, and how long a message stays in one's hand."""
+
+from __future__ import annotations
+
+from shared import names
+from shared.nats_types import AckPolicy, ConsumerConfig
+from shared.settings import Settings
+
+# Ready steps fetched beyond the free runners: a runner that frees up finds its next step
+# already here, off the pull's round trip, and one pull request serves several steps. Few,
+# because a step held here is not available to another dispatcher (docs/performance.md).
+LOOKAHEAD = 6
+
+
+# A message in hand this near its ack wait since its last touch is left, not offered: the
+# server may be about to give it to another dispatcher (or has, to one that stood still).
+HELD_LIMIT = 0.75
+
+
+def ack_wait(settings: Settings) -> float:
+    """A ready message in a dispatcher's hand goes back to the others this long after it was
+    last touched: when the dispatcher died (SIGKILL, a lost pod), how long its steps wait. A
+    message in hand is touched (in progress) every third of it while it waits for a runner,
+    and before each offer after the first, so a live dispatcher never loses one it holds. At
+    least twice HEDDLE_ASSIGN_TIMEOUT: one offer and the check after it fit within it."""
+    return max(settings.ready_ack_wait, 2 * settings.assign_timeout)
+
+
+def ready_consumer(settings: Settings) -> ConsumerConfig:
+    """The dispatchers' shared durable consumer of ready steps."""
+    return ConsumerConfig(
+        durable_name=names.DISPATCHER_DURABLE,
+        filter_subject=names.STEP_READY_ALL,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=ack_wait(settings),
+        max_ack_pending=-1,
+    )
