@@ -25,6 +25,7 @@ from services.orchestrator.leases import Leases, member_name
 from services.orchestrator.liveness import Liveness
 from services.orchestrator.pod_watch import PodWatch, wanted
 from services.orchestrator.state import HandoffAnswer, Policy, RunState
+from services.orchestrator.submissions import Submissions
 from services.orchestrator.workflows import WorkflowFeatures
 from shared import names
 from shared.acked import AckedPublisher
@@ -32,29 +33,23 @@ from shared.consume import Outcome, too_early_for_good
 from shared.contracts import (
     TERMINAL_RUN,
     CancelRun,
-    DocumentRef,
     RetryDue,
     StepEvent,
     StepStarted,
     SubmitRun,
     command_decoder,
-    encode,
     event_decoder,
     run_record_decoder,
 )
-from shared.documents import DocumentGone, drop_document, read_document
-from shared.errors import Problem
-from shared.gc_pause import gc_paused
 from shared.kv_reads import read_current, read_steps
 from shared.metrics import LIVE_RUNS
 from shared.nats_io import close, connect_until_ready
-from shared.nats_types import KeyWrongLastSequenceError, NatsError
 from shared.partitions import partition_of, subject_partition
 from shared.pull import Handler
 from shared.resources import ensure_resources
 from shared.service import event
 from shared.settings import Settings
-from shared.validation import Limits, submit_problems
+from shared.validation import Limits
 
 if TYPE_CHECKING:
     from shared.nats_types import Client, KeyValue, Msg
@@ -106,6 +101,9 @@ class Orchestrator:
         )
         self.js = res.js
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
+        self.submissions = Submissions(
+            self.nc, self.js, self.runs_kv, self.limits, self.policy, self._spawn, self._known
+        )
         self.liveness = Liveness(self.settings, res, self.actors)
         self.acked = await AckedPublisher(self.nc).start()
         self.handoffs = Handoffs(self.nc, self.settings.assign_timeout, self._handed_off)
@@ -214,6 +212,10 @@ class Orchestrator:
 
     # ---- actors ----
 
+    def _known(self, run_id: str) -> bool:
+        """Whether the run is live here or finished lately."""
+        return run_id in self.actors or run_id in self.finished
+
     def _spawn(self, state: RunState) -> RunActor:
         actor = RunActor(state, self.effects, self._actor_done)
         self.actors[actor.run_id] = actor
@@ -287,9 +289,9 @@ class Orchestrator:
             return Outcome.REFUSED
         match cmd:
             case SubmitRun(document=None):
-                return await self._submit(cmd, msg)
+                return await self.submissions.submit(cmd, msg)
             case SubmitRun(document=ref):
-                return await self._submit_carried(cmd, ref, msg)
+                return await self.submissions.submit_carried(cmd, ref, msg)
             case CancelRun(run_id=run_id):
                 # No actor: finished or unknown, and the gateway answered already.
                 return self._post(run_id, Cancel(), msg)
@@ -304,101 +306,6 @@ class Orchestrator:
             return Outcome.DONE
         actor.post(message, msg)
         return Outcome.HELD
-
-    async def _submit_carried(self, cmd: SubmitRun, ref: DocumentRef, msg: Msg) -> Outcome:
-        """A submit whose document is carried beside it (shared/documents.py): read, then
-        submitted as if it had come whole; its chunks are purged once the run is stored."""
-        run_id = cmd.run_id
-        try:
-            document = await read_document(self.js, ref)
-            with gc_paused():  # a big run's objects are no garbage (shared/gc_pause.py)
-                whole = command_decoder.decode(document)
-        except DocumentGone as exc:
-            if await self._stored(run_id):  # stored by an earlier delivery, then purged
-                event(log, "duplicate submit", run=run_id)
-                await self.nc.publish(names.run_stored(run_id), b"")
-                return Outcome.DONE
-            log.error("submit refused: %s", exc, extra={"fields": {"run": run_id[:100]}})
-            return Outcome.REFUSED
-        except msgspec.DecodeError as exc:
-            log.error("submit refused: document %s: %s", ref.subject, exc)
-            await drop_document(self.js, ref)
-            return Outcome.REFUSED
-        if not isinstance(whole, SubmitRun) or whole.run_id != run_id or whole.document:
-            log.error("submit refused: document %s is not run %s's submit", ref.subject, run_id)
-            await drop_document(self.js, ref)
-            return Outcome.REFUSED
-        return await self._submit(whole, msg, ref)
-
-    async def _submit(self, cmd: SubmitRun, msg: Msg, ref: DocumentRef | None = None) -> Outcome:
-        with gc_paused():
-            problems = submit_problems(cmd, self.limits)
-        if cmd.run_id != (named := names.command_run(msg.subject)):
-            problems.append(Problem("runId", f"is not the run its subject names ({named!r})"))
-        if problems:
-            # Not through the gateway (which checks the same): refused, never half-created.
-            log.warning(
-                "submit refused: %s",
-                "; ".join(f"{p.path}: {p.message}" for p in problems),
-                extra={"fields": {"run": cmd.run_id[:100]}},
-            )
-            if ref is not None:
-                await drop_document(self.js, ref)
-            return Outcome.REFUSED
-        run_id = cmd.run_id
-        if run_id in self.actors or run_id in self.finished:
-            event(log, "duplicate submit", run=run_id)
-            await self.nc.publish(names.run_stored(run_id), b"")
-            if ref is not None:
-                await drop_document(self.js, ref)
-            return Outcome.DONE
-        with gc_paused():
-            state, effects = RunState.new(cmd, self.policy, time.time())
-        actor = self._spawn(state)
-        retried = cmd.retry_of
-
-        async def announce(run_id: str) -> None:
-            if retried is not None:
-                await self._link_retry(retried, run_id)
-            await self._announce(run_id)
-            if ref is not None:  # stored: the document is not needed again
-                await drop_document(self.js, ref)
-
-        actor.post_init(effects, msg, announce, self._stored)
-        return Outcome.HELD
-
-    async def _link_retry(self, retried: str, retry: str) -> None:
-        """The retried run names its retry (``retriedBy``). A finished run has no actor, so
-        its record is changed here, by compare-and-set; nothing else writes it."""
-        key = names.run_key(retried)
-        for _ in range(5):
-            try:
-                entry = await self.runs_kv.get(key)
-                if entry.value is None:
-                    return  # deleted by retention meanwhile
-                run = run_record_decoder.decode(entry.value)
-                if run.retried_by is not None:
-                    return
-                run.retried_by = retry
-                await self.runs_kv.update(key, encode(run), last=entry.revision)
-                event(log, "run retried", run=retried, retry=retry)
-                return
-            except KeyWrongLastSequenceError:
-                continue
-            except Exception as exc:  # the gateway finds the retry by its id all the same
-                log.warning("linking %s to its retry %s failed: %s", retried, retry, exc)
-                return
-
-    async def _announce(self, run_id: str) -> None:
-        event(log, "run stored", run=run_id)
-        await self.nc.publish(names.run_stored(run_id), b"")
-
-    async def _stored(self, run_id: str) -> bool:
-        try:
-            entry = await self.runs_kv.get(names.run_key(run_id))
-        except NatsError:  # absent (KeyNotFoundError), or the server could not say
-            return False
-        return entry is not None and entry.value is not None
 
     async def _on_event(self, msg: Msg) -> Outcome:
         try:
@@ -422,7 +329,7 @@ class Orchestrator:
             return Outcome.HELD
         if ev.run_id in self.finished:
             reason = f"run is already {self.finished[ev.run_id]}"
-        elif await self._stored(ev.run_id) or too_early_for_good(msg):
+        elif await self.submissions.stored(ev.run_id) or too_early_for_good(msg):
             reason = "run not live"  # long finished, or never to be created
         else:
             return Outcome.NOT_YET  # not created yet: its submit is being redelivered
