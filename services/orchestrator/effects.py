@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from services.orchestrator.bulk_writes import ACK_TIMEOUT, write_new_steps
 from services.orchestrator.decisions import (
     AwaitHandoff,
     Effect,
@@ -36,7 +37,7 @@ from shared.contracts import (
     StepRecord,
     encode,
 )
-from shared.kv_reads import count_keys, last_value_matching
+from shared.kv_reads import last_value_matching
 from shared.nats_types import KeyWrongLastSequenceError, NatsError
 from shared.service import event
 from shared.timefmt import from_epoch
@@ -46,8 +47,6 @@ if TYPE_CHECKING:
     from shared.nats_types import Client, JetStreamContext
 
 log = logging.getLogger("heddle.orchestrator")
-ACK_TIMEOUT = 10.0
-CHECKPOINT = 256  # records between acknowledged writes when a new run is stored in bulk
 
 
 class WriteLease(Protocol):
@@ -146,7 +145,7 @@ class EffectRunner:
     async def _write(self, batch: _Batch, effects: list[Effect], offers: _Once) -> None:
         run_id, create_run = batch.run_id, batch.create_run
         if create_run:
-            for i in await self._write_new_steps(run_id, effects):
+            for i in await write_new_steps(self.nc, self.js, self.acked, run_id, effects):
                 batch.last_step_write.pop(effects[i].step.id, None)  # type: ignore[union-attr]
         if batch.handed:
             await self._write_handed_off(batch, effects)
@@ -277,47 +276,6 @@ class EffectRunner:
             raise TimeoutError(f"{len(pending)} writes unacknowledged")
         if failed:
             raise failed[0]
-
-    async def _write_new_steps(self, run_id: str, effects: list[Effect]) -> list[int]:
-        """A new run's pending step records, in bulk: core publishes with an acknowledged
-        checkpoint every ``CHECKPOINT`` records (the next waits for the previous), then one
-        count of the run's step keys on the server. Far cheaper than an acknowledgement per
-        record for a 10,000-step run; the count catches a record the server dropped, and
-        then every record is written again, acknowledged. Returns the effects written."""
-        new = [
-            i
-            for i, e in enumerate(effects)
-            if isinstance(e, PersistStep) and e.previous == "new" and e.step.status == "pending"
-        ]
-        if len(new) < CHECKPOINT:
-            return []  # small runs: the ordinary pipelined path is as fast
-        checkpoint: asyncio.Future | None = None
-        for n, i in enumerate(new, 1):
-            step = effects[i].step  # type: ignore[union-attr]
-            subject = names.kv_subject(names.RUNS_BUCKET, names.step_key(run_id, step.id))
-            if n % CHECKPOINT == 0 or n == len(new):
-                ack = await self.acked.publish(subject, encode(step))
-                if checkpoint is not None:
-                    await asyncio.wait_for(checkpoint, ACK_TIMEOUT)
-                checkpoint = ack
-            else:
-                await self.nc.publish(subject, encode(step))
-        assert checkpoint is not None
-        await asyncio.wait_for(checkpoint, ACK_TIMEOUT)
-        stored = await count_keys(self.js, names.RUNS_BUCKET, names.steps_of_run(run_id))
-        if stored < len(new):
-            log.warning(
-                "run %s: %d of %d step records stored; writing them again", run_id, stored, len(new)
-            )
-            futures = [
-                await self.acked.publish(
-                    names.kv_subject(names.RUNS_BUCKET, names.step_key(run_id, e.step.id)),
-                    encode(e.step),
-                )
-                for e in (effects[i] for i in new)  # type: ignore[union-attr]
-            ]
-            await asyncio.wait_for(asyncio.gather(*futures), ACK_TIMEOUT)
-        return new
 
     async def schedule_retry(
         self, run_id: str, step_id: str, attempt: int, at: float
