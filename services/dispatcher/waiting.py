@@ -1,10 +1,10 @@
 """The ready steps in a dispatcher's hand that wait for a free runner, in line. No I/O.
 
 A runner that frees up wakes one waiter, not all of them: ``wake(free)`` wakes the first of
-the line until as many are awake as there are free runners. Waking every waiter at each free
-runner (an event) cost a saturated fan-out a wasted turn of each of the others, a tenth of
-the dispatcher's CPU (docs/performance.md). A waiter that finds no runner after all (another
-step took it first) waits again at the front, keeping its place.
+the line until as many are awake as there are free runners, since in a saturated pool every
+other waiter woken would only look, find no runner and wait again (docs/performance.md). A
+waiter that finds no runner after all (another step took it first) waits again at the
+front, keeping its place.
 """
 
 from __future__ import annotations
