@@ -4,6 +4,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RUNNERS ?= 4
 PORT ?= 8080
+# Test worker processes (pytest-xdist): most of a test is waiting for processes and timers,
+# so two share two cores well. TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: install test-tools up test lint format bench bench-full clean
 
@@ -33,7 +36,7 @@ test-tools:
 
 test: install test-tools  ## install, then run the whole test suite
 	$(BIN)/ruff check shared services tests bench
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 lint: install
 	$(BIN)/ruff check shared services tests bench

@@ -25,6 +25,9 @@ from shared import nats_permissions as perms
 # each writes bench/results/profiles/<service>.prof when it stops (read it with pstats).
 CPROFILE = {n for n in os.environ.get("HEDDLE_BENCH_CPROFILE", "").split(",") if n}
 PROFILES_DIR = REPO / "bench" / "results" / "profiles"
+# HEDDLE_BENCH_KEEP=1 keeps each stack's folder (heddle-bench-* under the temporary
+# directory): the services' logs, to count what they did.
+KEEP = os.environ.get("HEDDLE_BENCH_KEEP", "") not in ("", "0")
 
 
 @dataclass
@@ -35,7 +38,7 @@ class BenchStack:
     runners: int
     settings: dict[str, str] = field(default_factory=dict)
     orchestrators: int = 1
-    keep: bool = False
+    keep: bool = KEEP
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="heddle-bench-")))
     nats: EmbeddedNats | None = None
     services: dict[str, ServiceProcess] = field(default_factory=dict)

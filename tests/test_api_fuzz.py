@@ -13,6 +13,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import StackFactory
 from tests.stack import Stack
 
@@ -64,6 +66,8 @@ async def schemathesis(s: Stack, token: str, workdir: Path, *only: str) -> tuple
     return proc.returncode, text
 
 
+# 20-50 s, sharing the machine with the other test worker: a hang guard, not a bound.
+@pytest.mark.timeout(300)
 async def test_the_api_answers_as_its_document_says(stack: StackFactory, tmp_path: Path) -> None:
     s = await stack(runners=0)
     status, made = await s.request("POST", "/api/tokens", json={"name": "fuzz", "role": "admin"})

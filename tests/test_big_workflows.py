@@ -68,6 +68,8 @@ async def all_pages(s: Stack, run_id: str, query: str = "") -> list[dict[str, An
     return steps
 
 
+# 20-50 s, sharing the machine with the other test worker: a hang guard, not a bound.
+@pytest.mark.timeout(300)
 async def test_a_5000_wide_fanout_and_a_2000_step_chain_run_and_read_back_in_pages(
     stack: StackFactory,
 ) -> None:
