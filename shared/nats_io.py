@@ -15,6 +15,7 @@ import nats
 from shared.errors import NatsRefused
 from shared.metrics import NATS_RECONNECTS, service_of
 from shared.nats_permissions import inbox_prefix
+from shared.service import event
 from shared.settings import Settings
 from shared.tasks import cancel_and_wait
 
@@ -104,6 +105,18 @@ async def close(nc: Client | None) -> None:
         await asyncio.wait_for(nc.close(), 3)
     except (nats.errors.Error, TimeoutError) as exc:
         log.warning("closing the NATS connection: %r", exc)
+    # What the connection carried over its life: messages per step are what cost (the bench
+    # keeps these lines with HEDDLE_BENCH_KEEP).
+    stats = nc.stats
+    event(
+        log,
+        "nats closed",
+        messages_in=stats["in_msgs"],
+        messages_out=stats["out_msgs"],
+        bytes_in=stats["in_bytes"],
+        bytes_out=stats["out_bytes"],
+        reconnects=stats["reconnects"],
+    )
 
 
 async def connect_until_ready(settings: Settings, name: str, **kwargs: object) -> Client:

@@ -8,8 +8,10 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 
+import nats
 import pytest
 
+from shared.nats_io import close
 from shared.service import _EventStream, event, setup_logging
 from shared.settings import Settings
 
@@ -75,3 +77,19 @@ def test_without_the_services_set_up_an_event_goes_through_logging(
         event(logging.getLogger("heddle.test"), "run", run="r9", status="succeeded")
     [record] = [r for r in caplog.records if r.name == "heddle.test"]
     assert record.getMessage() == "run" and record.fields == {"run": "r9", "status": "succeeded"}
+
+
+async def test_closing_a_connection_logs_what_it_carried(logged, nats_server) -> None:
+    """The last line of a service's NATS connection: its messages and bytes, both ways."""
+    setup_logging(Settings())
+    nc = await nats.connect(nats_server.url)
+    sub = await nc.subscribe("heddle.test.carried")
+    for n in range(5):
+        await nc.publish("heddle.test.carried", b"x" * n)
+    assert [(await sub.next_msg(timeout=5)).data for _ in range(5)] == [b"x" * n for n in range(5)]
+    await close(nc)
+    (line,) = [line for line in logged() if line["msg"] == "nats closed"]
+    assert line["logger"] == "heddle.nats"
+    assert (line["messages_in"], line["messages_out"]) == (5, 5)
+    assert (line["bytes_in"], line["bytes_out"]) == (10, 10)
+    assert line["reconnects"] == 0
