@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -279,3 +280,11 @@ class Stack:
 
 def step_of(run: dict[str, Any], step_id: str) -> dict[str, Any]:
     return next(s for s in run["steps"] if s["id"] == step_id)
+
+
+async def until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    """Until ``check()`` holds; AssertionError(``what``) after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.02)

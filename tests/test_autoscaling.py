@@ -23,7 +23,7 @@ import pytest
 from shared.timefmt import parse
 from tests import fake_kube as fk
 from tests.conftest import StackFactory
-from tests.stack import Stack, step_of
+from tests.stack import Stack, step_of, until
 
 pytestmark = pytest.mark.fault
 
@@ -62,13 +62,6 @@ class Controller:
             self.s.start(name)
         elif was and not now:
             self.s.kill(name, signal.SIGTERM)
-
-
-async def until(check: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.05)
 
 
 async def test_a_busy_top_runner_is_drained_and_an_idle_pool_shrinks_from_the_top(

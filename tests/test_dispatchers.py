@@ -10,7 +10,6 @@ pid), so the checks are about what ran, not only what the run documents say.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import signal
@@ -24,7 +23,7 @@ import pytest
 from services.dispatcher.ready import ack_wait
 from shared.settings import Settings
 from tests.conftest import FAST, StackFactory
-from tests.stack import Stack
+from tests.stack import Stack, until
 
 pytestmark = pytest.mark.fault
 
@@ -58,13 +57,6 @@ def read_ledger(ledger: Path) -> list[tuple[float, str, str, str, int]]:
         t, what, runner, attempt, pid = line.split()
         rows.append((float(t), what, runner, attempt, int(pid)))
     return rows
-
-
-async def until(check, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.05)
 
 
 async def kill_mid_run(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import StackFactory
-from tests.stack import step_of
+from tests.stack import step_of, until
 
 
 def chain(n: int) -> dict:
@@ -28,6 +28,8 @@ async def test_a_chain_stays_on_the_runner_that_frees_up(stack: StackFactory) ->
 
 async def test_with_handoff_off_the_dispatcher_places_every_step(stack: StackFactory) -> None:
     s = await stack(runners=3, HEDDLE_HANDOFF="off")
+    # The dispatcher's own view: the gateway may list a runner a moment before it has it.
+    await until(lambda: s.logs("dispatcher").count('"runner joined"') == 3, 10, "3 runners")
     run = await s.wait_run(await s.submit(chain(6)), timeout=20)
     assert run["status"] == "succeeded"
     assert len({st["runner"] for st in run["steps"]}) > 1  # the dispatcher's round robin

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 import nats
 
@@ -16,6 +15,7 @@ from shared import names
 from shared.nats_io import close
 from shared.resources import ensure_resources
 from shared.settings import Settings
+from tests.stack import until
 
 TTL = 1.5
 PARTITIONS = 6
@@ -38,13 +38,6 @@ class Member:
         self.parts -= parts
         if lost:
             self.lost |= parts
-
-
-async def until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.02)
 
 
 def split(members: list[Member]) -> bool:
