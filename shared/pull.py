@@ -47,6 +47,7 @@ class ContinuousPull:
         self.durable = durable
         self.handler = handler
         self.credit = credit
+        self.at_least = 1  # the smallest request worth its message (set_credit)
         self.expires = expires
         self.outstanding = 0
         self._inbox = nc.new_inbox()
@@ -71,13 +72,18 @@ class ContinuousPull:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()
 
-    def set_credit(self, credit: int) -> None:
+    def set_credit(self, credit: int, at_least: int = 1) -> None:
+        """Ask for up to ``credit`` messages, ``at_least`` of them in each request: a
+        consumer that can wait asks for several at a time, not one per message handled.
+        Nothing is asked while the credit stays under ``at_least``."""
         self.credit = max(credit, 0)
+        self.at_least = max(at_least, 1)
 
     async def top_up(self) -> None:
-        """Ask for more when less than half the credit is outstanding."""
+        """Ask for more when less than half the credit is outstanding and at least
+        ``at_least`` can be asked for."""
         want = self.credit - self.outstanding
-        if self._closed or want <= 0 or (self.outstanding and want < self.credit // 2):
+        if self._closed or want < self.at_least or (self.outstanding and want < self.credit // 2):
             return
         self.outstanding += want
         self._last_sent = time.monotonic()

@@ -88,3 +88,51 @@ async def test_each_outcome_is_what_the_server_does_with_the_message(nc: Client)
     assert NOT_YET_DELAY * 0.9 <= again_after("c.early") < ACK_WAIT
     assert again_after("c.left") >= ACK_WAIT * 0.95
     assert again_after("c.returned") < NOT_YET_DELAY
+
+
+async def test_a_pull_asks_for_at_least_its_batch_and_nothing_while_the_credit_is_below(
+    nc: Client,
+) -> None:
+    """The dispatcher's lookahead is refilled a few at a time: a credit below ``at_least``
+    sends no pull request (the server holds none), one that reaches it asks for all of it."""
+    got: list[str] = []
+    arrived = asyncio.Event()
+
+    async def handler(msg: Msg) -> Outcome:
+        got.append(msg.data.decode())
+        # In hand, as the dispatcher's unplaced steps are: one credit less.
+        pull.set_credit(pull.credit - 1, pull.at_least)
+        arrived.set()
+        return Outcome.DONE
+
+    js = nc.jetstream()
+    for n in range(8):
+        await js.publish("c.batch", str(n).encode())
+    pull = ContinuousPull(nc, "C", "d", handler, credit=0)
+    await pull.start()
+    try:
+
+        async def waiting_requests() -> int:
+            await nc.flush()
+            return (await js.consumer_info("C", "d")).num_waiting
+
+        pull.set_credit(2, at_least=3)
+        await pull.top_up()
+        assert (pull.outstanding, await waiting_requests(), got) == (0, 0, [])
+        pull.set_credit(3, at_least=3)
+        await pull.top_up()
+        while len(got) < 3:
+            arrived.clear()
+            await asyncio.wait_for(arrived.wait(), 5)
+        assert got == ["0", "1", "2"]
+        assert (await js.consumer_info("C", "d")).num_pending == 5
+        # Served at once: one message for one free runner.
+        pull.set_credit(1, at_least=1)
+        await pull.top_up()
+        while len(got) < 4:
+            arrived.clear()
+            await asyncio.wait_for(arrived.wait(), 5)
+        assert got == ["0", "1", "2", "3"]
+        assert (await waiting_requests(), (await js.consumer_info("C", "d")).num_pending) == (0, 4)
+    finally:
+        await pull.stop()

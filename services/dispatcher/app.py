@@ -195,7 +195,10 @@ class Dispatcher:
         minus the steps in hand that no runner is reserved for yet. Returns the free count."""
         free = len(self.pool.free())
         if self._pull is not None:
-            self._pull.set_credit(max(free + LOOKAHEAD - self._unplaced, 0))
+            # A free runner with no step in hand for it is served at once; the lookahead
+            # alone is refilled half at a time, so a saturated pool asks once per few steps.
+            at_least = 1 if free > self._unplaced else LOOKAHEAD // 2
+            self._pull.set_credit(max(free + LOOKAHEAD - self._unplaced, 0), at_least)
         return free
 
     # ---- dispatching ----
