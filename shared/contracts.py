@@ -142,6 +142,11 @@ class StepReady(Wire, frozen=True):
     # Handed to a runner first, which gave no answer: a runner may hold it, so the
     # dispatcher looks for the attempt (its heartbeat, its outcome) before it offers it.
     check: bool = False
+    # A continuation (docs/architecture.md, "Continuing a chain"): run this attempt right
+    # after attempt ``after_attempt`` of step ``after`` succeeds on the runner holding it,
+    # if that one wrote no outputs. Empty: an offer to take now.
+    after: str = ""
+    after_attempt: int = 0
 
 
 class AssignReply(Wire, frozen=True):
@@ -190,6 +195,9 @@ class StepFinished(StepEvent, tag="finished", frozen=True, kw_only=True):
     pid: int | None = None
     # What a succeeded attempt wrote to $HEDDLE_OUTPUTS (shared/outputs.py); never a failed one's.
     outputs: dict[str, str] = {}
+    # The step whose continuation (StepReady.after) this runner started at this success,
+    # its attempt the one it was given: the runner now holds that attempt.
+    continued: str = ""
 
 
 AnyStepEvent = StepStarted | StepFinished

@@ -102,6 +102,13 @@ HANDOFFS = Counter(
     ["answer"],
     registry=None,
 )
+CONTINUATIONS = Counter(
+    "heddle_continuations",
+    "Continuations of a chain: sent to the runner holding the step they follow, and started "
+    "there at its success (a continuation not started is handed off when its step is ready).",
+    ["fate"],
+    registry=None,
+)
 VERDICTS = Counter(
     "heddle_watchdog_verdicts",
     "The watchdog's verdicts: silent (no heartbeat: the attempt fails), pod (the runner's pod "
@@ -162,6 +169,7 @@ OWNED: dict[str, tuple[Collector, ...]] = {
         RETRIES,
         REQUEUES,
         HANDOFFS,
+        CONTINUATIONS,
         VERDICTS,
         CRON_SLOTS,
         LIVE_RUNS,

@@ -180,6 +180,13 @@ class Settings:
         "succeeded, rather than through the dispatchers (which take it if that runner does not): "
         "on or off (off with autoscaling, which drains runners the orchestrator knows nothing of)",
     )
+    continue_chains: str = _s(
+        "on",
+        "HEDDLE_CONTINUE",
+        "a step handed to a runner takes along the next steps of its chain, each started by "
+        "that runner the moment the one before succeeds without outputs, the orchestrator told "
+        "by the outcome: on or off; nothing without HEDDLE_HANDOFF",
+    )
     nats_timeout: float = _s(
         10.0,
         "HEDDLE_NATS_TIMEOUT",
@@ -383,6 +390,7 @@ class Settings:
             "pod_watch": ("auto", "off"),
             "autoscale": ("on", "off"),
             "handoff": ("on", "off"),
+            "continue_chains": ("on", "off"),
             "storage": ("file", "memory"),
             "auth": ("tokens", "none"),
             "metrics_auth": ("open", "token"),

@@ -145,3 +145,22 @@ def test_two_dispatchers_pools_share_a_runner_without_leasing_it_twice() -> None
     assert b.free(now=2) == []
     b.update(info("r0", status="idle", jobs=2))
     assert b.free(now=2) == ["r0"]
+
+
+def test_a_runner_that_went_on_to_a_continuation_stays_busy() -> None:
+    """An outcome naming a continuation (docs/architecture.md, "Continuing a chain"): the
+    runner holds that attempt now, leased or not, set aside or not."""
+    pool = Pool()
+    pool.update(info("a", jobs=3))
+    assert pool.reserve(now=0) == "a"
+    pool.accepted("a", "r", "s", 1, jobs=4)
+    assert not pool.release("a", "r", "s", 1, continued="t")
+    assert pool.busy("a") and pool.free(now=0) == []
+    pool.update(info("a", status="idle", jobs=4))  # older than the continuation: still busy
+    assert pool.busy("a")
+    assert pool.release("a", "r", "t", 1)  # its outcome ends it
+    assert pool.free(now=0) == ["a"]
+    # A runner set aside by a refusal (it was busy with a step handed to it) stays aside.
+    pool.refused("a", silent=False, now=0)
+    assert not pool.release("a", "r", "u", 1, continued="v")
+    assert pool.free(now=0.1) == []

@@ -133,16 +133,24 @@ class Pool:
         now = time.monotonic() if now is None else now
         self._suspect_until[name] = now + (self.suspect_for if silent else 0.2)
 
-    def release(self, name: str, run_id: str, step_id: str, attempt: int) -> bool:
+    def release(
+        self, name: str, run_id: str, step_id: str, attempt: int, continued: str = ""
+    ) -> bool:
         """An outcome from ``name``: its lease of that attempt ends, and it is no longer set
         aside (it refused because it was busy with what it just finished: a step the
-        orchestrator handed it). Whether it may be free now."""
+        orchestrator handed it). Whether it may be free now: not if it went on to the
+        step's continuation (``continued``), which it holds now."""
         lease = self.leases.get(name)
         if lease and (lease.run_id, lease.step_id, lease.attempt) == (run_id, step_id, attempt):
+            if continued:
+                self.leases[name] = Lease(name, run_id, continued, 1, lease.jobs + 1)
+                return False
             self._released_jobs[name] = max(self._released_jobs.get(name, 0), lease.jobs)
             del self.leases[name]
             self._suspect_until.pop(name, None)
             return True
+        if continued:
+            return False
         if name in self.reserved:
             self._early[name] = (run_id, step_id, attempt)
         return self._suspect_until.pop(name, None) is not None and name not in self.leases

@@ -58,6 +58,6 @@ class PoolFeed:
         if names.evt_runner(msg.subject) != ev.runner:
             return  # not from the runner it names (the orchestrator logs it)
         if isinstance(ev, StepFinished) and self.pool.release(
-            ev.runner, ev.run_id, ev.step_id, ev.attempt
+            ev.runner, ev.run_id, ev.step_id, ev.attempt, ev.continued
         ):
             await self.changed()

@@ -68,6 +68,7 @@ class Orchestrator:
             retry_cap=settings.retry_cap,
             default_timeout=settings.default_timeout,
             handoff=settings.handoff == "on",
+            continuations=settings.continue_chains == "on",
         )
         self.limits = Limits(settings.max_steps, settings.max_command_bytes)
         self.actors: dict[str, RunActor] = {}

@@ -52,6 +52,17 @@ class AwaitHandoff:
     attempt: int
     requeue: int
     runner: str
+    continued: bool = False  # a continuation the runner started (for the metric)
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    """A continuation for ``runner``: the prepared attempt in ``ready`` (its ``after`` names
+    the attempt it follows), run there as soon as that one succeeds. Sent after the batch's
+    records, since the prepared step's record holds the attempt's ticket."""
+
+    ready: StepReady
+    runner: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +104,7 @@ Effect = (
     | PersistRun
     | Enqueue
     | AwaitHandoff
+    | Continue
     | ScheduleRetry
     | KillAttempt
     | Requeued

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from services.orchestrator.decisions import (
+    AwaitHandoff,
     Effect,
     PersistRun,
     PersistStep,
@@ -14,6 +15,7 @@ from services.orchestrator.decisions import (
 )
 from shared.contracts import TERMINAL_RUN, StepRecord
 from shared.metrics import (
+    CONTINUATIONS,
     DISPATCH_SECONDS,
     REQUEUES,
     RETRIES,
@@ -55,6 +57,8 @@ def count(effects: list[Effect], created: bool = False) -> None:
                 RETRIES.inc()
             case Requeued():
                 REQUEUES.inc()
+            case AwaitHandoff(continued=True):
+                child(CONTINUATIONS, "started").inc()
             case _:
                 pass
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from services.orchestrator.bulk_writes import ACK_TIMEOUT, write_new_steps
 from services.orchestrator.decisions import (
     AwaitHandoff,
+    Continue,
     Effect,
     Enqueue,
     Ignored,
@@ -158,7 +159,7 @@ class EffectRunner:
                     await self._persist_run(batch, i, eff)
                 case Enqueue(handoff=None):
                     await self._enqueue(batch, eff)
-                case Enqueue() | AwaitHandoff():
+                case Enqueue() | AwaitHandoff() | Continue():
                     pass  # offered after its record (_write_handed_off), awaited once stored
                 case ScheduleRetry():
                     await self._schedule(batch, eff)
@@ -193,7 +194,9 @@ class EffectRunner:
         """The records of the steps handed off go first, and their offers right after
         them, before their acknowledgements: a server that loses the end of a pipeline
         loses the predecessor's record with them, and the rebuilt run offers the step to
-        the same runner again, which answers as it did (runner_agent/taken.py)."""
+        the same runner again, which answers as it did (runner_agent/taken.py). So do the
+        records of continuations, prepared (their ticket) or started: a stored success
+        of the step they follow implies them."""
         for i, eff in enumerate(effects):
             if isinstance(eff, PersistStep) and eff.step.id in batch.handed:
                 if batch.last_step_write.get(eff.step.id) == i:
@@ -339,6 +342,8 @@ class _Batch:
                 last_run = i
             elif isinstance(e, Enqueue) and e.handoff is not None:
                 handed.add(e.ready.step_id)
+            elif isinstance(e, Continue | AwaitHandoff):
+                handed.add(e.ready.step_id if isinstance(e, Continue) else e.step_id)
         return cls(run_id, create_run, steps, last_run, handed=handed)
 
 

@@ -19,10 +19,12 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from services.orchestrator.decisions import AwaitHandoff, Effect, Enqueue
+from services.orchestrator.decisions import AwaitHandoff, Continue, Effect, Enqueue
 from services.orchestrator.state import HandoffAnswer
+from shared import names
 from shared.contracts import encode
-from shared.metrics import HANDOFFS, child
+from shared.metrics import CONTINUATIONS, HANDOFFS, child
+from shared.nats_types import NatsError
 from shared.offers import Answer, offer
 from shared.service import event
 
@@ -50,12 +52,17 @@ class Handoffs:
         self._timers: set[asyncio.TimerHandle] = set()
 
     def offer(self, run_id: str, effects: list[Effect]) -> None:
-        """The offers among a batch's effects, sent right after their records (effects.py)."""
+        """The offers and continuations among a batch's effects, sent right after their
+        records (effects.py)."""
         for eff in effects:
             if isinstance(eff, Enqueue) and eff.handoff is not None:
-                task = asyncio.create_task(self._offer(run_id, eff, eff.handoff))
-                self._offers.add(task)
-                task.add_done_callback(self._offers.discard)
+                self._track(asyncio.create_task(self._offer(run_id, eff, eff.handoff)))
+            elif isinstance(eff, Continue):
+                self._track(asyncio.create_task(self._continue(run_id, eff)))
+
+    def _track(self, task: asyncio.Task) -> None:
+        self._offers.add(task)
+        task.add_done_callback(self._offers.discard)
 
     def await_lost(self, run_id: str, effects: list[Effect]) -> None:
         """The answers lost with an earlier orchestrator among a stored batch's effects."""
@@ -85,6 +92,25 @@ class Handoffs:
             runner=runner,
         )
         self.answered(run_id, ready.step_id, ready.attempt, ready.requeue, runner, answer)
+
+    async def _continue(self, run_id: str, eff: Continue) -> None:
+        """A plain publish: the runner answers nothing. Its outcome of the attempt this
+        follows says whether it started the continuation (docs/architecture.md)."""
+        ready = eff.ready
+        try:
+            await self.nc.publish(names.runner_assign(eff.runner), encode(ready))
+        except NatsError as exc:  # not sent: the step is handed off when its parent ends
+            log.warning("continuation %s/%s not sent: %s", run_id, ready.step_id, exc)
+            return
+        child(CONTINUATIONS, "sent").inc()
+        event(
+            log,
+            "continuation sent",
+            run=run_id,
+            step=ready.step_id,
+            after=ready.after,
+            runner=eff.runner,
+        )
 
     async def stop(self) -> None:
         """Offers under way are given up: their steps are queued with ``offered_to`` stored,

@@ -13,6 +13,7 @@ from typing import Literal
 
 import msgspec
 
+from services.orchestrator.continuations import Continuing
 from services.orchestrator.decisions import (
     AwaitHandoff,
     Effect,
@@ -51,6 +52,9 @@ class Policy:
     max_ready_bytes: int = 0
     # A success hands the first step it readies to the runner that succeeded (HEDDLE_HANDOFF).
     handoff: bool = False
+    # A step handed to a runner takes its chain successor along, to run there as soon as it
+    # succeeds (HEDDLE_CONTINUE; docs/architecture.md, "Continuing a chain").
+    continuations: bool = False
 
 
 HandoffAnswer = Literal["accepted", "refused", "unanswered"]
@@ -69,7 +73,7 @@ def _carry_over(step: StepRecord, done: AttemptRecord, run_id: str) -> None:
     step.reason = f"succeeded in run {run_id}; not run again"
 
 
-class RunState:
+class RunState(Continuing):
     """One run's steps, as the orchestrator's actor holds them in memory."""
 
     def __init__(
@@ -192,7 +196,10 @@ class RunState:
             return [Ignored(step.id, "finished event ignored: its ticket is not the attempt's")]
         stale = self._stale(step, ev.attempt, ev.runner)
         if stale:
-            return [Ignored(step.id, f"finished event ignored: {stale}")]
+            return [
+                Ignored(step.id, f"finished event ignored: {stale}"),
+                *self._not_continued(ev, "the attempt it follows does not count"),
+            ]
         if step.status == "queued":
             # A step that ended within the runner's report delay has no started event (nor
             # has one whose event was lost): the outcome says when and as which pid it began.
@@ -210,11 +217,13 @@ class RunState:
         if ev.outcome == "succeeded":
             if ev.outputs and step.attempts and step.attempts[-1].attempt == step.attempt:
                 step.attempts[-1].outputs = dict(ev.outputs)  # only a success's are kept
-            return self._succeed(step, ev.finished_at, by=ev.runner)
+            return self._succeed(step, ev.finished_at, by=ev.runner, continued=ev)
         reason = ev.reason or (
             f"exit code {ev.exit_code}" if ev.exit_code is not None else ev.outcome
         )
-        return self._attempt_failed(step, reason, now, immediate=False)
+        return self._attempt_failed(step, reason, now, immediate=False) + self._not_continued(
+            ev, "the attempt it follows failed"
+        )
 
     def on_retry_due(self, step_id: str, attempt: int, now: float) -> list[Effect]:
         step = self.steps.get(step_id)
@@ -327,8 +336,10 @@ class RunState:
         stamp = from_epoch(now)
         for step in self.steps.values():
             if step.status in ("pending", "queued", "retrying"):
-                if step.status == "queued" and step.runner:
-                    effects.append(KillAttempt(step.runner, step.id, step.attempt, "cancelled"))
+                # Handed to a runner, it may run there although it has not said so yet.
+                holder = step.runner or step.offered_to
+                if step.status == "queued" and holder:
+                    effects.append(KillAttempt(holder, step.id, step.attempt, "cancelled"))
                 effects.extend(self._terminate(step, "cancelled", "cancelled", stamp))
             elif step.status == "running" and step.runner:
                 effects.append(KillAttempt(step.runner, step.id, step.attempt, "cancelled"))
@@ -368,7 +379,10 @@ class RunState:
         # Stored with the queued record, so that whoever rebuilds the run knows a runner
         # may hold the attempt although no ready message of it is in the stream.
         step.offered_to = handoff
-        return [PersistStep(step, prev), Enqueue(ready, handoff)]
+        effects: list[Effect] = [PersistStep(step, prev), Enqueue(ready, handoff)]
+        if handoff is not None:
+            effects.extend(self._prepare_next(step, handoff, stamp))
+        return effects
 
     def _ready(self, step: StepRecord) -> tuple[StepReady, str | None]:
         """The step's ready message, and why it cannot be sent (too large), if it cannot."""
@@ -436,9 +450,17 @@ class RunState:
             rec.exit_code = exit_code
             rec.reason = reason
 
-    def _succeed(self, step: StepRecord, stamp: str, by: str | None = None) -> list[Effect]:
+    def _succeed(
+        self,
+        step: StepRecord,
+        stamp: str,
+        by: str | None = None,
+        continued: StepFinished | None = None,
+    ) -> list[Effect]:
         """``by``: the runner that succeeded, now free; the first step this readies is
-        handed to it (with the policy's handoff), the others go to the dispatchers."""
+        handed to it (with the policy's handoff), the others go to the dispatchers. With
+        ``continued`` (the outcome, which names the continuation ``by`` started), that
+        one is queued on it instead, as a handoff it accepted."""
         prev = step.status
         step.status = "succeeded"
         step.reason = None
@@ -449,6 +471,13 @@ class RunState:
         ready = self.readiness.succeed(step.id)
         effects: list[Effect] = [PersistStep(step, prev)]
         handoff = by if self.policy.handoff else None
+        if continued is not None and continued.continued:
+            taken = self._take_continuation(step, continued, ready, stamp)
+            if taken:
+                effects.extend(taken)
+                handoff = None  # one runner, one step
+            else:
+                effects.extend(self._not_continued(continued, "it was not prepared"))
         if not self.run.cancel_requested:
             for child_id in ready:
                 child = self.steps[child_id]
@@ -461,6 +490,7 @@ class RunState:
     def _attempt_failed(
         self, step: StepRecord, reason: str, now: float, *, immediate: bool
     ) -> list[Effect]:
+        self._unprepare(step)
         stamp = from_epoch(now)
         if self.run.cancel_requested:
             return self._terminate(step, "cancelled", "cancelled", stamp) + self._maybe_finish(

@@ -14,11 +14,12 @@ import logging
 import math
 import os
 import socket
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from services.runner_agent.attempt import Attempt, AttemptContext
+from services.runner_agent.attempt import Attempt, AttemptContext, AttemptKey
 from services.runner_agent.isolation import (
     StepUser,
     make_undumpable,
@@ -78,6 +79,9 @@ class RunnerAgent:
         # of the timeout more (attempt.py), so in time.
         self.stalls = LoopStalls(settings.assign_timeout / 2)
         self.taken = Taken()  # the attempts taken last: one offered again is not run again
+        # Continuations that came before the offer of the attempt they follow (the
+        # orchestrator sends both at once): attempt followed -> continuation. A few at most.
+        self._early_then: OrderedDict[AttemptKey, StepReady] = OrderedDict()
 
     # ---- lifecycle ----
 
@@ -198,6 +202,9 @@ class RunnerAgent:
         except msgspec.DecodeError as exc:  # its ValidationError too
             await self._refuse(msg, f"undecodable assignment: {exc}")
             return
+        if ready.after:
+            self._hold_then(ready)
+            return
         if (ready.run_id, ready.step_id, ready.attempt) in self.taken:
             await self._accept_again(msg, ready)
             return
@@ -212,6 +219,7 @@ class RunnerAgent:
             return
         assert self._ctx is not None  # set in start(), before the subscription
         attempt = self.current = Attempt(self._ctx, ready)
+        attempt.then = self._early_then.pop(attempt.key, None)
         self.jobs += 1
         if self.settings.started_report_delay == 0 or failpoints.active("runner.after_accept"):
             # Every start reported at once: the attempt is made known before its command
@@ -238,6 +246,35 @@ class RunnerAgent:
         attempt.task = asyncio.create_task(self._run(attempt))
         self.registration.soon()
 
+    # ---- continuations (docs/architecture.md, "Continuing a chain") ----
+
+    def _hold_then(self, ready: StepReady) -> None:
+        """A continuation: held by the attempt it follows, or until that one is offered."""
+        key = (ready.run_id, ready.after, ready.after_attempt)
+        cur = self.current
+        if cur is not None and cur.key == key:
+            cur.then = ready
+            return
+        self._early_then[key] = ready
+        while len(self._early_then) > 8:  # those of attempts never offered here
+            self._early_then.popitem(last=False)
+
+    async def _go_on(self, done: Attempt) -> str:
+        """Start the continuation of ``done``, which just succeeded without outputs, and
+        name its step; "" if this runner does not (stopping, or it stood still)."""
+        ready = done.then
+        if ready is None or self._stopping or self.stalls.stall_before_now():
+            return ""
+        assert self._ctx is not None
+        attempt = self.current = Attempt(self._ctx, ready, after=done)
+        attempt.then = self._early_then.pop(attempt.key, None)
+        self.jobs += 1
+        self.taken.add(attempt.key)
+        self._said("continued", ready, after=done.ready.step_id)
+        await attempt.start()
+        attempt.task = asyncio.create_task(self._run(attempt))
+        return ready.step_id
+
     def _accepted(self) -> bytes:
         return encode(AssignReply(accepted=True, runner=self.runner, jobs=self.jobs))
 
@@ -263,12 +300,13 @@ class RunnerAgent:
         )
 
     async def _run(self, attempt: Attempt) -> None:
-        await attempt.run(free=self._free)
+        await attempt.run(free=lambda: self._free(attempt), go_on=self._go_on)
         failpoints.hit("runner.after_report")
         self.registration.soon()
 
-    def _free(self) -> None:
-        self.current = None
+    def _free(self, attempt: Attempt) -> None:
+        if self.current is attempt:  # not its continuation, which holds the runner now
+            self.current = None
 
     async def _on_cancel(self, msg: Msg) -> None:
         try:
@@ -276,7 +314,10 @@ class RunnerAgent:
         except msgspec.DecodeError:
             return
         cur = self.current
-        if cur is None or not cur.same(req.run_id, req.step_id, req.attempt):
+        key = (req.run_id, req.step_id, req.attempt)
+        # A continuation dies with the attempt it follows: its runner went on before the
+        # kill of that one arrived.
+        if cur is None or key not in (cur.key, cur.after_key):
             return
         event(
             log,

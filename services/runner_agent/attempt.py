@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -59,10 +59,21 @@ class AttemptContext:
     launcher: Launcher | None = None  # spawns the steps as run_as
 
 
+AttemptKey = tuple[str, str, int]  # run, step, attempt
+
+
 class Attempt:
-    def __init__(self, ctx: AttemptContext, ready: StepReady) -> None:
+    def __init__(self, ctx: AttemptContext, ready: StepReady, after: Attempt | None = None) -> None:
         self.ctx = ctx
         self.ready = ready
+        # A continuation (docs/architecture.md, "Continuing a chain"): the attempt it
+        # follows, whose outcome must be stored before this one's events are sent (its
+        # ``done``; not the attempt, or a chain would keep every attempt in memory), and
+        # whose kill is this one's. Owed: the orchestrator waits for it as for an answer.
+        self._after_done = after.done if after is not None else None
+        self.after_key: AttemptKey | None = after.key if after is not None else None
+        self._owes_known = after is not None
+        self.then: StepReady | None = None  # this attempt's own continuation, if given one
         self.process: StepProcess | None = None
         self.logs: LogPublisher | None = None
         self.failure: str | None = None  # the command could not be started
@@ -85,9 +96,13 @@ class Attempt:
         self._answer_timer: asyncio.TimerHandle | None = None
         self._answering: asyncio.Task | None = None
 
-    def same(self, run_id: str, step_id: str, attempt: int) -> bool:
+    @property
+    def key(self) -> AttemptKey:
         r = self.ready
-        return (r.run_id, r.step_id, r.attempt) == (run_id, step_id, attempt)
+        return (r.run_id, r.step_id, r.attempt)
+
+    def same(self, run_id: str, step_id: str, attempt: int) -> bool:
+        return self.key == (run_id, step_id, attempt)
 
     # ---- the command ----
 
@@ -156,7 +171,7 @@ class Attempt:
 
     def _answer_soon(self) -> None:
         self._answer_timer = None
-        if self._answers:
+        if self._answers or self._owes_known:
             self._answering = asyncio.create_task(self._answer_alone())
 
     def _announce_soon(self) -> None:
@@ -185,6 +200,7 @@ class Attempt:
         try:
             await self._answer_alone()
             await logs.release()
+            await self._after_reported()  # a started event for a step still pending is fenced
             await ctx.nc.publish(
                 names.evt(ready.run_id, ready.step_id, "started", ctx.runner),
                 encode(started),
@@ -197,10 +213,16 @@ class Attempt:
         except NatsError as exc:  # closed connection: the outcome is re-sent until it lands
             log.warning("started event of %s/%s not sent: %s", ready.run_id, ready.step_id, exc)
 
-    async def run(self, free: Callable[[], None]) -> None:
+    async def run(
+        self,
+        free: Callable[[], None],
+        go_on: Callable[[Attempt], Awaitable[str]] | None = None,
+    ) -> None:
         """Wait for the command, then report its outcome. ``free`` is called once the log
         is complete and before the outcome is published, so the dispatcher's next
-        assignment (which follows the outcome) finds the runner idle."""
+        assignment (which follows the outcome) finds the runner idle. ``go_on`` starts the
+        continuation of a success without outputs and names its step, first of all: it is
+        what a chain waits for."""
         ready, process, logs = self.ready, self.process, self.logs
         assert process is not None and logs is not None
         try:
@@ -226,6 +248,11 @@ class Attempt:
                 "failed", result.exit_code, outputs, result.stdout_tail, result.stderr_tail
             )
             outputs = {}
+        continued = ""
+        if go_on is not None and self.then is not None and not outputs:
+            if result.outcome == "succeeded":
+                continued = await go_on(self)
+        self.then = None
         finished = StepFinished(
             run_id=ready.run_id,
             step_id=ready.step_id,
@@ -241,12 +268,14 @@ class Attempt:
             started_at=self.started_at,
             pid=process.pid if self.started_at else None,
             outputs=outputs,
+            continued=continued,
         )
         ATTEMPTS.labels(finished.outcome).inc()
         await self._send_answer()
         await logs.close(_summary(finished))
         free()
         try:
+            await self._after_reported()  # the orchestrator learns of this one from that one
             await self._report(finished)
         finally:
             # Heartbeats go on until the outcome is stored: a runner still trying to report
@@ -273,10 +302,18 @@ class Attempt:
 
     async def _answer_alone(self) -> None:
         """An answer that does not travel with the outcome follows the first heartbeat, so
-        the attempt can be found from the moment it is acknowledged."""
-        if self._answers:
+        the attempt can be found from the moment it is acknowledged. A continuation owes
+        the same: the orchestrator waits for it as for an answer."""
+        if self._answers or self._owes_known:
+            self._owes_known = False
             await self.beats.first()
             await self._send_answer()
+
+    async def _after_reported(self) -> None:
+        """Once the outcome of the attempt this continues is stored (it is re-sent until
+        it is): before it, the orchestrator holds this step as pending."""
+        if self._after_done is not None:
+            await self._after_done.wait()
 
     async def _send_answer(self) -> None:
         self._answered = True

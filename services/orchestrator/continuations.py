@@ -1,0 +1,143 @@
+"""Continuing a chain (docs/architecture.md): the steps a handed-off step takes along to its
+runner, what the runner's outcome makes of them, and what voids them. Part of the run's
+state machine (``RunState`` is a ``Continuing``); pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from services.orchestrator.decisions import AwaitHandoff, Continue, Effect, KillAttempt, PersistStep
+from shared.contracts import RunRecord, StepFinished, StepReady, StepRecord
+
+if TYPE_CHECKING:
+    from services.orchestrator.state import Policy
+    from shared.dag import Graph
+
+# How many steps of a chain a runner holds as continuations (Continuing._prepare_next).
+CONTINUATION_DEPTH = 3
+
+
+class Continuing:
+    """The continuations of a run's steps; mixed into ``RunState``, whose state it uses."""
+
+    run: RunRecord
+    steps: dict[str, StepRecord]
+    graph: Graph
+    policy: Policy
+    _tickets: Callable[[], str]
+    _upstream_outputs: dict[str, frozenset[str]]
+
+    def _ready(self, step: StepRecord) -> tuple[StepReady, str | None]:
+        raise NotImplementedError  # RunState's
+
+    def _chain_successor(self, step_id: str) -> StepRecord | None:
+        """The first step never queued whose one parent is ``step_id``."""
+        parents = self.graph.parents
+        for child_id in self.graph.children[step_id]:
+            child = self.steps[child_id]
+            if (
+                child.status == "pending"
+                and child.attempt == 0
+                and set(parents[child_id]) == {step_id}
+            ):
+                return child
+        return None
+
+    def _prepare_next(self, step: StepRecord, runner: str, stamp: str) -> list[Effect]:
+        """The continuations of ``step``'s current attempt, held by ``runner``: the next
+        ``CONTINUATION_DEPTH`` steps of its chain, each one's first attempt to run on that
+        runner the moment the one before succeeds there: three, so that the next is there
+        before the runner needs it while the orchestrator hears of the one before. Those
+        prepared already are kept as they are: the runner may hold them."""
+        if not self.policy.continuations or self.run.cancel_requested:
+            return []
+        effects: list[Effect] = []
+        before, attempt = step, step.attempt
+        for _ in range(CONTINUATION_DEPTH):
+            child = self._chain_successor(before.id)
+            if child is None:
+                break
+            if child.offered_to != runner or not child.ticket:
+                prepared = self._prepare(child, before.id, attempt, runner, stamp)
+                if not prepared:
+                    break
+                effects.extend(prepared)
+            before, attempt = child, 1
+        return effects
+
+    def _prepare(
+        self, child: StepRecord, after: str, after_attempt: int, runner: str, stamp: str
+    ) -> list[Effect]:
+        """``child``'s first attempt as the continuation of ``after``'s: its ticket stored
+        with its (still pending) record before it is sent."""
+        child.ticket = self._tickets()
+        child.offered_to = runner
+        child.attempt = 1  # _ready's, put back below: the record stays pending, as it is
+        memo = self._upstream_outputs
+        known = set(memo)
+        try:
+            ready, too_large = self._ready(child)
+        finally:
+            child.attempt = 0
+            # Computed before the steps it follows have outputs: not kept for later.
+            for step_id in set(memo) - known:
+                del memo[step_id]
+        if too_large:
+            child.ticket, child.offered_to = "", None
+            return []
+        ready = msgspec.structs.replace(
+            ready, ready_at=stamp, after=after, after_attempt=after_attempt
+        )
+        return [PersistStep(child, child.status), Continue(ready, runner)]
+
+    def _take_continuation(
+        self, step: StepRecord, ev: StepFinished, ready: list[str], stamp: str
+    ) -> list[Effect]:
+        """The continuation ``ev.runner`` started at ``step``'s success: queued there, as a
+        handoff it accepted (looked for if neither its heartbeat nor its outcome comes
+        within the assignment timeout), and its own successor prepared. Nothing if it is
+        not the one prepared for that runner, or if the run no longer wants it."""
+        child = self.steps.get(ev.continued)
+        if (
+            child is None
+            or child.id not in ready
+            or child.status != "pending"
+            or child.attempt != 0
+            or child.offered_to != ev.runner
+            or not child.ticket
+            or ev.outputs  # a runner continues only after a success without outputs
+            or self.run.cancel_requested
+        ):
+            return []
+        prev = child.status
+        child.status = "queued"
+        child.attempt = 1
+        child.runner = None
+        child.queued_at = stamp
+        child.requeues = 0
+        return [
+            PersistStep(child, prev),
+            AwaitHandoff(child.id, 1, 0, ev.runner, continued=True),
+            *self._prepare_next(child, ev.runner, stamp),
+        ]
+
+    def _not_continued(self, ev: StepFinished, why: str) -> list[Effect]:
+        """A continuation the runner started that does not count: fenced like any such
+        attempt (the runner kills it if it still runs it)."""
+        if not ev.continued:
+            return []
+        return [KillAttempt(ev.runner, ev.continued, 1, f"continuation not taken: {why}")]
+
+    def _unprepare(self, step: StepRecord) -> None:
+        """``step``'s attempt ended without a continuation: what was prepared after it is
+        void, down its chain."""
+        todo = list(self.graph.children[step.id])
+        while todo:
+            child = self.steps[todo.pop()]
+            if child.status == "pending" and child.offered_to:
+                child.offered_to, child.ticket = None, ""
+                todo.extend(self.graph.children[child.id])

@@ -1,0 +1,200 @@
+"""Continuing a chain (RunState with the policy's handoff and continuations): which steps a
+handed-off step takes along, what the runner's outcome makes of them, and what voids them.
+Pure, no I/O."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import msgspec
+
+from services.orchestrator.continuations import CONTINUATION_DEPTH
+from services.orchestrator.decisions import (
+    AwaitHandoff,
+    Continue,
+    Enqueue,
+    KillAttempt,
+    PersistStep,
+    ScheduleRetry,
+)
+from services.orchestrator.state import RunState
+from shared.contracts import StepFinished, step_record_decoder
+from shared.timefmt import from_epoch
+from tests.test_state_machine import POLICY, RUN, T0, cancel, make
+
+CONTINUING = dataclasses.replace(POLICY, handoff=True, continuations=True)
+LINE = "abcdefg"  # a -> b -> ... -> g
+
+
+def chain(retries: int = 0) -> list[tuple[str, list[str], int]]:
+    return [(s, [LINE[i - 1]] if i else [], retries) for i, s in enumerate(LINE)]
+
+
+def done(
+    state: RunState,
+    step: str,
+    *,
+    runner: str = "r1",
+    outcome: str = "succeeded",
+    continued: str = "",
+    outputs: dict[str, str] | None = None,
+    attempt: int | None = None,
+) -> list:
+    rec = state.steps[step]
+    ev = StepFinished(
+        run_id=RUN,
+        step_id=step,
+        attempt=rec.attempt if attempt is None else attempt,
+        runner=runner,
+        ticket=rec.ticket,
+        outcome=outcome,  # type: ignore[arg-type]
+        finished_at=from_epoch(T0 + 2),
+        exit_code=0 if outcome == "succeeded" else 1,
+        outputs=outputs or {},
+        continued=continued,
+    )
+    return state.on_finished(ev, T0 + 2)
+
+
+def of(kind: type, effects: list) -> list:
+    return [e for e in effects if isinstance(e, kind)]
+
+
+def handed_b(retries: int = 0, policy=CONTINUING) -> tuple[RunState, list]:
+    """a succeeded on r1: b is handed to r1, and takes the next steps of the chain along."""
+    state, _ = make(chain(retries), policy=policy)
+    return state, done(state, "a")
+
+
+def test_a_handed_off_step_takes_the_next_steps_of_its_chain_along() -> None:
+    state, out = handed_b()
+    [enq] = of(Enqueue, out)
+    assert (enq.ready.step_id, enq.handoff) == ("b", "r1")
+    sent = of(Continue, out)
+    assert CONTINUATION_DEPTH == 3
+    assert [(c.ready.step_id, c.ready.after, c.ready.after_attempt) for c in sent] == [
+        ("c", "b", 1),
+        ("d", "c", 1),
+        ("e", "d", 1),
+    ]
+    assert {c.runner for c in sent} == {"r1"}
+    for c in sent:
+        rec = state.steps[c.ready.step_id]
+        # Still pending, but its ticket stored (with its record) before it is sent.
+        assert (rec.status, rec.attempt, rec.offered_to) == ("pending", 0, "r1")
+        assert c.ready.attempt == 1 and c.ready.ticket == rec.ticket != ""
+        [record] = [e.step for e in out if isinstance(e, PersistStep) and e.step.id == rec.id]
+        stored = step_record_decoder.decode(msgspec.json.encode(record))
+        assert (stored.ticket, stored.offered_to) == (rec.ticket, "r1")
+    assert state.steps["f"].offered_to is None
+
+
+def test_a_continuation_started_is_queued_as_a_handoff_accepted_and_the_chain_goes_on() -> None:
+    state, _ = handed_b()
+    ticket = state.steps["c"].ticket
+    out = done(state, "b", continued="c")
+    c = state.steps["c"]
+    assert (c.status, c.attempt, c.offered_to, c.ticket) == ("queued", 1, "r1", ticket)
+    assert state.steps["b"].status == "succeeded"
+    assert of(Enqueue, out) == []  # no offer, no ready message: the runner has it
+    assert of(AwaitHandoff, out) == [AwaitHandoff("c", 1, 0, "r1", continued=True)]
+    # One step more of the chain is prepared; those prepared already are left as they are.
+    assert [(e.ready.step_id, e.ready.after) for e in of(Continue, out)] == [("f", "e")]
+    # Its outcome, with the prepared ticket, counts.
+    out = done(state, "c", continued="d")
+    assert state.steps["c"].status == "succeeded" and state.steps["d"].status == "queued"
+    assert of(KillAttempt, out) == []
+
+
+def test_an_outcome_without_its_continuation_hands_the_next_step_off_afresh() -> None:
+    state, _ = handed_b()
+    prepared = state.steps["c"].ticket
+    out = done(state, "b")
+    [enq] = of(Enqueue, out)
+    c = state.steps["c"]
+    assert (enq.ready.step_id, enq.handoff, c.status) == ("c", "r1", "queued")
+    assert c.ticket != prepared  # a new attempt for the runner: the prepared one was not run
+    assert [e.ready.step_id for e in of(Continue, out)] == ["f"]  # d and e stay prepared
+
+
+def test_a_failure_voids_what_was_prepared_after_it() -> None:
+    state, _ = handed_b(retries=1)
+    out = done(state, "b", outcome="failed")
+    assert of(ScheduleRetry, out) and state.steps["b"].status == "retrying"
+    for s in "cde":
+        assert (state.steps[s].offered_to, state.steps[s].ticket) == (None, "")
+    # A failure for good skips them, as any step downstream.
+    state, _ = handed_b()
+    done(state, "b", outcome="failed")
+    assert [state.steps[s].status for s in "cdefg"] == ["skipped"] * 5
+
+
+def test_a_continuation_that_does_not_count_is_killed_on_its_runner() -> None:
+    # The run was cancelled meanwhile.
+    state, _ = handed_b()
+    # b was handed to r1, which has not said it holds it: the kill goes there too.
+    assert KillAttempt("r1", "b", 1, "cancelled") in cancel(state)
+    out = done(state, "b", continued="c")
+    assert [k.step_id for k in of(KillAttempt, out)] == ["c"]
+    assert state.steps["c"].status == "cancelled"
+    # The attempt it follows is stale.
+    state, _ = handed_b()
+    out = done(state, "b", continued="c", attempt=2)
+    assert [k.step_id for k in of(KillAttempt, out)] == ["c"]
+    assert state.steps["c"].status == "pending"
+    # It names a step that was not prepared for that runner.
+    state, _ = handed_b()
+    state.steps["c"].offered_to = "r2"
+    out = done(state, "b", continued="c")
+    assert [k.step_id for k in of(KillAttempt, out)] == ["c"]
+    [enq] = of(Enqueue, out)
+    assert enq.ready.step_id == "c"
+
+
+def test_a_success_with_outputs_is_not_continued_and_passes_them_on() -> None:
+    """A runner continues only after a success without outputs: the next step's variables
+    were made before they were known. Those computed then are not kept either."""
+    state, _ = handed_b()
+    out = done(state, "b", outputs={"k": "v"}, continued="c")
+    assert [k.step_id for k in of(KillAttempt, out)] == ["c"]
+    [enq] = of(Enqueue, out)
+    assert enq.ready.step_id == "c" and enq.ready.env == {"HEDDLE_OUT_B_K": "v"}
+    # And down the chain, once c is continued: d's variables carry b's outputs too.
+    out = done(state, "c", continued="d")
+    d = state.steps["d"]
+    assert d.status == "queued"
+    [sent] = [e for e in of(Continue, out) if e.ready.step_id == "g"]
+    assert sent.ready.env == {"HEDDLE_OUT_B_K": "v"}
+
+
+def test_only_a_step_with_one_parent_is_a_continuation() -> None:
+    steps = [("a", [], 0), ("b", ["a"], 0), ("x", [], 0), ("c", ["b", "x"], 0)]
+    state, _ = make(steps, policy=CONTINUING)
+    out = done(state, "a")
+    assert of(Enqueue, out)[0].handoff == "r1" and of(Continue, out) == []
+
+
+def test_without_the_policy_nothing_is_prepared() -> None:
+    state, out = handed_b(policy=dataclasses.replace(CONTINUING, continuations=False))
+    assert of(Enqueue, out)[0].handoff == "r1" and of(Continue, out) == []
+    assert all(state.steps[s].offered_to is None for s in "cdefg")
+
+
+def test_a_continuation_too_large_for_a_ready_message_is_not_prepared() -> None:
+    policy = dataclasses.replace(CONTINUING, max_ready_bytes=600)
+    state, _ = make(chain(), policy=policy)
+    state.steps["c"].env = {"BIG": "x" * 1000}
+    out = done(state, "a")
+    assert of(Continue, out) == [] and state.steps["c"].offered_to is None
+
+
+def test_a_rebuilt_run_waits_for_a_started_continuation_as_for_a_lost_answer() -> None:
+    state, _ = handed_b()
+    done(state, "b", continued="c")
+    records = [step_record_decoder.decode(msgspec.json.encode(s)) for s in state.steps.values()]
+    rebuilt = RunState(state.run, records, CONTINUING)
+    effects = rebuilt.resume(T0 + 3)
+    assert AwaitHandoff("c", 1, 0, "r1") in effects
+    assert of(Enqueue, effects) == []
+    # The prepared steps after it stay as they are: the runner may hold them.
+    assert [rebuilt.steps[s].offered_to for s in "def"] == ["r1"] * 3
