@@ -147,6 +147,7 @@ class StepReady(Wire, frozen=True):
     # if that one wrote no outputs. Empty: an offer to take now.
     after: str = ""
     after_attempt: int = 0
+    after_ticket: str = ""  # that attempt's: the continuation follows it as it was given
 
 
 class AssignReply(Wire, frozen=True):

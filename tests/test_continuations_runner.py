@@ -21,7 +21,7 @@ from tests.stack import until
 RUNNER = "runner-0"
 
 
-def ready(run: str, step: str, command: str, after: str = "") -> StepReady:
+def ready(run: str, step: str, command: str, after: str = "", after_ticket: str = "") -> StepReady:
     return StepReady(
         run_id=run,
         step_id=step,
@@ -32,6 +32,7 @@ def ready(run: str, step: str, command: str, after: str = "") -> StepReady:
         ticket=f"ticket-{step}",
         after=after,
         after_attempt=1 if after else 0,
+        after_ticket=after_ticket or (f"ticket-{after}" if after else ""),
     )
 
 
@@ -98,6 +99,21 @@ async def test_the_continuation_runs_at_the_success_and_is_reported_after_it(
     ]
     assert outcomes.of("b").ticket == "ticket-b"
     assert '"msg":"continued"' in s.logs(RUNNER)
+
+
+@pytest.mark.parametrize("then_first", [False, True])
+async def test_a_continuation_for_the_attempt_under_another_ticket_is_not_run(
+    runner, tmp_path: Path, then_first: bool
+) -> None:
+    """Made for an offer of the same attempt this runner refused (it was busy), and the
+    attempt offered again afresh: it follows that offer, not this one."""
+    _, nc, outcomes = runner
+    ran = tmp_path / "ran"
+    stale = ready("r4", "b", f"echo b >> {ran}", after="a", after_ticket="an-older-ticket")
+    await offered(nc, ready("r4", "a", "sleep 0.3"), stale, then_first=then_first)
+    await until(lambda: len(outcomes.got) == 1, 10, "a's outcome")
+    await asyncio.sleep(0.3)
+    assert outcomes.of("a").continued == "" and not ran.exists()
 
 
 @pytest.mark.parametrize(

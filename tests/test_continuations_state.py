@@ -83,6 +83,8 @@ def test_a_handed_off_step_takes_the_next_steps_of_its_chain_along() -> None:
         # Still pending, but its ticket stored (with its record) before it is sent.
         assert (rec.status, rec.attempt, rec.offered_to) == ("pending", 0, "r1")
         assert c.ready.attempt == 1 and c.ready.ticket == rec.ticket != ""
+        # It follows the attempt before it as given: that one's ticket.
+        assert c.ready.after_ticket == state.steps[c.ready.after].ticket != ""
         [record] = [e.step for e in out if isinstance(e, PersistStep) and e.step.id == rec.id]
         stored = step_record_decoder.decode(msgspec.json.encode(record))
         assert (stored.ticket, stored.offered_to) == (rec.ticket, "r1")
@@ -114,7 +116,31 @@ def test_an_outcome_without_its_continuation_hands_the_next_step_off_afresh() ->
     c = state.steps["c"]
     assert (enq.ready.step_id, enq.handoff, c.status) == ("c", "r1", "queued")
     assert c.ticket != prepared  # a new attempt for the runner: the prepared one was not run
-    assert [e.ready.step_id for e in of(Continue, out)] == ["f"]  # d and e stay prepared
+    # What followed c's prepared attempt is prepared again, to follow c as given now.
+    sent = of(Continue, out)
+    assert [(e.ready.step_id, e.ready.after_ticket) for e in sent] == [
+        ("d", c.ticket),
+        ("e", state.steps["d"].ticket),
+        ("f", state.steps["e"].ticket),
+    ]
+
+
+def test_continuations_made_for_a_runner_that_refused_are_made_again_for_the_next() -> None:
+    """b handed to r1, which refuses it; b runs on r2 through the dispatchers. What was
+    prepared for r1 is made again for r2, following c's new attempt: the continuation r1
+    may hold follows an attempt of c that no runner will be given."""
+    state, _ = handed_b()
+    old = {s: state.steps[s].ticket for s in "cde"}
+    assert state.on_handoff_answer("b", 1, 0, "r1", "refused")  # to the dispatchers
+    out = done(state, "b", runner="r2")
+    [enq] = of(Enqueue, out)
+    assert (enq.ready.step_id, enq.handoff) == ("c", "r2")
+    assert [(e.ready.step_id, e.runner) for e in of(Continue, out)] == [
+        ("d", "r2"),
+        ("e", "r2"),
+        ("f", "r2"),
+    ]
+    assert all(state.steps[s].ticket != old[s] for s in "cde")
 
 
 def test_a_failure_voids_what_was_prepared_after_it() -> None:

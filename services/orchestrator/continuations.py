@@ -62,7 +62,7 @@ class Continuing:
             if child is None:
                 break
             if child.offered_to != runner or not child.ticket:
-                prepared = self._prepare(child, before.id, attempt, runner, stamp)
+                prepared = self._prepare(child, before, attempt, runner, stamp)
                 if not prepared:
                     break
                 effects.extend(prepared)
@@ -70,10 +70,11 @@ class Continuing:
         return effects
 
     def _prepare(
-        self, child: StepRecord, after: str, after_attempt: int, runner: str, stamp: str
+        self, child: StepRecord, after: StepRecord, after_attempt: int, runner: str, stamp: str
     ) -> list[Effect]:
-        """``child``'s first attempt as the continuation of ``after``'s: its ticket stored
-        with its (still pending) record before it is sent."""
+        """``child``'s first attempt as the continuation of ``after``'s (as given: its
+        ticket): the child's ticket stored with its (still pending) record before it is
+        sent."""
         child.ticket = self._tickets()
         child.offered_to = runner
         child.attempt = 1  # _ready's, put back below: the record stays pending, as it is
@@ -90,7 +91,11 @@ class Continuing:
             child.ticket, child.offered_to = "", None
             return []
         ready = msgspec.structs.replace(
-            ready, ready_at=stamp, after=after, after_attempt=after_attempt
+            ready,
+            ready_at=stamp,
+            after=after.id,
+            after_attempt=after_attempt,
+            after_ticket=after.ticket,
         )
         return [PersistStep(child, child.status), Continue(ready, runner)]
 

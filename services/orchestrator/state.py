@@ -370,6 +370,7 @@ class RunState(Continuing):
         step.started_at = step.finished_at = step.exit_code = None
         step.requeues = 0
         step.ticket = self._tickets()
+        self._unprepare(step)  # prepared to follow its attempt as given before, if ever
         ready, too_large = self._ready(step)
         if too_large:
             # No runner could be given it, and another try would be as large.

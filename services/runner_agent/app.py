@@ -205,7 +205,7 @@ class RunnerAgent:
         if ready.after:
             self._hold_then(ready)
             return
-        if (ready.run_id, ready.step_id, ready.attempt) in self.taken:
+        if (ready.run_id, ready.step_id, ready.attempt, ready.ticket) in self.taken:
             await self._accept_again(msg, ready)
             return
         if self._stopping or self.current is not None:
@@ -219,7 +219,7 @@ class RunnerAgent:
             return
         assert self._ctx is not None  # set in start(), before the subscription
         attempt = self.current = Attempt(self._ctx, ready)
-        attempt.then = self._early_then.pop(attempt.key, None)
+        attempt.then = self._then_of(attempt)
         self.jobs += 1
         if self.settings.started_report_delay == 0 or failpoints.active("runner.after_accept"):
             # Every start reported at once: the attempt is made known before its command
@@ -230,7 +230,7 @@ class RunnerAgent:
                 self.current = None
                 await self._refuse(msg, f"heartbeat failed: {exc}")
                 return
-        self.taken.add((ready.run_id, ready.step_id, ready.attempt))
+        self.taken.add((ready.run_id, ready.step_id, ready.attempt, ready.ticket))
         answer: tuple[Msg, bytes] | None = (msg, self._accepted())
         self._said("accepted", ready)
         if failpoints.active("runner.after_accept"):
@@ -249,15 +249,26 @@ class RunnerAgent:
     # ---- continuations (docs/architecture.md, "Continuing a chain") ----
 
     def _hold_then(self, ready: StepReady) -> None:
-        """A continuation: held by the attempt it follows, or until that one is offered."""
+        """A continuation: held by the attempt it follows, or until that one is offered.
+        It follows that attempt as given to this runner (its ticket) and no other: one made
+        for an offer this runner refused would otherwise follow the same attempt offered
+        again, under a new ticket, and run with a ticket that no longer counts."""
         key = (ready.run_id, ready.after, ready.after_attempt)
         cur = self.current
         if cur is not None and cur.key == key:
-            cur.then = ready
+            if cur.ready.ticket == ready.after_ticket:
+                cur.then = ready
             return
         self._early_then[key] = ready
         while len(self._early_then) > 8:  # those of attempts never offered here
             self._early_then.popitem(last=False)
+
+    def _then_of(self, attempt: Attempt) -> StepReady | None:
+        """The continuation that came before ``attempt`` was offered, if it follows it."""
+        then = self._early_then.pop(attempt.key, None)
+        if then is not None and then.after_ticket == attempt.ready.ticket:
+            return then
+        return None
 
     async def _go_on(self, done: Attempt) -> str:
         """Start the continuation of ``done``, which just succeeded without outputs, and
@@ -267,9 +278,9 @@ class RunnerAgent:
             return ""
         assert self._ctx is not None
         attempt = self.current = Attempt(self._ctx, ready, after=done)
-        attempt.then = self._early_then.pop(attempt.key, None)
+        attempt.then = self._then_of(attempt)
         self.jobs += 1
-        self.taken.add(attempt.key)
+        self.taken.add((*attempt.key, ready.ticket))
         self._said("continued", ready, after=done.ready.step_id)
         await attempt.start()
         attempt.task = asyncio.create_task(self._run(attempt))

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-AttemptKey = tuple[str, str, int]  # run, step, attempt
+# Run, step, attempt and its ticket: the same attempt offered under another ticket (handed
+# off afresh after a refusal) is another offer, not this one again.
+AttemptKey = tuple[str, str, int, str]
 KEPT = 64  # far more than the offers that can be in flight for one runner
 
 
