@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.partitions import partition_of
 from tests.conftest import StackFactory
 from tests.stack import Stack, frozen
 from tests.test_dispatchers import LAYERS, RUNNERS, layered, read_ledger, until
@@ -166,6 +167,11 @@ async def test_an_orchestrator_that_stood_still_past_its_lease_writes_nothing_st
     await balanced(s, ORCHESTRATORS[:2])
     ledger, rng = tmp_path / "ledger", random.Random(5)
     runs = [await s.submit(layered(ledger, rng, width=4)) for _ in range(4)]
+    mine = held(s, "orchestrator")
+    while not any(partition_of(r, PARTITIONS) in mine for r in runs):
+        # Run ids are random: all four could land on the other one (1 in 16).
+        assert len(runs) < 40, "no run landed on the orchestrator that stops"
+        runs.append(await s.submit(layered(ledger, rng, width=4)))
     await until(lambda: frozen(paused.pid), 30, "the failpoint did not stop it")
     await until(lambda: held(s, "orchestrator-1") == set(range(PARTITIONS)), 20, "no takeover")
     thawed_at = time.time()
