@@ -98,6 +98,8 @@ async def test_the_continuation_runs_at_the_success_and_is_reported_after_it(
         ("b", "succeeded", ""),
     ]
     assert outcomes.of("b").ticket == "ticket-b"
+    # a ended before b started: b is queued at a's end, so its wait is never negative.
+    assert outcomes.of("a").finished_at <= (outcomes.of("b").started_at or "")
     assert '"msg":"continued"' in s.logs(RUNNER)
 
 

@@ -240,6 +240,8 @@ class Attempt:
             if self._answer_timer is not None:  # the answer goes with the outcome
                 self._answer_timer.cancel()
                 self._answer_timer = None
+        # When the command ended: before its continuation's start, which follows it.
+        ended_at = now_rfc3339()
         if self._announcing is not None:
             await self._announcing  # under way: the started event never follows the outcome
         outputs = self._outputs(result)
@@ -260,7 +262,7 @@ class Attempt:
             runner=self.ctx.runner,
             ticket=ready.ticket,
             outcome=result.outcome,
-            finished_at=now_rfc3339(),
+            finished_at=ended_at,
             exit_code=result.exit_code,
             reason=result.reason,
             stdout_tail=result.stdout_tail,
