@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import StackFactory
 from tests.stack import step_of, until
+from tests.test_metrics import scrape, value
 
 
 def chain(n: int) -> dict:
@@ -17,7 +18,7 @@ def chain(n: int) -> dict:
 
 
 async def test_a_chain_stays_on_the_runner_that_frees_up(stack: StackFactory) -> None:
-    s = await stack(runners=3)
+    s = await stack(runners=3, metrics=True)
     run = await s.wait_run(await s.submit(chain(8)), timeout=20)
     assert run["status"] == "succeeded"
     assert len({st["runner"] for st in run["steps"]}) == 1
@@ -25,7 +26,11 @@ async def test_a_chain_stays_on_the_runner_that_frees_up(stack: StackFactory) ->
     # All but the root: handed off, or started by the runner as a continuation.
     handed = s.logs("orchestrator").count('"handed off"')
     continued = sum(s.logs(f"runner-{i}").count('"msg":"continued"') for i in range(3))
-    assert handed + continued == 7
+    assert handed + continued == 7 and continued > 0
+    # The continuations the runners started, counted as the orchestrator took them.
+    counted = await scrape(s, "orchestrator")
+    assert value(counted, "heddle_continuations_total", fate="started") == continued
+    assert value(counted, "heddle_continuations_total", fate="sent") >= continued
     assert s.logs("dispatcher").count('"assigned"') == 1
 
 
