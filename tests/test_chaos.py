@@ -26,13 +26,15 @@ from tests.test_liveness import runs_per_attempt
 pytestmark = pytest.mark.fault
 
 LAYERS, WIDTH, KILLS = 5, 40, 12
+CHAINS = 3  # the first columns are chains (docs/architecture.md, "Continuing a chain")
 SERVICES = ["orchestrator", "dispatcher", "gateway"] + [f"runner-{i}" for i in range(4)]
 
 
 def layered(ran: Path, rng: random.Random) -> dict:
-    """LAYERS x WIDTH steps, each depending on two of the layer above, each sleeping 0.1 to
-    0.4 s: 50 s of sleep on 4 runners outlasts the kills (at most 0.7 s apart for a service),
-    and most kills land mid-step. Retries cover runners killed under a step."""
+    """LAYERS x WIDTH steps, each depending on two of the layer above (the first CHAINS
+    columns on the one above alone), each sleeping 0.1 to 0.4 s: 50 s of sleep on 4 runners
+    outlasts the kills (at most 0.7 s apart for a service), and most kills land mid-step.
+    Retries cover runners killed under a step."""
     steps = []
     for layer in range(LAYERS):
         for i in range(WIDTH):
@@ -43,7 +45,9 @@ def layered(ran: Path, rng: random.Random) -> dict:
                 "command": f"{pause}touch {ran}/{sid}.$HEDDLE_ATTEMPT.$$",
                 "retries": 3,
             }
-            if layer:
+            if layer and i < CHAINS:  # a chain: its steps continue on their runner
+                step["dependsOn"] = [f"l{layer - 1}s{i}"]
+            elif layer:
                 step["dependsOn"] = sorted(
                     {f"l{layer - 1}s{i}", f"l{layer - 1}s{(i * 7 + 3) % WIDTH}"}
                 )

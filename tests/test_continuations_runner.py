@@ -68,9 +68,16 @@ async def offered(nc, first: StepReady, then: StepReady, *, then_first: bool = F
     assert answer.accepted, answer.reason
 
 
-@pytest.fixture
-async def runner(stack: StackFactory, tmp_path: Path):  # type: ignore[no-untyped-def]
-    s = await stack(runners=1, services=("orchestrator",), wait=False)
+@pytest.fixture(params=["0.1", "0"], ids=["report-delay", "every-start-reported"])
+async def runner(stack: StackFactory, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """A runner as by default, and one that reports every start at once (its continuation
+    announced only once the outcome before it is stored)."""
+    s = await stack(
+        runners=1,
+        services=("orchestrator",),
+        wait=False,
+        HEDDLE_STARTED_REPORT_DELAY=request.param,
+    )
     await until(lambda: '"runner ready"' in s.logs(RUNNER), 20, "the runner is ready")
     nc = await s.connect()
     outcomes = Outcomes()

@@ -277,7 +277,15 @@ class RunnerAgent:
         if ready is None or self._stopping or self.stalls.stall_before_now():
             return ""
         assert self._ctx is not None
-        attempt = self.current = Attempt(self._ctx, ready, after=done)
+        attempt = Attempt(self._ctx, ready, after=done)
+        if self.settings.started_report_delay == 0:
+            # Every start made known before its command starts, continuations included.
+            try:
+                await attempt.beats.beat()
+            except NOT_STORED as exc:
+                log.warning("continuation %s not started: heartbeat failed: %s", ready.step_id, exc)
+                return ""
+        self.current = attempt
         attempt.then = self._then_of(attempt)
         self.jobs += 1
         self.taken.add((*attempt.key, ready.ticket))

@@ -158,6 +158,10 @@ class Attempt:
             answer_by = ctx.settings.assign_timeout / 4
             if answer_by < delay:
                 self._answer_timer = loop.call_later(answer_by, self._answer_soon)
+        elif self._after_done is not None:
+            # A continuation is announced once the outcome of the one before is stored,
+            # which waits for this start to return: not awaited here.
+            self._announcing = asyncio.create_task(self._announce())
         else:
             await self._announce()
 
