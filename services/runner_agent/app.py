@@ -14,12 +14,12 @@ import logging
 import math
 import os
 import socket
-from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from services.runner_agent.attempt import Attempt, AttemptContext, AttemptKey
+from services.runner_agent.attempt import Attempt, AttemptContext
+from services.runner_agent.continuations import Continuations
 from services.runner_agent.isolation import (
     StepUser,
     make_undumpable,
@@ -79,9 +79,7 @@ class RunnerAgent:
         # of the timeout more (attempt.py), so in time.
         self.stalls = LoopStalls(settings.assign_timeout / 2)
         self.taken = Taken()  # the attempts taken last: one offered again is not run again
-        # Continuations that came before the offer of the attempt they follow (the
-        # orchestrator sends both at once): attempt followed -> continuation. A few at most.
-        self._early_then: OrderedDict[AttemptKey, StepReady] = OrderedDict()
+        self.continuations = Continuations()  # those that came before their attempt's offer
 
     # ---- lifecycle ----
 
@@ -202,8 +200,8 @@ class RunnerAgent:
         except msgspec.DecodeError as exc:  # its ValidationError too
             await self._refuse(msg, f"undecodable assignment: {exc}")
             return
-        if ready.after:
-            self._hold_then(ready)
+        if ready.after:  # a continuation (docs/architecture.md, "Continuing a chain")
+            self.continuations.hold(ready, self.current)
             return
         if (ready.run_id, ready.step_id, ready.attempt, ready.ticket) in self.taken:
             await self._accept_again(msg, ready)
@@ -219,7 +217,7 @@ class RunnerAgent:
             return
         assert self._ctx is not None  # set in start(), before the subscription
         attempt = self.current = Attempt(self._ctx, ready)
-        attempt.then = self._then_of(attempt)
+        attempt.then = self.continuations.of(attempt)
         self.jobs += 1
         if self.settings.started_report_delay == 0 or failpoints.active("runner.after_accept"):
             # Every start reported at once: the attempt is made known before its command
@@ -246,30 +244,6 @@ class RunnerAgent:
         attempt.task = asyncio.create_task(self._run(attempt))
         self.registration.soon()
 
-    # ---- continuations (docs/architecture.md, "Continuing a chain") ----
-
-    def _hold_then(self, ready: StepReady) -> None:
-        """A continuation: held by the attempt it follows, or until that one is offered.
-        It follows that attempt as given to this runner (its ticket) and no other: one made
-        for an offer this runner refused would otherwise follow the same attempt offered
-        again, under a new ticket, and run with a ticket that no longer counts."""
-        key = (ready.run_id, ready.after, ready.after_attempt)
-        cur = self.current
-        if cur is not None and cur.key == key:
-            if cur.ready.ticket == ready.after_ticket:
-                cur.then = ready
-            return
-        self._early_then[key] = ready
-        while len(self._early_then) > 8:  # those of attempts never offered here
-            self._early_then.popitem(last=False)
-
-    def _then_of(self, attempt: Attempt) -> StepReady | None:
-        """The continuation that came before ``attempt`` was offered, if it follows it."""
-        then = self._early_then.pop(attempt.key, None)
-        if then is not None and then.after_ticket == attempt.ready.ticket:
-            return then
-        return None
-
     async def _go_on(self, done: Attempt) -> str:
         """Start the continuation of ``done``, which just succeeded without outputs, and
         name its step; "" if this runner does not (stopping, or it stood still)."""
@@ -286,7 +260,7 @@ class RunnerAgent:
                 log.warning("continuation %s not started: heartbeat failed: %s", ready.step_id, exc)
                 return ""
         self.current = attempt
-        attempt.then = self._then_of(attempt)
+        attempt.then = self.continuations.of(attempt)
         self.jobs += 1
         self.taken.add((*attempt.key, ready.ticket))
         self._said("continued", ready, after=done.ready.step_id)

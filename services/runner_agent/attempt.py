@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from services.runner_agent.continuations import AttemptKey
 from services.runner_agent.heartbeats import Heartbeats
 from services.runner_agent.isolation import StepUser
 from services.runner_agent.launcher import Launcher, LauncherError
@@ -57,9 +58,6 @@ class AttemptContext:
     heartbeat_ttl: int
     run_as: StepUser | None = None  # where the runner can switch users
     launcher: Launcher | None = None  # spawns the steps as run_as
-
-
-AttemptKey = tuple[str, str, int]  # run, step, attempt
 
 
 class Attempt:
