@@ -197,8 +197,9 @@ class StepFinished(StepEvent, tag="finished", frozen=True, kw_only=True):
     # What a succeeded attempt wrote to $HEDDLE_OUTPUTS (shared/outputs.py); never a failed one's.
     outputs: dict[str, str] = {}
     # The step whose continuation (StepReady.after) this runner started at this success,
-    # its attempt the one it was given: the runner now holds that attempt.
+    # its attempt the one it was given, and that attempt's ticket: the runner holds it now.
     continued: str = ""
+    continued_ticket: str = ""
 
 
 AnyStepEvent = StepStarted | StepFinished

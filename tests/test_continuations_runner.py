@@ -100,9 +100,9 @@ async def test_the_continuation_runs_at_the_success_and_is_reported_after_it(
     )
     await until(lambda: len(outcomes.got) == 2, 10, "both outcomes")
     assert ran.read_text() == "a\nb\n"
-    assert [(f.step_id, f.outcome, f.continued) for f in outcomes.got] == [
-        ("a", "succeeded", "b"),
-        ("b", "succeeded", ""),
+    assert [(f.step_id, f.outcome, f.continued, f.continued_ticket) for f in outcomes.got] == [
+        ("a", "succeeded", "b", "ticket-b"),
+        ("b", "succeeded", "", ""),
     ]
     assert outcomes.of("b").ticket == "ticket-b"
     # a ended before b started: b is queued at a's end, so its wait is never negative.

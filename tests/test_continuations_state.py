@@ -52,6 +52,8 @@ def done(
         exit_code=0 if outcome == "succeeded" else 1,
         outputs=outputs or {},
         continued=continued,
+        # The runner reports the ticket the continuation ran under: the prepared one.
+        continued_ticket=state.steps[continued].ticket if continued in state.steps else "",
     )
     return state.on_finished(ev, T0 + 2)
 
@@ -168,6 +170,29 @@ def test_a_continuation_that_does_not_count_is_killed_on_its_runner() -> None:
     out = done(state, "b", continued="c", attempt=2)
     assert [k.step_id for k in of(KillAttempt, out)] == ["c"]
     assert state.steps["c"].status == "pending"
+    # It ran under a ticket that is not the one prepared now (prepared anew since, after
+    # a rebuild that lost the first preparation).
+    state, _ = handed_b()
+    ticket = state.steps["c"].ticket
+    state.steps["c"].ticket = "prepared-anew"
+    out = state.on_finished(
+        msgspec.structs.replace(
+            StepFinished(
+                run_id=RUN,
+                step_id="b",
+                attempt=1,
+                runner="r1",
+                ticket=state.steps["b"].ticket,
+                outcome="succeeded",
+                finished_at=from_epoch(T0 + 2),
+            ),
+            continued="c",
+            continued_ticket=ticket,
+        ),
+        T0 + 2,
+    )
+    assert [k.step_id for k in of(KillAttempt, out)] == ["c"]
+    assert of(Enqueue, out)[0].ready.step_id == "c"  # handed off afresh
     # It names a step that was not prepared for that runner.
     state, _ = handed_b()
     state.steps["c"].offered_to = "r2"

@@ -1,6 +1,7 @@
 """A runner offered an attempt it took (services/runner_agent/taken.py) answers "accepted"
-again and does not run it a second time: while it runs it, and once it has run. Real
-processes: a runner, and offers sent as an orchestrator rebuilt after a crash would."""
+again and does not run it a second time: while it runs it, and once it has run. Under
+another ticket it is another offer: the outcome under the first would not count. Real
+processes: a runner, and offers sent as a dispatcher given the ready message again would."""
 
 from __future__ import annotations
 
@@ -53,8 +54,13 @@ async def test_an_attempt_offered_again_is_accepted_and_runs_once(
         await asyncio.sleep(0.5)
         assert ran.read_text() == "once\n"
         assert s.logs("runner-0").count('"accepted again"') == 3
+        # The same attempt under a new ticket (its run rebuilt after its queued record was
+        # lost) is another offer: it runs again.
+        assert (await offer(nc, msgspec.structs.replace(ready, ticket="anew"))).accepted
+        await until(ran, "once\nonce\n")
+        await asyncio.sleep(1.2)  # "sleep 1": done, the runner is free again
         # Another attempt of the same step is a new one: it runs.
         assert (await offer(nc, msgspec.structs.replace(ready, attempt=2))).accepted
-        await until(ran, "once\nonce\n")
+        await until(ran, "once\nonce\nonce\n")
     finally:
         await nc.close()

@@ -114,6 +114,7 @@ class Continuing:
             or child.attempt != 0
             or child.offered_to != ev.runner
             or not child.ticket
+            or child.ticket != ev.continued_ticket  # prepared anew since: not the one it ran
             or ev.outputs  # a runner continues only after a success without outputs
             or self.run.cancel_requested
         ):

@@ -244,11 +244,11 @@ class RunnerAgent:
         attempt.task = asyncio.create_task(self._run(attempt))
         self.registration.soon()
 
-    async def _go_on(self, done: Attempt) -> str:
-        """Start the continuation of ``done``, which just succeeded without outputs, and
-        name its step; "" if this runner does not (stopping, or it stood still)."""
-        ready = done.then
-        if ready is None or self._stopping or self.stalls.stall_before_now():
+    async def _go_on(self, done: Attempt, ready: StepReady) -> str:
+        """Start ``ready``, the continuation of ``done``, which just succeeded without
+        outputs, and name its step; "" if this runner does not (stopping, or it stood
+        still)."""
+        if self._stopping or self.stalls.stall_before_now():
             return ""
         assert self._ctx is not None
         attempt = Attempt(self._ctx, ready, after=done)

@@ -218,7 +218,7 @@ class Attempt:
     async def run(
         self,
         free: Callable[[], None],
-        go_on: Callable[[Attempt], Awaitable[str]] | None = None,
+        go_on: Callable[[Attempt, StepReady], Awaitable[str]] | None = None,
     ) -> None:
         """Wait for the command, then report its outcome. ``free`` is called once the log
         is complete and before the outcome is published, so the dispatcher's next
@@ -253,10 +253,10 @@ class Attempt:
             )
             outputs = {}
         continued = ""
-        if go_on is not None and self.then is not None and not outputs:
+        then, self.then = self.then, None
+        if go_on is not None and then is not None and not outputs:
             if result.outcome == "succeeded":
-                continued = await go_on(self)
-        self.then = None
+                continued = await go_on(self, then)
         finished = StepFinished(
             run_id=ready.run_id,
             step_id=ready.step_id,
@@ -273,6 +273,7 @@ class Attempt:
             pid=process.pid if self.started_at else None,
             outputs=outputs,
             continued=continued,
+            continued_ticket=then.ticket if continued and then is not None else "",
         )
         ATTEMPTS.labels(finished.outcome).inc()
         await self._send_answer()

@@ -1,10 +1,11 @@
 """The attempts a runner took last, so that one offered again is answered, not run again.
 
-An offer can come twice for one attempt: an orchestrator that handed a step off and died
-before the step's queued record was stored offers it again once it is rebuilt (see
-docs/architecture.md, "Handing off"), and a dispatcher can be given a ready message again
+An offer can come twice for one attempt: a dispatcher can be given a ready message again
 after another one placed it. The runner that took the attempt answers "accepted" again: it
-holds the attempt, or ran it and its outcome is on its way (re-sent until stored).
+holds the attempt, or ran it and its outcome is on its way (re-sent until stored). Only
+under the same ticket: the same attempt queued again under a new one (a run rebuilt after
+its queued record was lost, docs/architecture.md, "Handing off") is another offer, since
+the outcome under the old ticket does not count.
 """
 
 from __future__ import annotations
