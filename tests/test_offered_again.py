@@ -20,8 +20,15 @@ pytestmark = pytest.mark.fault
 
 
 async def offer(nc, ready: StepReady) -> AssignReply:  # type: ignore[no-untyped-def]
-    reply = await nc.request(names.runner_assign("runner-0"), encode(ready), timeout=5)
-    return msgspec.json.decode(reply.data, type=AssignReply)
+    for _ in range(20):
+        reply = await nc.request(names.runner_assign("runner-0"), encode(ready), timeout=5)
+        answer = msgspec.json.decode(reply.data, type=AssignReply)
+        # A runner just started on a busy machine may have stood still (shared/stalls.py):
+        # it refuses, and nothing is taken.
+        if answer.accepted or not (answer.reason or "").startswith("stale"):
+            return answer
+        await asyncio.sleep(0.2)
+    return answer
 
 
 async def until(path: Path, text: str) -> None:
