@@ -39,6 +39,7 @@ def done(
     continued: str = "",
     outputs: dict[str, str] | None = None,
     attempt: int | None = None,
+    continued_ticket: str | None = None,
 ) -> list:
     rec = state.steps[step]
     ev = StepFinished(
@@ -53,7 +54,13 @@ def done(
         outputs=outputs or {},
         continued=continued,
         # The runner reports the ticket the continuation ran under: the prepared one.
-        continued_ticket=state.steps[continued].ticket if continued in state.steps else "",
+        continued_ticket=(
+            continued_ticket
+            if continued_ticket is not None
+            else state.steps[continued].ticket
+            if continued in state.steps
+            else ""
+        ),
     )
     return state.on_finished(ev, T0 + 2)
 
@@ -175,22 +182,7 @@ def test_a_continuation_that_does_not_count_is_killed_on_its_runner() -> None:
     state, _ = handed_b()
     ticket = state.steps["c"].ticket
     state.steps["c"].ticket = "prepared-anew"
-    out = state.on_finished(
-        msgspec.structs.replace(
-            StepFinished(
-                run_id=RUN,
-                step_id="b",
-                attempt=1,
-                runner="r1",
-                ticket=state.steps["b"].ticket,
-                outcome="succeeded",
-                finished_at=from_epoch(T0 + 2),
-            ),
-            continued="c",
-            continued_ticket=ticket,
-        ),
-        T0 + 2,
-    )
+    out = done(state, "b", continued="c", continued_ticket=ticket)
     assert [k.step_id for k in of(KillAttempt, out)] == ["c"]
     assert of(Enqueue, out)[0].ready.step_id == "c"  # handed off afresh
     # It names a step that was not prepared for that runner.

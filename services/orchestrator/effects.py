@@ -342,8 +342,10 @@ class _Batch:
                 last_run = i
             elif isinstance(e, Enqueue) and e.handoff is not None:
                 handed.add(e.ready.step_id)
-            elif isinstance(e, Continue | AwaitHandoff):
-                handed.add(e.ready.step_id if isinstance(e, Continue) else e.step_id)
+            elif isinstance(e, Continue):
+                handed.add(e.ready.step_id)
+            elif isinstance(e, AwaitHandoff):
+                handed.add(e.step_id)
         return cls(run_id, create_run, steps, last_run, handed=handed)
 
 

@@ -217,7 +217,7 @@ class RunState(Continuing):
         if ev.outcome == "succeeded":
             if ev.outputs and step.attempts and step.attempts[-1].attempt == step.attempt:
                 step.attempts[-1].outputs = dict(ev.outputs)  # only a success's are kept
-            return self._succeed(step, ev.finished_at, by=ev.runner, continued=ev)
+            return self._succeed(step, ev.finished_at, by=ev.runner, outcome=ev)
         reason = ev.reason or (
             f"exit code {ev.exit_code}" if ev.exit_code is not None else ev.outcome
         )
@@ -456,12 +456,12 @@ class RunState(Continuing):
         step: StepRecord,
         stamp: str,
         by: str | None = None,
-        continued: StepFinished | None = None,
+        outcome: StepFinished | None = None,
     ) -> list[Effect]:
         """``by``: the runner that succeeded, now free; the first step this readies is
-        handed to it (with the policy's handoff), the others go to the dispatchers. With
-        ``continued`` (the outcome, which names the continuation ``by`` started), that
-        one is queued on it instead, as a handoff it accepted."""
+        handed to it (with the policy's handoff), the others go to the dispatchers. If
+        ``outcome`` names a continuation ``by`` started, that one is queued on it instead,
+        as a handoff it accepted."""
         prev = step.status
         step.status = "succeeded"
         step.reason = None
@@ -472,13 +472,13 @@ class RunState(Continuing):
         ready = self.readiness.succeed(step.id)
         effects: list[Effect] = [PersistStep(step, prev)]
         handoff = by if self.policy.handoff else None
-        if continued is not None and continued.continued:
-            taken = self._take_continuation(step, continued, ready, stamp)
+        if outcome is not None and outcome.continued:
+            taken = self._take_continuation(step, outcome, ready, stamp)
             if taken:
                 effects.extend(taken)
                 handoff = None  # one runner, one step
             else:
-                effects.extend(self._not_continued(continued, "it was not prepared"))
+                effects.extend(self._not_continued(outcome, "it was not prepared"))
         if not self.run.cancel_requested:
             for child_id in ready:
                 child = self.steps[child_id]

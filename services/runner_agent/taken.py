@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 # Run, step, attempt and its ticket: the same attempt offered under another ticket (handed
 # off afresh after a refusal) is another offer, not this one again.
-AttemptKey = tuple[str, str, int, str]
+TakenKey = tuple[str, str, int, str]
 KEPT = 64  # far more than the offers that can be in flight for one runner
 
 
@@ -23,9 +23,9 @@ class Taken:
 
     def __init__(self, kept: int = KEPT) -> None:
         self.kept = kept
-        self._keys: OrderedDict[AttemptKey, None] = OrderedDict()
+        self._keys: OrderedDict[TakenKey, None] = OrderedDict()
 
-    def add(self, key: AttemptKey) -> None:
+    def add(self, key: TakenKey) -> None:
         self._keys[key] = None
         self._keys.move_to_end(key)
         while len(self._keys) > self.kept:
