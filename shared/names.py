@@ -44,6 +44,9 @@ ALL_BUCKETS = (
 
 # Durable consumers
 DISPATCHER_DURABLE = "dispatcher"
+# The dispatchers' consumer of the steps that open a run (``step_ready(..., opens=True)``),
+# served after those of runs under way (docs/architecture.md, "Runs under way first").
+DISPATCHER_OPENING_DURABLE = "dispatcher-opening"
 # The most partitions there may be (HEDDLE_PARTITIONS): the inspector's permissions keep it
 # away from every orchestrator durable there could be, whatever the setting.
 MAX_PARTITIONS = 64
@@ -62,7 +65,7 @@ def service_durables() -> tuple[str, ...]:
     orchestrators = (
         f(p) for p in range(MAX_PARTITIONS) for f in (orch_cmd_durable, orch_events_durable)
     )
-    return (*orchestrators, DISPATCHER_DURABLE)
+    return (*orchestrators, DISPATCHER_DURABLE, DISPATCHER_OPENING_DURABLE)
 
 
 # Subjects. Commands and events are published as heddle.cmd.<kind>.<run> and
@@ -79,6 +82,10 @@ CMD_CANCEL_ALL = "heddle.cmd.cancel.*"
 CMD_TIMER_ALL = "heddle.cmd.timer.*"
 SCHED_ALL = "heddle.sched.>"
 STEP_READY_ALL = "heddle.step.ready.>"
+# A step of a run under way, and a step that opens a run (no dependencies): disjoint, as
+# the work queue's consumers must be.
+STEP_READY_UNDER_WAY = "heddle.step.ready.*.*"
+STEP_READY_OPENING = "heddle.step.ready.*.*.opens"
 EVT_ALL = "heddle.evt.>"
 EVT_PUBLISHED = "heddle.evt.*.*.*.*"
 # Core subscribers see the subject as published, without the partition.
@@ -148,8 +155,19 @@ def sched_timer(run: str, step: str) -> str:
     return f"heddle.sched.timer.{run}.{step}"
 
 
-def step_ready(run: str, step: str) -> str:
-    return f"heddle.step.ready.{run}.{step}"
+def step_ready(run: str, step: str, opens: bool = False) -> str:
+    """Where a step's ready message goes: ``opens`` for a step with no dependencies, which
+    the dispatchers take after the steps of runs under way."""
+    base = f"heddle.step.ready.{run}.{step}"
+    return f"{base}{OPENS_SUFFIX}" if opens else base
+
+
+OPENS_SUFFIX = ".opens"
+
+
+def ready_opens(subject: str) -> bool:
+    """Whether a ready message is of a step that opens its run."""
+    return subject.endswith(OPENS_SUFFIX)
 
 
 def evt(run: str, step: str, kind: str, runner: str) -> str:

@@ -37,15 +37,17 @@ def step_command(ledger: Path, pause: str) -> str:
 
 
 def layered(ledger: Path, rng: random.Random, width: int = WIDTH) -> dict:
-    """LAYERS x ``width`` steps, each depending on two of the layer above: most sleep
-    0.05 s, one in five 0.6 s."""
-    steps = []
+    """One step that opens the run, then LAYERS x ``width`` steps, each depending on two of
+    the layer above: most sleep 0.05 s, one in five 0.6 s. Past the first step every step
+    is of a run under way, so none waits behind another run's steps by design (docs/
+    architecture.md, "Runs under way first") when a kill's effects are timed."""
+    steps: list[dict] = [{"id": "open", "command": step_command(ledger, "0.05")}]
     for layer in range(LAYERS):
         for i in range(width):
             pause = "0.6" if rng.random() < 0.2 else "0.05"
             step: dict = {"id": f"l{layer}s{i}", "command": step_command(ledger, pause)}
-            if layer:
-                step["dependsOn"] = sorted({f"l{layer - 1}s{i}", f"l{layer - 1}s{(i * 7) % width}"})
+            above = (f"l{layer - 1}s{i}", f"l{layer - 1}s{(i * 7) % width}") if layer else ("open",)
+            step["dependsOn"] = sorted(set(above))
             steps.append(step)
     return {"steps": steps}
 
@@ -162,7 +164,7 @@ async def test_two_dispatchers_share_the_pool_and_one_killed_leaves_no_step_stuc
     pids: dict[str, set[int]] = defaultdict(set)
     for _t, _what, _runner, attempt, pid in rows:
         pids[attempt].add(pid)
-    assert len(pids) == 3 * 2 * LAYERS * WIDTH
+    assert len(pids) == 3 * 2 * (1 + LAYERS * WIDTH)
     assert {a: p for a, p in pids.items() if len(p) > 1} == {}
     # No runner ran two steps at once: on each, starts and ends alternate.
     per_runner: dict[str, list[tuple[float, str, str]]] = defaultdict(list)

@@ -93,7 +93,9 @@ async def test_the_dispatcher_holds_the_next_steps_while_every_runner_is_busy(
         await asyncio.sleep(0.05)
     nc = await s.connect()
     try:
-        info = await nc.jetstream().consumer_info(names.STEPS_STREAM, names.DISPATCHER_DURABLE)
+        info = await nc.jetstream().consumer_info(
+            names.STEPS_STREAM, names.DISPATCHER_OPENING_DURABLE
+        )
     finally:
         await nc.close()
     # LOOKAHEAD ready steps in hand for when the runner frees up; the rest wait on the

@@ -151,7 +151,7 @@ async def test_a_run_record_stored_by_an_earlier_try_is_not_a_conflict(nc: Clien
     await ensure_stream(js, stream_configs(Settings())[names.STEPS_STREAM])
     await asyncio.wait_for(applying, 10)
     assert (await record(nc, names.step_key("gc", "a")))["status"] == "queued"
-    ready = await js.get_last_msg(names.STEPS_STREAM, names.step_ready("gc", "a"))
+    ready = await js.get_last_msg(names.STEPS_STREAM, names.step_ready("gc", "a", opens=True))
     assert ready.data
 
 

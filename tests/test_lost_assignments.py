@@ -26,15 +26,16 @@ pytestmark = pytest.mark.fault
 
 
 async def take_ready_message(s: Stack, run_id: str, step_id: str) -> None:
-    """Consume and acknowledge the step's ready message as a dispatcher would once a
-    runner accepted it."""
+    """Consume and acknowledge the ready message of a step that opens its run, as a
+    dispatcher would once a runner accepted it."""
     nc = await s.connect()
     try:
         js = nc.jetstream()
-        await ensure_consumer(js, names.STEPS_STREAM, ready_consumer(Settings()))
-        sub = await js.pull_subscribe_bind(names.DISPATCHER_DURABLE, names.STEPS_STREAM)
+        config = ready_consumer(Settings(), opening=True)
+        await ensure_consumer(js, names.STEPS_STREAM, config)
+        sub = await js.pull_subscribe_bind(config.durable_name, names.STEPS_STREAM)
         [msg] = await sub.fetch(1, timeout=10)
-        assert msg.subject == names.step_ready(run_id, step_id)
+        assert msg.subject == names.step_ready(run_id, step_id, opens=True)
         await msg.ack_sync()
     finally:
         await nc.close()

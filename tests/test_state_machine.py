@@ -388,6 +388,23 @@ def test_children_queue_only_when_every_parent_succeeded() -> None:
     assert state.steps["c"].status == "queued"
 
 
+def test_a_step_with_no_dependencies_opens_its_run_however_often_it_is_queued() -> None:
+    """Steps of runs under way go before steps that open a run (docs/architecture.md): a
+    step opens its run when it depends on nothing, on its first attempt, a retry, a requeue
+    or a restart's re-send alike."""
+    state, effects = make([("a", [], 1), ("b", ["a"], 1)])
+    assert [(e.ready.step_id, e.opens) for e in effects if isinstance(e, Enqueue)] == [("a", True)]
+    assert [(e.ready.step_id, e.opens) for e in lost()(state) if isinstance(e, Enqueue)] == [
+        ("a", True)
+    ]
+    assert [e.opens for e in state.resume(T0 + 1) if isinstance(e, Enqueue)] == [True]
+    out = finished("a")(state)
+    assert [(e.ready.step_id, e.opens) for e in out if isinstance(e, Enqueue)] == [("b", False)]
+    out = finished("b", outcome="failed")(state)
+    retried = state.on_retry_due("b", 2, T0 + 9)
+    assert [(e.ready.attempt, e.opens) for e in retried if isinstance(e, Enqueue)] == [(2, False)]
+
+
 @pytest.mark.parametrize("rand", [0.0, 0.5, 0.999999])
 @pytest.mark.parametrize("failed_attempt", [1, 2, 3, 4])
 def test_retry_delay_is_inside_backoff_bounds(failed_attempt: int, rand: float) -> None:

@@ -134,7 +134,7 @@ async def test_an_unreadable_outcome_postpones_a_lost_attempts_requeue(
     actor, liveness = await watched_run(nc, js, nats_server, ["lost"])
     # Its ready message is gone (as with a broker killed at the wrong moment), and no runner
     # ever heartbeat it.
-    await js.purge_stream(names.STEPS_STREAM, subject=names.step_ready(RUN, "lost"))
+    await js.purge_stream(names.STEPS_STREAM, subject=names.step_ready(RUN, "lost", opens=True))
     period = liveness.backstop.tracker.period
     # The ready listing works; the outcome read gets no answer in time.
     liveness.backstop = Backstop(period, lambda run_id: ready_steps(js, run_id))

@@ -96,3 +96,50 @@ async def test_close_wakes_everyone_and_stops_waiting():
     assert await asyncio.gather(*tasks) == [True, True, True]
     assert await asyncio.wait_for(line.wait(60.0), 1.0) is True
     assert line.awake == 0
+
+
+async def test_steps_of_runs_under_way_are_woken_before_steps_that_open_a_run():
+    line = WaitingLine()
+    opening = [asyncio.create_task(line.wait(5.0, opening=True)) for _ in range(2)]
+    await asyncio.sleep(0)
+    under_way = await _waiters(line, 2)
+    assert len(line) == 4 and line.under_way == 2
+    assert line.wake(3) == 3
+    # Both under way first, though they came later; then the first opening step.
+    assert line.under_way == 2  # woken, not yet resumed: still theirs to take
+    await asyncio.sleep(0)
+    assert [t.done() for t in under_way + opening] == [True, True, True, False]
+    assert line.under_way == 0 and line.awake == 0
+    line.close()
+    await asyncio.gather(*opening)
+
+
+async def test_an_opening_step_beaten_to_the_runner_waits_at_the_front_of_its_own_line():
+    line = WaitingLine()
+    opening = [asyncio.create_task(line.wait(5.0, opening=True)) for _ in range(2)]
+    await asyncio.sleep(0)
+    line.wake(1)
+    await asyncio.sleep(0)
+    assert opening[0].done()
+    again = asyncio.create_task(line.wait(5.0, front=True, opening=True))
+    under_way = await _waiters(line, 1)
+    line.wake(1)
+    await asyncio.sleep(0)
+    assert under_way[0].done() and not again.done() and not opening[1].done()
+    line.wake(1)
+    await asyncio.sleep(0)
+    assert again.done() and not opening[1].done()
+    line.close()
+    await asyncio.gather(*opening)
+
+
+async def test_a_cancelled_under_way_waiter_passes_its_wake_to_an_opening_one():
+    line = WaitingLine()
+    opening = asyncio.create_task(line.wait(5.0, opening=True))
+    [under_way] = await _waiters(line, 1)
+    line.wake(1)
+    under_way.cancel()
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert opening.done() and opening.result() is True
+    assert line.under_way == 0 and line.awake == 0

@@ -2,8 +2,10 @@
 
 It pulls ready steps from the HEDDLE_STEPS work queue only while runners are free, so a
 saturated pool leaves steps in the stream (nothing dropped) and a runner that frees up gets
-the next one at once. An assignment is a request to the runner's own subject; the ready
-message is acknowledged only once a runner accepted it.
+the next one at once. The steps of runs under way go before those that open a run: two
+consumers, and a free runner goes to the first kind while one waits. An assignment is a
+request to the runner's own subject; the ready message is acknowledged only once a runner
+accepted it.
 """
 
 from __future__ import annotations
@@ -68,13 +70,15 @@ class Dispatcher:
         self._feed = PoolFeed(self.pool, changed=self._wake)
         self._tasks: list[asyncio.Task] = []
         self._inflight: set[asyncio.Task] = set()
-        self._unplaced = 0  # ready messages in hand that no runner is reserved for
+        # Ready messages in hand that no runner is reserved for, of runs under way (False)
+        # and that open a run (True).
+        self._unplaced = {False: 0, True: 0}
         self._hand = Hand()
         # Half the acknowledgement wait: a message handled just after a longer stall may
         # have gone to another dispatcher meanwhile (shared/stalls.py).
         self.stalls = LoopStalls(ack_wait(settings) / 2)
         self._stopping = False
-        self._pull: ContinuousPull | None = None
+        self._pulls: list[ContinuousPull] = []  # runs under way, then opening steps
         self.nc: Client | None = None
         # The pool's view, read when scraped: nothing is counted per step.
         RUNNERS.set_function(lambda: len(self.pool.runners))
@@ -102,12 +106,15 @@ class Dispatcher:
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self.stalls.start()
         self._events_sub = await self.nc.subscribe(names.EVT_FINISHED_ALL, cb=self._feed.on_event)
-        await ensure_consumer(self.js, names.STEPS_STREAM, ready_consumer(self.settings))
         # Credit follows the free runners: a saturated pool leaves steps in the stream.
-        self._pull = ContinuousPull(
-            self.nc, names.STEPS_STREAM, names.DISPATCHER_DURABLE, self._on_ready, credit=0
-        )
-        await self._pull.start()
+        for opening in (False, True):
+            config = ready_consumer(self.settings, opening)
+            await ensure_consumer(self.js, names.STEPS_STREAM, config)
+            pull = ContinuousPull(
+                self.nc, names.STEPS_STREAM, config.durable_name, self._on_ready, credit=0
+            )
+            await pull.start()
+            self._pulls.append(pull)
         before_scrape(self._count_waiting)
         initial = asyncio.Event()
         self._tasks = [
@@ -140,15 +147,15 @@ class Dispatcher:
         forget_before_scrape(self._count_waiting)
         if self.autoscaling is not None:
             await self.autoscaling.stop()
-        if self._pull is not None:
+        for pull in self._pulls:
             # Still subscribed: what the requests already out bring is given back at once.
-            await self._pull.pause()
+            await pull.pause()
         self._line.close()  # the steps waiting for a runner go back to the stream (_place)
         await cancel_and_wait(*self._tasks)
         if self._inflight:
             await asyncio.wait(self._inflight, timeout=self.settings.shutdown_grace)
-        if self._pull is not None:
-            await self._pull.stop()
+        for pull in self._pulls:
+            await pull.stop()
         self.stalls.stop()
         await close(self.nc)
 
@@ -157,24 +164,25 @@ class Dispatcher:
         consumer, and those in hand without a runner. Left as it was if NATS is away."""
         pending = await self._pending()
         if pending is not None:
-            READY_WAITING.set(pending + max(self._unplaced, 0))
+            READY_WAITING.set(pending + max(sum(self._unplaced.values()), 0))
 
     async def _pending(self) -> int | None:
-        """Ready steps the stream still holds for this consumer; None if not known."""
-        try:
-            info = await self.js.consumer_info(
-                names.STEPS_STREAM, names.DISPATCHER_DURABLE, timeout=1.0
-            )
-        except NatsError as exc:  # its TimeoutError, a closed connection, the server's error
-            log.debug("ready backlog unknown: %s", exc)
-            return None
-        return info.num_pending or 0
+        """Ready steps the stream still holds for the two consumers; None if not known."""
+        pending = 0
+        for pull in self._pulls:
+            try:
+                info = await self.js.consumer_info(names.STEPS_STREAM, pull.durable, timeout=1.0)
+            except NatsError as exc:  # its TimeoutError, a closed connection, the server's
+                log.debug("ready backlog unknown: %s", exc)
+                return None
+            pending += info.num_pending or 0
+        return pending
 
     async def _reconnected(self) -> None:
         self._hand.reconnected(time.monotonic())
-        if self._pull is not None:
-            self._pull.reset()
-            await self._pull.top_up()
+        for pull in self._pulls:
+            pull.reset()
+            await pull.top_up()
         # KV watchers are ephemeral: start the registry watch again.
         if self._tasks and not self._stopping:
             self._tasks[0].cancel()
@@ -187,18 +195,20 @@ class Dispatcher:
         for more. The pull request is written in this turn of the loop, so it leaves in the
         same write as whatever else this turn sends (an acknowledgement, usually)."""
         self._line.wake(self._recredit())
-        if self._pull is not None and not self._stopping:
-            await self._pull.top_up()
+        for pull in self._pulls:
+            if not self._stopping:
+                await pull.top_up()
 
     def _recredit(self) -> int:
         """Ask the server for as many steps as there are free runners, plus LOOKAHEAD,
         minus the steps in hand that no runner is reserved for yet. Returns the free count."""
         free = len(self.pool.free())
-        if self._pull is not None:
-            # A free runner with no step in hand for it is served at once; the lookahead
-            # alone is refilled half at a time, so a saturated pool asks once per few steps.
-            at_least = 1 if free > self._unplaced else LOOKAHEAD // 2
-            self._pull.set_credit(max(free + LOOKAHEAD - self._unplaced, 0), at_least)
+        # A free runner with no step in hand for it is served at once; the lookahead
+        # alone is refilled half at a time, so a saturated pool asks once per few steps.
+        for opening, pull in enumerate(self._pulls):
+            unplaced = self._unplaced[bool(opening)]
+            at_least = 1 if free > unplaced else LOOKAHEAD // 2
+            pull.set_credit(max(free + LOOKAHEAD - unplaced, 0), at_least)
         return free
 
     # ---- dispatching ----
@@ -206,7 +216,7 @@ class Dispatcher:
     async def _on_ready(self, msg: Msg) -> Outcome:
         if self._stopping:
             return Outcome.RETURNED  # to another dispatcher at once
-        self._unplaced += 1
+        self._unplaced[names.ready_opens(msg.subject)] += 1
         self._recredit()  # before the pull tops itself up after this message
         task = asyncio.create_task(self._assign(msg))
         self._inflight.add(task)
@@ -217,7 +227,7 @@ class Dispatcher:
         try:
             ready = step_ready_decoder.decode(msg.data)
         except msgspec.DecodeError as exc:
-            self._unplaced -= 1
+            self._unplaced[names.ready_opens(msg.subject)] -= 1
             log.error("dropping undecodable ready message %s: %s", msg.subject, exc)
             await settle(msg, Outcome.REFUSED)
             return
@@ -228,7 +238,7 @@ class Dispatcher:
         if key in self._hand:
             # Another copy is being offered right now; this one is left unacknowledged and
             # comes back, if ever, once that one is placed (and then is checked).
-            self._unplaced -= 1
+            self._unplaced[names.ready_opens(msg.subject)] -= 1
             return
         check = self._hand.take(key, time.monotonic()) or redelivered(msg) or ready.check
         try:
@@ -247,7 +257,7 @@ class Dispatcher:
                 if await already_taken(self.js, self.runs_kv, ready):
                     await self._unplace(msg, ready, Outcome.DONE, "already taken")
                     return
-            name = await self._reserve(msg, key)
+            name = await self._reserve(msg, key, opening=names.ready_opens(msg.subject))
             if name is None:
                 # Back to the stream at once, for another dispatcher (a rolling update), or
                 # for this one's successor.
@@ -260,7 +270,7 @@ class Dispatcher:
                 await self._wake()
                 await self._unplace(msg, ready, Outcome.LEFT, f"left: {why}")
                 return
-            self._unplaced -= 1
+            self._unplaced[names.ready_opens(msg.subject)] -= 1
             if offered:  # a full ack wait for this offer too
                 await settle(msg, Outcome.WAITING)
                 self._hand.touch(key, time.monotonic())
@@ -268,7 +278,7 @@ class Dispatcher:
             answer = await self._offer(msg, ready, name)
             if answer is Answer.ACCEPTED:
                 return
-            self._unplaced += 1
+            self._unplaced[names.ready_opens(msg.subject)] += 1
             # Unanswered, the request may have arrived and only the answer been lost.
             check = answer is Answer.UNANSWERED
 
@@ -283,15 +293,16 @@ class Dispatcher:
             return f"held {held:.1f}s since it was last touched"
         return None
 
-    async def _reserve(self, msg: Msg, key: AttemptKey) -> str | None:
-        """A free runner, reserved for this message, once there is one; None if this
-        dispatcher stops first. The message is touched while it waits, so it is not lost."""
+    async def _reserve(self, msg: Msg, key: AttemptKey, opening: bool) -> str | None:
+        """A free runner, reserved for this message, once there is one and (for a step that
+        opens a run) no step of a run under way waits for it; None if this dispatcher stops
+        first. The message is touched while it waits, so it is not lost."""
         touch_every = ack_wait(self.settings) / 3
         # Timed from the last touch, not from the last wake: a pool that turns over often
         # wakes a waiter often, and the message must still be touched.
         touch_at = time.monotonic() + touch_every
         woken = False
-        while (name := self.pool.reserve()) is None:
+        while (name := self._free_runner(opening)) is None:
             if self._stopping:
                 return None
             if (left := touch_at - time.monotonic()) <= 0:
@@ -301,8 +312,16 @@ class Dispatcher:
                 touch_at = now + touch_every
                 continue
             # Woken and beaten to the runner: the front of the line again.
-            woken = await self._line.wait(left, front=woken)
+            woken = await self._line.wait(left, front=woken, opening=opening)
         return name
+
+    def _free_runner(self, opening: bool) -> str | None:
+        """A free runner reserved, unless the step opens a run and a step of a run under
+        way waits: then the free runners wake those."""
+        if opening and self._line.under_way:
+            self._line.wake(len(self.pool.free()))
+            return None
+        return self.pool.reserve()
 
     async def _offer(self, msg: Msg, ready: StepReady, name: str) -> Answer:
         """Offer the step to the reserved runner ``name``; on acceptance, lease it and
@@ -323,7 +342,7 @@ class Dispatcher:
 
     async def _unplace(self, msg: Msg, ready: StepReady, outcome: Outcome, what: str) -> None:
         """Settle a ready message in hand that no runner will be given here."""
-        self._unplaced -= 1
+        self._unplaced[names.ready_opens(msg.subject)] -= 1
         self._said(what, ready, attempt=ready.attempt)
         await settle(msg, outcome)
 

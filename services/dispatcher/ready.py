@@ -1,4 +1,4 @@
-"""The dispatchers' shared consumer of ready steps, and how long a message stays in one's hand."""
+"""The dispatchers' shared consumers of ready steps, and how long a message stays in one's hand."""
 
 from __future__ import annotations
 
@@ -26,11 +26,12 @@ def ack_wait(settings: Settings) -> float:
     return max(settings.ready_ack_wait, 2 * settings.assign_timeout)
 
 
-def ready_consumer(settings: Settings) -> ConsumerConfig:
-    """The dispatchers' shared durable consumer of ready steps."""
+def ready_consumer(settings: Settings, opening: bool = False) -> ConsumerConfig:
+    """One of the dispatchers' two shared durable consumers of ready steps: of the steps of
+    runs under way, or (``opening``) of the steps that open a run, served after those."""
     return ConsumerConfig(
-        durable_name=names.DISPATCHER_DURABLE,
-        filter_subject=names.STEP_READY_ALL,
+        durable_name=names.DISPATCHER_OPENING_DURABLE if opening else names.DISPATCHER_DURABLE,
+        filter_subject=names.STEP_READY_OPENING if opening else names.STEP_READY_UNDER_WAY,
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=ack_wait(settings),
         max_ack_pending=-1,

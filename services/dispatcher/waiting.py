@@ -15,45 +15,54 @@ from collections import deque
 
 class WaitingLine:
     def __init__(self) -> None:
-        self._line: deque[asyncio.Future[bool]] = deque()
+        self._line: deque[asyncio.Future[bool]] = deque()  # steps of runs under way
+        self._opening: deque[asyncio.Future[bool]] = deque()  # steps that open a run
         self._awake = 0  # woken, not yet resumed: each is about to take a free runner
+        self._awake_under_way = 0  # of which steps of runs under way
         self._closed = False
 
     def __len__(self) -> int:
         """Waiters not woken yet."""
-        return len(self._line)
+        return len(self._line) + len(self._opening)
 
     @property
     def awake(self) -> int:
         return self._awake
 
-    async def wait(self, timeout: float, *, front: bool = False) -> bool:
+    @property
+    def under_way(self) -> int:
+        """Steps of runs under way waiting, woken or not: a step that opens a run leaves
+        them a free runner."""
+        return len(self._line) + self._awake_under_way
+
+    async def wait(self, timeout: float, *, front: bool = False, opening: bool = False) -> bool:
         """Until this waiter is woken (True), or ``timeout`` seconds (False). A closed line
         does not wait."""
         if self._closed:
             return True
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
+        line = self._opening if opening else self._line
         if front:
-            self._line.appendleft(fut)
+            line.appendleft(fut)
         else:
-            self._line.append(fut)
+            line.append(fut)
         timer = loop.call_later(timeout, _expire, fut)
         try:
             woken = await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled() and fut.result():
-                self._resumed()
+                self._resumed(opening)
                 self._wake_next()  # the wake meant for this waiter goes to the next one
             else:
-                self._forget(fut)
+                self._forget(line, fut)
             raise
         finally:
             timer.cancel()
         if woken:
-            self._resumed()
+            self._resumed(opening)
         else:
-            self._forget(fut)
+            self._forget(line, fut)
         return woken
 
     def wake(self, free: int) -> int:
@@ -64,12 +73,14 @@ class WaitingLine:
         return woken
 
     def _wake_next(self) -> bool:
-        while self._line:
-            fut = self._line.popleft()
-            if not fut.done():
-                fut.set_result(True)
-                self._awake += 1
-                return True
+        for line in (self._line, self._opening):
+            while line:
+                fut = line.popleft()
+                if not fut.done():
+                    fut.set_result(True)
+                    self._awake += 1
+                    self._awake_under_way += line is self._line
+                    return True
         return False
 
     def close(self) -> None:
@@ -78,12 +89,14 @@ class WaitingLine:
         while self._wake_next():
             pass
 
-    def _resumed(self) -> None:
+    def _resumed(self, opening: bool) -> None:
         self._awake -= 1
+        self._awake_under_way -= not opening
 
-    def _forget(self, fut: asyncio.Future[bool]) -> None:
+    @staticmethod
+    def _forget(line: deque[asyncio.Future[bool]], fut: asyncio.Future[bool]) -> None:
         try:
-            self._line.remove(fut)
+            line.remove(fut)
         except ValueError:
             pass
 

@@ -41,6 +41,9 @@ class Enqueue:
     # The runner to hand the attempt to directly, right after its queued record, rather
     # than through the dispatchers' stream (the runner whose success just readied it).
     handoff: str | None = None
+    # A step with no dependencies: it opens its run, and the dispatchers serve the steps of
+    # runs under way before it (docs/architecture.md, "Runs under way first").
+    opens: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -228,7 +228,7 @@ class EffectRunner:
         msg_id = names.ready_msg_id(ready.run_id, ready.step_id, ready.attempt, ready.requeue)
         batch.futures.append(
             await self.acked.publish(
-                names.step_ready(ready.run_id, ready.step_id),
+                names.step_ready(ready.run_id, ready.step_id, eff.opens),
                 encode(ready),
                 headers={"Nats-Msg-Id": msg_id},
             )

@@ -73,6 +73,10 @@ def _carry_over(step: StepRecord, done: AttemptRecord, run_id: str) -> None:
     step.reason = f"succeeded in run {run_id}; not run again"
 
 
+def _enqueue(step: StepRecord, ready: StepReady, handoff: str | None = None) -> Enqueue:
+    return Enqueue(ready, handoff, opens=not step.depends_on)
+
+
 class RunState(Continuing):
     """One run's steps, as the orchestrator's actor holds them in memory."""
 
@@ -275,7 +279,7 @@ class RunState(Continuing):
         return [
             PersistStep(step, step.status),
             Requeued(step.id, attempt, step.requeues),
-            Enqueue(ready),
+            _enqueue(step, ready),
         ]
 
     @staticmethod
@@ -307,7 +311,7 @@ class RunState(Continuing):
         ready, _ = self._ready(step)
         if answer == "unanswered":
             ready = msgspec.structs.replace(ready, check=True)
-        return [Enqueue(ready)]
+        return [_enqueue(step, ready)]
 
     def on_heartbeat(
         self, step_id: str, attempt: int, runner: str, stored_at: str | None
@@ -380,7 +384,7 @@ class RunState(Continuing):
         # Stored with the queued record, so that whoever rebuilds the run knows a runner
         # may hold the attempt although no ready message of it is in the stream.
         step.offered_to = handoff
-        effects: list[Effect] = [PersistStep(step, prev), Enqueue(ready, handoff)]
+        effects: list[Effect] = [PersistStep(step, prev), _enqueue(step, ready, handoff)]
         if handoff is not None:
             effects.extend(self._prepare_next(step, handoff, stamp))
         return effects
@@ -569,7 +573,7 @@ class RunState(Continuing):
                 effects.append(AwaitHandoff(step.id, step.attempt, step.requeues, step.offered_to))
             elif step.status == "queued":
                 step.queued_at = step.queued_at or stamp
-                effects.append(Enqueue(self._ready(step)[0]))
+                effects.append(_enqueue(step, self._ready(step)[0]))
             elif (
                 step.status == "pending"
                 and not self.run.cancel_requested

@@ -48,11 +48,11 @@ async def ready_steps(js: JetStreamContext, run_id: str) -> set[str] | None:
     filtered to the run's ready subjects. None when the server could not say."""
     prefix = names.step_ready(run_id, "")
     try:
-        info = await js.stream_info(names.STEPS_STREAM, subjects_filter=prefix + "*")
+        info = await js.stream_info(names.STEPS_STREAM, subjects_filter=prefix + ">")
     except NatsError as exc:
         log.warning("listing the ready steps of run %s failed: %s", run_id, exc)
         return None
     subjects = info.state.subjects or {}
     if len(subjects) >= SUBJECTS_PAGE:
         return None
-    return {s[len(prefix) :] for s in subjects}
+    return {s[len(prefix) :].removesuffix(names.OPENS_SUFFIX) for s in subjects}

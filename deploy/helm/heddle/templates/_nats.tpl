@@ -19,7 +19,7 @@ the lists are sorted and deduplicated, as Permissions.to_config() does.
 {{- define "heddle.nats.durables" -}}
 {{- $out := list -}}
 {{- range $p := until 64 }}{{ $out = concat $out (list (printf "orchestrator-cmd-%d" $p) (printf "orchestrator-events-%d" $p)) }}{{ end -}}
-{{- append $out "dispatcher" | toRawJson -}}
+{{- concat $out (list "dispatcher" "dispatcher-opening") | toRawJson -}}
 {{- end -}}
 
 {{/* info(*streams): check the server and look streams up. Usage: include ... (list "S1" "S2") */}}
