@@ -148,6 +148,9 @@ class StepReady(Wire, frozen=True):
     after: str = ""
     after_attempt: int = 0
     after_ticket: str = ""  # that attempt's: the continuation follows it as it was given
+    # This attempt's continuation, given with it to whichever runner a dispatcher gives it
+    # (the orchestrator does not know that runner yet); one with ``after`` set has none.
+    then: StepReady | None = None
 
 
 class AssignReply(Wire, frozen=True):

@@ -183,9 +183,10 @@ class Settings:
     continue_chains: str = _s(
         "on",
         "HEDDLE_CONTINUE",
-        "a step handed to a runner takes along the next steps of its chain, each started by "
-        "that runner the moment the one before succeeds without outputs, the orchestrator told "
-        "by the outcome: on or off; nothing without HEDDLE_HANDOFF",
+        "a step handed to a runner takes along the next steps of its chain (one placed by a "
+        "dispatcher, the next one), each started by that runner the moment the one before "
+        "succeeds without outputs, the orchestrator told by the outcome: on or off; nothing "
+        "without HEDDLE_HANDOFF",
     )
     nats_timeout: float = _s(
         10.0,

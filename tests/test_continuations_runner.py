@@ -164,3 +164,28 @@ async def test_the_kill_of_the_attempt_it_follows_kills_the_continuation(
     await nc.publish(names.runner_cancel(RUNNER), encode(kill))
     await until(lambda: len(outcomes.got) == 2, 10, "the continuation's outcome")
     assert (outcomes.of("b").outcome, outcomes.of("b").reason) == ("cancelled", "cancelled")
+
+
+async def test_a_continuation_given_with_its_offer_runs_at_the_success(
+    runner, tmp_path: Path
+) -> None:
+    """As a dispatcher offers a step the orchestrator gave its continuation along (in the
+    ready message's ``then``): one request, a short step included."""
+    _, nc, outcomes = runner
+    ran = tmp_path / "ran"
+    first = msgspec.structs.replace(
+        ready("r3", "a", f"echo a >> {ran}"), then=ready("r3", "b", f"echo b >> {ran}", after="a")
+    )
+    for _ in range(20):
+        reply = await nc.request(names.runner_assign(RUNNER), encode(first), timeout=5)
+        answer = msgspec.json.decode(reply.data, type=AssignReply)
+        if answer.accepted or not (answer.reason or "").startswith("stale"):
+            break
+        await asyncio.sleep(0.2)
+    assert answer.accepted, answer.reason
+    await until(lambda: len(outcomes.got) == 2, 10, "both outcomes")
+    assert ran.read_text() == "a\nb\n"
+    assert [(f.step_id, f.continued, f.continued_ticket) for f in outcomes.got] == [
+        ("a", "b", "ticket-b"),
+        ("b", "", ""),
+    ]

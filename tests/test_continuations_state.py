@@ -8,7 +8,7 @@ import dataclasses
 
 import msgspec
 
-from services.orchestrator.continuations import CONTINUATION_DEPTH
+from services.orchestrator.continuations import ANY_RUNNER, CONTINUATION_DEPTH
 from services.orchestrator.decisions import (
     AwaitHandoff,
     Continue,
@@ -241,3 +241,78 @@ def test_a_rebuilt_run_waits_for_a_started_continuation_as_for_a_lost_answer() -
     assert of(Enqueue, effects) == []
     # The prepared steps after it stay as they are: the runner may hold them.
     assert [rebuilt.steps[s].offered_to for s in "def"] == ["r1"] * 3
+
+
+# ---- a step placed by a dispatcher carries its continuation in its ready message ----
+
+
+def test_a_step_for_the_dispatchers_carries_its_chain_successor_for_any_runner() -> None:
+    state, effects = make(chain(), policy=CONTINUING)
+    [enq] = of(Enqueue, effects)
+    a, b = state.steps["a"], state.steps["b"]
+    then = enq.ready.then
+    assert enq.handoff is None and then is not None
+    assert (then.step_id, then.attempt, then.ticket) == ("b", 1, b.ticket)
+    assert (then.after, then.after_attempt, then.after_ticket) == ("a", 1, a.ticket)
+    assert then.then is None and b.ticket and b.ticket != a.ticket
+    # Prepared, still pending, for whichever runner takes "a"; its record goes first.
+    assert (b.status, b.attempt, b.offered_to) == ("pending", 0, ANY_RUNNER)
+    writes = [i for i, e in enumerate(effects) if isinstance(e, PersistStep) and e.step is b]
+    assert writes[0] < effects.index(enq)
+    assert of(Continue, effects) == []  # no runner to send it to
+    # Only one: the rest of the chain is prepared once a runner is known.
+    assert state.steps["c"].offered_to is None
+
+
+def test_a_carried_continuation_started_by_any_runner_is_that_runners() -> None:
+    state, _ = make(chain(), policy=CONTINUING)
+    out = done(state, "a", runner="r7", continued="b")
+    b = state.steps["b"]
+    assert (b.status, b.attempt, b.offered_to) == ("queued", 1, "r7")
+    assert of(AwaitHandoff, out) == [AwaitHandoff("b", 1, 0, "r7", continued=True)]
+    assert of(Enqueue, out) == [] and of(KillAttempt, out) == []
+    # From there the chain goes on as any handed-off step's: prepared for r7.
+    assert [(e.ready.step_id, e.runner) for e in of(Continue, out)] == [
+        ("c", "r7"),
+        ("d", "r7"),
+        ("e", "r7"),
+    ]
+
+
+def test_a_retry_carries_its_continuation_again_after_that_attempt() -> None:
+    state, _ = make(chain(retries=1), policy=CONTINUING)
+    first = state.steps["b"].ticket
+    out = done(state, "a", outcome="failed")
+    assert state.steps["b"].offered_to is None and state.steps["b"].ticket == ""
+    [retry] = of(ScheduleRetry, out)
+    [enq] = of(Enqueue, state.on_retry_due("a", retry.attempt, T0 + 5))
+    then = enq.ready.then
+    assert then is not None and (then.after_attempt, then.after_ticket) == (
+        2,
+        state.steps["a"].ticket,
+    )
+    assert then.ticket == state.steps["b"].ticket != first
+    # An outcome naming the continuation with its first ticket does not count.
+    out = done(state, "a", attempt=2, continued="b", continued_ticket=first)
+    assert of(KillAttempt, out) == [
+        KillAttempt("r1", "b", 1, "continuation not taken: it was not prepared")
+    ]
+
+
+def test_a_step_whose_message_would_be_too_large_with_its_continuation_carries_none() -> None:
+    policy = dataclasses.replace(CONTINUING, max_ready_bytes=1200)
+    state, effects = make([("a", [], 1), ("b", ["a"], 0)], policy=policy)
+    assert of(Enqueue, effects)[0].ready.then is not None
+    [retry] = of(ScheduleRetry, done(state, "a", outcome="failed"))
+    # Each fits in a ready message alone, not both in one.
+    state.steps["a"].env = {"BIG": "x" * 500}
+    state.steps["b"].env = {"BIG": "x" * 600}
+    [enq] = of(Enqueue, state.on_retry_due("a", retry.attempt, T0 + 5))
+    assert enq.ready.then is None
+    assert (state.steps["b"].offered_to, state.steps["b"].ticket) == (None, "")
+
+
+def test_a_step_with_two_parents_is_not_carried() -> None:
+    steps = [("a", [], 0), ("x", [], 0), ("b", ["a", "x"], 0)]
+    _, effects = make(steps, policy=CONTINUING)
+    assert [e.ready.then for e in of(Enqueue, effects)] == [None, None]

@@ -53,7 +53,8 @@ async def test_a_handoff_its_runner_cannot_take_goes_through_the_dispatcher(
 ) -> None:
     """The runner that ran ``a`` exits (nobody answers on its subject) or freezes right after
     its outcome is stored (the offer arrives and is never answered): ``b`` is placed by the
-    dispatcher on the other runner, its first attempt, not a retry."""
+    dispatcher on the other runner, its first attempt, not a retry. (``a`` has an output, so
+    its runner does not go on to ``b`` as its continuation.)"""
     s = await stack(runners=0, HEDDLE_REGISTRY_TTL="30")
     s.start("runner-x", HEDDLE_FAILPOINTS=f"runner.after_report={action}")
     await s.wait_ready(1)
@@ -61,7 +62,7 @@ async def test_a_handoff_its_runner_cannot_take_goes_through_the_dispatcher(
     await s.wait_ready(2)
     try:
         a_then_b = [
-            {"id": "a", "command": "true"},
+            {"id": "a", "command": 'echo out=1 >> "$HEDDLE_OUTPUTS"'},
             {"id": "b", "command": "true", "dependsOn": ["a"]},
         ]
         run = await s.wait_run(await s.submit({"steps": a_then_b}), timeout=30)

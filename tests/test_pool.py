@@ -164,3 +164,18 @@ def test_a_runner_that_went_on_to_a_continuation_stays_busy() -> None:
     pool.refused("a", silent=False, now=0)
     assert not pool.release("a", "r", "u", 1, continued="v")
     assert pool.free(now=0.1) == []
+
+
+def test_a_continuation_named_by_an_outcome_that_overtook_the_acceptance_holds_the_runner() -> None:
+    """A step placed by a dispatcher carries its continuation (docs/architecture.md): its
+    runner's outcome, naming the continuation it went on to, can come before its acceptance."""
+    pool = Pool()
+    pool.update(info("a", jobs=3))
+    assert pool.reserve(now=0) == "a"
+    assert not pool.release("a", "r", "s", 1, continued="t")  # before the acceptance
+    pool.accepted("a", "r", "s", 1, jobs=4)
+    assert pool.busy("a") and pool.free(now=0) == []
+    pool.update(info("a", status="idle", jobs=4))  # older than the continuation: still busy
+    assert pool.busy("a")
+    assert pool.release("a", "r", "t", 1)  # its outcome ends it
+    assert pool.free(now=0) == ["a"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
+
 from services.runner_agent.continuations import AttemptKey, Continuations
 from shared.contracts import StepReady
 
@@ -60,3 +62,17 @@ def test_those_of_attempts_never_offered_are_forgotten_oldest_first() -> None:
         held.hold(ready(f"c{n}", "t", after=f"p{n}", after_ticket="tp"), None)
     kept = [n for n in range(5) if held.of(Running(ready(f"p{n}", "tp")))]
     assert kept == [2, 3, 4]
+
+
+def test_a_continuation_given_with_the_offer_is_taken_if_it_follows_that_attempt() -> None:
+    held = Continuations()
+    carried = ready("b", "tb", after="a", after_ticket="ta")
+    a = Running(msgspec.structs.replace(ready("a", "ta"), then=carried))
+    assert held.of(a) == carried
+    # Under another ticket, after another step, or itself carrying one: not taken.
+    for then in (
+        ready("b", "tb", after="a", after_ticket="t-old"),
+        ready("b", "tb", after="x", after_ticket="ta"),
+        msgspec.structs.replace(carried, then=ready("c", "tc", after="b", after_ticket="tb")),
+    ):
+        assert held.of(Running(msgspec.structs.replace(ready("a", "ta"), then=then))) is None

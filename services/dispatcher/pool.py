@@ -45,8 +45,9 @@ class Pool:
         self.suspect_for = suspect_for
         self._order: list[str] = []  # least recently used first
         self._released_jobs: dict[str, int] = {}
-        # Finished events that overtook the runner's acceptance reply: runner -> attempt.
-        self._early: dict[str, tuple[str, str, int]] = {}
+        # Finished events that overtook the runner's acceptance reply: runner -> attempt,
+        # and the continuation it went on to ("" if none).
+        self._early: dict[str, tuple[str, str, int, str]] = {}
 
     def update(self, info: RunnerInfo) -> None:
         known = self.runners.get(info.name)
@@ -115,9 +116,14 @@ class Pool:
 
     def accepted(self, name: str, run_id: str, step_id: str, attempt: int, jobs: int) -> None:
         self.reserved.discard(name)
-        if self._early.pop(name, None) == (run_id, step_id, attempt):
-            self._released_jobs[name] = max(self._released_jobs.get(name, 0), jobs)
-            return  # it finished before we heard it accepted
+        early = self._early.pop(name, None)
+        if early is not None and early[:3] == (run_id, step_id, attempt):
+            # It finished before we heard it accepted: free, or on to its continuation.
+            if early[3] and name in self.runners:
+                self.leases[name] = Lease(name, run_id, early[3], 1, jobs + 1)
+            else:
+                self._released_jobs[name] = max(self._released_jobs.get(name, 0), jobs)
+            return
         if name in self.runners:
             self.leases[name] = Lease(name, run_id, step_id, attempt, jobs)
 
@@ -149,8 +155,8 @@ class Pool:
             del self.leases[name]
             self._suspect_until.pop(name, None)
             return True
+        if name in self.reserved:
+            self._early[name] = (run_id, step_id, attempt, continued)
         if continued:
             return False
-        if name in self.reserved:
-            self._early[name] = (run_id, step_id, attempt)
         return self._suspect_until.pop(name, None) is not None and name not in self.leases

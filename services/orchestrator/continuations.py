@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from services.orchestrator.decisions import AwaitHandoff, Continue, Effect, KillAttempt, PersistStep
-from shared.contracts import RunRecord, StepFinished, StepReady, StepRecord
+from shared.contracts import RunRecord, StepFinished, StepReady, StepRecord, encode
 
 if TYPE_CHECKING:
     from services.orchestrator.state import Policy
@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 # How many steps of a chain a runner holds as continuations (Continuing._prepare_next).
 CONTINUATION_DEPTH = 3
+# Who holds a continuation carried in its step's ready message: whichever runner a
+# dispatcher gives that step (not a runner's name: those match names.ID_PATTERN).
+ANY_RUNNER = "*"
 
 
 class Continuing:
@@ -69,6 +72,30 @@ class Continuing:
             before, attempt = child, 1
         return effects
 
+    def _carried(
+        self, step: StepRecord, ready: StepReady, stamp: str
+    ) -> tuple[list[Effect], StepReady]:
+        """``ready`` (``step``'s attempt, for the dispatchers) carrying its chain successor as
+        its continuation (``then``), for whichever runner takes it, and the prepared
+        record's write; ``ready`` as it was if there is none, or the two would not fit in
+        one message. Not without handoff, as none is sent to a named runner without it."""
+        if not (self.policy.handoff and self.policy.continuations) or self.run.cancel_requested:
+            return [], ready
+        child = self._chain_successor(step.id)
+        if child is None:
+            return [], ready
+        prepared = self._prepare(child, step, step.attempt, ANY_RUNNER, stamp)
+        if not prepared:
+            return [], ready
+        persist, sent = prepared
+        assert isinstance(sent, Continue)
+        carrying = msgspec.structs.replace(ready, then=sent.ready)
+        limit = self.policy.max_ready_bytes
+        if limit and len(encode(carrying)) > limit:
+            child.ticket, child.offered_to = "", None
+            return [], ready
+        return [persist], carrying
+
     def _prepare(
         self, child: StepRecord, after: StepRecord, after_attempt: int, runner: str, stamp: str
     ) -> list[Effect]:
@@ -112,7 +139,7 @@ class Continuing:
             or child.id not in ready
             or child.status != "pending"
             or child.attempt != 0
-            or child.offered_to != ev.runner
+            or child.offered_to not in (ev.runner, ANY_RUNNER)
             or not child.ticket
             or child.ticket != ev.continued_ticket  # prepared anew since: not the one it ran
             or ev.outputs  # a runner continues only after a success without outputs
@@ -122,6 +149,7 @@ class Continuing:
         prev = child.status
         child.status = "queued"
         child.attempt = 1
+        child.offered_to = ev.runner  # prepared for any runner, if carried: that one has it
         child.runner = None
         child.queued_at = stamp
         child.requeues = 0

@@ -8,6 +8,7 @@ from datetime import datetime
 from services.orchestrator.decisions import (
     AwaitHandoff,
     Effect,
+    Enqueue,
     PersistRun,
     PersistStep,
     Requeued,
@@ -59,6 +60,8 @@ def count(effects: list[Effect], created: bool = False) -> None:
                 REQUEUES.inc()
             case AwaitHandoff(continued=True):
                 child(CONTINUATIONS, "started").inc()
+            case Enqueue(ready=ready) if ready.then is not None:
+                child(CONTINUATIONS, "sent").inc()
             case _:
                 pass
 

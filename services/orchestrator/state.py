@@ -384,10 +384,15 @@ class RunState(Continuing):
         # Stored with the queued record, so that whoever rebuilds the run knows a runner
         # may hold the attempt although no ready message of it is in the stream.
         step.offered_to = handoff
-        effects: list[Effect] = [PersistStep(step, prev), _enqueue(step, ready, handoff)]
         if handoff is not None:
-            effects.extend(self._prepare_next(step, handoff, stamp))
-        return effects
+            return [
+                PersistStep(step, prev),
+                _enqueue(step, ready, handoff),
+                *self._prepare_next(step, handoff, stamp),
+            ]
+        # The prepared successor's record goes before the message that carries it.
+        prepared, ready = self._carried(step, ready, stamp)
+        return [*prepared, PersistStep(step, prev), _enqueue(step, ready)]
 
     def _ready(self, step: StepRecord) -> tuple[StepReady, str | None]:
         """The step's ready message, and why it cannot be sent (too large), if it cannot."""

@@ -49,8 +49,15 @@ class Continuations:
             self._early.popitem(last=False)
 
     def of(self, attempt: Holder) -> StepReady | None:
-        """The continuation that came before ``attempt`` was offered, if it follows it."""
-        then = self._early.pop(attempt.key, None)
-        if then is not None and then.after_ticket == attempt.ready.ticket:
-            return then
+        """The continuation that came with ``attempt``'s offer or before it, if it follows
+        it as given."""
+        ready = attempt.ready
+        for then in (self._early.pop(attempt.key, None), ready.then):
+            if (
+                then is not None
+                and (then.run_id, then.after, then.after_attempt) == attempt.key
+                and then.after_ticket == ready.ticket
+                and then.then is None
+            ):
+                return then
         return None
