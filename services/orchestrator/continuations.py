@@ -42,10 +42,13 @@ class Continuing:
         parents = self.graph.parents
         for child_id in self.graph.children[step_id]:
             child = self.steps[child_id]
+            # By length first: a fan-in's parents are many, and every one asks.
+            only = parents[child_id]
             if (
                 child.status == "pending"
                 and child.attempt == 0
-                and set(parents[child_id]) == {step_id}
+                and len(only) == 1
+                and only[0] == step_id
             ):
                 return child
         return None
