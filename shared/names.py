@@ -85,7 +85,8 @@ STEP_READY_ALL = "heddle.step.ready.>"
 # A step of a run under way, and a step that opens a run (no dependencies): disjoint, as
 # the work queue's consumers must be.
 STEP_READY_UNDER_WAY = "heddle.step.ready.*.*"
-STEP_READY_OPENING = "heddle.step.ready.*.*.opens"
+OPENS_SUFFIX = ".opens"
+STEP_READY_OPENING = STEP_READY_UNDER_WAY + OPENS_SUFFIX
 EVT_ALL = "heddle.evt.>"
 EVT_PUBLISHED = "heddle.evt.*.*.*.*"
 # Core subscribers see the subject as published, without the partition.
@@ -160,9 +161,6 @@ def step_ready(run: str, step: str, opens: bool = False) -> str:
     the dispatchers take after the steps of runs under way."""
     base = f"heddle.step.ready.{run}.{step}"
     return f"{base}{OPENS_SUFFIX}" if opens else base
-
-
-OPENS_SUFFIX = ".opens"
 
 
 def ready_opens(subject: str) -> bool:

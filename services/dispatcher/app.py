@@ -78,7 +78,7 @@ class Dispatcher:
         # have gone to another dispatcher meanwhile (shared/stalls.py).
         self.stalls = LoopStalls(ack_wait(settings) / 2)
         self._stopping = False
-        self._pulls: list[ContinuousPull] = []  # runs under way, then opening steps
+        self._pulls: dict[bool, ContinuousPull] = {}  # by kind, as _unplaced
         self.nc: Client | None = None
         # The pool's view, read when scraped: nothing is counted per step.
         RUNNERS.set_function(lambda: len(self.pool.runners))
@@ -114,7 +114,7 @@ class Dispatcher:
                 self.nc, names.STEPS_STREAM, config.durable_name, self._on_ready, credit=0
             )
             await pull.start()
-            self._pulls.append(pull)
+            self._pulls[opening] = pull
         before_scrape(self._count_waiting)
         initial = asyncio.Event()
         self._tasks = [
@@ -147,14 +147,14 @@ class Dispatcher:
         forget_before_scrape(self._count_waiting)
         if self.autoscaling is not None:
             await self.autoscaling.stop()
-        for pull in self._pulls:
+        for pull in self._pulls.values():
             # Still subscribed: what the requests already out bring is given back at once.
             await pull.pause()
         self._line.close()  # the steps waiting for a runner go back to the stream (_place)
         await cancel_and_wait(*self._tasks)
         if self._inflight:
             await asyncio.wait(self._inflight, timeout=self.settings.shutdown_grace)
-        for pull in self._pulls:
+        for pull in self._pulls.values():
             await pull.stop()
         self.stalls.stop()
         await close(self.nc)
@@ -169,7 +169,7 @@ class Dispatcher:
     async def _pending(self) -> int | None:
         """Ready steps the stream still holds for the two consumers; None if not known."""
         pending = 0
-        for pull in self._pulls:
+        for pull in self._pulls.values():
             try:
                 info = await self.js.consumer_info(names.STEPS_STREAM, pull.durable, timeout=1.0)
             except NatsError as exc:  # its TimeoutError, a closed connection, the server's
@@ -180,7 +180,7 @@ class Dispatcher:
 
     async def _reconnected(self) -> None:
         self._hand.reconnected(time.monotonic())
-        for pull in self._pulls:
+        for pull in self._pulls.values():
             pull.reset()
             await pull.top_up()
         # KV watchers are ephemeral: start the registry watch again.
@@ -195,8 +195,8 @@ class Dispatcher:
         for more. The pull request is written in this turn of the loop, so it leaves in the
         same write as whatever else this turn sends (an acknowledgement, usually)."""
         self._line.wake(self._recredit())
-        for pull in self._pulls:
-            if not self._stopping:
+        if not self._stopping:
+            for pull in self._pulls.values():
                 await pull.top_up()
 
     def _recredit(self) -> int:
@@ -205,8 +205,8 @@ class Dispatcher:
         free = len(self.pool.free())
         # A free runner with no step in hand for it is served at once; the lookahead
         # alone is refilled half at a time, so a saturated pool asks once per few steps.
-        for opening, pull in enumerate(self._pulls):
-            unplaced = self._unplaced[bool(opening)]
+        for opening, pull in self._pulls.items():
+            unplaced = self._unplaced[opening]
             at_least = 1 if free > unplaced else LOOKAHEAD // 2
             pull.set_credit(max(free + LOOKAHEAD - unplaced, 0), at_least)
         return free
@@ -216,18 +216,21 @@ class Dispatcher:
     async def _on_ready(self, msg: Msg) -> Outcome:
         if self._stopping:
             return Outcome.RETURNED  # to another dispatcher at once
-        self._unplaced[names.ready_opens(msg.subject)] += 1
+        self._count_unplaced(msg, 1)
         self._recredit()  # before the pull tops itself up after this message
         task = asyncio.create_task(self._assign(msg))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
         return Outcome.HELD  # settled by _assign once a runner accepted it
 
+    def _count_unplaced(self, msg: Msg, by: int) -> None:
+        self._unplaced[names.ready_opens(msg.subject)] += by
+
     async def _assign(self, msg: Msg) -> None:
         try:
             ready = step_ready_decoder.decode(msg.data)
         except msgspec.DecodeError as exc:
-            self._unplaced[names.ready_opens(msg.subject)] -= 1
+            self._count_unplaced(msg, -1)
             log.error("dropping undecodable ready message %s: %s", msg.subject, exc)
             await settle(msg, Outcome.REFUSED)
             return
@@ -238,7 +241,7 @@ class Dispatcher:
         if key in self._hand:
             # Another copy is being offered right now; this one is left unacknowledged and
             # comes back, if ever, once that one is placed (and then is checked).
-            self._unplaced[names.ready_opens(msg.subject)] -= 1
+            self._count_unplaced(msg, -1)
             return
         check = self._hand.take(key, time.monotonic()) or redelivered(msg) or ready.check
         try:
@@ -270,7 +273,7 @@ class Dispatcher:
                 await self._wake()
                 await self._unplace(msg, ready, Outcome.LEFT, f"left: {why}")
                 return
-            self._unplaced[names.ready_opens(msg.subject)] -= 1
+            self._count_unplaced(msg, -1)
             if offered:  # a full ack wait for this offer too
                 await settle(msg, Outcome.WAITING)
                 self._hand.touch(key, time.monotonic())
@@ -278,7 +281,7 @@ class Dispatcher:
             answer = await self._offer(msg, ready, name)
             if answer is Answer.ACCEPTED:
                 return
-            self._unplaced[names.ready_opens(msg.subject)] += 1
+            self._count_unplaced(msg, 1)
             # Unanswered, the request may have arrived and only the answer been lost.
             check = answer is Answer.UNANSWERED
 
@@ -342,7 +345,7 @@ class Dispatcher:
 
     async def _unplace(self, msg: Msg, ready: StepReady, outcome: Outcome, what: str) -> None:
         """Settle a ready message in hand that no runner will be given here."""
-        self._unplaced[names.ready_opens(msg.subject)] -= 1
+        self._count_unplaced(msg, -1)
         self._said(what, ready, attempt=ready.attempt)
         await settle(msg, outcome)
 
