@@ -8,9 +8,10 @@ top: a record replaces another only if it was stored later (stream sequence), so
 of the two does not matter. A deleted key (a run removed by retention) leaves the index.
 
 ``caught_up`` makes a list exact as of its request: it asks the server how many records the
-consumer has not delivered yet and waits (briefly) until they and those delivered but not
-applied are in. If the consumer is lost (a reconnect the client could not resume), the index
-is rebuilt the same way.
+consumer has not delivered yet and the stream sequence of the last it delivered, and waits
+(briefly) until none is pending and that one has been applied here. A count of messages in
+the subscription's queue would miss one still on the wire. If the consumer is lost (a
+reconnect the client could not resume), the index is rebuilt the same way.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from shared.nats_types import JetStreamContext, KeyValue, Msg
 
 log = logging.getLogger("heddle.gateway")
-CATCH_UP_WAIT = 1.0  # seconds a list waits at most for records stored before it was asked
+CATCH_UP_WAIT = 2.0  # seconds a list waits at most for records stored before it was asked
 RUN_PREFIX = names.kv_subject(names.RUNS_BUCKET, names.run_key(""))
 
 
@@ -113,6 +114,7 @@ class RunIndex:
         self._kv = runs_kv
         self.runs = RunList()
         self._sub = None
+        self._received = 0  # stream sequence of the last update applied (or the start point)
         self._ready = asyncio.Event()
         self._task: asyncio.Task | None = None
 
@@ -132,10 +134,10 @@ class RunIndex:
             await asyncio.wait_for(self._ready.wait(), CATCH_UP_WAIT)
         while self._ready.is_set() and self._sub is not None and loop.time() < deadline:
             try:
-                behind = (await self._sub.consumer_info()).num_pending
+                info = await self._sub.consumer_info()
             except NatsError:
                 break  # being re-created: serve what there is
-            if behind == 0 and self._sub.pending_msgs == 0:
+            if info.num_pending == 0 and self._received >= (info.delivered.stream_seq or 0):
                 break
             await asyncio.sleep(0.002)
         return self.runs
@@ -160,10 +162,15 @@ class RunIndex:
 
         async def on_msg(msg: Msg) -> None:
             feed(msg)
+            self._received = max(self._received, msg.metadata.sequence.stream)
 
+        self._received = 0
         self._sub = await self._js.subscribe(
             RUN_PREFIX + "*", cb=on_msg, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW
         )
+        # A new consumer reports the stream's last sequence as delivered: its start point.
+        start = (await self._sub.consumer_info()).delivered.stream_seq or 0
+        self._received = max(self._received, start)
         for entry in await read_current(self._kv, names.run_key("*")):
             with contextlib.suppress(msgspec.DecodeError):
                 fresh.put(entry.revision or 0, run_record_decoder.decode(entry.value))
