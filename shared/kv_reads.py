@@ -22,7 +22,7 @@ from nats.js.kv import KeyValue
 
 from shared import names
 from shared.buckets import Bucket
-from shared.contracts import RunRecord, StepRecord, step_record_decoder
+from shared.contracts import RunRecord, StepRecord, run_record_decoder, step_record_decoder
 from shared.jetstream_api import request_next
 from shared.timefmt import parse
 
@@ -80,7 +80,8 @@ async def read_current(
     """
     if kv.batched:  # a small set in one request; a large one replayed
         with contextlib.suppress(TooMany):
-            return await last_values(kv, pattern, kv.timeout if timeout is None else timeout)
+            wait = kv.timeout if timeout is None else timeout
+            return await last_values(kv, pattern, timeout=wait)
     info = await _last_per_key_consumer(kv.js, kv.stream, f"{kv.prefix}{pattern}")
     try:
         expected = info.num_pending or 0
@@ -93,13 +94,14 @@ async def read_current(
             await kv.js.delete_consumer(kv.stream, info.name)
 
 
-async def last_values(kv: Bucket, pattern: str, timeout: float) -> list[KeyValue.Entry]:
-    """Every key matching ``pattern`` that has a value, in one batched direct get
+async def last_values(kv: Bucket, *patterns: str, timeout: float) -> list[KeyValue.Entry]:
+    """Every key matching one of ``patterns`` that has a value, in one batched direct get
     (``multi_last``): the stream answers with the last message of each subject up to one
     sequence, then an end-of-batch status, and no consumer is made on the server. TooMany
     past ``MULTI_LAST_MAX``. The bucket must allow direct gets; any replica may answer."""
+    pattern = ", ".join(patterns)
     async with _inbox(kv) as (inbox, queue):
-        body = {"multi_last": [kv.prefix + pattern], "batch": MULTI_LAST_MAX}
+        body = {"multi_last": [kv.prefix + p for p in patterns], "batch": MULTI_LAST_MAX}
         await kv.nc.publish(f"$JS.API.DIRECT.GET.{kv.stream}", _request(body), reply=inbox)
         entries: list[KeyValue.Entry] = []
         while True:
@@ -223,6 +225,34 @@ async def read_steps(runs_kv: Bucket, run: RunRecord) -> list[StepRecord]:
     steps = [step_record_decoder.decode(e.value) for e in entries]
     steps.sort(key=lambda s: s.index)
     return steps
+
+
+async def read_run_and_steps(
+    runs_kv: Bucket, run_id: str
+) -> tuple[RunRecord | None, list[StepRecord]]:
+    """A run's record and every step record, as one snapshot: one batched direct get where
+    the bucket allows it and the run has no more steps than a batch holds, else a get and
+    ``read_steps``."""
+    run_key = names.run_key(run_id)
+    if runs_kv.batched:
+        with contextlib.suppress(TooMany):
+            entries = await last_values(
+                runs_kv, run_key, names.steps_of_run(run_id), timeout=runs_kv.timeout
+            )
+            run: RunRecord | None = None
+            steps: list[StepRecord] = []
+            for e in entries:
+                if e.key == run_key:
+                    run = run_record_decoder.decode(e.value)
+                else:
+                    steps.append(step_record_decoder.decode(e.value))
+            steps.sort(key=lambda s: s.index)
+            return run, steps
+    value = await value_of(runs_kv, run_key)
+    if value is None:
+        return None, []
+    run = run_record_decoder.decode(value)
+    return run, await read_steps(runs_kv, run)
 
 
 async def count_keys(js: JetStreamContext, bucket: str, pattern: str) -> int:

@@ -17,6 +17,7 @@ from nats.aio.client import Client
 from services.embedded_nats import EmbeddedNats
 from shared import kv_reads, names
 from shared.buckets import Bucket, open_bucket
+from shared.contracts import RunRecord, StepRecord, encode
 from shared.resources import ensure_resources
 from shared.settings import Settings
 from tests.stack import freeze
@@ -123,3 +124,26 @@ async def test_a_bucket_without_direct_gets_or_with_replicas_is_replayed(nc: Cli
     # Replicated, a bucket is read from its leader: a follower may lag.
     assert not Bucket(nc, js, "plain", direct=True, replicas=3).batched
     assert Bucket(nc, js, "plain", direct=True, replicas=1).batched
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["batched", "replayed"])
+async def test_a_run_and_its_steps_are_read_as_one_snapshot(nc: Client, direct: bool) -> None:
+    js = nc.jetstream()
+    bucket = f"snap-{direct}".lower()
+    await js.create_key_value(bucket=bucket, direct=direct)
+    kv = await open_bucket(nc, js, bucket, timeout=2)
+    assert kv.batched is direct
+    assert await kv_reads.read_run_and_steps(kv, "r") == (None, [])
+    steps = [StepRecord(id=s, command="true", index=i) for i, s in enumerate("cab")]
+    for step in steps:
+        await kv.put(names.step_key("r", step.id), encode(step))
+    await kv.put(names.step_key("other", "a"), encode(steps[0]))
+    await kv.put(
+        names.run_key("rr"),
+        encode(RunRecord(run_id="rr", status="failed", created_at="t", step_count=0)),
+    )
+    run = RunRecord(run_id="r", status="succeeded", created_at="t", step_count=3)
+    await kv.put(names.run_key("r"), encode(run))
+    got_run, got_steps = await kv_reads.read_run_and_steps(kv, "r")
+    assert got_run == run
+    assert [s.id for s in got_steps] == ["c", "a", "b"]  # in document order

@@ -16,8 +16,8 @@ The changes come from a core subscription to the run's keys in heddle-runs
 (shared/kv_changes.py: no consumer on the server per client), taken before the opening
 snapshot is read; a record is news only when it has come further than what the client was
 told (services/gateway/progress.py), so the two may arrive in any order. When the run record
-turns terminal, the step records are read once more and their stored state is told, so the
-stream ends on what is stored.
+turns terminal, it and the step records are read once more, in one batched get, and their
+stored state is told, so the stream ends on what is stored.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from shared.contracts import (
     step_record_decoder,
 )
 from shared.kv_changes import KeyChanges
-from shared.kv_reads import read_steps
+from shared.kv_reads import read_run_and_steps, read_steps
 
 KEEPALIVE = 15.0  # seconds between SSE comments while nothing happens (proxies, dead peers)
 
@@ -150,6 +150,7 @@ async def _stream(
     await resp.write(told.run_changed(run))
     if run.status not in TERMINAL_RUN and with_steps:
         await resp.write(b"".join(told.step(s) for s in await read_steps(runs, run)))
+    steps: list[StepRecord] | None = None  # as stored with the run's end, when seen live
     while run.status not in TERMINAL_RUN:
         try:
             item = await asyncio.wait_for(queue.get(), KEEPALIVE)
@@ -166,19 +167,26 @@ async def _stream(
             await resp.write(told.step(item))
             continue
         if item.status in TERMINAL_RUN:
-            # Ended once the store says so: then every step record is stored too.
+            # Ended once the store says so: then every step record is stored too, and
+            # the same read brings them.
             stored = await stored_when(
-                functools.partial(get_run_record, runs, run.run_id),
-                lambda r: r.status in TERMINAL_RUN,
+                functools.partial(_ended, runs, run.run_id), lambda ended: True
             )
             if stored is None:
                 continue
-            item = stored
+            run, steps = stored
+            break
         run = item
         await resp.write(told.run_changed(item))
-    steps = await read_steps(runs, run)
+    if steps is None:
+        steps = await read_steps(runs, run)
     told_steps = b"".join(told.step(s, stored=True) for s in steps) if with_steps else b""
-    await resp.write(told_steps + end_event(run, steps))
+    await resp.write(told.run_changed(run) + told_steps + end_event(run, steps))
+
+
+async def _ended(runs: Bucket, run_id: str) -> tuple[RunRecord, list[StepRecord]] | None:
+    run, steps = await read_run_and_steps(runs, run_id)
+    return (run, steps) if run is not None and run.status in TERMINAL_RUN else None
 
 
 def setup_routes(app: web.Application) -> None:
