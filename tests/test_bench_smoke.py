@@ -110,17 +110,19 @@ def test_baseline_starts_paced_runs_on_schedule() -> None:
         assert done <= result["wall"] - i * 0.2 + 1e-6
 
 
+def python_m(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m <args>`` from the repository, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def test_bench_can_notice_run_ends_as_a_client_does(tmp_path: Path) -> None:
     """--ends events: every run's end comes from its GET /api/runs/{run}/events stream."""
     out = tmp_path / "result.json"
-    proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "bench", "--workloads", "diamonds-3", "--reps", "1"),
-            *("--kills", "0", "--ends", "events", "--out", str(out)),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    proc = python_m(
+        *("bench", "--workloads", "diamonds-3", "--reps", "1"),
+        *("--kills", "0", "--ends", "events", "--out", str(out)),
         timeout=100,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -130,3 +132,25 @@ def test_bench_can_notice_run_ends_as_a_client_does(tmp_path: Path) -> None:
     assert "error" not in diamonds, diamonds
     (rep,) = diamonds["reps"]
     assert rep["extra"]["statuses"] == {"succeeded": 3}
+
+
+def test_bench_ab_compares_two_checkouts_round_by_round(tmp_path: Path) -> None:
+    out = tmp_path / "ab.json"
+    proc = python_m(
+        *("bench.ab", "--against", str(REPO), "--workload", "chain-2"),
+        *("--rounds", "4", "--warmup", "1", "--out", str(out)),
+        timeout=150,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "this - against: median" in proc.stdout and "of 4 rounds" in proc.stdout
+    report = json.loads(out.read_text())
+    mine, theirs = report["samples_ms"]["this"], report["samples_ms"]["against"]
+    assert len(mine) == len(theirs) == 4 and all(ms > 0 for ms in mine + theirs)
+    assert [s["n"] for s in report["sides"]] == [4, 4]
+    assert report["difference"]["n"] == 4
+
+
+def test_bench_ab_refuses_a_folder_that_is_no_checkout(tmp_path: Path) -> None:
+    proc = python_m("bench.ab", "--against", str(tmp_path), timeout=30)
+    assert proc.returncode == 2
+    assert "not a Heddle checkout" in proc.stderr
