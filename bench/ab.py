@@ -36,10 +36,10 @@ READY_WITHIN = 120.0  # seconds for a stack to come up
 class Side:
     """A driver process, with a stack of the checkout at ``repo``."""
 
-    def __init__(self, repo: Path, workload: str) -> None:
+    def __init__(self, repo: Path, workload: str, settings: dict[str, str]) -> None:
         self.repo = repo
         # From the checkout's own top folder, so ``bench`` is that checkout's.
-        code = DRIVER.read_text() + f"\nasyncio.run(drive({workload!r}))\n"
+        code = DRIVER.read_text() + f"\nasyncio.run(drive({workload!r}, {settings!r}))\n"
         code = code.replace('if __name__ == "__main__":', "if False:")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code],
@@ -88,7 +88,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=200, help="runs of each side (200)")
     p.add_argument("--warmup", type=int, default=5, help="rounds not counted (5)")
     p.add_argument("--out", type=Path, help="JSON result file (default: bench/results/...)")
+    for flag, side in (("--set", "this checkout's"), ("--set-against", "the other's")):
+        p.add_argument(
+            flag,
+            action="append",
+            default=[],
+            metavar="HEDDLE_X=VALUE",
+            help=f"a setting of every service of {side} stack (repeatable); with --against "
+            "the same checkout, two settings compared",
+        )
     args = p.parse_args(argv)
+    for item in args.set + args.set_against:
+        if "=" not in item or not item.startswith("HEDDLE_"):
+            p.error(f"{item!r}: expected HEDDLE_NAME=VALUE")
     if not (args.against / "bench" / "stack.py").is_file():
         p.error(f"--against {args.against}: not a Heddle checkout with a bench harness")
     if args.rounds < 1 or args.warmup < 0:
@@ -127,7 +139,8 @@ def summary(name: str, values: list[float]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     here, there = REPO, args.against.resolve()
-    sides = [Side(here, args.workload), Side(there, args.workload)]
+    settings = [dict(i.split("=", 1) for i in items) for items in (args.set, args.set_against)]
+    sides = [Side(here, args.workload, settings[0]), Side(there, args.workload, settings[1])]
     try:
         for side in sides:
             side.ready()
@@ -143,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "git": git(),
         "sides": [summary(str(here), mine), summary(str(there), theirs)],
+        "settings": {"this": settings[0], "against": settings[1]},
         "difference": asdict(diff),
         "samples_ms": {"this": mine, "against": theirs},
     }

@@ -1,7 +1,8 @@
 """One side of ``python -m bench.ab``: a stack of the checkout it runs in, driven over
 stdin. It prints ``ready`` once the pool is up; then each line ``run`` submits the
 workload's first run, waits for its end as a client sees it (the events stream), and
-prints the latency in milliseconds; ``quit`` (or the end of input) stops the stack.
+prints the latency in milliseconds; ``quit`` (or the end of input) stops the stack. Its
+settings (``HEDDLE_X=VALUE``) are those of every service of the stack.
 
 It runs with that checkout's ``bench`` package (``python -c``, from its top folder), so an
 earlier commit is driven by its own harness and its own NATS users.
@@ -18,9 +19,9 @@ from bench.stack import BenchStack
 from bench.workloads import make
 
 
-async def drive(workload: str) -> None:
+async def drive(workload: str, settings: dict[str, str] | None = None) -> None:
     w = make(workload)
-    stack = BenchStack(runners=w.runners)
+    stack = BenchStack(runners=w.runners, settings=dict(settings or {}))
     stack.start()
     try:
         await stack.wait_ready()
@@ -47,4 +48,4 @@ async def drive(workload: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(drive(sys.argv[1]))
+    asyncio.run(drive(sys.argv[1], dict(a.split("=", 1) for a in sys.argv[2:])))

@@ -139,6 +139,7 @@ def test_bench_ab_compares_two_checkouts_round_by_round(tmp_path: Path) -> None:
     proc = python_m(
         *("bench.ab", "--against", str(REPO), "--workload", "chain-2"),
         *("--rounds", "4", "--warmup", "1", "--out", str(out)),
+        *("--set-against", "HEDDLE_LOG_LEVEL=warning"),
         timeout=150,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -148,9 +149,16 @@ def test_bench_ab_compares_two_checkouts_round_by_round(tmp_path: Path) -> None:
     assert len(mine) == len(theirs) == 4 and all(ms > 0 for ms in mine + theirs)
     assert [s["n"] for s in report["sides"]] == [4, 4]
     assert report["difference"]["n"] == 4
+    assert report["settings"] == {"this": {}, "against": {"HEDDLE_LOG_LEVEL": "warning"}}
 
 
 def test_bench_ab_refuses_a_folder_that_is_no_checkout(tmp_path: Path) -> None:
     proc = python_m("bench.ab", "--against", str(tmp_path), timeout=30)
     assert proc.returncode == 2
     assert "not a Heddle checkout" in proc.stderr
+
+
+def test_bench_ab_checks_its_settings(tmp_path: Path) -> None:
+    proc = python_m("bench.ab", "--against", str(REPO), "--set-against", "LOG=1", timeout=30)
+    assert proc.returncode == 2
+    assert "'LOG=1': expected HEDDLE_NAME=VALUE" in proc.stderr
