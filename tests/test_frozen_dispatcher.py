@@ -34,8 +34,9 @@ async def test_a_step_held_by_a_frozen_dispatcher_runs_once(
     run_id = await s.submit(
         {
             "steps": [
-                {"id": "a1", "command": "sleep 2"},
-                {"id": "a2", "command": "sleep 4"},
+                # Long enough that neither ends before the freeze on a loaded machine.
+                {"id": "a1", "command": "sleep 5"},
+                {"id": "a2", "command": "sleep 7"},
                 {"id": "b", "command": f"echo b >> {marker}; sleep 3"},
             ]
         }
@@ -49,6 +50,8 @@ async def test_a_step_held_by_a_frozen_dispatcher_runs_once(
     held = s.procs["dispatcher"]
     freeze(held.pid)
     try:
+        run = await s.run(run_id)
+        assert step_of(run, "b")["status"] == "queued", "b left the frozen one's hand"
         s.start("dispatcher-1")  # given b once the frozen one's ack wait runs out
         await until(lambda: asyncio.sleep(0, marker.exists()), 20, "b did not start elsewhere")
 
