@@ -1,11 +1,12 @@
-"""``python -m bench.ab --against PATH``: one run's latency in this checkout and in another
-(a worktree of an earlier commit, say), measured side by side.
+"""``python -m bench.ab --against PATH``: a workload's latency in this checkout and in
+another (a worktree of an earlier commit, say), measured side by side.
 
 Both stacks run at once, each driven by its own checkout's harness (bench/ab_driver.py),
-and take turns, one run each per round in ABBA order; the figure is the median of the
-per-round differences with a bootstrap 95% interval. On a shared machine a latency drifts
-by more than most changes move it within minutes, so runs measured minutes apart (two
-``python -m bench`` calls) cannot tell a millisecond; rounds measured together can.
+and take turns, the workload's runs submitted at once (one run: a lone run; diamonds-200:
+a burst, timed by its median run) on each side per round in ABBA order; the figure is the
+median of the per-round differences with a bootstrap 95% interval. On a shared machine a
+latency drifts by more than most changes move it within minutes, so runs measured minutes
+apart (two ``python -m bench`` calls) cannot tell a millisecond; rounds taken together can.
 
 Both stacks are up during every run, so each run's absolute latency is higher than on an
 otherwise idle machine: read the difference, not the sides.
@@ -84,7 +85,9 @@ class Side:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.ab", description=__doc__.split("\n\n")[0])
     p.add_argument("--against", type=Path, required=True, help="the other checkout's top folder")
-    p.add_argument("--workload", default="diamonds-1", help="its first run is timed (diamonds-1)")
+    p.add_argument(
+        "--workload", default="diamonds-1", help="its runs, submitted at once, are timed"
+    )
     p.add_argument("--rounds", type=int, default=200, help="runs of each side (200)")
     p.add_argument("--warmup", type=int, default=5, help="rounds not counted (5)")
     p.add_argument("--out", type=Path, help="JSON result file (default: bench/results/...)")

@@ -137,7 +137,7 @@ def test_bench_can_notice_run_ends_as_a_client_does(tmp_path: Path) -> None:
 def test_bench_ab_compares_two_checkouts_round_by_round(tmp_path: Path) -> None:
     out = tmp_path / "ab.json"
     proc = python_m(
-        *("bench.ab", "--against", str(REPO), "--workload", "chain-2"),
+        *("bench.ab", "--against", str(REPO), "--workload", "diamonds-2"),
         *("--rounds", "4", "--warmup", "1", "--out", str(out)),
         *("--set-against", "HEDDLE_LOG_LEVEL=warning"),
         timeout=150,
