@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from shared import names
 from tests.conftest import StackFactory
 from tests.stack import freeze, step_of
 
@@ -31,27 +32,30 @@ async def test_a_step_held_by_a_frozen_dispatcher_runs_once(
 ) -> None:
     s = await stack(runners=2)
     marker = tmp_path / "ran"
+    # Both runners busy first, long enough to outlast a loaded machine's set-up; then b,
+    # which can only wait in the dispatcher's hand.
     run_id = await s.submit(
-        {
-            "steps": [
-                # Long enough that neither ends before the freeze on a loaded machine.
-                {"id": "a1", "command": "sleep 5"},
-                {"id": "a2", "command": "sleep 7"},
-                {"id": "b", "command": f"echo b >> {marker}; sleep 3"},
-            ]
-        }
+        {"steps": [{"id": "a1", "command": "sleep 5"}, {"id": "a2", "command": "sleep 7"}]}
     )
 
     async def both_busy() -> bool:
         run = await s.run(run_id)
         return all(step_of(run, i)["status"] == "running" for i in ("a1", "a2"))
 
-    await until(both_busy, 20, "a1 and a2 not running")  # b waits in the dispatcher's hand
+    await until(both_busy, 20, "a1 and a2 not running")
+    b_run = await s.submit({"steps": [{"id": "b", "command": f"echo b >> {marker}; sleep 3"}]})
+    async with await s.connect() as nc:
+
+        async def in_hand() -> bool:
+            info = await nc.jetstream().consumer_info(
+                names.STEPS_STREAM, names.DISPATCHER_OPENING_DURABLE
+            )
+            return info.num_ack_pending == 1
+
+        await until(in_hand, 20, "b not taken by the dispatcher")
     held = s.procs["dispatcher"]
     freeze(held.pid)
     try:
-        run = await s.run(run_id)
-        assert step_of(run, "b")["status"] == "queued", "b left the frozen one's hand"
         s.start("dispatcher-1")  # given b once the frozen one's ack wait runs out
         await until(lambda: asyncio.sleep(0, marker.exists()), 20, "b did not start elsewhere")
 
@@ -61,6 +65,7 @@ async def test_a_step_held_by_a_frozen_dispatcher_runs_once(
         await until(a2_done, 20, "a2 did not end")  # a runner is free for the frozen one
     finally:
         os.kill(held.pid, signal.SIGCONT)
+    assert (await s.wait_run(b_run, timeout=30))["status"] == "succeeded"
     run = await s.wait_run(run_id, timeout=30)
     assert run["status"] == "succeeded"
     await asyncio.sleep(1.5)  # time enough for a second start of b
