@@ -39,11 +39,10 @@ class Side:
 
     def __init__(self, repo: Path, workload: str, settings: dict[str, str]) -> None:
         self.repo = repo
-        # From the checkout's own top folder, so ``bench`` is that checkout's.
-        code = DRIVER.read_text() + f"\nasyncio.run(drive({workload!r}, {settings!r}))\n"
-        code = code.replace('if __name__ == "__main__":', "if False:")
+        # Its source run from the checkout's own top folder, so ``bench`` is that checkout's.
+        args = [workload, *(f"{k}={v}" for k, v in settings.items())]
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code],
+            [sys.executable, "-c", DRIVER.read_text(), *args],
             cwd=repo,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
