@@ -221,7 +221,11 @@ async def read_steps(runs_kv: Bucket, run: RunRecord) -> list[StepRecord]:
     run's record is written only once every step record is stored (the orchestrator's
     effects), and the replay reads every key the server counted. Fewer only while
     retention deletes the run (steps first, the run record last)."""
-    entries = await read_current(runs_kv, names.steps_of_run(run.run_id))
+    return _in_order(await read_current(runs_kv, names.steps_of_run(run.run_id)))
+
+
+def _in_order(entries: list[KeyValue.Entry]) -> list[StepRecord]:
+    """Step records' entries decoded, in document order."""
     steps = [step_record_decoder.decode(e.value) for e in entries]
     steps.sort(key=lambda s: s.index)
     return steps
@@ -239,15 +243,9 @@ async def read_run_and_steps(
             entries = await last_values(
                 runs_kv, run_key, names.steps_of_run(run_id), timeout=runs_kv.timeout
             )
-            run: RunRecord | None = None
-            steps: list[StepRecord] = []
-            for e in entries:
-                if e.key == run_key:
-                    run = run_record_decoder.decode(e.value)
-                else:
-                    steps.append(step_record_decoder.decode(e.value))
-            steps.sort(key=lambda s: s.index)
-            return run, steps
+            found = next((e for e in entries if e.key == run_key), None)
+            run = run_record_decoder.decode(found.value) if found is not None else None
+            return run, _in_order([e for e in entries if e is not found])
     value = await value_of(runs_kv, run_key)
     if value is None:
         return None, []
