@@ -250,19 +250,31 @@ class Stack:
             await asyncio.sleep(0.1)
 
     async def wait_ready(self, runners: int, timeout: float = 30.0) -> None:
-        """The gateway answers and the pool shows ``runners`` runners."""
+        """The gateway answers, the pool shows ``runners`` runners, and every dispatcher
+        running has heard of each: the registry can be ahead of a dispatcher's own view,
+        and a step submitted in between would wait for a runner that is in fact free."""
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
             try:
                 status, body = await self.request("GET", "/api/runners")
                 last = body
-                if status == 200 and body["total"] == runners:
+                if status == 200 and body["total"] == runners and self._dispatchers_know():
                     return
             except aiohttp.ClientError as exc:
                 last = exc
             await asyncio.sleep(0.05)
         raise AssertionError(f"stack not ready: {last}\n" + self.all_logs())
+
+    def _dispatchers_know(self) -> bool:
+        """Every running dispatcher has logged each runner of this stack joining its pool."""
+        names_ = [n for n in self.procs if n.startswith("runner-")]
+        return all(
+            f'"msg":"runner joined","runner":"{r}"' in self.logs(d)
+            for d, proc in self.procs.items()
+            if d.startswith("dispatcher") and proc.alive()
+            for r in names_
+        )
 
     def gone(self) -> str:
         """Which services are not running (a wait that failed may be why), with their logs'

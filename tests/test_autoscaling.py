@@ -76,14 +76,6 @@ async def test_a_busy_top_runner_is_drained_and_an_idle_pool_shrinks_from_the_to
         **SCALING,
     )
     controller.s = s
-
-    def dispatcher_knows_all() -> bool:
-        log = s.logs("dispatcher")
-        return all(f'"runner joined","runner":"{r}"' in log for r in RUNNERS)
-
-    # The dispatcher's own view, not only the registry's: a runner it has not heard of yet
-    # would be taken later, by whichever step waits then.
-    await until(dispatcher_knows_all, 15, "the dispatcher does not know every runner")
     # Four free runners, four steps at once: each goes to the lowest ordinal free, so the
     # long one lands on the top runner. Once the short ones are done and their runners idle
     # for IDLE_AFTER, runners 1-3 are drained; runner 3 is busy, so nothing is removed
