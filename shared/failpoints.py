@@ -3,10 +3,12 @@
 ``HEDDLE_FAILPOINTS="runner.after_accept=exit"`` makes a runner exit abruptly right after it
 accepted an assignment, before it starts the command: a death no signal can time precisely.
 ``runner.answer_lost`` makes it run what it accepted without answering, as if the answer had
-been lost with a broker that died. ``runner.after_report=exit`` (or ``=stop``, SIGSTOP: frozen,
-still connected) ends or freezes a runner once its outcome is stored, before anything more is
-offered to it. ``orchestrator.before_writes=stop-once`` freezes an orchestrator once, with a
-run's decisions made and not yet written.
+been lost with a broker that died. ``runner.after_going_on=exit`` ends a runner once it
+started a continuation's command, before the outcome of the step it follows is sent.
+``runner.after_report=exit`` (or ``=stop``, SIGSTOP: frozen, still connected) ends or freezes
+a runner once its outcome is stored, before anything more is offered to it.
+``orchestrator.before_writes=stop-once`` freezes an orchestrator once, with a run's
+decisions made and not yet written.
 Unset in production; each failpoint is one dictionary lookup.
 """
 

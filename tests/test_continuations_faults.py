@@ -68,6 +68,32 @@ async def test_a_runner_killed_in_a_continuation_has_it_retried_and_the_run_ends
     assert sorted(ran) == sorted(["s0 1", "s1 1", "s2 1", "s2 2", "s3 1", "s4 1"])
 
 
+async def test_a_runner_dead_after_going_on_unheard_never_runs_that_attempt_twice(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """The runner starts s1 as the continuation of s0 and dies before s0's outcome is sent,
+    its step left running (only the agent dies). With every start made known at once, s1's
+    heartbeat is stored before its command starts: the orchestrator spends s1's first
+    attempt when s0's is judged silent, and s1 runs again as attempt 2, not as 1."""
+    s = await stack(runners=0, HEDDLE_STARTED_REPORT_DELAY="0")
+    s.start("runner-doomed", HEDDLE_FAILPOINTS="runner.after_going_on=exit")
+    await s.wait_ready(1)
+    ledger = tmp_path / "ledger"
+    run_id = await s.submit(ledger_chain(ledger, 2, "sleep 0.2", retries=1))
+    await until(lambda: not s.procs["runner-doomed"].alive(), 20, "the doomed runner's exit")
+    assert "s1 1" in ledger.read_text().splitlines()  # its orphan runs on
+    s.start("runner-good")
+    run = await s.wait_run(run_id, timeout=30)
+    assert run["status"] == "succeeded", run
+    s1 = step_of(run, "s1")
+    assert [(a["attempt"], a["runner"]) for a in s1["attempts"]] == [
+        (1, "runner-doomed"),
+        (2, "runner-good"),
+    ]
+    assert "started on runner runner-doomed to follow s0" in s1["attempts"][0]["reason"]
+    assert sorted(ledger.read_text().splitlines()) == ["s0 1", "s0 2", "s1 1", "s1 2"]
+
+
 async def test_an_orchestrator_killed_while_a_chain_goes_on_leaves_every_step_run_once(
     stack: StackFactory, tmp_path: Path
 ) -> None:

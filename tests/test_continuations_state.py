@@ -20,7 +20,7 @@ from services.orchestrator.decisions import (
 from services.orchestrator.state import RunState
 from shared.contracts import StepFinished, step_record_decoder
 from shared.timefmt import from_epoch
-from tests.test_state_machine import POLICY, RUN, T0, cancel, make
+from tests.test_state_machine import POLICY, RUN, T0, cancel, make, started
 
 CONTINUING = dataclasses.replace(POLICY, handoff=True, continuations=True)
 LINE = "abcdefg"  # a -> b -> ... -> g
@@ -162,6 +162,51 @@ def test_a_failure_voids_what_was_prepared_after_it() -> None:
     state, _ = handed_b()
     done(state, "b", outcome="failed")
     assert [state.steps[s].status for s in "cdefg"] == ["skipped"] * 5
+
+
+def test_a_continuation_heard_started_before_a_silent_verdict_spends_its_attempt() -> None:
+    """Its runner went on (a heartbeat under the prepared ticket) and died before the
+    outcome naming it was stored: the command may have run there, so its attempt number is
+    spent, and the step runs as attempt 2 once the one before succeeds."""
+    state, _ = make(chain(retries=1), policy=CONTINUING)
+    started("a", runner="r1")(state)
+    state.on_heartbeat("b", 1, "r1", None)  # b, carried by a, started there
+    state.on_heartbeat("c", 1, "r1", None)  # not prepared: not a start it can have made
+    out = state.on_silent("a", 1, "runner r1 silent for 3 s", T0 + 4)
+    b = state.steps["b"]
+    assert (b.status, b.attempt, b.offered_to) == ("pending", 1, None)
+    assert [(x.attempt, x.runner) for x in b.attempts] == [(1, "r1")]
+    assert "started on runner r1 to follow a" in (b.attempts[0].reason or "")
+    assert KillAttempt("r1", "b", 1, b.attempts[0].reason or "") in out
+    assert [e.step.id for e in of(PersistStep, out)].count("b") >= 1
+    assert state.steps["c"].attempts == []
+    # a's retry carries no continuation: b is past its first attempt.
+    [enq] = of(Enqueue, out)
+    assert (enq.ready.step_id, enq.ready.attempt, enq.ready.then) == ("a", 2, None)
+    out = done(state, "a", runner="r2")
+    [enq] = of(Enqueue, out)
+    assert (enq.ready.step_id, enq.ready.attempt) == ("b", 2)
+    # The spent attempt counts as a try: a failure of the second is the step's last.
+    out = done(state, "b", runner="r2", outcome="failed")
+    assert state.steps["b"].status == "failed" and of(ScheduleRetry, out) == []
+
+
+def test_a_continuation_not_heard_started_is_voided_without_spending_an_attempt() -> None:
+    state, _ = make(chain(retries=1), policy=CONTINUING)
+    started("a", runner="r1")(state)
+    out = state.on_silent("a", 1, "runner r1 silent for 3 s", T0 + 4)
+    assert (state.steps["b"].attempt, state.steps["b"].attempts) == (0, [])
+    [enq] = of(Enqueue, out)
+    assert enq.ready.then is not None and enq.ready.then.step_id == "b"
+    # A heartbeat under a ticket prepared before, heard after it was voided, spends nothing.
+    state, _ = make(chain(retries=1), policy=CONTINUING)
+    started("a", runner="r1")(state)
+    prepared = state.steps["b"].ticket
+    state.steps["b"].ticket = "prepared-anew"
+    state.on_heartbeat("b", 1, "r1", None)
+    state.steps["b"].ticket = prepared
+    state.on_silent("a", 1, "runner r1 silent for 3 s", T0 + 4)
+    assert state.steps["b"].attempt == 0
 
 
 def test_a_continuation_that_does_not_count_is_killed_on_its_runner() -> None:

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from services.orchestrator.decisions import AwaitHandoff, Continue, Effect, KillAttempt, PersistStep
-from shared.contracts import RunRecord, StepFinished, StepReady, StepRecord, encode
+from shared.contracts import (
+    AttemptRecord,
+    RunRecord,
+    StepFinished,
+    StepReady,
+    StepRecord,
+    encode,
+)
 
 if TYPE_CHECKING:
     from services.orchestrator.state import Policy
@@ -33,6 +40,9 @@ class Continuing:
     policy: Policy
     _tickets: Callable[[], str]
     _upstream_outputs: dict[str, frozenset[str]]
+    # Continuations heard started (a heartbeat under their prepared ticket) while pending:
+    # step -> (ticket, runner).
+    _went_on: dict[str, tuple[str, str]]
 
     def _ready(self, step: StepRecord) -> tuple[StepReady, str | None]:
         raise NotImplementedError  # RunState's
@@ -149,6 +159,7 @@ class Continuing:
             or self.run.cancel_requested
         ):
             return []
+        self._went_on.pop(child.id, None)
         prev = child.status
         child.status = "queued"
         child.attempt = 1
@@ -169,12 +180,35 @@ class Continuing:
             return []
         return [KillAttempt(ev.runner, ev.continued, 1, f"continuation not taken: {why}")]
 
-    def _unprepare(self, step: StepRecord) -> None:
+    def _heard_going_on(self, step: StepRecord, attempt: int, runner: str) -> None:
+        """A heartbeat of a continuation still pending, under its prepared ticket (checked by
+        the watch): ``runner`` started it before the outcome of the one it follows was
+        stored, as it does when every start is made known at once."""
+        if step.status == "pending" and step.offered_to and step.ticket and attempt == 1:
+            self._went_on[step.id] = (step.ticket, runner)
+
+    def _unprepare(self, step: StepRecord) -> list[Effect]:
         """``step``'s attempt ended without a continuation: what was prepared after it is
-        void, down its chain."""
+        void, down its chain. One heard started keeps its attempt number (spent)."""
+        effects: list[Effect] = []
         todo = list(self.graph.children[step.id])
         while todo:
             child = self.steps[todo.pop()]
             if child.status == "pending" and child.offered_to:
+                went_on = self._went_on.pop(child.id, None)
+                if went_on is not None and went_on[0] == child.ticket:
+                    effects.extend(self._spend(child, went_on[1]))
                 child.offered_to, child.ticket = None, ""
                 todo.extend(self.graph.children[child.id])
+        return effects
+
+    def _spend(self, child: StepRecord, runner: str) -> list[Effect]:
+        """A void continuation its runner started: its runner died (or was judged silent)
+        before the outcome naming it was stored, and the command may have run there. Its
+        attempt counts, as one whose runner died under it does, so the next is the second:
+        no attempt number runs twice."""
+        [after] = self.graph.parents[child.id]
+        reason = f"void: started on runner {runner} to follow {after}, which ended unheard"
+        child.attempt = 1
+        child.attempts.append(AttemptRecord(attempt=1, runner=runner, reason=reason))
+        return [PersistStep(child, child.status), KillAttempt(runner, child.id, 1, reason)]

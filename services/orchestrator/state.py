@@ -101,6 +101,7 @@ class RunState(Continuing):
         # of it that have outputs (computed once per step, from its parents').
         self.with_outputs = {s.id for s in steps if s.outputs}
         self._upstream_outputs: dict[str, frozenset[str]] = {}
+        self._went_on: dict[str, tuple[str, str]] = {}
 
     # ---- construction ----
 
@@ -322,6 +323,7 @@ class RunState(Continuing):
         step = self.steps.get(step_id)
         if step is not None:
             step.last_heartbeat_at = stored_at
+            self._heard_going_on(step, attempt, runner)
         self.on_accepted(step_id, attempt, runner)
         return []
 
@@ -374,25 +376,27 @@ class RunState(Continuing):
         step.started_at = step.finished_at = step.exit_code = None
         step.requeues = 0
         step.ticket = self._tickets()
-        self._unprepare(step)  # prepared to follow its attempt as given before, if ever
+        # Prepared to follow its attempt as given before, if ever.
+        spent = self._unprepare(step)
         ready, too_large = self._ready(step)
         if too_large:
             # No runner could be given it, and another try would be as large.
             step.attempts.append(AttemptRecord(attempt=attempt))
             self._close_attempt(step, stamp, None, too_large)
-            return self._fail(step, too_large, stamp, prev)
+            return spent + self._fail(step, too_large, stamp, prev)
         # Stored with the queued record, so that whoever rebuilds the run knows a runner
         # may hold the attempt although no ready message of it is in the stream.
         step.offered_to = handoff
         if handoff is not None:
             return [
+                *spent,
                 PersistStep(step, prev),
                 _enqueue(step, ready, handoff),
                 *self._prepare_next(step, handoff, stamp),
             ]
         # The prepared successor's record goes before the message that carries it.
         prepared, ready = self._carried(step, ready, stamp)
-        return [*prepared, PersistStep(step, prev), _enqueue(step, ready)]
+        return [*spent, *prepared, PersistStep(step, prev), _enqueue(step, ready)]
 
     def _ready(self, step: StepRecord) -> tuple[StepReady, str | None]:
         """The step's ready message, and why it cannot be sent (too large), if it cannot."""
@@ -492,7 +496,8 @@ class RunState(Continuing):
             for child_id in ready:
                 child = self.steps[child_id]
                 if child.status == "pending":
-                    effects.extend(self._queue(child, 1, stamp, handoff))
+                    # Past an attempt a void continuation spent, if one did.
+                    effects.extend(self._queue(child, child.attempt + 1, stamp, handoff))
                     if child.status == "queued":
                         handoff = None  # one runner, one step
         return effects + self._maybe_finish(stamp)
@@ -500,26 +505,29 @@ class RunState(Continuing):
     def _attempt_failed(
         self, step: StepRecord, reason: str, now: float, *, immediate: bool
     ) -> list[Effect]:
-        self._unprepare(step)
+        spent = self._unprepare(step)
         stamp = from_epoch(now)
         if self.run.cancel_requested:
-            return self._terminate(step, "cancelled", "cancelled", stamp) + self._maybe_finish(
-                stamp
+            return (
+                spent
+                + self._terminate(step, "cancelled", "cancelled", stamp)
+                + self._maybe_finish(stamp)
             )
         if step.attempt <= step.retries:
             next_attempt = step.attempt + 1
             if immediate:
-                return self._queue(step, next_attempt, stamp)
+                return spent + self._queue(step, next_attempt, stamp)
             delay = backoff(step.attempt, self.policy.retry_base, self.policy.retry_cap, self._rand)
             prev = step.status
             step.status = "retrying"
             step.reason = reason
             step.retry_at = from_epoch(now + delay)
             return [
+                *spent,
                 PersistStep(step, prev),
                 ScheduleRetry(step.id, next_attempt, now + delay, delay),
             ]
-        return self._fail(step, reason, stamp, step.status)
+        return spent + self._fail(step, reason, stamp, step.status)
 
     def _fail(self, step: StepRecord, reason: str, stamp: str, prev: str) -> list[Effect]:
         """The step fails for good: every step downstream of it is skipped."""
@@ -584,7 +592,7 @@ class RunState(Continuing):
                 and not self.run.cancel_requested
                 and self.readiness.waiting(step.id) == 0
             ):
-                effects.extend(self._queue(step, 1, stamp))
+                effects.extend(self._queue(step, step.attempt + 1, stamp))
             elif step.status == "retrying":
                 at = parse(step.retry_at).timestamp() if step.retry_at else now
                 effects.append(ScheduleRetry(step.id, step.attempt + 1, at, max(at - now, 0.0)))

@@ -28,7 +28,7 @@ from services.runner_agent.launcher import Launcher, LauncherError
 from services.runner_agent.output import LogPublisher
 from services.runner_agent.outputs_file import OutputsFile
 from services.runner_agent.process import ProcessResult, StepProcess, step_env
-from shared import names
+from shared import failpoints, names
 from shared.acked import AckedPublisher
 from shared.contracts import StepFinished, StepReady, StepStarted, encode
 from shared.metrics import ATTEMPTS
@@ -257,6 +257,8 @@ class Attempt:
         if go_on is not None and then is not None and not outputs:
             if result.outcome == "succeeded":
                 continued = await go_on(self, then)
+                if continued:
+                    failpoints.hit("runner.after_going_on")
         finished = StepFinished(
             run_id=ready.run_id,
             step_id=ready.step_id,
