@@ -250,16 +250,22 @@ class Stack:
             await asyncio.sleep(0.1)
 
     async def wait_ready(self, runners: int, timeout: float = 30.0) -> None:
-        """The gateway answers, the pool shows ``runners`` runners, and every dispatcher
-        running has heard of each: the registry can be ahead of a dispatcher's own view,
-        and a step submitted in between would wait for a runner that is in fact free."""
+        """The gateway answers, the pool shows ``runners`` runners, every dispatcher
+        running has heard of each (the registry can be ahead of a dispatcher's own view,
+        and a step submitted in between would wait for a runner that is in fact free), and
+        every orchestrator running has started (nothing else waits for one)."""
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
             try:
                 status, body = await self.request("GET", "/api/runners")
                 last = body
-                if status == 200 and body["total"] == runners and self._dispatchers_know():
+                if (
+                    status == 200
+                    and body["total"] == runners
+                    and self._dispatchers_know()
+                    and self._orchestrators_started()
+                ):
                     return
             except aiohttp.ClientError as exc:
                 last = exc
@@ -274,6 +280,13 @@ class Stack:
             for d, proc in self.procs.items()
             if d.startswith("dispatcher") and proc.alive()
             for r in names_
+        )
+
+    def _orchestrators_started(self) -> bool:
+        return all(
+            '"msg":"started"' in self.logs(name)
+            for name, proc in self.procs.items()
+            if name.startswith("orchestrator") and proc.alive()
         )
 
     def gone(self) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import nats
 
@@ -45,6 +47,24 @@ def split(members: list[Member]) -> bool:
     held = [m.parts for m in members]
     whole = sorted(p for parts in held for p in parts) == list(range(PARTITIONS))
     return whole and max(map(len, held)) - min(map(len, held)) <= 1
+
+
+@asynccontextmanager
+async def two_sharing(nats_server: EmbeddedNats) -> AsyncIterator[tuple[Member, Member]]:
+    """Members a and b, started, the partitions shared out between them; both stopped after."""
+    nc = await nats.connect(nats_server.url)
+    try:
+        res = await ensure_resources(nc, Settings(partitions=PARTITIONS))
+        kv = res.kv[names.LEASES_BUCKET]
+        a, b = Member(kv, "a"), Member(kv, "b")
+        await a.leases.start()
+        await b.leases.start()
+        await until(lambda: split([a, b]), 5, "not shared out")
+        yield a, b
+        await a.leases.stop()
+        await b.leases.stop()
+    finally:
+        await close(nc)
 
 
 async def test_orchestrators_share_hand_over_and_take_from_the_silent(
@@ -88,14 +108,7 @@ async def test_a_writer_waiting_on_a_stale_lease_wakes_after_what_was_lost_is_dr
     """A holder that stood still past its lease: its writes (services/orchestrator/effects.py)
     wait, and wake once it is renewed, by which time the partitions taken from it are gone
     from it (their runs dropped), so nothing it decided before the pause is written."""
-    nc = await nats.connect(nats_server.url)
-    try:
-        res = await ensure_resources(nc, Settings(partitions=PARTITIONS))
-        kv = res.kv[names.LEASES_BUCKET]
-        a, b = Member(kv, "a"), Member(kv, "b")
-        await a.leases.start()
-        await b.leases.start()
-        await until(lambda: split([a, b]), 5, "not shared out")
+    async with two_sharing(nats_server) as (a, b):
         b_held = set(b.parts)
         await b.leases.halt()
         await until(lambda: a.parts == set(range(PARTITIONS)), 5, "a did not take over")
@@ -112,7 +125,17 @@ async def test_a_writer_waiting_on_a_stale_lease_wakes_after_what_was_lost_is_dr
         await asyncio.wait_for(waiting, 5)
         assert woke == [b_held]
         assert b.leases.fresh()
-        await a.leases.stop()
-        await b.leases.stop()
-    finally:
-        await close(nc)
+
+
+async def test_a_take_decided_on_an_older_view_leaves_a_live_members_partition_alone(
+    nats_server: EmbeddedNats,
+) -> None:
+    """Moves are decided on the view of the moment, and the watch may move it before the
+    take: a partition a live member holds by then is not taken from it, although its key's
+    revision (all a compare-and-set checks) is the one this member has seen."""
+    async with two_sharing(nats_server) as (a, b):
+        [p, *_] = sorted(a.parts)
+        await b.leases._take({p})  # as if decided when p was free
+        assert p in a.parts and p not in b.parts
+        await a.leases.step()
+        assert a.lost == set() and p in a.parts  # a still holds its key

@@ -153,8 +153,7 @@ class Leases:
             if lost:
                 event(log, "partitions lost", partitions=sorted(lost), to="another holder")
                 await self._lose(lost)
-            now = time.monotonic()
-            alive = {n for n, s in self._members.items() if now - s.at < self.ttl}
+            alive = self._alive()
             # A key naming this life that it no longer holds (it lost it) is a stale claim.
             stale = Holder(self.me.name, "")
             holders = {
@@ -165,7 +164,7 @@ class Leases:
             if wanted.give:
                 await self._give(set(wanted.give))
             if wanted.take:
-                await self._take(set(wanted.take), alive)
+                await self._take(set(wanted.take))
 
     # ---- membership ----
 
@@ -197,7 +196,12 @@ class Leases:
         seen = self._parts.get(p)
         return seen.holder if seen else None
 
-    async def _take(self, parts: set[int], alive: set[str]) -> None:
+    def _alive(self) -> set[str]:
+        now = time.monotonic()
+        return {n for n, s in self._members.items() if now - s.at < self.ttl}
+
+    async def _take(self, parts: set[int]) -> None:
+        alive = self._alive()  # as it is now: the watch may have moved since the moves
         gone = {h.name for p in parts if (h := self._holder(p)) and h.name not in alive}
         for name in gone - {self.me.name}:
             member = self._members.get(name)
@@ -226,6 +230,12 @@ class Leases:
     async def _acquire(self, p: int) -> bool:
         value = msgspec.json.encode(Lease(self.me.name, self.me.life))
         seen = self._parts.get(p)
+        if (
+            seen is not None
+            and seen.holder.name != self.me.name
+            and seen.holder.name in self._alive()
+        ):
+            return False  # a live member took it since the moves were decided
         try:
             if seen is None:
                 revision = await self.kv.create(f"{PART}{p}", value)
