@@ -175,7 +175,9 @@ def test_a_continuation_heard_started_before_a_silent_verdict_spends_its_attempt
     out = state.on_silent("a", 1, "runner r1 silent for 3 s", T0 + 4)
     b = state.steps["b"]
     assert (b.status, b.attempt, b.offered_to) == ("pending", 1, None)
-    assert [(x.attempt, x.runner) for x in b.attempts] == [(1, "r1")]
+    assert [(x.attempt, x.runner, x.finished_at) for x in b.attempts] == [
+        (1, "r1", from_epoch(T0 + 4))
+    ]
     assert "started on runner r1 to follow a" in (b.attempts[0].reason or "")
     assert KillAttempt("r1", "b", 1, b.attempts[0].reason or "") in out
     assert [e.step.id for e in of(PersistStep, out)].count("b") >= 1

@@ -187,7 +187,7 @@ class Continuing:
         if step.status == "pending" and step.offered_to and step.ticket and attempt == 1:
             self._went_on[step.id] = (step.ticket, runner)
 
-    def _unprepare(self, step: StepRecord) -> list[Effect]:
+    def _unprepare(self, step: StepRecord, stamp: str) -> list[Effect]:
         """``step``'s attempt ended without a continuation: what was prepared after it is
         void, down its chain. One heard started keeps its attempt number (spent)."""
         effects: list[Effect] = []
@@ -197,12 +197,12 @@ class Continuing:
             if child.status == "pending" and child.offered_to:
                 went_on = self._went_on.pop(child.id, None)
                 if went_on is not None and went_on[0] == child.ticket:
-                    effects.extend(self._spend(child, went_on[1]))
+                    effects.extend(self._spend(child, went_on[1], stamp))
                 child.offered_to, child.ticket = None, ""
                 todo.extend(self.graph.children[child.id])
         return effects
 
-    def _spend(self, child: StepRecord, runner: str) -> list[Effect]:
+    def _spend(self, child: StepRecord, runner: str, stamp: str) -> list[Effect]:
         """A void continuation its runner started: its runner died (or was judged silent)
         before the outcome naming it was stored, and the command may have run there. Its
         attempt counts, as one whose runner died under it does, so the next is the second:
@@ -210,5 +210,7 @@ class Continuing:
         [after] = self.graph.parents[child.id]
         reason = f"void: started on runner {runner} to follow {after}, which ended unheard"
         child.attempt = 1
-        child.attempts.append(AttemptRecord(attempt=1, runner=runner, reason=reason))
+        child.attempts.append(
+            AttemptRecord(attempt=1, runner=runner, finished_at=stamp, reason=reason)
+        )
         return [PersistStep(child, child.status), KillAttempt(runner, child.id, 1, reason)]

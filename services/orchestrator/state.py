@@ -377,7 +377,7 @@ class RunState(Continuing):
         step.requeues = 0
         step.ticket = self._tickets()
         # Prepared to follow its attempt as given before, if ever.
-        spent = self._unprepare(step)
+        spent = self._unprepare(step, stamp)
         ready, too_large = self._ready(step)
         if too_large:
             # No runner could be given it, and another try would be as large.
@@ -505,8 +505,8 @@ class RunState(Continuing):
     def _attempt_failed(
         self, step: StepRecord, reason: str, now: float, *, immediate: bool
     ) -> list[Effect]:
-        spent = self._unprepare(step)
         stamp = from_epoch(now)
+        spent = self._unprepare(step, stamp)
         if self.run.cancel_requested:
             return (
                 spent
