@@ -45,7 +45,7 @@ class Continuing:
     _went_on: dict[str, tuple[str, str]]
 
     def _ready(self, step: StepRecord) -> tuple[StepReady, str | None]:
-        raise NotImplementedError  # RunState's
+        raise NotImplementedError  # Transitions'
 
     def _chain_successor(self, step_id: str) -> StepRecord | None:
         """The first step never queued whose one parent is ``step_id``."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from services.orchestrator.ownership import Holder, moves
+from services.orchestrator.ownership import Holder, live_holder, moves
 from shared.kv_watch import follow
 from shared.metrics import PARTITIONS_HELD
 from shared.nats_types import KeyValue, KeyWrongLastSequenceError, NatsError
@@ -230,11 +230,7 @@ class Leases:
     async def _acquire(self, p: int) -> bool:
         value = msgspec.json.encode(Lease(self.me.name, self.me.life))
         seen = self._parts.get(p)
-        if (
-            seen is not None
-            and seen.holder.name != self.me.name
-            and seen.holder.name in self._alive()
-        ):
+        if seen is not None and live_holder(seen.holder, self.me, self._alive()):
             return False  # a live member took it since the moves were decided
         try:
             if seen is None:

@@ -52,14 +52,14 @@ def moves(
         holder = holders.get(p)
         mine = holder == me
         if target[p] == me.name:
-            if not mine and (holder is None or not _live_holder(holder, me, live)):
+            if not mine and (holder is None or not live_holder(holder, me, live)):
                 take.add(p)
         elif mine:
             give.add(p)
     return Moves(frozenset(take), frozenset(give))
 
 
-def _live_holder(holder: Holder, me: Holder, live: set[str]) -> bool:
+def live_holder(holder: Holder, me: Holder, live: set[str]) -> bool:
     """A holder that may still act: a live member, other than an earlier life of ``me``."""
     if holder.name == me.name:
         return False  # my name, another life: that process is gone (names are unique)

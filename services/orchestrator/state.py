@@ -152,10 +152,6 @@ class RunState(Transitions):
         effects.append(PersistRun(run))
         return state, effects
 
-    @property
-    def done(self) -> bool:
-        return self.run.status != "running"
-
     # ---- messages ----
 
     def on_started(self, ev: StepStarted, now: float) -> list[Effect]:

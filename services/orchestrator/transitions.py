@@ -36,6 +36,10 @@ class Transitions(Continuing):
     readiness: Readiness
     _rand: Callable[[], float]
 
+    @property
+    def done(self) -> bool:
+        return self.run.status != "running"
+
     def _stale(self, step: StepRecord, attempt: int, runner: str) -> str | None:
         if step.status in TERMINAL_STEP:
             return f"step is already {step.status}"
