@@ -193,6 +193,28 @@ def test_a_continuation_heard_started_before_a_silent_verdict_spends_its_attempt
     assert state.steps["b"].status == "failed" and of(ScheduleRetry, out) == []
 
 
+def test_a_continuations_events_handled_before_the_outcome_it_follows_are_not_fenced() -> None:
+    """Stored after that outcome, but handled before it (a redelivery after a failover):
+    neither its started event nor its outcome kills it or what follows it; then the outcome
+    naming it takes it as usual. Heard started, it is spent if the one before is voided."""
+    state, _ = handed_b()
+    out = started("c", runner="r1")(state)
+    assert of(KillAttempt, out) == [] and state.steps["c"].status == "pending"
+    out = done(state, "c", attempt=1, continued="d")
+    assert of(KillAttempt, out) == [] and state.steps["c"].status == "pending"
+    out = done(state, "b", continued="c")
+    assert state.steps["c"].status == "queued" and of(KillAttempt, out) == []
+    # Not prepared (or not under its ticket): fenced as before.
+    state, _ = handed_b()
+    out = started("f", runner="r1", ticket="")(state)
+    assert of(KillAttempt, out) == [KillAttempt("r1", "f", 1, "attempt does not count")]
+    # Heard started early, then the one before judged silent: its attempt is spent.
+    state, _ = handed_b(retries=1)
+    started("c", runner="r1")(state)
+    state.on_silent("b", 1, "runner r1 silent for 3 s", T0 + 4)
+    assert [a.runner for a in state.steps["c"].attempts] == ["r1"]
+
+
 def test_a_continuation_not_heard_started_is_voided_without_spending_an_attempt() -> None:
     state, _ = make(chain(retries=1), policy=CONTINUING)
     started("a", runner="r1")(state)

@@ -180,6 +180,17 @@ class Continuing:
             return []
         return [KillAttempt(ev.runner, ev.continued, 1, f"continuation not taken: {why}")]
 
+    def _reported_early(self, step: StepRecord, attempt: int, runner: str) -> bool:
+        """An event of a prepared continuation (its ticket, checked) handled before the
+        outcome of the step it follows, which was stored first but delivered later (a
+        redelivery after a failover): not fenced, but heard as started. The outcome that
+        names it takes it; its own outcome, stored, is applied once it is queued."""
+        early = step.status == "pending" and bool(step.offered_to and step.ticket)
+        if early and attempt == 1:
+            self._heard_going_on(step, attempt, runner)
+            return True
+        return False
+
     def _heard_going_on(self, step: StepRecord, attempt: int, runner: str) -> None:
         """A heartbeat of a continuation still pending, under its prepared ticket (checked by
         the watch): ``runner`` started it before the outcome of the one it follows was

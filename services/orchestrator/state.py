@@ -164,6 +164,8 @@ class RunState(Transitions):
         stale = self._stale(step, ev.attempt, ev.runner)
         if stale:
             effects: list[Effect] = [Ignored(step.id, f"started event ignored: {stale}")]
+            if self._reported_early(step, ev.attempt, ev.runner):
+                return effects
             # The attempt lives on although it does not count: fence it.
             effects.append(KillAttempt(ev.runner, step.id, ev.attempt, "attempt does not count"))
             return effects
@@ -191,10 +193,10 @@ class RunState(Transitions):
             return [Ignored(step.id, "finished event ignored: its ticket is not the attempt's")]
         stale = self._stale(step, ev.attempt, ev.runner)
         if stale:
-            return [
-                Ignored(step.id, f"finished event ignored: {stale}"),
-                *self._not_continued(ev, "the attempt it follows does not count"),
-            ]
+            ignored: list[Effect] = [Ignored(step.id, f"finished event ignored: {stale}")]
+            if self._reported_early(step, ev.attempt, ev.runner):
+                return ignored
+            return ignored + self._not_continued(ev, "the attempt it follows does not count")
         if step.status == "queued":
             # A step that ended within the runner's report delay has no started event (nor
             # has one whose event was lost): the outcome says when and as which pid it began.
