@@ -348,6 +348,9 @@ class RunRecord(Wire):
     env: dict[str, str] = {}  # the workflow's static variables
     retry_of: str | None = None  # the run this one retries
     retried_by: str | None = None  # the run that retries this one
+    # Held back while its orchestrator's runs under way are at their bound: every step
+    # pending until its turn (HEDDLE_MAX_RUNS_UNDER_WAY, services/orchestrator/admission.py).
+    waiting: bool = False
 
     @property
     def registered_workflow(self) -> str | None:

@@ -125,6 +125,11 @@ CRON_SLOTS = Counter(
     registry=None,
 )
 LIVE_RUNS = Gauge("heddle_live_runs", "Runs not yet finished, held in memory.", registry=None)
+WAITING_RUNS = Gauge(
+    "heddle_waiting_runs",
+    "Live runs waiting for their turn to be under way (HEDDLE_MAX_RUNS_UNDER_WAY).",
+    registry=None,
+)
 PARTITIONS_HELD = Gauge(
     "heddle_partitions_held", "Partitions of the runs this orchestrator owns.", registry=None
 )
@@ -173,6 +178,7 @@ OWNED: dict[str, tuple[Collector, ...]] = {
         VERDICTS,
         CRON_SLOTS,
         LIVE_RUNS,
+        WAITING_RUNS,
         PARTITIONS_HELD,
     ),
     "dispatcher": (RUNNERS, RUNNERS_BUSY, READY_WAITING, AUTOSCALE_DECISIONS, AUTOSCALE_REPLICAS),

@@ -278,6 +278,13 @@ class Settings:
         "how many partitions the runs are spread over, each owned by one orchestrator at a "
         "time; fixed when the streams are first made (at most 64)",
     )
+    max_runs_under_way: int = _s(
+        32,
+        "HEDDLE_MAX_RUNS_UNDER_WAY",
+        "the most runs an orchestrator has under way at once; later runs are stored and wait "
+        "their turn, oldest first, every step pending (0: no bound). A burst's runs end "
+        "sooner in order; raise it with the pool, about four runs per runner",
+    )
     lease_ttl: float = _s(
         3.0,
         "HEDDLE_LEASE_TTL",
@@ -428,6 +435,10 @@ class Settings:
             ),
             (self.cron_backfill >= 1, "HEDDLE_CRON_BACKFILL must be at least 1"),
             (self.retention_runs >= 0, "HEDDLE_RETENTION_RUNS must be 0 (keep all) or more"),
+            (
+                self.max_runs_under_way >= 0,
+                "HEDDLE_MAX_RUNS_UNDER_WAY must be 0 (no bound) or more",
+            ),
             (
                 self.started_report_delay >= 0,
                 "HEDDLE_STARTED_REPORT_DELAY must be 0 (at once) or more",

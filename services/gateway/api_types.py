@@ -116,6 +116,9 @@ class RunFacts(Doc):
     trigger: str
     scheduled_for: str | None
     scheduled_tz: str | None  # the schedule's timezone, with scheduledFor
+    # Waiting for its turn: its orchestrator's runs under way are at their bound
+    # (HEDDLE_MAX_RUNS_UNDER_WAY); every step is pending until then.
+    waiting: bool
 
 
 class RunDocument(RunFacts, kw_only=True):
@@ -181,6 +184,7 @@ class RunChange(Doc):
     status: RunStatus
     finished_at: str | None
     cancel_requested: bool
+    waiting: bool
 
 
 class RunEnd(Doc):

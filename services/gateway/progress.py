@@ -2,8 +2,8 @@
 that carry no common revision, a live subscription and a snapshot (shared/kv_changes.py).
 
 A step's record only moves forward: a later attempt, the same attempt queued again after a
-lost assignment, or a later status within the attempt. A run's moves from running to
-cancelling to terminal. Records of equal progress say the same thing to a reader.
+lost assignment, or a later status within the attempt. A run's moves from waiting to
+under way, to cancelling, to terminal. Records of equal progress say the same thing to a reader.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ _STATUS_RANK = {
 }
 
 StepProgress = tuple[int, int, int]
-RunProgress = tuple[bool, bool]
+RunProgress = tuple[bool, bool, bool]
 
 
 def step_progress(rec: StepRecord) -> StepProgress:
@@ -30,4 +30,4 @@ def step_progress(rec: StepRecord) -> StepProgress:
 
 
 def run_progress(rec: RunRecord) -> RunProgress:
-    return (rec.status in TERMINAL_RUN, rec.cancel_requested)
+    return (rec.status in TERMINAL_RUN, rec.cancel_requested, not rec.waiting)

@@ -94,6 +94,7 @@ class RunChanges:
             status=rec.status,
             finished_at=rec.finished_at,
             cancel_requested=rec.cancel_requested,
+            waiting=rec.waiting,
         )
         return sse.event("run", change)
 

@@ -70,6 +70,11 @@ class Cancel:
 
 
 @dataclass(frozen=True, slots=True)
+class Admit:
+    """A waiting run's turn to be under way (admission.py)."""
+
+
+@dataclass(frozen=True, slots=True)
 class HandedOff:
     """What the runner a queued attempt was handed to answered (handoff.py)."""
 
@@ -90,7 +95,16 @@ class Create:
 
 
 Message = (
-    StepStarted | StepFinished | Silent | Lost | Heard | RetryTimer | Cancel | HandedOff | Create
+    StepStarted
+    | StepFinished
+    | Silent
+    | Lost
+    | Heard
+    | RetryTimer
+    | Cancel
+    | Admit
+    | HandedOff
+    | Create
 )
 
 
@@ -221,6 +235,8 @@ class RunActor:
                 effects = state.on_retry_due(step_id, attempt, now)
             case Cancel():
                 effects = state.cancel(now)
+            case Admit():
+                effects = state.admit(now)
             case HandedOff(step_id=step_id, attempt=attempt, requeue=requeue, runner=runner):
                 effects = state.on_handoff_answer(step_id, attempt, requeue, runner, message.answer)
             case Heard(step_id=step_id, attempt=attempt, runner=runner, stored_at=stored_at):

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from services.orchestrator.actor import Cancel, HandedOff, Message, RetryTimer, RunActor
+from services.orchestrator.actor import Admit, Cancel, HandedOff, Message, RetryTimer, RunActor
+from services.orchestrator.admission import Admission
 from services.orchestrator.consumers import PartitionConsumers
 from services.orchestrator.decisions import KillAttempt
 from services.orchestrator.effects import EffectRunner
@@ -42,7 +43,7 @@ from shared.contracts import (
     run_record_decoder,
 )
 from shared.kv_reads import read_current, read_steps
-from shared.metrics import LIVE_RUNS
+from shared.metrics import LIVE_RUNS, WAITING_RUNS
 from shared.nats_io import close, connect_until_ready
 from shared.partitions import partition_of, subject_partition
 from shared.pull import Handler
@@ -83,7 +84,9 @@ class Orchestrator:
         self.nc: Client | None = None
         self.workflows: WorkflowFeatures | None = None  # history, cron, retention
         self.handoffs: Handoffs | None = None
+        self.admission = Admission(settings.max_runs_under_way)
         LIVE_RUNS.set_function(lambda: len(self.actors))  # read at a scrape, never per step
+        WAITING_RUNS.set_function(lambda: len(self.admission.waiting))
 
     # ---- lifecycle ----
 
@@ -103,7 +106,14 @@ class Orchestrator:
         self.js = res.js
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self.submissions = Submissions(
-            self.nc, self.js, self.runs_kv, self.limits, self.policy, self._spawn, self._known
+            self.nc,
+            self.js,
+            self.runs_kv,
+            self.limits,
+            self.policy,
+            self._spawn,
+            self._known,
+            self.admission.arrive,
         )
         self.liveness = Liveness(self.settings, res, self.actors)
         self.acked = await AckedPublisher(self.nc).start()
@@ -170,6 +180,7 @@ class Orchestrator:
                 del self.actors[actor.run_id]
                 if self.liveness is not None:
                     self.liveness.forget_run(actor.run_id)
+                self._admit(self.admission.gone(actor.run_id))
         await self.consumers.stop(parts)
         await self.liveness.unwatch(parts)
 
@@ -227,6 +238,7 @@ class Orchestrator:
         self.actors.pop(actor.run_id, None)
         if self.liveness is not None:
             self.liveness.forget_run(actor.run_id)
+        self._admit(self.admission.gone(actor.run_id))
         if actor.duplicate:
             event(log, "duplicate submit", run=actor.run_id)
             return
@@ -235,6 +247,15 @@ class Orchestrator:
         self.finished[actor.run_id] = actor.state.run.status
         while len(self.finished) > FINISHED_MEMORY:
             self.finished.popitem(last=False)
+
+    def _admit(self, run_ids: list[str]) -> None:
+        """Their turn: each waiting run's actor queues its first steps."""
+        for run_id in run_ids:
+            actor = self.actors.get(run_id)
+            if actor is not None and not self._stopping:
+                actor.post(Admit())
+            else:  # not live here (any more): its turn passes on
+                self._admit(self.admission.gone(run_id))
 
     async def _rebuild(self, parts: set[int]) -> None:
         """Load the partitions' live runs from KV and make each whole (RunState.resume)."""
@@ -248,6 +269,7 @@ class Orchestrator:
             and self._partition(r.run_id) in parts
             and r.run_id not in self.actors
         ]
+        live.sort(key=lambda r: r.created_at)  # the waiting ones keep their order
         now = time.time()
         for run in live:
             steps = await read_steps(self.runs_kv, run)
@@ -261,9 +283,12 @@ class Orchestrator:
                 continue
             state = RunState(run, steps, self.policy)
             self._spawn(state)  # which counts the running steps as running from now
+            self.admission.recovered(run.run_id, run.waiting)
             effects = state.resume(now)
             if effects:
                 await self.effects.apply(run.run_id, effects)
+        # Once every resumed run's effects are stored: an actor's own writes come after.
+        self._admit(self.admission.due())
         event(log, "rebuilt", partitions=sorted(parts), live_runs=len(live), runs_seen=len(runs))
 
     # ---- commands and events ----

@@ -107,7 +107,10 @@ class RunState(Transitions):
         now: float,
         rand: Callable[[], float] = random.random,
         tickets: Callable[[], str] = new_ticket,
+        admitted: bool = True,
     ) -> tuple[RunState, list[Effect]]:
+        """The run's records to store, its first steps queued; or, not ``admitted`` (the
+        runs under way at their bound), stored waiting, every step pending until ``admit``."""
         created = cmd.submitted_at
         run = RunRecord(
             run_id=cmd.run_id,
@@ -143,14 +146,38 @@ class RunState(Transitions):
         state = cls(run, steps, policy, rand, tickets)
         effects: list[Effect] = []
         stamp = from_epoch(now)
+        run.waiting = not admitted
         for step in steps:
-            if step.status == "pending" and state.readiness.waiting(step.id) == 0:
+            if state._opens(step):
                 effects.extend(state._queue(step, 1, stamp))
             else:
                 effects.append(PersistStep(step, "new"))
         # The run record goes last: it is the commit point of a new run (see effects.py).
         effects.append(PersistRun(run))
         return state, effects
+
+    def _opens(self, step: StepRecord) -> bool:
+        """Whether the step is due to be queued: pending, its dependencies succeeded, and
+        the run admitted and not cancelled."""
+        return (
+            step.status == "pending"
+            and not self.run.waiting
+            and not self.run.cancel_requested
+            and self.readiness.waiting(step.id) == 0
+        )
+
+    def admit(self, now: float) -> list[Effect]:
+        """A waiting run's turn (services/orchestrator/admission.py): its first steps are
+        queued. Nothing for a run admitted already, or ended while it waited."""
+        if not self.run.waiting or self.done:
+            return []
+        self.run.waiting = False
+        stamp = from_epoch(now)
+        effects: list[Effect] = []
+        for step in self.steps.values():
+            if self._opens(step):
+                effects.extend(self._queue(step, step.attempt + 1, stamp))
+        return [*effects, PersistRun(self.run), *self._maybe_finish(stamp)]
 
     # ---- messages ----
 
@@ -364,11 +391,7 @@ class RunState(Transitions):
             elif step.status == "queued":
                 step.queued_at = step.queued_at or stamp
                 effects.append(enqueue(step, self._ready(step)[0]))
-            elif (
-                step.status == "pending"
-                and not self.run.cancel_requested
-                and self.readiness.waiting(step.id) == 0
-            ):
+            elif self._opens(step):
                 effects.extend(self._queue(step, step.attempt + 1, stamp))
             elif step.status == "retrying":
                 at = parse(step.retry_at).timestamp() if step.retry_at else now

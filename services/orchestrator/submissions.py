@@ -39,11 +39,13 @@ class Submissions:
         policy: Policy,
         spawn: Callable[[RunState], RunActor],
         known: Callable[[str], bool],
+        arrive: Callable[[str], bool] = lambda run_id: True,
     ) -> None:
         self.nc, self.js, self.runs_kv = nc, js, runs_kv
         self.limits, self.policy = limits, policy
         self.spawn = spawn  # the new run's actor
         self.known = known  # a run live here, or finished lately
+        self.arrive = arrive  # under way at once, or waiting its turn (admission.py)
 
     async def submit_carried(self, cmd: SubmitRun, ref: DocumentRef, msg: Msg) -> Outcome:
         """A submit whose document is carried beside it (shared/documents.py): read, then
@@ -92,8 +94,9 @@ class Submissions:
             if ref is not None:
                 await drop_document(self.js, ref)
             return Outcome.DONE
+        admitted = self.arrive(run_id)
         with gc_paused():
-            state, effects = RunState.new(cmd, self.policy, time.time())
+            state, effects = RunState.new(cmd, self.policy, time.time(), admitted=admitted)
         actor = self.spawn(state)
         retried = cmd.retry_of
 

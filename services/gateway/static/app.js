@@ -394,7 +394,8 @@
       put(tbody, ...runs.map((run) => h("tr", { "data-run": run.runId },
         h("td", {}, h("a", { href: runHref(run.runId), class: "mono" }, run.runId)),
         h("td", {}, badge(run.status), run.cancelRequested && run.status === "running"
-          ? h("span", { class: "muted" }, " cancelling") : null),
+          ? h("span", { class: "muted" }, " cancelling")
+          : run.waiting ? h("span", { class: "muted" }, " waiting") : null),
         h("td", {}, run.workflowName
           ? [run.workflowName, run.version ? h("span", { class: "muted" }, ` v${run.version}`) : null]
           : dash()),
@@ -699,7 +700,10 @@
       cancel.disabled = TERMINAL_RUN.has(run.status);
       retry.hidden = !["failed", "cancelled"].includes(run.status);
       put(notice, run.cancelRequested && !TERMINAL_RUN.has(run.status)
-        ? h("p", { class: "muted" }, "Cancel requested: running steps are being stopped.") : null);
+        ? h("p", { class: "muted" }, "Cancel requested: running steps are being stopped.")
+        : run.waiting && !TERMINAL_RUN.has(run.status)
+          ? h("p", { class: "muted", id: "waiting" }, "Waiting for its turn: the runs under way are at their bound.")
+          : null);
       if (!dag && run.steps.length) {
         if (run.steps.length <= SVG_MAX_STEPS) {
           dag = drawDag(run.runId, run.steps);
@@ -787,6 +791,7 @@
         doc.status = ev.status;
         doc.finishedAt = ev.finishedAt;
         if (typeof ev.cancelRequested === "boolean") doc.cancelRequested = ev.cancelRequested;
+        if (typeof ev.waiting === "boolean") doc.waiting = ev.waiting;
         if (type === "run") later(DRAW_MS);
         else {  // the run is over: drawn now, then its document read once more
           setLive("ended", "");
