@@ -7,6 +7,7 @@ import itertools
 
 import pytest
 
+from services.client.render import runs_view
 from services.orchestrator.admission import Admission
 from services.orchestrator.decisions import Enqueue, PersistRun, PersistStep
 from services.orchestrator.state import RunState
@@ -159,3 +160,12 @@ def test_a_waiting_retry_queues_only_what_its_carried_steps_leave_ready() -> Non
     assert queued(effects) == []
     assert statuses(state) == {"a": "succeeded", "b": "succeeded", "c": "pending", "d": "pending"}
     assert queued(state.admit(T0 + 1)) == ["c"]
+
+
+def test_the_command_line_shows_a_waiting_run_as_such() -> None:
+    listed = [
+        {"runId": "r1", "status": "running", "waiting": True, "createdAt": from_epoch(T0)},
+        {"runId": "r2", "status": "running", "waiting": False, "createdAt": from_epoch(T0)},
+    ]
+    lines = runs_view(listed).splitlines()
+    assert "running, waiting" in lines[1] and "waiting" not in lines[2], lines

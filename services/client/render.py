@@ -68,10 +68,15 @@ def step_counts(run: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
+def run_state(run: dict[str, Any]) -> str:
+    """The run's status, and whether it waits for its turn (HEDDLE_MAX_RUNS_UNDER_WAY)."""
+    return f"{run['status']}, waiting" if run.get("waiting") else run["status"]
+
+
 def run_view(run: dict[str, Any]) -> str:
     """`heddle status`: the run's line, then a line per step."""
     took = duration(seconds_between(run["createdAt"], run.get("finishedAt")))
-    head = [f"run {run['runId']}: {run['status']} ({took})"]
+    head = [f"run {run['runId']}: {run_state(run)} ({took})"]
     if run.get("workflowName"):
         head.append(f"workflow {run['workflowName']} v{run.get('version')}, {run.get('trigger')}")
     head.append(f"steps: {counts_text(step_counts(run))}")
@@ -95,7 +100,7 @@ def runs_view(runs: list[dict[str, Any]]) -> str:
     rows = [
         (
             r["runId"],
-            r["status"],
+            run_state(r),
             r.get("workflowName") or "-",
             r.get("createdAt"),
             duration(seconds_between(r.get("createdAt"), r.get("finishedAt"))),
