@@ -385,8 +385,9 @@ async def test_browser_run_page_follows_the_run_s_events(
     stack: StackFactory, browser: Browser, tmp_path: Path
 ) -> None:
     """The run page reads the run's document once at the start and once at the end; in between
-    every state it shows comes from GET /api/runs/{run}/events."""
-    s = await stack(runners=1)
+    every state it shows comes from GET /api/runs/{run}/events, the run's turn included (one
+    run under way at a time: the watched run waits while the blocker runs)."""
+    s = await stack(runners=1, HEDDLE_MAX_RUNS_UNDER_WAY="1")
     hold, go = tmp_path / "hold", tmp_path / "go"
     await s.submit({"runId": "blocker", "steps": [{"id": "hold", "command": wait_loop(str(hold))}]})
     await s.wait_step("blocker", "hold", {"running"})
@@ -395,7 +396,7 @@ async def test_browser_run_page_follows_the_run_s_events(
         {"id": "b", "command": "true", "dependsOn": ["a"]},
     ]
     await s.submit({"runId": "watched", "steps": steps})
-    await s.wait_step("watched", "a", {"queued"})  # the one runner is busy with the blocker
+    assert (await s.run("watched"))["waiting"] is True  # the blocker is under way
 
     errors: list[str] = []
     page = await browser.new_page()
@@ -406,13 +407,15 @@ async def test_browser_run_page_follows_the_run_s_events(
     await page.goto(with_token(s, "/#/runs/watched"))
     badge_a = page.locator('tr[data-step="a"] .badge')
     node_a = page.locator('#dag [data-node="a"]')
-    await expect(badge_a).to_have_text("queued", timeout=WAIT)
+    await expect(badge_a).to_have_text("pending", timeout=WAIT)
     await expect(page.locator("#run-live")).to_have_text("Following live", timeout=WAIT)
+    await expect(page.locator("#waiting")).to_contain_text("Waiting for its turn")
     await expect(page.locator('tr[data-step="b"] .badge')).to_have_text("pending")
-    await expect(node_a).to_have_class(re.compile(r"\bst-queued\b"))
+    await expect(node_a).to_have_class(re.compile(r"\bst-pending\b"))
 
-    hold.touch()  # the blocker ends: a is sent to the runner
+    hold.touch()  # the blocker ends: the watched run's turn, and a is sent to the runner
     await expect(badge_a).to_have_text("running", timeout=WAIT)
+    await expect(page.locator("#waiting")).to_have_count(0)
     await expect(node_a).to_have_class(re.compile(r"\bst-running\b"))
     await expect(page.locator('tr[data-step="a"] td').nth(3)).to_have_text("runner-0")
     await expect(page.locator("#run-meta")).to_contain_text("1 running")
