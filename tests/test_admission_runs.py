@@ -6,6 +6,7 @@ orchestrator's SIGKILL."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from datetime import datetime
 from typing import Any
@@ -59,6 +60,10 @@ async def test_runs_past_the_bound_wait_their_turn_in_order_and_are_told_when_ad
     # In the order they came: the third and fourth when the first two end (together, maybe),
     # the fifth only when one of those ends.
     assert queued[2] <= queued[3] < queued[4], queued
+    # One line per state change: stored waiting, then admitted.
+    lines = [json.loads(line) for line in s.logs("orchestrator").splitlines() if line[:1] == "{"]
+    told_waiting = [x["waiting"] for x in lines if x["msg"] == "run" and x["run"] == run_ids[2]]
+    assert told_waiting[:2] == [True, False], told_waiting
     got = await told
     run_events = [data for kind, data in got if kind == "run"]
     assert run_events[0]["waiting"] is True, got

@@ -29,10 +29,12 @@ class PersistRun:
     run: RunRecord
     status: str = field(default="", compare=False)  # as decided, for the log line
     cancel_requested: bool = field(default=False, compare=False)
+    waiting: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", self.run.status)
         object.__setattr__(self, "cancel_requested", self.run.cancel_requested)
+        object.__setattr__(self, "waiting", self.run.waiting)
 
 
 @dataclass(frozen=True, slots=True)

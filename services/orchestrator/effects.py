@@ -209,7 +209,12 @@ class EffectRunner:
 
     async def _persist_run(self, batch: _Batch, i: int, eff: PersistRun) -> None:
         event(
-            log, "run", run=batch.run_id, status=eff.status, cancel_requested=eff.cancel_requested
+            log,
+            "run",
+            run=batch.run_id,
+            status=eff.status,
+            cancel_requested=eff.cancel_requested,
+            waiting=eff.waiting,
         )
         if i != batch.last_run_write:
             return
