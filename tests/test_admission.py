@@ -51,10 +51,13 @@ def test_runs_under_the_bound_are_under_way_at_once_and_the_rest_wait_in_order()
     adm = Admission(2)
     assert [adm.arrive(r) for r in ("r1", "r2", "r3", "r4")] == [True, True, False, False]
     assert adm.under_way == {"r1", "r2"} and list(adm.waiting) == ["r3", "r4"]
-    assert adm.gone("r2") == ["r3"]
-    assert adm.gone("r1") == ["r4"]
-    assert adm.gone("r3") == [] and adm.gone("r4") == []
-    assert not adm.under_way and not adm.waiting
+    adm.gone("r2")
+    assert adm.due() == ["r3"]
+    adm.gone("r1")
+    assert adm.due() == ["r4"]
+    adm.gone("r3")
+    adm.gone("r4")
+    assert adm.due() == [] and not adm.under_way and not adm.waiting
 
 
 def test_a_new_run_waits_behind_those_waiting_even_when_a_place_is_free() -> None:
@@ -69,8 +72,10 @@ def test_a_waiting_run_that_ends_gives_no_place_and_leaves_the_line() -> None:
     adm = Admission(1)
     for r in ("r1", "r2", "r3"):
         adm.arrive(r)
-    assert adm.gone("r2") == []  # cancelled while waiting
-    assert adm.gone("r1") == ["r3"]
+    adm.gone("r2")  # cancelled while waiting
+    assert adm.due() == []
+    adm.gone("r1")
+    assert adm.due() == ["r3"]
 
 
 def test_no_bound_puts_every_run_under_way() -> None:
@@ -87,9 +92,12 @@ def test_recovered_runs_under_way_stay_so_past_the_bound_and_waiting_ones_keep_t
     for run_id, waiting in (("u1", False), ("u2", False), ("w1", True), ("w2", True)):
         adm.recovered(run_id, waiting)
     assert adm.under_way == {"live", "u1", "u2"} and adm.due() == []
-    assert adm.gone("u1") == []  # still two under way
-    assert adm.gone("u2") == ["w1"]
-    assert adm.gone("live") == ["w2"]
+    adm.gone("u1")
+    assert adm.due() == []  # still two under way
+    adm.gone("u2")
+    assert adm.due() == ["w1"]
+    adm.gone("live")
+    assert adm.due() == ["w2"]
 
 
 @pytest.mark.parametrize("bound", [1, 2, 3, 5])
@@ -101,8 +109,8 @@ def test_never_more_under_way_than_the_bound_and_every_run_gets_its_turn(bound: 
             order.append(f"r{i}")
     while adm.under_way:
         assert len(adm.under_way) <= bound
-        oldest = min(adm.under_way, key=lambda r: int(r[1:]))
-        order.extend(adm.gone(oldest))
+        adm.gone(min(adm.under_way, key=lambda r: int(r[1:])))
+        order.extend(adm.due())
     assert order == [f"r{i}" for i in range(12)]
 
 

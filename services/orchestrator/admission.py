@@ -33,11 +33,11 @@ class Admission:
         else:
             self.under_way.add(run_id)
 
-    def gone(self, run_id: str) -> list[str]:
-        """The run ended, or is not this orchestrator's any more: the runs whose turn it is."""
+    def gone(self, run_id: str) -> None:
+        """The run ended, was never made, or is not this orchestrator's any more: its place
+        is free (``due`` says whose turn it is)."""
         self.under_way.discard(run_id)
         self.waiting.pop(run_id, None)
-        return self.due()
 
     def due(self) -> list[str]:
         """The waiting runs that fit under the bound now, oldest first; under way from now."""

@@ -114,6 +114,7 @@ class Orchestrator:
             self._spawn,
             self._known,
             self.admission.arrive,
+            self._release,
         )
         self.liveness = Liveness(self.settings, res, self.actors)
         self.acked = await AckedPublisher(self.nc).start()
@@ -180,7 +181,8 @@ class Orchestrator:
                 del self.actors[actor.run_id]
                 if self.liveness is not None:
                     self.liveness.forget_run(actor.run_id)
-                self._admit(self.admission.gone(actor.run_id))
+                self.admission.gone(actor.run_id)
+        self._admit_due()
         await self.consumers.stop(parts)
         await self.liveness.unwatch(parts)
 
@@ -238,7 +240,8 @@ class Orchestrator:
         self.actors.pop(actor.run_id, None)
         if self.liveness is not None:
             self.liveness.forget_run(actor.run_id)
-        self._admit(self.admission.gone(actor.run_id))
+        self.admission.gone(actor.run_id)
+        self._admit_due()
         if actor.duplicate:
             event(log, "duplicate submit", run=actor.run_id)
             return
@@ -248,14 +251,22 @@ class Orchestrator:
         while len(self.finished) > FINISHED_MEMORY:
             self.finished.popitem(last=False)
 
-    def _admit(self, run_ids: list[str]) -> None:
-        """Their turn: each waiting run's actor queues its first steps."""
-        for run_id in run_ids:
-            actor = self.actors.get(run_id)
-            if actor is not None and not self._stopping:
-                actor.post(Admit())
-            else:  # not live here (any more): its turn passes on
-                self._admit(self.admission.gone(run_id))
+    def _release(self, run_id: str) -> None:
+        """A run that took a place and was never made: the place is free."""
+        self.admission.gone(run_id)
+        self._admit_due()
+
+    def _admit_due(self) -> None:
+        """The waiting runs whose turn it is: each one's actor queues its first steps."""
+        if self._stopping:
+            return  # whoever takes the partitions admits them
+        while due := self.admission.due():
+            for run_id in due:
+                actor = self.actors.get(run_id)
+                if actor is not None:
+                    actor.post(Admit())
+                else:  # not live here any more: its turn passes on
+                    self.admission.gone(run_id)
 
     async def _rebuild(self, parts: set[int]) -> None:
         """Load the partitions' live runs from KV and make each whole (RunState.resume)."""
@@ -288,7 +299,7 @@ class Orchestrator:
             if effects:
                 await self.effects.apply(run.run_id, effects)
         # Once every resumed run's effects are stored: an actor's own writes come after.
-        self._admit(self.admission.due())
+        self._admit_due()
         event(log, "rebuilt", partitions=sorted(parts), live_runs=len(live), runs_seen=len(runs))
 
     # ---- commands and events ----

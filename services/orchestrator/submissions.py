@@ -40,12 +40,14 @@ class Submissions:
         spawn: Callable[[RunState], RunActor],
         known: Callable[[str], bool],
         arrive: Callable[[str], bool] = lambda run_id: True,
+        release: Callable[[str], None] = lambda run_id: None,
     ) -> None:
         self.nc, self.js, self.runs_kv = nc, js, runs_kv
         self.limits, self.policy = limits, policy
         self.spawn = spawn  # the new run's actor
         self.known = known  # a run live here, or finished lately
         self.arrive = arrive  # under way at once, or waiting its turn (admission.py)
+        self.release = release  # the place of a run not made after all
 
     async def submit_carried(self, cmd: SubmitRun, ref: DocumentRef, msg: Msg) -> Outcome:
         """A submit whose document is carried beside it (shared/documents.py): read, then
@@ -95,9 +97,13 @@ class Submissions:
                 await drop_document(self.js, ref)
             return Outcome.DONE
         admitted = self.arrive(run_id)
-        with gc_paused():
-            state, effects = RunState.new(cmd, self.policy, time.time(), admitted=admitted)
-        actor = self.spawn(state)
+        try:
+            with gc_paused():
+                state, effects = RunState.new(cmd, self.policy, time.time(), admitted=admitted)
+            actor = self.spawn(state)
+        except BaseException:
+            self.release(run_id)
+            raise
         retried = cmd.retry_of
 
         async def announce(run_id: str) -> None:
