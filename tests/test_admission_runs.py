@@ -17,6 +17,7 @@ from shared.partitions import partition_of
 from shared.timefmt import parse
 from tests.conftest import StackFactory
 from tests.stack import Stack, step_of
+from tests.test_metrics import scrape, value
 from tests.test_orchestrators import PARTITIONS, balanced, held
 from tests.test_run_events import events
 
@@ -46,8 +47,10 @@ async def submit_all(s: Stack, count: int, command: str) -> list[str]:
 async def test_runs_past_the_bound_wait_their_turn_in_order_and_are_told_when_admitted(
     stack: StackFactory,
 ) -> None:
-    s = await stack(runners=4, HEDDLE_MAX_RUNS_UNDER_WAY="2")
+    s = await stack(runners=4, metrics=True, HEDDLE_MAX_RUNS_UNDER_WAY="2")
     run_ids = await submit_all(s, 5, "sleep 0.6")  # every one answered 201, stored
+    gauges = await scrape(s, "orchestrator")
+    assert (value(gauges, "heddle_live_runs"), value(gauges, "heddle_waiting_runs")) == (5, 3)
     third = await s.run(run_ids[2])
     assert third["waiting"] is True and third["status"] == "running", third
     assert step_of(third, "a")["status"] == "pending"

@@ -118,6 +118,7 @@ async def test_every_service_metrics_move_with_runs_and_outages(stack: StackFact
         assert value(o, name, **labels) - value(b, name, **labels) == steps, name
     assert value(o, "heddle_step_duration_seconds_sum", outcome="succeeded") >= 0.2
     assert value(o, "heddle_live_runs") == 0
+    assert ("heddle_waiting_runs", frozenset()) in o and value(o, "heddle_waiting_runs") == 0
     assert attempts(after, "succeeded") - attempts(before, "succeeded") == steps
     # The dispatcher's pool is the API's.
     _, pool = await s.request("GET", "/api/runners")
