@@ -148,7 +148,7 @@ class RunState(Transitions):
         stamp = from_epoch(now)
         run.waiting = not admitted
         for step in steps:
-            if state._opens(step):
+            if state._due_to_queue(step):
                 effects.extend(state._queue(step, 1, stamp))
             else:
                 effects.append(PersistStep(step, "new"))
@@ -156,7 +156,7 @@ class RunState(Transitions):
         effects.append(PersistRun(run))
         return state, effects
 
-    def _opens(self, step: StepRecord) -> bool:
+    def _due_to_queue(self, step: StepRecord) -> bool:
         """Whether the step is due to be queued: pending, its dependencies succeeded, and
         the run admitted and not cancelled."""
         return (
@@ -175,7 +175,7 @@ class RunState(Transitions):
         stamp = from_epoch(now)
         effects: list[Effect] = []
         for step in self.steps.values():
-            if self._opens(step):
+            if self._due_to_queue(step):
                 effects.extend(self._queue(step, step.attempt + 1, stamp))
         return [*effects, PersistRun(self.run), *self._maybe_finish(stamp)]
 
@@ -391,7 +391,7 @@ class RunState(Transitions):
             elif step.status == "queued":
                 step.queued_at = step.queued_at or stamp
                 effects.append(enqueue(step, self._ready(step)[0]))
-            elif self._opens(step):
+            elif self._due_to_queue(step):
                 effects.extend(self._queue(step, step.attempt + 1, stamp))
             elif step.status == "retrying":
                 at = parse(step.retry_at).timestamp() if step.retry_at else now
