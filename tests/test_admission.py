@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import itertools
 
+import msgspec
 import pytest
 
 from services.client.render import runs_view
+from services.gateway.run_events import RunChanges
 from services.orchestrator.admission import Admission
 from services.orchestrator.decisions import Enqueue, PersistRun, PersistStep
 from services.orchestrator.state import RunState
-from shared.contracts import AttemptRecord, StepSpec, SubmitRun
+from shared.contracts import AttemptRecord, RunRecord, StepSpec, SubmitRun
 from shared.timefmt import from_epoch
 from tests.test_state_machine import POLICY, RUN, T0, finished, started
 
@@ -177,3 +179,16 @@ def test_the_command_line_shows_a_waiting_run_as_such() -> None:
     ]
     lines = runs_view(listed).splitlines()
     assert "running, waiting" in lines[1] and "waiting" not in lines[2], lines
+
+
+def test_a_runs_admission_is_news_to_its_followers_and_its_waiting_record_seen_late_is_not() -> (
+    None
+):
+    told = RunChanges()
+    waiting = RunRecord(
+        run_id=RUN, status="running", created_at=from_epoch(T0), step_count=4, waiting=True
+    )
+    assert b'"waiting":true' in told.run_changed(waiting)
+    admitted = msgspec.structs.replace(waiting, waiting=False)
+    assert b'"waiting":false' in told.run_changed(admitted)
+    assert told.run_changed(waiting) == b""  # the older record, from the snapshot, after
