@@ -125,3 +125,22 @@ async def test_a_dead_orchestrators_waiting_runs_are_admitted_in_turn_by_the_one
     assert [step_of(r, "a")["attempt"] for r in runs] == [1, 1, 1]
     assert most_at_once(spans(runs)) == 1, spans(runs)
     assert spans(runs)[1][0] < spans(runs)[2][0]
+
+
+async def test_waiting_runs_handed_to_an_orchestrator_that_joins_are_admitted_by_its_bound(
+    stack: StackFactory,
+) -> None:
+    s = await stack(runners=2, HEDDLE_MAX_RUNS_UNDER_WAY="1")
+    by_partition: dict[int, str] = {}  # one run in every partition: some are sure to move
+    for i in range(1000):
+        by_partition.setdefault(partition_of(f"join-{i}", PARTITIONS), f"join-{i}")
+    assert len(by_partition) == PARTITIONS
+    run_ids = [await s.submit({"runId": r, **one_step("sleep 0.4")}) for r in by_partition.values()]
+    await s.wait_step(run_ids[0], "a", {"running"})
+    s.start("orchestrator-1")  # takes half the partitions, and their runs, waiting or not
+    await balanced(s, ("orchestrator", "orchestrator-1"))
+    assert held(s, "orchestrator-1"), "the orchestrator that joined took no partition"
+    runs = [await s.wait_run(r, timeout=60.0) for r in run_ids]
+    assert [r["status"] for r in runs] == ["succeeded"] * PARTITIONS, runs
+    assert [step_of(r, "a")["attempt"] for r in runs] == [1] * PARTITIONS
+    assert 1 <= most_at_once(spans(runs)) <= 2, spans(runs)  # one under way in each
