@@ -114,7 +114,7 @@ class Orchestrator:
             self._spawn,
             self._known,
             self.admission.arrive,
-            self._release,
+            self._free_place,
         )
         self.liveness = Liveness(self.settings, res, self.actors)
         self.acked = await AckedPublisher(self.nc).start()
@@ -240,8 +240,7 @@ class Orchestrator:
         self.actors.pop(actor.run_id, None)
         if self.liveness is not None:
             self.liveness.forget_run(actor.run_id)
-        self.admission.gone(actor.run_id)
-        self._admit_due()
+        self._free_place(actor.run_id)
         if actor.duplicate:
             event(log, "duplicate submit", run=actor.run_id)
             return
@@ -251,8 +250,8 @@ class Orchestrator:
         while len(self.finished) > FINISHED_MEMORY:
             self.finished.popitem(last=False)
 
-    def _release(self, run_id: str) -> None:
-        """A run that took a place and was never made: the place is free."""
+    def _free_place(self, run_id: str) -> None:
+        """The run ended, or was never made: its place goes to whoever's turn it is."""
         self.admission.gone(run_id)
         self._admit_due()
 

@@ -185,18 +185,17 @@ class Continuing:
         outcome of the step it follows, which was stored first but delivered later (a
         redelivery after a failover): not fenced, but heard as started. The outcome that
         names it takes it; its own outcome, stored, is applied once it is queued."""
-        early = step.status == "pending" and bool(step.offered_to and step.ticket)
-        if early and attempt == 1:
-            self._heard_going_on(step, attempt, runner)
-            return True
-        return False
+        return self._heard_going_on(step, attempt, runner)
 
-    def _heard_going_on(self, step: StepRecord, attempt: int, runner: str) -> None:
-        """A heartbeat of a continuation still pending, under its prepared ticket (checked by
-        the watch): ``runner`` started it before the outcome of the one it follows was
-        stored, as it does when every start is made known at once."""
+    def _heard_going_on(self, step: StepRecord, attempt: int, runner: str) -> bool:
+        """A heartbeat (or event) of a continuation still pending, under its prepared ticket
+        (checked by the caller): ``runner`` started it before the outcome of the one it
+        follows was stored, as it does when every start is made known at once. Whether it
+        was one."""
         if step.status == "pending" and step.offered_to and step.ticket and attempt == 1:
             self._went_on[step.id] = (step.ticket, runner)
+            return True
+        return False
 
     def _unprepare(self, step: StepRecord, stamp: str) -> list[Effect]:
         """``step``'s attempt ended without a continuation: what was prepared after it is

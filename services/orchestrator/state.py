@@ -124,6 +124,7 @@ class RunState(Transitions):
             scheduled_tz=cmd.scheduled_tz,
             params=dict(cmd.params),
             env=dict(cmd.env),
+            waiting=not admitted,
         )
         steps = [
             StepRecord(
@@ -146,7 +147,6 @@ class RunState(Transitions):
         state = cls(run, steps, policy, rand, tickets)
         effects: list[Effect] = []
         stamp = from_epoch(now)
-        run.waiting = not admitted
         for step in steps:
             if state._due_to_queue(step):
                 effects.extend(state._queue(step, 1, stamp))

@@ -39,8 +39,8 @@ class Submissions:
         policy: Policy,
         spawn: Callable[[RunState], RunActor],
         known: Callable[[str], bool],
-        arrive: Callable[[str], bool] = lambda run_id: True,
-        release: Callable[[str], None] = lambda run_id: None,
+        arrive: Callable[[str], bool],
+        release: Callable[[str], None],
     ) -> None:
         self.nc, self.js, self.runs_kv = nc, js, runs_kv
         self.limits, self.policy = limits, policy
