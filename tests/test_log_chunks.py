@@ -32,6 +32,7 @@ from services.runner_agent.chunks import (
 )
 from services.runner_agent.output import MSG_HEADER, LogPublisher
 from shared import names
+from shared.acked import AckedPublisher
 from shared.contracts import MAX_CHUNK_LINES, LogLine, chunk_texts, encode, log_line_decoder
 from shared.resources import ensure_resources
 from shared.settings import Settings
@@ -113,6 +114,11 @@ async def nc(nats_server: EmbeddedNats) -> AsyncIterator[Client]:
 
 
 @pytest.fixture
+async def acked(nc: Client) -> AckedPublisher:
+    return await AckedPublisher(nc).start()
+
+
+@pytest.fixture
 def js(nc: Client) -> JetStreamContext:
     return nc.jetstream(timeout=10)
 
@@ -120,12 +126,14 @@ def js(nc: Client) -> JetStreamContext:
 class Attempt:
     """One attempt's log written the way the services write it, and what it should read."""
 
-    def __init__(self, nc: Client, attempt: int, max_line_bytes: int = 16384) -> None:
+    def __init__(
+        self, nc: Client, acked: AckedPublisher, attempt: int, max_line_bytes: int = 16384
+    ) -> None:
         self.nc = nc
-        self.js = js = nc.jetstream(timeout=10)
+        self.js = nc.jetstream(timeout=10)
         self.attempt = attempt
         self.subject = names.log("run", "step", attempt)
-        self.pub = LogPublisher(nc, js, "run", "step", attempt, max_line_bytes)
+        self.pub = LogPublisher(nc, acked, "run", "step", attempt, max_line_bytes)
         self.expected: list[tuple[str, int, str]] = []  # (stream, seq, text)
 
     async def orchestrator(self, text: str) -> None:
@@ -176,9 +184,9 @@ class Attempt:
 
 
 async def test_chunks_read_back_with_notes_anywhere(
-    nc: Client, js: JetStreamContext, monkeypatch: pytest.MonkeyPatch
+    nc: Client, acked: AckedPublisher, js: JetStreamContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = Attempt(nc, 1)
+    a = Attempt(nc, acked, 1)
     await a.orchestrator("cancel requested early")  # before the runner's first message
     await a.note("started on runner r (pid 1)")
     for i in range(12):
@@ -221,9 +229,9 @@ async def test_chunks_read_back_with_notes_anywhere(
     }
 
 
-async def test_single_lines_and_notes_only(nc: Client) -> None:
+async def test_single_lines_and_notes_only(nc: Client, acked: AckedPublisher) -> None:
     # A line per read (a command that prints slowly): a message per line, as before.
-    slow = Attempt(nc, 1)
+    slow = Attempt(nc, acked, 1)
     await slow.note("started")
     for i in range(20):
         await slow.lines("stdout", [f"line {i}"])
@@ -232,14 +240,14 @@ async def test_single_lines_and_notes_only(nc: Client) -> None:
     await slow.close("succeeded")
     await slow.check(list(range(0, 30)))
     # Many notes before the runner's few lines; and notes alone (a skipped step).
-    early = Attempt(nc, 2)
+    early = Attempt(nc, acked, 2)
     for i in range(12):
         await early.orchestrator(f"note {i}")
     await early.note("started")
     await early.lines("stdout", ["a", "b", "c"])
     await early.close("succeeded")
     await early.check(list(range(0, 20)))
-    only = Attempt(nc, 3)
+    only = Attempt(nc, acked, 3)
     for i in range(10):
         await only.orchestrator(f"note {i}")
     await only.check([0, 1, 5, 9, 10, 11])
@@ -253,11 +261,12 @@ async def stored(js: JetStreamContext) -> None:
 
 async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
     nc: Client,
+    acked: AckedPublisher,
     js: JetStreamContext,
 ) -> None:
     held = "started on runner r (pid 1)"
     # Nothing written: the first and the final note are one message of two lines.
-    quiet = Attempt(nc, 1)
+    quiet = Attempt(nc, acked, 1)
     quiet.pub.hold(held)
     await quiet.close("succeeded")  # unconfirmed (no output): stored once what follows is
     await stored(js)
@@ -267,14 +276,14 @@ async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
     assert json.loads(only.data) == {"stream": "heddle", "seq": 1, "lines": [held, "succeeded"]}
     assert only.headers == {MSG_HEADER: "1"}
     # Output first: the held note goes out before it.
-    loud = Attempt(nc, 2)
+    loud = Attempt(nc, acked, 2)
     loud.pub.hold(held)
     await loud.pub.write("stdout", b"a\nb\n")
     await loud.close("succeeded")
     loud.expected[:0] = [("heddle", 1, held), ("stdout", 2, "a"), ("stdout", 3, "b")]
     assert await loud.check([0, 1, 4]) == 3
     # Released (the command outlived the report delay): sent once, then the rest as usual.
-    slow = Attempt(nc, 3)
+    slow = Attempt(nc, acked, 3)
     slow.pub.hold(held)
     await slow.pub.release()
     await slow.pub.release()
@@ -285,8 +294,10 @@ async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
     assert await slow.check([0, 3]) == 3
 
 
-async def test_long_lines_and_partial_lines(nc: Client, js: JetStreamContext) -> None:
-    a = Attempt(nc, 1, max_line_bytes=16)
+async def test_long_lines_and_partial_lines(
+    nc: Client, acked: AckedPublisher, js: JetStreamContext
+) -> None:
+    a = Attempt(nc, acked, 1, max_line_bytes=16)
     await a.note("started")
     await a.pub.write("stdout", b"one\ntw")  # a partial line waits for its newline
     await a.pub.write("stdout", b"o\n" + b"x" * 40 + b"\n\xff\xfe\n")

@@ -217,12 +217,16 @@ class Orchestrator:
             self.acked.lost()
         if self.liveness is not None:
             self.liveness.disconnected()
+        if self.leases is not None:
+            self.leases.disconnected()  # nobody is judged silent over an outage
 
     async def _reconnected(self) -> None:
         if self.consumers is not None:
             await self.consumers.reconnected()
         if self.liveness is not None:
             self.liveness.reconnected()
+        if self.leases is not None:
+            self.leases.reconnected()
 
     # ---- actors ----
 

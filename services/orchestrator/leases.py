@@ -30,7 +30,7 @@ import msgspec
 from services.orchestrator.ownership import Holder, live_holder, moves
 from shared.kv_watch import follow
 from shared.metrics import PARTITIONS_HELD
-from shared.nats_types import KeyValue, KeyWrongLastSequenceError, NatsError
+from shared.nats_types import KeyValue, KeyWrongLastSequenceError, NatsError, NotFoundError
 from shared.service import event
 from shared.settings import Settings
 from shared.tasks import cancel_and_wait
@@ -82,8 +82,10 @@ class Leases:
         self._renewed_at = -float("inf")
         self._renewal = asyncio.Event()  # set (and replaced) at each renewal
         self._caught_up = asyncio.Event()
+        self._whole_since = float("inf")  # when the view last caught up (start, reconnect)
         self._lock = asyncio.Lock()  # one move at a time: a take never overlaps a give
-        self._tasks: list[asyncio.Task[None]] = []
+        self._watch: asyncio.Task[None] | None = None
+        self._looping: asyncio.Task[None] | None = None
 
     def fresh(self) -> bool:
         """Whether this orchestrator may act on its partitions now."""
@@ -102,38 +104,58 @@ class Leases:
 
     async def start(self) -> None:
         """Join, and make the first moves once the bucket's current keys are read."""
-        watch = follow(
-            self.kv,
-            self._on_entry,
-            what="leases",
-            log=log,
-            on_caught_up=self._caught_up.set,
-            on_restart=self._caught_up.clear,
-        )
-        self._tasks.append(asyncio.create_task(watch, name="leases watch"))
+        self._watch = self._watching()
         await self._join()
         await self._caught_up.wait()
         await self.step()
-        self._tasks.append(asyncio.create_task(self._loop(), name="leases"))
+        self._looping = asyncio.create_task(self._loop(), name="leases")
 
     async def stop(self) -> None:
         """Give every partition back (its runs drained) and leave."""
-        await cancel_and_wait(self._tasks[-1] if len(self._tasks) > 1 else None)
+        await cancel_and_wait(self._looping)
+        self._looping = None
         async with self._lock:
             await self._give(set(self.held))
             try:
                 await self.kv.delete(MEMBER + self.me.name, last=self._member_revision)
             except NatsError as exc:  # the others find it silent instead
                 log.warning("leaving the members failed: %s", exc)
-        for task in self._tasks:
-            await cancel_and_wait(task)
+        await self.halt()
 
     async def halt(self) -> None:
         """Stop renewing and moving, keeping what it holds: what a frozen or dead process
         looks like to the others (the tests' freeze; ``step`` afterwards is its return)."""
-        for task in self._tasks:
-            await cancel_and_wait(task)
-        self._tasks.clear()
+        await cancel_and_wait(self._looping, self._watch)
+        self._looping = self._watch = None
+
+    def disconnected(self) -> None:
+        """Cut off from the server: no moves, and nobody judged, until caught up again."""
+        self._caught_up.clear()
+
+    def reconnected(self) -> None:
+        """Back: a fresh watch, as the old one's consumer may have gone with the server
+        without a word (nats-py's ordered consumer sees nothing for seconds)."""
+        self._caught_up.clear()
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = self._watching()
+
+    def _watching(self) -> asyncio.Task[None]:
+        watch = follow(
+            self.kv,
+            self._on_entry,
+            what="leases",
+            log=log,
+            on_caught_up=self._whole,
+            on_restart=self._caught_up.clear,
+        )
+        return asyncio.create_task(watch, name="leases watch")
+
+    def _whole(self) -> None:
+        # An outage is not a death: silence counts from when the view is whole again, since
+        # neither the replay nor a renewal sent before the outage says when a member last spoke.
+        self._whole_since = time.monotonic()
+        self._caught_up.set()
 
     async def _loop(self) -> None:
         while True:
@@ -142,6 +164,8 @@ class Leases:
                 await self.step()
             except NatsError as exc:  # the next round tries again
                 log.warning("lease round failed: %s", exc)
+            except Exception:  # anything else too: a loop that ended would never renew again
+                log.exception("lease round failed")
 
     async def step(self) -> None:
         async with self._lock:
@@ -176,19 +200,34 @@ class Leases:
         event(log, "joined", orchestrator=self.me.name, life=self.me.life)
 
     async def _renew(self) -> None:
-        sent = time.monotonic()
-        value = msgspec.json.encode(Lease(self.me.name, self.me.life))
-        try:
-            self._member_revision = await self.kv.update(
-                MEMBER + self.me.name, value, last=self._member_revision
-            )
-        except KeyWrongLastSequenceError:
-            # Judged silent and replaced: whatever this life held is another's now.
-            event(log, "partitions lost", partitions=sorted(self.held), to="judged silent")
-            await self._lose(set(self.held))
-            await self._join()
+        key, value = MEMBER + self.me.name, msgspec.json.encode(Lease(self.me.name, self.me.life))
+        for _ in range(2):  # a second try with the revision adopted below
+            sent = time.monotonic()
+            try:
+                self._member_revision = await self.kv.update(key, value, last=self._member_revision)
+            except KeyWrongLastSequenceError:
+                revision = await self._own_revision()
+                if revision is None:
+                    # Judged silent and replaced: whatever this life held is another's now.
+                    event(log, "partitions lost", partitions=sorted(self.held), to="judged silent")
+                    await self._lose(set(self.held))
+                    await self._join()
+                    return
+                # A renewal that timed out, applied after all once nats-py reconnected and
+                # sent what it had buffered: nobody judged this life, it carries on.
+                self._member_revision = revision
+                continue
+            self._renewed(sent)
             return
-        self._renewed(sent)
+
+    async def _own_revision(self) -> int | None:
+        """The member key's revision while it still names this life, else None."""
+        try:
+            entry = await self.kv.get(MEMBER + self.me.name)
+            lease = _decode(entry.value or b"")
+        except (NotFoundError, msgspec.DecodeError):  # deleted (declared gone), or not a lease
+            return None
+        return entry.revision if Holder(lease.name, lease.life) == self.me else None
 
     # ---- partitions ----
 
@@ -197,8 +236,8 @@ class Leases:
         return seen.holder if seen else None
 
     def _alive(self) -> set[str]:
-        now = time.monotonic()
-        return {n for n, s in self._members.items() if now - s.at < self.ttl}
+        now, whole = time.monotonic(), self._whole_since
+        return {n for n, s in self._members.items() if now - max(s.at, whole) < self.ttl}
 
     async def _take(self, parts: set[int]) -> None:
         alive = self._alive()  # as it is now: the watch may have moved since the moves
@@ -214,8 +253,8 @@ class Leases:
         PARTITIONS_HELD.set(len(self.held))
         try:
             await self._on_take(got)
-        except (NatsError, TimeoutError) as exc:
-            log.warning("taking partitions %s failed (%s); giving them back", sorted(got), exc)
+        except Exception:  # any failure (a reset refused, a rebuild's odd answer) fails the take
+            log.warning("taking partitions %s failed; giving them back", sorted(got), exc_info=True)
             await self._give(got)
 
     async def _declare_gone(self, name: str, revision: int) -> bool:

@@ -293,7 +293,11 @@ class RunnerAgent:
         )
 
     async def _run(self, attempt: Attempt) -> None:
-        await attempt.run(free=lambda: self._free(attempt), go_on=self._go_on)
+        try:
+            await attempt.run(free=lambda: self._free(attempt), go_on=self._go_on)
+        except Exception:  # freed and silent (Attempt.run): the watchdog ends the attempt
+            r = attempt.ready
+            log.exception("step %s/%s attempt %d not reported", r.run_id, r.step_id, r.attempt)
         failpoints.hit("runner.after_report")
         self.registration.soon()
 

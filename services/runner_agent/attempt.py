@@ -113,7 +113,7 @@ class Attempt:
         ctx, ready = self.ctx, self.ready
         logs = self.logs = LogPublisher(
             ctx.nc,
-            ctx.js,
+            ctx.acked,
             ready.run_id,
             ready.step_id,
             ready.attempt,
@@ -138,6 +138,7 @@ class Attempt:
         )
         self.beats.start()
         if self.failure is not None:
+            process.started.set()  # never to be spawned: a kill request waits for nothing
             return
         try:
             process.start()
@@ -225,6 +226,20 @@ class Attempt:
         assignment (which follows the outcome) finds the runner idle. ``go_on`` starts the
         continuation of a success without outputs and names its step, first of all: it is
         what a chain waits for."""
+        try:
+            await self._finish(free, go_on)
+        finally:
+            # Whatever broke, the runner is free and the heartbeats stop: an attempt that
+            # could not report goes silent, and the watchdog judges it (never a wedged runner).
+            free()
+            self.beats.stop()
+            self.done.set()
+
+    async def _finish(
+        self,
+        free: Callable[[], None],
+        go_on: Callable[[Attempt, StepReady], Awaitable[str]] | None,
+    ) -> None:
         ready, process, logs = self.ready, self.process, self.logs
         assert process is not None and logs is not None
         try:
@@ -279,16 +294,15 @@ class Attempt:
         )
         ATTEMPTS.labels(finished.outcome).inc()
         await self._send_answer()
-        await logs.close(_summary(finished))
-        free()
         try:
-            await self._after_reported()  # the orchestrator learns of this one from that one
-            await self._report(finished)
-        finally:
-            # Heartbeats go on until the outcome is stored: a runner still trying to report
-            # (a broker that came back, an acknowledgement lost with it) is not silent.
-            self.beats.stop()
-            self.done.set()
+            await logs.close(_summary(finished))
+        except Exception:  # the log's last note is not worth the outcome
+            log.exception("log of %s/%s not closed", ready.run_id, ready.step_id)
+        free()
+        await self._after_reported()  # the orchestrator learns of this one from that one
+        # Heartbeats go on until the outcome is stored (``run`` stops them): a runner still
+        # trying to report (a broker that came back, an acknowledgement lost) is not silent.
+        await self._report(finished)
 
     def _outputs(self, result: ProcessResult) -> dict[str, str] | str:
         """The outputs of a succeeded attempt, or why they fail it; a failed attempt's are

@@ -37,11 +37,13 @@ from typing import TYPE_CHECKING
 
 from services.runner_agent.chunks import chunk, cut_long_lines, cut_point, split_long
 from shared import names
+from shared.acked import NOT_STORED
 from shared.contracts import LogLine, encode
 from shared.nats_types import NatsError
 
 if TYPE_CHECKING:
-    from shared.nats_types import Client, JetStreamContext
+    from shared.acked import AckedPublisher
+    from shared.nats_types import Client
 
 log = logging.getLogger("heddle.runner")
 
@@ -57,13 +59,13 @@ class LogPublisher:
     def __init__(
         self,
         nc: Client,
-        js: JetStreamContext,
+        acked: AckedPublisher,
         run_id: str,
         step_id: str,
         attempt: int,
         max_line_bytes: int,
     ) -> None:
-        self._js = js
+        self._acked = acked  # the checkpoints
         self._nc = nc  # core publishes: ordered, pipelined, stored by the stream
         self.subject = names.log(run_id, step_id, attempt)
         self.max_line_bytes = max_line_bytes
@@ -75,6 +77,7 @@ class LogPublisher:
         self._since_bytes = 0
         self._checkpoint: asyncio.Future | None = None
         self._held: str | None = None  # the first note, not sent yet (``hold``)
+        self.dropped = 0  # messages the connection would not take (``_send``)
 
     async def write(self, stream: str, data: bytes) -> None:
         """Raw bytes as read from a pipe: its complete lines go out now, as one message (or
@@ -174,15 +177,25 @@ class LogPublisher:
         ):
             self._since_messages = self._since_bytes = 0
             try:
-                future = await self._js.publish_async(self.subject, payload, headers=headers)
-            except NatsError as exc:  # never fatal to the step: send it unconfirmed
+                future = await self._acked.publish(self.subject, payload, headers=headers)
+            except NatsError as exc:  # never fatal to the step: sent unconfirmed, if at all
                 log.warning("log checkpoint on %s not sent: %s", self.subject, exc)
-                await self._nc.publish(self.subject, payload, headers=headers)
+                await self._send(payload, headers)
                 return
             await self._confirm()  # the previous checkpoint
             self._checkpoint = future
         else:
+            await self._send(payload, headers)
+
+    async def _send(self, payload: bytes, headers: dict[str, str]) -> None:
+        """A core publish that never fails the step: during an outage whose outbound buffer
+        is full, lines are dropped (and counted in the log) rather than the attempt's outcome."""
+        try:
             await self._nc.publish(self.subject, payload, headers=headers)
+        except NatsError as exc:
+            self.dropped += 1
+            if self.dropped == 1:
+                log.warning("log messages on %s dropped: %s", self.subject, exc)
 
     async def _confirm(self) -> None:
         future, self._checkpoint = self._checkpoint, None
@@ -193,5 +206,5 @@ class LogPublisher:
             return
         try:
             await asyncio.wait_for(future, CHECKPOINT_WAIT)
-        except (NatsError, TimeoutError) as exc:  # the server's error, or no answer in time
+        except NOT_STORED as exc:  # the server's error, a lost connection, or no answer in time
             log.warning("log lines on %s not confirmed: %r", self.subject, exc)
