@@ -24,7 +24,23 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 PARAM_FIELDS = {"name", "default", "description"}
 # One variable's value at most: well below Linux's 128 KiB per environment string.
 MAX_VALUE_BYTES = 64 * 1024
+# A run's parameters, a workflow's env, a step's env: each at most this, names and values,
+# so that the records that hold them and the ready message that holds all three stay well
+# below NATS's 1 MiB message (a record that cannot be written would hold its run for ever).
+MAX_VARIABLES_BYTES = 128 * 1024
 _NOT_ALNUM = re.compile(r"[^A-Za-z0-9]")
+
+
+def size_problems(values: Mapping[str, object], path: str, what: str) -> list[Problem]:
+    """``what`` (names and string values) over MAX_VARIABLES_BYTES, as a problem."""
+    size = sum(
+        len(name.encode(errors="surrogatepass")) + len(value.encode(errors="surrogatepass"))
+        for name, value in values.items()
+        if isinstance(name, str) and isinstance(value, str)
+    )
+    if size <= MAX_VARIABLES_BYTES:
+        return []
+    return [Problem(path, f"{what} are {size} bytes in all; the limit is {MAX_VARIABLES_BYTES}")]
 
 
 def env_part(name: str) -> str:
@@ -95,7 +111,12 @@ def declaration_problems(doc: object, path: str = "params") -> list[Problem]:
                 problems.append(Problem(f"{where}.default", msg))
         if "description" in decl and not isinstance(decl["description"], str):
             problems.append(Problem(f"{where}.description", "description must be a string"))
-    return problems
+    defaults = {
+        d["name"]: d["default"]
+        for d in doc
+        if isinstance(d, dict) and isinstance(d.get("name"), str) and "default" in d
+    }
+    return problems + size_problems(defaults, path, "the parameters' defaults")
 
 
 def values_problems(values: object, path: str = "params") -> list[Problem]:
@@ -119,7 +140,7 @@ def values_problems(values: object, path: str = "params") -> list[Problem]:
         msg = value_problem(value, "the value")
         if msg:
             problems.append(Problem(where, msg))
-    return problems
+    return problems + size_problems(values, path, "the parameters' values")
 
 
 def resolve(
@@ -154,6 +175,7 @@ def resolve(
             problems.append(Problem(f"{path}.{name}", f"missing required parameter {name!r}"))
         else:
             values[name] = decl.default
+    problems += size_problems(values, path, "the parameters' values")
     return ({} if problems else values), problems
 
 
@@ -210,7 +232,7 @@ def env_problems(env: object, path: str) -> list[Problem]:
         msg = value_problem(value, "the value")
         if msg:
             problems.append(Problem(where, msg))
-    return problems
+    return problems + size_problems(env, path, "the variables")
 
 
 # ---- a step's variables -----------------------------------------------------------------

@@ -15,6 +15,7 @@ from shared.contracts import ParamSpec, SubmitRun, WorkflowSpec
 from shared.cron_plan import named_slot
 from shared.errors import InvalidWorkflow
 from shared.step_env import (
+    MAX_VARIABLES_BYTES,
     output_env,
     param_env,
     passes,
@@ -229,3 +230,29 @@ def test_a_scheduled_workflow_gives_every_parameter_a_default() -> None:
     ]
     doc["params"] = [{"name": "day", "default": "mon"}]
     assert parse_workflow(doc, Limits()).params == [ParamSpec(name="day", default="mon")]
+
+
+def test_variables_are_bounded_as_a_whole_so_every_record_fits_a_message() -> None:
+    """Each value within its own limit, twenty of them past the whole's: every map that a
+    record or a ready message holds is refused, with its size, where it is."""
+    big = {f"V{i}": "v" * 60_000 for i in range(20)}  # 1.2 MB, each value 60 KB
+    half = MAX_VARIABLES_BYTES // 2 - 1  # two names of a byte, two values within their limit
+    at_limit = {"A": "a" * half, "B": "b" * half}
+    limit = f"the limit is {MAX_VARIABLES_BYTES}"
+    found = problems_of({"steps": [{**STEPS[0], "env": big}], "env": big}, inline=True)
+    assert [p for p, _ in found] == ["env", "steps[0].env"]
+    assert all("1200050 bytes in all" in m and limit in m for _, m in found)
+    assert problems_of({"steps": STEPS, "params": big}, inline=True)[0][0] == "params"
+    defaults = [{"name": f"p{i}", "default": "d" * 60_000} for i in range(3)]
+    found = problems_of({"name": "w", "steps": STEPS, "params": defaults})
+    assert found == [("params", f"the parameters' defaults are 180006 bytes in all; {limit}")]
+    declared = [ParamSpec(name=f"p{i}") for i in range(3)]
+    values, problems = resolve(declared, {f"p{i}": "v" * 60_000 for i in range(3)})
+    assert values == {} and [p.path for p in problems] == ["params"]
+    body = {"params": {f"p{i}": "v" * 60_000 for i in range(3)}}
+    got = trigger_inputs(body, None, WorkflowSpec(steps=[], params=declared), NOW)
+    assert [p.path for p in got.problems] == ["params"]  # a registered workflow's trigger
+    # At the limit, names included, it passes.
+    assert parse_run_request({"steps": STEPS, "env": at_limit, "params": at_limit}, Limits())
+    assert resolve([ParamSpec(name="A"), ParamSpec(name="B")], at_limit) == (at_limit, [])
+    assert problems_of({"steps": STEPS, "env": {**at_limit, "C": ""}}, inline=True)
