@@ -63,6 +63,7 @@ class Liveness:
         self._periodic: list[Periodic] = []  # the watchdog's scan, the backstop's look
         self._watches: dict[int, asyncio.Task[None]] = {}  # partition -> its heartbeat watch
         self._caught_up: set[int] = set()
+        self._online = True  # the connection is up (disconnected / reconnected)
 
     # ---- lifecycle ----
 
@@ -83,6 +84,12 @@ class Liveness:
         for p in parts:
             await cancel_and_wait(self._watches.pop(p, None))
             self._caught_up.discard(p)
+        # A watch stopped before it replayed must not hold verdicts back for the others.
+        self._resume_if_caught_up()
+
+    def _resume_if_caught_up(self) -> None:
+        if self._online and not self.view.connected and self._caught_up >= set(self._watches):
+            self.view.reconnected()
 
     def start(self) -> None:
         self._periodic = [
@@ -100,10 +107,12 @@ class Liveness:
         await self.unwatch(set(self._watches))
 
     def disconnected(self) -> None:
+        self._online = False
         self.view.disconnected()
 
     def reconnected(self) -> None:
         # The heartbeat watches restart and resume the watchdog once they have caught up.
+        self._online = True
         self.watch(set(self._watches))
 
     def forget_run(self, run_id: str) -> None:
@@ -122,8 +131,7 @@ class Liveness:
 
         def caught_up() -> None:
             self._caught_up.add(partition)
-            if self._caught_up >= set(self._watches):
-                self.view.reconnected()
+            self._resume_if_caught_up()
 
         await follow(
             self.hb_kv,
