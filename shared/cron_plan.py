@@ -134,7 +134,10 @@ def named_slot(text: object, expr: str | None, tz: str | None, now: datetime) ->
         raise ValueError(f"{text!r} is not an ISO 8601 time") from None
     if at.tzinfo is None:
         raise ValueError(f"{text!r} has no offset: add Z (UTC) or one such as +02:00")
-    at = at.astimezone(UTC)
+    try:
+        at = at.astimezone(UTC)
+    except OverflowError:  # year 1 east of UTC, year 9999 west of it
+        raise ValueError(f"{text!r} is out of range in UTC") from None
     if at.second or at.microsecond:
         raise ValueError(f"{text!r} is not a whole minute: slots are cron's minutes")
     if at > now:

@@ -3,6 +3,8 @@ TestServer over a real nats-server (tests/gateway_apps.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from pathlib import Path
 
@@ -195,3 +197,45 @@ async def test_form_posts_are_refused(gateway: Gateway, admin_file: Path) -> Non
         gw, "POST", "/api/workflows/flow/runs", boss, skip_auto_headers=["Content-Type"]
     )
     assert status == 202, body
+
+
+async def raw_request(port: int, head: bytes, body: bytes = b"") -> tuple[int, bytes]:
+    """A request written byte for byte (a client library would refuse to send these)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(head + b"Connection: close\r\n\r\n" + body)
+        await writer.drain()
+        answer = await reader.read()
+    finally:
+        writer.close()
+    status_line, _, rest = answer.partition(b"\r\n")
+    return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+async def test_headers_that_are_not_utf8_get_a_4xx_naming_them(
+    gateway: Gateway, admin_file: Path
+) -> None:
+    gw = await gateway()
+    port = gw.server.port
+    host = f"Host: 127.0.0.1:{port}\r\n".encode()
+    status, body = await raw_request(
+        port, b"GET /api/runs HTTP/1.1\r\n" + host + b"Authorization: Bearer \xff\r\n"
+    )
+    assert status == 401 and b"the token is not UTF-8 text" in body
+    status, body = await raw_request(port, b"GET /api/runs HTTP/1.1\r\nHost: \xff\r\n")
+    assert status == 421 and json.loads(body)["host"] == "\\udcff"
+    boss = root(admin_file)
+    assert (await call(gw, "POST", "/api/workflows", boss, json=FLOW))[0] == 201
+    status, body = await raw_request(
+        port,
+        b"POST /api/workflows/flow/runs HTTP/1.1\r\n"
+        + host
+        + f"Authorization: Bearer {boss}\r\n".encode()
+        + b"Content-Type: application/json\r\nContent-Length: 2\r\n"
+        + b"Idempotency-Key: \xff\r\n",
+        b"{}",
+    )
+    problems = json.loads(body)["problems"]
+    assert status == 400 and problems == [
+        {"path": "idempotencyKey", "message": "the Idempotency-Key header is not UTF-8"}
+    ]

@@ -193,6 +193,8 @@ def test_a_manual_run_names_a_slot_of_the_schedule() -> None:
         ("2025-04-01T05:00:00Z", "in the future"),
         ("yesterday", "not an ISO 8601 time"),
         (20250201, "must be an ISO 8601 time string"),
+        ("0001-01-01T00:00:00+14:00", "out of range in UTC"),
+        ("9999-12-31T23:59:00-01:00", "out of range in UTC"),
     ]:
         with pytest.raises(ValueError, match=re.escape(words)):
             named_slot(text, *daily, NOW)

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from services.gateway import views
 from services.gateway.keys import CALLER, SETTINGS, TOKENS
+from services.gateway.params import sent_as_utf8
 from shared.hosts import AllowedHosts
 from shared.settings import Settings
 from shared.tokens import Role, allows
@@ -104,6 +105,8 @@ def _check_token(request: web.Request, needs: Role) -> web.Response | None:
     token = bearer(request.headers.get("Authorization"))
     if token is None:
         return _unauthorized("this needs a token: send Authorization: Bearer <token>", False)
+    if not sent_as_utf8(token):
+        return _unauthorized("the token is not UTF-8 text", True)
     record = request.app[TOKENS].lookup(token)
     if record is None:
         return _unauthorized("unknown token", True)
@@ -133,7 +136,8 @@ def _host_refused(request: web.Request, hosts: AllowedHosts) -> web.Response | N
     host = request.headers.get("Host")
     if hosts.allows(host):
         return None
-    shown = (host or "")[:100]
+    # Bytes that were not UTF-8 shown escaped (\udcff), as the answer's JSON can hold them.
+    shown = (host or "")[:100].encode(errors="backslashreplace").decode()
     return views.error(
         421,
         f"this gateway does not answer to host {shown!r}: add it to HEDDLE_ALLOWED_HOSTS",

@@ -1,4 +1,5 @@
-"""Whole numbers from a query string or a header, parsed strictly, for every route.
+"""Whole numbers from a query string or a header, parsed strictly, for every route; and
+whether a header's text came as UTF-8.
 
 ``int()`` takes more than a client should send: Unicode digits (``int("٣") == 3``; and
 ``"²".isdigit()`` is true though ``int("²")`` fails) and thousands of digits (past Python's
@@ -19,6 +20,16 @@ from shared.errors import Problem
 MAX_DIGITS = 20  # every bound fits (2**63 has 19 digits); int() never sees a long string
 SHOWN = 40  # characters of a bad value repeated in the answer
 D = TypeVar("D", int, None)
+
+
+def sent_as_utf8(text: str) -> bool:
+    """Whether a header's value was UTF-8 as sent: aiohttp keeps other bytes as lone
+    surrogates, which no hash, key or JSON answer can encode."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_whole(raw: str, low: int, high: int) -> int | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from services.gateway.params import sent_as_utf8
 from shared.contracts import WorkflowSpec
 from shared.cron_plan import named_slot
 from shared.errors import Problem
@@ -47,6 +48,8 @@ def trigger_inputs(
         out.problems.append(
             Problem("idempotencyKey", f"a string of 1 to {MAX_KEY_CHARS} characters")
         )
+    elif key is not None and not sent_as_utf8(key):
+        out.problems.append(Problem("idempotencyKey", "the Idempotency-Key header is not UTF-8"))
     else:
         out.key = key
     out.params, problems = resolve(spec.params, body.get("params"))
