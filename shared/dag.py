@@ -53,13 +53,17 @@ def structural_problems(
     known = set(seen)
     for i, (step_id, parents) in enumerate(deps):
         listed: set[str] = set()
+        repeated: set[str] = set()  # a dependency listed many times is one problem, not many
         for j, parent in enumerate(parents):
-            if parent == step_id:
+            if parent in listed:
+                if parent in repeated:
+                    continue
+                repeated.add(parent)
+                problem = f"dependency {parent!r} listed twice"
+            elif parent == step_id:
                 problem = f"step {step_id!r} depends on itself"
             elif parent not in known:
                 problem = f"unknown step {parent!r}"
-            elif parent in listed:
-                problem = f"dependency {parent!r} listed twice"
             else:
                 listed.add(parent)
                 continue  # the path is built for a problem alone: a big workflow has none

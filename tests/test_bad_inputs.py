@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestClient
 
 from services.embedded_nats import EmbeddedNats
 from services.gateway.keys import NATS
-from services.gateway.views import HEADER_ROOM
+from services.gateway.views import HEADER_ROOM, MAX_LISTED_PROBLEMS
 from shared import names
 from shared.contracts import SubmitRun, encode
 from shared.documents import INLINE_MAX
@@ -285,3 +285,19 @@ async def test_nats_too_slow_to_answer_is_503_with_retry_after(
     finally:
         os.kill(own_nats_server.proc.pid, signal.SIGCONT)
     assert (await call(gw, "GET", "/api/runs/r1", token))[0] == 404  # and it recovers
+
+
+async def test_an_answer_lists_a_thousand_problems_and_counts_the_rest(
+    gateway: Gateway, admin_file: Path
+) -> None:
+    """A small document can hold millions of problems: the answer stays small."""
+    gw = await gateway()
+    steps = [{"id": "a", "command": "true", "dependsOn": [f"n{i}" for i in range(2500)]}]
+    status, body = await call(gw, "POST", "/api/runs", root(admin_file), json={"steps": steps})
+    assert status == 400
+    assert len(body["problems"]) == MAX_LISTED_PROBLEMS == 1000
+    assert body["problems"][-1] == {
+        "path": "steps[0].dependsOn[999]",
+        "message": "unknown step 'n999'",
+    }
+    assert body["problemsNotListed"] == 1500

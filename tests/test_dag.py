@@ -103,6 +103,17 @@ def test_several_structural_problems_are_all_reported() -> None:
     ]
 
 
+def test_a_dependency_listed_many_times_is_two_problems_at_most() -> None:
+    deps = [("a", ["ghost"] * 10_000 + ["a"] * 3), ("b", ["a", "a", "a"])]
+    assert structural_problems(deps) == [
+        Problem("steps[0].dependsOn[0]", "unknown step 'ghost'"),
+        Problem("steps[0].dependsOn[1]", "dependency 'ghost' listed twice"),
+        Problem("steps[0].dependsOn[10000]", "step 'a' depends on itself"),
+        Problem("steps[0].dependsOn[10001]", "dependency 'a' listed twice"),
+        Problem("steps[1].dependsOn[1]", "dependency 'a' listed twice"),
+    ]
+
+
 def test_cycle_is_reported_alongside_an_unknown_dependency() -> None:
     # A cycle among x and y is a problem of its own: fixing the unknown id in z does not
     # fix it, so the user should hear about both at once.

@@ -52,6 +52,8 @@ class ErrorDoc(Doc):
     needs: str | msgspec.UnsetType = msgspec.UNSET  # the role a 403 asks for
     role: str | msgspec.UnsetType = msgspec.UNSET  # the caller's role, on a 403
     host: str | msgspec.UnsetType = msgspec.UNSET  # the Host refused, on a 421
+    # Problems past the first MAX_LISTED_PROBLEMS, counted, not listed.
+    problems_not_listed: int | msgspec.UnsetType = msgspec.UNSET
 
 
 class StatusDoc(Doc):

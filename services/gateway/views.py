@@ -33,13 +33,19 @@ def json_response(body: Any, status: int = 200) -> web.Response:
     )
 
 
+# An answer lists this many problems at most: a small document can hold millions of them.
+MAX_LISTED_PROBLEMS = 1000
+
+
 def error_body(message: str, problems: list[Problem] | None = None, **extra: Any) -> bytes:
-    """The one shape of every error answer (``ErrorDoc``): ``error``, then ``problems``."""
-    listed = (
-        msgspec.UNSET
-        if problems is None
-        else [ProblemDoc(path=p.path, message=p.message) for p in problems]
-    )
+    """The one shape of every error answer (``ErrorDoc``): ``error``, then ``problems``
+    (the first MAX_LISTED_PROBLEMS; ``problemsNotListed`` counts the rest)."""
+    listed: list[ProblemDoc] | msgspec.UnsetType = msgspec.UNSET
+    if problems is not None:
+        shown = problems[:MAX_LISTED_PROBLEMS]
+        listed = [ProblemDoc(path=p.path, message=p.message) for p in shown]
+        if len(problems) > MAX_LISTED_PROBLEMS:
+            extra["problems_not_listed"] = len(problems) - MAX_LISTED_PROBLEMS
     return encode(ErrorDoc(error=message, problems=listed, **extra))
 
 
