@@ -412,3 +412,18 @@ async def test_wait_is_told_by_the_run_events_instead_of_polling(stack: StackFac
     # One read to start and one at the end; a poll every 0.5 s would have read six or more.
     assert requests_to(metrics, "/api/runs/{run}") <= 3, metrics
     assert requests_to(metrics, "/api/runs/{run}/events") == 1
+
+
+def test_a_file_is_not_held_to_limits_the_gateway_sets(tmp_path: Path) -> None:
+    """The step count and a command's size are the gateway's settings: a file past their
+    defaults is the gateway's to refuse, and its structure is still checked here."""
+    big = tmp_path / "big.json"
+    steps = [{"id": f"s{i}", "command": "true"} for i in range(12_000)]
+    steps[0]["command"] = "x" * 20_000
+    big.write_text(json.dumps({"steps": steps}))
+    assert len(documents.run_request(str(big))["steps"]) == 12_000
+    steps[1]["dependsOn"] = ["nope"]
+    big.write_text(json.dumps({"name": "big", "steps": steps}))
+    with pytest.raises(documents.BadDocument) as err:
+        documents.workflow(str(big))
+    assert err.value.lines() == ["steps[1].dependsOn[0]: unknown step 'nope'"]

@@ -15,6 +15,10 @@ import yaml
 from shared.errors import InvalidWorkflow, Problem
 from shared.validation import Limits, parse_run_request, parse_workflow
 
+# The step count and a command's size are the gateway's settings (HEDDLE_MAX_STEPS,
+# HEDDLE_MAX_COMMAND_BYTES), unknown here: the gateway checks them, the file the rest.
+GATEWAY_LIMITS = Limits(max_steps=sys.maxsize, max_command_bytes=sys.maxsize)
+
 
 class BadDocument(Exception):
     """A workflow file that cannot be sent: unreadable, not JSON or YAML, or with problems."""
@@ -66,7 +70,7 @@ def run_request(
     if run_id is not None and isinstance(doc, dict):
         doc["runId"] = run_id
     try:
-        parse_run_request(doc, limits or Limits())
+        parse_run_request(doc, limits or GATEWAY_LIMITS)
     except InvalidWorkflow as exc:
         raise BadDocument(path, exc.problems) from exc
     return doc
@@ -76,7 +80,7 @@ def workflow(path: str, limits: Limits | None = None) -> dict[str, Any]:
     """A document for ``POST /api/workflows`` (a name is required), checked likewise."""
     doc = load(path)
     try:
-        parse_workflow(doc, limits or Limits(), name_required=True)
+        parse_workflow(doc, limits or GATEWAY_LIMITS, name_required=True)
     except InvalidWorkflow as exc:
         raise BadDocument(path, exc.problems) from exc
     return doc
