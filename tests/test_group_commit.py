@@ -191,6 +191,31 @@ async def test_a_run_whose_creation_failed_is_forgotten_for_its_submit_s_next_de
     ended: list[RunActor] = []
 
     async def announce(run_id: str) -> None:
+        raise AssertionError("a run not stored is not announced")
+
+    async def absent(run_id: str) -> bool:
+        raise RuntimeError("the existence check failed")
+
+    actor = RunActor(state, runner, on_done=ended.append)
+    actor.post(Create(effects, announce, absent))
+    actor.start()
+    await asyncio.wait_for(actor.drain(), 10)
+    assert ended == [actor] and actor.discarded and not actor.duplicate
+    await actor.stop()
+
+
+async def test_a_run_stored_and_not_announced_goes_on(nc: Client) -> None:
+    """The announcement failed (a connection that would not take it) once the run record
+    was stored: the run is committed, so its actor lives on and handles its events, where
+    a discarded one would leave a stored run no actor ever moves."""
+    cmd = SubmitRun(
+        run_id="gc", submitted_at=from_epoch(T0), steps=[StepSpec(id="a", command="true")]
+    )
+    state, effects = RunState.new(cmd, Policy(), T0, tickets=lambda: "")
+    runner = EffectRunner(nc, nc.jetstream(), await AckedPublisher(nc).start())
+    ended: list[RunActor] = []
+
+    async def announce(run_id: str) -> None:
         raise RuntimeError("the announcement failed")
 
     async def absent(run_id: str) -> bool:
@@ -200,5 +225,8 @@ async def test_a_run_whose_creation_failed_is_forgotten_for_its_submit_s_next_de
     actor.post(Create(effects, announce, absent))
     actor.start()
     await asyncio.wait_for(actor.drain(), 10)
-    assert ended == [actor] and actor.discarded and not actor.duplicate
-    await actor.stop()
+    assert not actor.discarded and ended == []
+    actor.post(finished("a"))
+    await asyncio.wait_for(actor.drain(), 10)
+    assert (await record(nc, names.run_key("gc")))["status"] == "succeeded"
+    assert ended == [actor]

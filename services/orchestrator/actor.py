@@ -217,7 +217,10 @@ class RunActor:
                 await self._effects.apply(self.run_id, create.effects, create_run=True)
             except KeyWrongLastSequenceError:
                 self.duplicate = True  # stored meanwhile, by another delivery of its submit
-        await create.announce(self.run_id)
+        try:
+            await create.announce(self.run_id)
+        except Exception:  # stored: the run goes on, and a waiting gateway reads it instead
+            log.exception("run %s stored, not announced", self.run_id)
 
     def _decide(self, message: Message, now: float) -> list[Effect]:
         """The state machine's answer to one message (no I/O)."""
