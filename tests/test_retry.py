@@ -83,6 +83,13 @@ async def test_retry_of_step_9_of_10_runs_only_step_9_and_after(
     status, body = await s.request("POST", f"/api/runs/{live}/retry")
     assert (status, body["status"]) == (409, "running"), body
     assert "still running" in body["error"]
+    # A run that took the id a retry would have: the retry is refused, not answered as it.
+    failed = await s.submit({"runId": "job", "steps": [{"id": "a", "command": "exit 1"}]})
+    await s.submit({"runId": "job-retry", "steps": [{"id": "b", "command": "true"}]})
+    assert (await s.wait_run(failed))["status"] == "failed"
+    status, body = await s.request("POST", "/api/runs/job/retry")
+    assert (status, body["status"]) == (409, "failed"), body
+    assert "retry, 'job-retry', is taken by another run" in body["error"]
 
 
 async def test_the_command_line_retries_and_passes_parameters(

@@ -10,7 +10,7 @@ from services.gateway import views
 from services.gateway.keys import RESOURCES
 from services.gateway.reads import get_run_record
 from shared.kv_reads import read_steps
-from shared.retries import refusal, retry_command
+from shared.retries import refusal, retry_command, retry_run_id
 from shared.timefmt import now_rfc3339
 
 
@@ -23,6 +23,12 @@ async def retry_run(request: web.Request) -> web.Response:
     why = refusal(run)
     if why is not None:
         return views.error(409, why, status=run.status)
+    if run.retried_by is None:
+        # Its retry's id is derived: a run of that id that is not its retry takes it.
+        taken = await get_run_record(res.runs, retry_run_id(run_id))
+        if taken is not None and taken.retry_of != run_id:
+            why = f"the id of this run's retry, {taken.run_id!r}, is taken by another run"
+            return views.error(409, why, status=run.status)
     cmd = retry_command(run, await read_steps(res.runs, run), now_rfc3339())
     return await views.submit(request, cmd, chosen_id=True)
 
