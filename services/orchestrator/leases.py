@@ -10,7 +10,9 @@ change for ``HEDDLE_LEASE_TTL`` (on the observer's monotonic clock) is gone; a t
 deletes its member key (compare-and-set: a member that renewed meanwhile keeps it), then
 takes its partitions. A holder acts only while its last successful renewal was sent less
 than the lease's time ago (``fresh``), so it stops before any observer can have judged it
-silent. ``ownership.py`` decides the moves; this module does the I/O.
+silent. An outage is not a death: after a reconnect or a watch restart, silence counts from
+when the view has caught up again. ``ownership.py`` decides the moves; this module does the
+I/O.
 """
 
 from __future__ import annotations
