@@ -259,9 +259,13 @@ async def run_up(
 ) -> int:
     nats: EmbeddedNats | None = None
     users: NatsUsers | None = None
-    data_dir.mkdir(parents=True, exist_ok=True)
-    # The NATS store holds every run's commands: the owner's alone, like the keys beside it.
-    data_dir.chmod(0o700)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        # The NATS store holds every run's commands: the owner's alone, like the keys beside it.
+        data_dir.chmod(0o700)
+    except OSError as exc:
+        print(f"heddle up: cannot use {data_dir} as the data dir: {exc.strerror}", file=sys.stderr)
+        return 2
     if not os.environ.get("HEDDLE_NATS_URL"):
         nats, users = start_embedded_nats(data_dir, nats_port, runners)
         settings = Settings.from_env(nats_url=nats.url, gateway_port=settings.gateway_port)

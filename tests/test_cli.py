@@ -427,3 +427,22 @@ def test_a_file_is_not_held_to_limits_the_gateway_sets(tmp_path: Path) -> None:
     with pytest.raises(documents.BadDocument) as err:
         documents.workflow(str(big))
     assert err.value.lines() == ["steps[1].dependsOn[0]: unknown step 'nope'"]
+
+
+async def test_a_bad_url_token_or_data_dir_is_a_message_and_exit_2(tmp_path: Path) -> None:
+    """What a person mistypes gets one line naming it, never a traceback."""
+    unreadable = tmp_path / "token"
+    unreadable.write_bytes(b"tok\xff\n")
+    cases = [
+        (["--url", "notaurl", "runs"], "'notaurl' is not an http:// or https:// URL"),
+        (["--url", "http://[::1", "runs"], "is not a URL: Invalid IPv6 URL"),
+        (["--url", "http://127.0.0.1:99999", "runs"], "Port out of range"),
+        (["--token", "tøken", "runs"], "--token: a token is visible ASCII"),
+        (["--token", "a\nb", "runs"], "--token: a token is visible ASCII"),
+        (["--token-file", str(unreadable), "runs"], f"the token file {unreadable} is not UTF-8"),
+        (["up", "--data-dir", str(unreadable / "x")], "as the data dir: Not a directory"),
+    ]
+    for args, words in cases:
+        rc, out, err = await heddle("--url", "http://127.0.0.1:9", *args)
+        assert (rc, out) == (2, ""), (args, rc, out, err)
+        assert words in err and "Traceback" not in err, (args, err)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,8 +49,21 @@ class Unreachable(ClientError):
         super().__init__(f"the gateway at {url} did not answer: {reason}")
 
 
+# What an Authorization header can carry: visible ASCII (Heddle's tokens are URL-safe).
+TOKEN_CHARS = re.compile(r"[!-~]+")
+
+
 def resolve_url(flag: str | None) -> str:
-    return (flag or os.environ.get("HEDDLE_URL") or DEFAULT_URL).rstrip("/")
+    """``--url``, else ``HEDDLE_URL``, else the default; Usage if it is not an http(s) URL."""
+    url = (flag or os.environ.get("HEDDLE_URL") or DEFAULT_URL).rstrip("/")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        _ = parts.port  # raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        raise Usage(f"the gateway URL {url!r} is not a URL: {exc}") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname or " " in url:
+        raise Usage(f"the gateway URL {url!r} is not an http:// or https:// URL with a host")
+    return url
 
 
 def resolve_token(
@@ -58,9 +73,9 @@ def resolve_token(
     ``HEDDLE_TOKEN_FILE``, else ``.heddle/admin-token``. A file that was named must be read;
     the default one may be missing when not ``required`` (a gateway with HEDDLE_AUTH=none)."""
     if flag:
-        return flag.strip()
+        return _checked(flag.strip(), "--token")
     if token_file is None and os.environ.get("HEDDLE_TOKEN"):
-        return os.environ["HEDDLE_TOKEN"].strip()
+        return _checked(os.environ["HEDDLE_TOKEN"].strip(), "HEDDLE_TOKEN")
     named = token_file or os.environ.get("HEDDLE_TOKEN_FILE")
     path = named or DEFAULT_TOKEN_FILE
     try:
@@ -71,8 +86,16 @@ def resolve_token(
         raise Usage(f"cannot read the token file {path}: {exc.strerror}") from exc
     except OSError as exc:
         raise Usage(f"cannot read the token file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise Usage(f"the token file {path} is not UTF-8 text") from exc
     if not token:
         raise Usage(f"the token file {path} is empty")
+    return _checked(token, f"the token file {path}")
+
+
+def _checked(token: str, source: str) -> str:
+    if not TOKEN_CHARS.fullmatch(token):
+        raise Usage(f"{source}: a token is visible ASCII, one word (no spaces, no accents)")
     return token
 
 
