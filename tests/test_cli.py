@@ -146,6 +146,10 @@ async def test_submit_watch_logs_and_runs(stack: StackFactory, tmp_path: Path) -
     assert "try 1" in out and "try 2" in out and "[heddle] started on runner" in out
     rc, out, _ = await heddle("logs", run_id, "flaky", "--attempt", "2", env=env)
     assert rc == 0 and "try 2" in out and "try 1" not in out
+    rc, out, err = await heddle("logs", run_id, "flaky", "--attempt", "9", env=env)
+    assert (rc, out) == (2, "") and "has 2 attempt(s): no attempt 9" in err, err
+    rc, _, err = await heddle("logs", run_id, "flaky", "--attempt", "0", env=env)
+    assert rc == 2 and "attempts are numbered from 1" in err
     doc = await ok_json("logs", "demo-1", "A", env=env)
     assert "hello" in [line["text"] for line in doc["lines"] if line["stream"] == "stdout"]
 

@@ -99,7 +99,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run")
     p.add_argument("step")
     p.add_argument("-f", "--follow", action="store_true", help="print lines as they come")
-    p.add_argument("--attempt", type=int, help="only this attempt's lines")
+    p.add_argument("--attempt", type=attempt_number, help="only this attempt's lines")
     command("cancel", "cancel a run").add_argument("run")
     p = command("runs", "recent runs, newest first")
     p.add_argument("--workflow", help="only the runs of this registered workflow")
@@ -201,8 +201,20 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return watch.exit_code(run)
 
 
+def attempt_number(text: str) -> int:
+    if not text.isdecimal() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: attempts are numbered from 1")
+    return int(text)
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     gw = gateway_of(args)
+    if args.attempt is not None:
+        # An attempt not made yet would print nothing, as one that wrote nothing does.
+        step = gw.call("GET", f"/api/runs/{_id(args.run)}/steps/{_id(args.step)}?tail=0")
+        if args.attempt > step["attempt"]:
+            made = f"{step['attempt']} attempt(s)" if step["attempt"] else "no attempt yet"
+            raise Usage(f"step {args.step} of run {args.run} has {made}: no attempt {args.attempt}")
     if not args.follow:
         logs.print_logs(gw, args.run, args.step, args.attempt, args.json, sys.stdout)
         return 0
