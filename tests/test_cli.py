@@ -450,3 +450,31 @@ async def test_a_bad_url_token_or_data_dir_is_a_message_and_exit_2(tmp_path: Pat
         rc, out, err = await heddle("--url", "http://127.0.0.1:9", *args)
         assert (rc, out) == (2, ""), (args, rc, out, err)
         assert words in err and "Traceback" not in err, (args, err)
+
+
+def test_a_run_too_big_for_one_document_is_shown_by_its_counts() -> None:
+    """The summary of a run of more steps than a document holds has no steps, only counts:
+    `status`, `watch` and the live view read those, and `status` lists the steps it was
+    given (the first that did not succeed, read as a page)."""
+    summary = {
+        **_run("cancelled", []),
+        "stepsIncluded": False,
+        "stepCount": 12_000,
+        "counts": {"succeeded": 2048, "cancelled": 9951, "failed": 1, "pending": 0},
+    }
+    assert render.step_counts(summary) == {"succeeded": 2048, "cancelled": 9951, "failed": 1}
+    assert render.run_end(summary) == (
+        "run r1 cancelled in 4.0s (succeeded=2048 failed=1 cancelled=9951)"
+    )
+    out = io.StringIO()
+    watch.PlainSink(out).update(summary)
+    assert out.getvalue().splitlines()[0] == "run r1 cancelled: 12000 steps"
+    text = render.run_view(summary)
+    assert "none failed, timed out, running or retrying" in text
+    failed = _step("s7", "failed", reason="exit code 1")
+    text = render.run_view({**summary, "steps": [failed]})
+    assert "12000 steps, more than a document lists; listed: the first 1 failed," in text
+    assert "exit code 1" in text.splitlines()[-1]
+    console = Console(file=io.StringIO(), width=100, force_terminal=False)
+    console.print(watch.live_view({**summary, "status": "running"}))
+    assert "12000/12000" in console.file.getvalue()  # type: ignore[attr-defined]

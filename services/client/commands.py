@@ -190,8 +190,17 @@ def cmd_register(args: argparse.Namespace) -> int:
     return 0
 
 
+# The steps `heddle status` lists of a run too big for one document (stepsIncluded false).
+BIG_RUN_SHOWN = "failed,timed_out,running,retrying"
+BIG_RUN_LIMIT = 20
+
+
 def cmd_status(args: argparse.Namespace) -> int:
-    run = gateway_of(args).call("GET", f"/api/runs/{_id(args.run)}")
+    gw = gateway_of(args)
+    run = gw.call("GET", f"/api/runs/{_id(args.run)}")
+    if not run.get("stepsIncluded", True) and not args.json:
+        query = urlencode({"status": BIG_RUN_SHOWN, "limit": BIG_RUN_LIMIT})
+        run["steps"] = gw.call("GET", f"/api/runs/{_id(args.run)}/steps?{query}")["steps"]
     _show(args, run, render.run_view)
     return 0
 

@@ -62,6 +62,10 @@ def counts_text(counts: dict[str, int] | None) -> str:
 
 
 def step_counts(run: dict[str, Any]) -> dict[str, int]:
+    """By state: the steps' own (kept current by events), or the document's counts where it
+    carries no steps (a run of more steps than a document holds)."""
+    if not run.get("stepsIncluded", True):
+        return {state: n for state, n in run["counts"].items() if n}
     counts: dict[str, int] = {}
     for step in run["steps"]:
         counts[step["status"]] = counts.get(step["status"], 0) + 1
@@ -80,6 +84,18 @@ def run_view(run: dict[str, Any]) -> str:
     if run.get("workflowName"):
         head.append(f"workflow {run['workflowName']} v{run.get('version')}, {run.get('trigger')}")
     head.append(f"steps: {counts_text(step_counts(run))}")
+    if not run.get("stepsIncluded", True):
+        shown = run.get("steps") or []
+        head.append(
+            f"{run['stepCount']} steps, more than a document lists; "
+            + (
+                f"listed: the first {len(shown)} failed, timed out, running or retrying"
+                if shown
+                else "none failed, timed out, running or retrying"
+            )
+        )
+        if not shown:
+            return "\n".join(head)
     rows = [
         (
             s["id"],

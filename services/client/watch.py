@@ -131,7 +131,8 @@ class PlainSink:
         lines = []
         if not self.started:
             self.started = True
-            lines.append(f"run {run['runId']} {run['status']}: {len(run['steps'])} steps")
+            total = run.get("stepCount", len(run["steps"]))
+            lines.append(f"run {run['runId']} {run['status']}: {total} steps")
         for step in run["steps"]:
             key = (step["status"], step["attempt"])
             if self.shown.get(step["id"]) != key and (step["id"] in self.shown or key[1]):
@@ -169,7 +170,8 @@ def live_view(run: dict[str, Any], now: datetime | None = None) -> RenderableTyp
     """The terminal view: the run, a bar of finished steps, counts by state, running steps."""
     now = now or datetime.now(UTC)
     steps = run["steps"]
-    done = sum(1 for s in steps if s["status"] in TERMINAL_STEP)
+    total = run.get("stepCount", len(steps))
+    done = sum(n for state, n in render.step_counts(run).items() if state in TERMINAL_STEP)
     took = render.duration(render.seconds_between(run["createdAt"], run.get("finishedAt"), now))
     title = Text.assemble(
         ("run ", "bold"),
@@ -179,9 +181,7 @@ def live_view(run: dict[str, Any], now: datetime | None = None) -> RenderableTyp
         f"  {took}",
     )
     bar = Table.grid(padding=(0, 1))
-    bar.add_row(
-        ProgressBar(total=max(len(steps), 1), completed=done, width=40), f"{done}/{len(steps)}"
-    )
+    bar.add_row(ProgressBar(total=max(total, 1), completed=done, width=40), f"{done}/{total}")
     counts = render.step_counts(run)
     states = Text("  ").join(
         Text(f"{state} {counts[state]}", style=STATE_STYLES[state])
