@@ -214,6 +214,39 @@ async def test_history_of_thousands_of_runs_reads_only_their_summaries(
     assert body["runs"][-1]["runId"] == "big-02000"
 
 
+async def test_history_by_state_pages_past_the_runs_in_other_states(
+    gateway: Gateway, admin_file: Path, nats_server: EmbeddedNats
+) -> None:
+    """One failed run behind newer successes: ``status=failed`` finds it on the first page,
+    where a page filtered afterwards (as the command line once did) held none."""
+    s = GatewayApp(await gateway(), root(admin_file))
+    await register(s, {"name": "wff", "steps": [{"id": "s", "command": "true"}]})
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    for i, status in enumerate(["failed", "succeeded", "succeeded", "failed", "succeeded"]):
+        summary = RunSummary(
+            run_id=f"wff-{i}",
+            workflow_name="wff",
+            status=status,
+            created_at=f"2024-01-01T00:00:0{i}.000Z",
+            step_count=1,
+            counts={status: 1},
+            version=1,
+        )
+        await js.publish(
+            names.kv_subject(names.RUNS_BUCKET, names.hist_key("wff", f"wff-{i}")), encode(summary)
+        )
+    await nc.close()
+    status, body = await s.request("GET", "/api/workflows/wff/runs?status=failed&limit=1")
+    assert status == 200 and [r["runId"] for r in body["runs"]] == ["wff-3"]
+    _, older = await s.request(
+        "GET", f"/api/workflows/wff/runs?status=failed&before={body['next']}"
+    )
+    assert ([r["runId"] for r in older["runs"]], older["next"]) == (["wff-0"], None)
+    status, body = await s.request("GET", "/api/workflows/wff/runs?status=nope")
+    assert status == 400 and body["problems"][0]["path"] == "status"
+
+
 async def stored(js: JetStreamContext, stream: str, subjects: str) -> int:
     info = await js.stream_info(stream, subjects_filter=subjects)
     return sum((info.state.subjects or {}).values())

@@ -244,11 +244,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         query = {"limit": args.limit} | ({"status": args.status} if args.status else {})
         doc = gw.call("GET", f"/api/runs?{urlencode(query)}")
     else:
-        # A workflow's history has no status filter in the API: applied here.
-        path = f"/api/workflows/{_id(args.workflow)}/runs?limit={args.limit}"
-        doc = gw.call("GET", path)
-        if args.status:
-            doc["runs"] = [r for r in doc["runs"] if r["status"] == args.status]
+        query = {"limit": args.limit} | ({"status": args.status} if args.status else {})
+        doc = gw.call("GET", f"/api/workflows/{_id(args.workflow)}/runs?{urlencode(query)}")
         for r in doc["runs"]:
             r.setdefault("workflowName", args.workflow)
     _show(args, doc, lambda d: render.runs_view(d["runs"]))

@@ -93,6 +93,14 @@ STEP = _id("step", "step's id")
 WORKFLOW = _id("name", "workflow's name")
 
 
+RUN_STATUS = Param(
+    "status",
+    "query",
+    {"enum": ["running", "succeeded", "failed", "cancelled"]},
+    "Only runs in this state",
+)
+
+
 def steps_param(description: str) -> Param:
     return Param("steps", "query", {"enum": list(STEPS_CHOICES)}, description)
 
@@ -181,15 +189,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Runs, newest first",
         "runs",
         {200: (RunList, "The newest runs")},
-        params=(
-            LIMIT,
-            Param(
-                "status",
-                "query",
-                {"enum": ["running", "succeeded", "failed", "cancelled"]},
-                "Only runs in this state",
-            ),
-        ),
+        params=(LIMIT, RUN_STATUS),
     ),
     Operation(
         "GET",
@@ -419,9 +419,10 @@ OPERATIONS: tuple[Operation, ...] = (
         "A workflow's run history",
         "workflows",
         {200: (WorkflowRuns, "Newest first; `next` pages back")},
-        params=(WORKFLOW, LIMIT, BEFORE),
+        params=(WORKFLOW, LIMIT, BEFORE, RUN_STATUS),
         description="Every run kept is reachable: pass an answer's `next` as `before` for the "
-        "older runs, until `next` is null.",
+        "older runs, until `next` is null; `status` keeps the runs in that state alone, on "
+        "every page.",
     ),
     Operation(
         "GET",

@@ -139,13 +139,19 @@ def list_params(request: web.Request) -> tuple[int, str | None]:
     """``limit`` and ``status`` from the query, or a 400 naming every problem."""
     problems: list[Problem] = []
     limit = whole_number("limit", request.query.get("limit"), 1, MAX_LIMIT, problems)
+    status = run_status(request, problems)
+    if problems:
+        raise views.bad_request(f"invalid {' and '.join(p.path for p in problems)}", problems)
+    return limit or DEFAULT_LIMIT, status
+
+
+def run_status(request: web.Request, problems: list[Problem]) -> str | None:
+    """``?status=``: one run state, or None; a problem added if it is not one."""
     status = request.query.get("status")
     if status is not None and status not in RUN_STATUSES:
         message = f"status must be one of {', '.join(RUN_STATUSES)}, not {status!r}"
         problems.append(Problem("status", message))
-    if problems:
-        raise views.bad_request(f"invalid {' and '.join(p.path for p in problems)}", problems)
-    return limit or DEFAULT_LIMIT, status
+    return status
 
 
 def run_summary(run: RunRecord, counts: dict[str, int] | None) -> RunListEntry:

@@ -32,6 +32,7 @@ from services.gateway.api_types import (
 )
 from services.gateway.keys import RESOURCES, RUN_INDEX, SETTINGS
 from services.gateway.params import query_int
+from services.gateway.web import run_status
 from shared import names, registry
 from shared.contracts import (
     RunRecord,
@@ -294,6 +295,10 @@ async def history_page(
     """A page of the workflow's history, newest first, after ``?before=``, and the cursor of
     the next page; None for an unknown workflow. One filtered replay of its summaries."""
     before = before_param(request)
+    problems: list[Problem] = []
+    status = run_status(request, problems)
+    if problems:
+        raise views.bad_request("invalid status", problems)
     res = request.app[RESOURCES]
     if await registry.get_latest(res.workflows, name) is None:
         return None
@@ -303,6 +308,8 @@ async def history_page(
     ]
     if before is not None:
         runs = [r for r in runs if (r.created_at, r.run_id) < before]
+    if status is not None:
+        runs = [r for r in runs if r.status == status]
     runs.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
     page = runs[:limit]
     more = len(runs) > limit
