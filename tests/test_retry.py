@@ -115,5 +115,8 @@ async def test_the_command_line_retries_and_passes_parameters(
     assert step_of(run, "a")["stdoutTail"] == "hi $(id)"
     rc, _, err = await heddle("run", "greet", "-p", "nobody", env=env)
     assert rc == 2 and "give NAME=VALUE" in err
+    # Refused by the gateway for what was given (400): a usage error, as a bad option is.
     rc, _, err = await heddle("run", "greet", env=env)
-    assert rc == 4 and "missing required parameter 'who'" in err, err
+    assert rc == 2 and "missing required parameter 'who'" in err, err
+    rc, _, err = await heddle("run", "greet", "-p", "who=me", "-p", "zz=3", env=env)
+    assert rc == 2 and "unknown parameter 'zz'" in err, err

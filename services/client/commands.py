@@ -30,7 +30,8 @@ EXIT_HELP = f"""\
 exit codes:
   0  succeeded, or the command did what it was asked
   1  the run failed (watch, submit --wait, run --wait)
-  2  usage: bad options, or a workflow file with problems (each listed; nothing is sent)
+  2  usage: bad options, a workflow file with problems (each listed; nothing is sent), or
+     what was given refused by the gateway as it stands (400, 413)
   3  the run was cancelled
   4  cannot connect, or the gateway refused (401, 403, 404, 409, 5xx)
 
@@ -311,7 +312,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         _note(f"heddle {name}: {exc}")
         if exc.status == 401:
             _note("  send a token: --token, $HEDDLE_TOKEN or $HEDDLE_TOKEN_FILE")
-        return REFUSED
+        # What was given is wrong (a parameter, a key, a name): a usage error, not the gateway's.
+        return USAGE if exc.status in (400, 413) else REFUSED
     except Unreachable as exc:
         _note(f"heddle {name}: {exc}")
         return REFUSED
