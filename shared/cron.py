@@ -18,11 +18,15 @@ def _shown(text: str) -> str:
     return repr(text if len(text) <= SHOWN else f"{text[:SHOWN]}...")
 
 
+NOT_ZONES = frozenset({"localtime", "Factory"})
+
+
 @cache
 def _zones() -> frozenset[str]:
     # Read once: ZoneInfo(name) opens a file under the name, so a directory ("Europe") or a
     # name too long for the file system fails there with an OSError of its own.
-    return frozenset(available_timezones())
+    # Not zones: this machine's own (it differs from host to host) and tzdata's placeholder.
+    return frozenset(available_timezones()) - NOT_ZONES
 
 
 def schedule_problem(expr: object) -> str | None:

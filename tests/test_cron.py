@@ -99,6 +99,8 @@ def test_valid_timezones(tz: str) -> None:
         ("", ["unknown timezone"]),
         ("../../etc/passwd", ["unknown timezone"]),
         ("/etc/localtime", ["unknown timezone"]),
+        ("localtime", ["unknown timezone"]),  # this host's, whatever it is
+        ("Factory", ["unknown timezone"]),  # tzdata's placeholder, no zone
         ("Europe", ["unknown timezone", "'Europe'"]),  # a directory of the zone files
         ("E" * 5000, ["unknown timezone", "..."]),  # longer than a file name may be
         ("Europe/" + "x" * 300, ["unknown timezone"]),

@@ -223,6 +223,13 @@ def test_a_trigger_body_lists_every_problem() -> None:
     assert not got.problems and got.params == {"day": "mon", "n": "1"}
     assert got.scheduled_for == "2025-02-01T05:00:00.000Z"
     assert trigger_inputs({"idempotencyKey": ""}, None, WorkflowSpec(steps=[]), NOW).problems
+    spec = WorkflowSpec(steps=[])
+    both = trigger_inputs({"idempotencyKey": "a"}, "b", spec, NOW)
+    assert [p.message for p in both.problems] == [
+        "the Idempotency-Key header and the body's idempotencyKey differ: give one"
+    ]
+    same = trigger_inputs({"idempotencyKey": "a"}, "a", spec, NOW)
+    assert (same.problems, same.key) == ([], "a")
 
 
 def test_a_scheduled_workflow_gives_every_parameter_a_default() -> None:

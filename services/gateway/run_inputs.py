@@ -44,7 +44,10 @@ def trigger_inputs(
     checked by ``body_problems`` first)."""
     out = TriggerInputs()
     key = body.get("idempotencyKey", header_key)
-    if key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_CHARS):
+    if header_key is not None and "idempotencyKey" in body and key != header_key:
+        message = "the Idempotency-Key header and the body's idempotencyKey differ: give one"
+        out.problems.append(Problem("idempotencyKey", message))
+    elif key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_CHARS):
         out.problems.append(
             Problem("idempotencyKey", f"a string of 1 to {MAX_KEY_CHARS} characters")
         )
