@@ -190,11 +190,12 @@ def workflow_problems(
     check_schedule(doc, problems)
     if "params" in doc:
         check = inline_problems if inline else declaration_problems
-        found = check(doc["params"])
-        problems.extend(found)
-        if not found and doc.get("schedule") is not None and isinstance(doc["params"], list):
+        problems.extend(check(doc["params"]))
+        if doc.get("schedule") is not None and isinstance(doc["params"], list):
+            # Whatever else is wrong with the list, each named one without a default.
             for i, decl in enumerate(doc["params"]):
-                if "default" not in decl:
+                named = isinstance(decl, dict) and isinstance(decl.get("name"), str)
+                if named and "default" not in decl:
                     problems.append(
                         Problem(
                             f"params[{i}]",

@@ -239,6 +239,12 @@ def test_a_scheduled_workflow_gives_every_parameter_a_default() -> None:
     ]
     doc["params"] = [{"name": "day", "default": "mon"}]
     assert parse_workflow(doc, Limits()).params == [ParamSpec(name="day", default="mon")]
+    # Listed with the list's other problems, not only once those are fixed.
+    doc["params"] = [{"name": "a"}, 5]
+    assert problems_of(doc) == [
+        ("params[1]", "a parameter must be an object"),
+        ("params[0]", "parameter 'a' needs a default: a scheduled run gives no values"),
+    ]
 
 
 def test_variables_are_bounded_as_a_whole_so_every_record_fits_a_message() -> None:
