@@ -12,7 +12,7 @@ TEST_WORKERS ?= 2
 
 $(BIN)/heddle: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --upgrade pip 'setuptools>=77'
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
