@@ -42,14 +42,46 @@ def read_source(path: str) -> str:
         raise BadDocument(path, [Problem("", f"cannot read the file: {exc}")]) from exc
 
 
+class DuplicateKey(Exception):
+    """A key twice in one object or mapping: JSON and YAML readers keep the last silently."""
+
+    def __init__(self, key: object, where: str = "") -> None:
+        self.key, self.where = key, where
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in doc:
+            raise DuplicateKey(key)
+        doc[key] = value
+    return doc
+
+
+class _UniqueKeysLoader(yaml.SafeLoader):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                mark = key_node.start_mark
+                raise DuplicateKey(key, f"line {mark.line + 1}, column {mark.column + 1}")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def decode(text: str, source: str) -> Any:
-    """JSON first (exact numbers and messages), then YAML, which most JSON also is."""
+    """JSON first (exact numbers and messages), then YAML, which most JSON also is. A key
+    twice in one object is a problem, where both readers would keep the last one."""
     try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    try:
-        return yaml.safe_load(text)
+        try:
+            return json.loads(text, object_pairs_hook=_unique)
+        except ValueError:
+            pass
+        return yaml.load(text, Loader=_UniqueKeysLoader)  # a SafeLoader: plain data only
+    except DuplicateKey as exc:
+        message = f"key {exc.key!r} is given twice in one object; give it once"
+        raise BadDocument(source, [Problem(exc.where, message)]) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
