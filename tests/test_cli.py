@@ -483,17 +483,17 @@ def test_a_run_too_big_for_one_document_is_shown_by_its_counts() -> None:
 def test_a_key_given_twice_in_a_file_is_a_problem(tmp_path: Path) -> None:
     """JSON and YAML readers keep the last of two keys silently: a file that gives `steps`
     twice would run only the second list."""
-    twice = tmp_path / "twice.json"
-    twice.write_text('{"steps": [{"id": "a", "command": "x"}], "steps": []}')
-    with pytest.raises(documents.BadDocument) as err:
-        documents.run_request(str(twice))
-    assert err.value.lines() == [
-        "(document): key 'steps' is given twice in one object; give it once"
-    ]
-    twice = tmp_path / "twice.yaml"
-    twice.write_text("steps:\n  - id: a\n    command: x\n    id: b\n")
-    with pytest.raises(documents.BadDocument) as err:
-        documents.run_request(str(twice))
-    assert err.value.lines() == [
-        "line 4, column 5: key 'id' is given twice in one object; give it once"
+    files = {
+        "twice.json": '{"steps": [{"id": "a", "command": "x"}], "steps": []}',
+        "twice.yaml": "steps:\n  - id: a\n    command: x\n    id: b\n",
+    }
+    found = []
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(documents.BadDocument) as err:
+            documents.run_request(str(tmp_path / name))
+        found += err.value.lines()
+    assert found == [
+        "(document): key 'steps' is given twice in one object; give it once",
+        "line 4, column 5: key 'id' is given twice in one object; give it once",
     ]
