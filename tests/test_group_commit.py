@@ -10,6 +10,7 @@ import logging
 
 import pytest
 from nats.aio.client import Client
+from nats.js.api import ConsumerConfig
 from nats.js.errors import KeyWrongLastSequenceError
 
 from services.orchestrator.actor import Create, RunActor
@@ -201,6 +202,37 @@ async def test_a_run_whose_creation_failed_is_forgotten_for_its_submit_s_next_de
     actor.start()
     await asyncio.wait_for(actor.drain(), 10)
     assert ended == [actor] and actor.discarded and not actor.duplicate
+    await actor.stop()
+
+
+async def test_messages_behind_a_creation_that_failed_go_back_at_once(nc: Client) -> None:
+    """An event posted to the actor while its run was being created, the creation failed:
+    the event is asked for again now (a nak), not after its acknowledgement wait (60 s in
+    the orchestrator's consumers; 30 s here)."""
+    js = nc.jetstream()
+    await js.add_stream(name="BEHIND", subjects=["behind.>"])
+    sub = await js.pull_subscribe("behind.x", "behind", config=ConsumerConfig(ack_wait=30))
+    await js.publish("behind.x", b"an event")
+    [held] = await sub.fetch(1, timeout=5)
+    cmd = SubmitRun(run_id="gc", submitted_at=from_epoch(T0), steps=[])
+    state, effects = RunState.new(cmd, Policy(), T0)
+    runner = EffectRunner(nc, js, await AckedPublisher(nc).start())
+
+    async def announce(run_id: str) -> None:
+        raise AssertionError("a run not stored is not announced")
+
+    async def absent(run_id: str) -> bool:
+        raise RuntimeError("the existence check failed")
+
+    actor = RunActor(state, runner, on_done=lambda actor: None)
+    actor.post(Create(effects, announce, absent))
+    actor.post(finished("a"), held)
+    actor.start()
+    await asyncio.wait_for(actor.drain(), 10)
+    assert actor.discarded
+    [again] = await sub.fetch(1, timeout=3)
+    assert (again.data, again.metadata.num_delivered) == (b"an event", 2)
+    await again.ack()
     await actor.stop()
 
 

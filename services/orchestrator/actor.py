@@ -177,10 +177,22 @@ class RunActor:
                 for _ in batch:
                     self._mailbox.task_done()
             if self.discarded:
+                await self._let_go()
                 return
             if self.duplicate or (self.state.done and self._mailbox.empty()):
                 self._on_done(self)
+                await self._let_go()
                 return
+
+    async def _let_go(self) -> None:
+        """What was posted behind a creation that did not happen here goes back at once,
+        rather than after its acknowledgement wait: its next delivery finds the run's actor,
+        or the run stored."""
+        while not self._mailbox.empty():
+            _, msg = self._mailbox.get_nowait()
+            self._mailbox.task_done()
+            if msg is not None:
+                await settle(msg, Outcome.FAILED)
 
     async def _handle_batch(self, batch: list[tuple[Message, Msg | None]]) -> None:
         if isinstance(batch[0][0], Create):
