@@ -8,11 +8,13 @@ import asyncio
 import json
 import logging
 
+import nats
 import pytest
 from nats.aio.client import Client
 from nats.js.api import ConsumerConfig
 from nats.js.errors import KeyWrongLastSequenceError
 
+from services.embedded_nats import EmbeddedNats
 from services.orchestrator.actor import Create, RunActor
 from services.orchestrator.decisions import PersistRun
 from services.orchestrator.effects import EffectRunner
@@ -20,7 +22,7 @@ from services.orchestrator.state import Policy, RunState
 from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun, encode
-from shared.resources import stream_configs
+from shared.resources import ensure_resources, stream_configs
 from shared.settings import Settings
 from shared.streams import ensure_stream
 from shared.timefmt import from_epoch
@@ -154,6 +156,27 @@ async def test_a_run_record_stored_by_an_earlier_try_is_not_a_conflict(nc: Clien
     assert (await record(nc, names.step_key("gc", "a")))["status"] == "queued"
     ready = await js.get_last_msg(names.STEPS_STREAM, names.step_ready("gc", "a", opens=True))
     assert ready.data
+
+
+async def test_a_stored_run_that_cannot_be_read_is_not_taken_for_another(
+    nats_server: EmbeddedNats,
+) -> None:
+    """Whose the stored record is, read after a try whose answer was lost: yes, no, or not
+    known (the read failed), which asks again rather than leaving the run to no actor."""
+    nc = await nats.connect(nats_server.url)
+    await ensure_resources(nc, Settings(nats_url=nats_server.url))
+    js = nc.jetstream()
+    cmd = SubmitRun(run_id="gc", submitted_at=from_epoch(T0), steps=[])
+    _, effects = RunState.new(cmd, Policy(), T0)
+    other = SubmitRun(run_id="gc", submitted_at=from_epoch(T0 + 1), steps=[])
+    _, others = RunState.new(other, Policy(), T0 + 1)
+    run = next(e.run for e in effects if isinstance(e, PersistRun))
+    await (await js.key_value(names.RUNS_BUCKET)).create(names.run_key("gc"), encode(run))
+    runner = EffectRunner(nc, js, await AckedPublisher(nc).start())
+    assert await runner._created_here("gc", effects) is True
+    assert await runner._created_here("gc", others) is False
+    await nc.close()
+    assert await runner._created_here("gc", effects) is None
 
 
 async def test_a_submit_found_stored_while_creating_leaves_a_duplicate(nc: Client) -> None:

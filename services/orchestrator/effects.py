@@ -100,12 +100,15 @@ class EffectRunner:
                 raise
             except Exception as exc:  # whatever failed, the writes go again: state must reach KV
                 if create_run and isinstance(exc, KeyWrongLastSequenceError):
-                    if tried and await self._created_here(run_id, effects):
+                    mine = await self._created_here(run_id, effects) if tried else False
+                    if mine:
                         # An earlier try stored the run and its answer was lost (a server
                         # gone mid-write): the rest of the writes go again, as writes.
                         create_run = False
                         continue
-                    raise  # the run exists: stored by an earlier delivery of its submit
+                    if mine is False:
+                        raise  # the run exists: stored by an earlier delivery of its submit
+                    # Not known whose it is (the record could not be read): asked again.
                 tried = True
                 log.warning(
                     "writing effects of run %s failed (%s); retrying in %.1fs", run_id, exc, delay
@@ -113,13 +116,14 @@ class EffectRunner:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _created_here(self, run_id: str, effects: list[Effect]) -> bool:
-        """Whether the stored run record is the one these effects create."""
+    async def _created_here(self, run_id: str, effects: list[Effect]) -> bool | None:
+        """Whether the stored run record is the one these effects create; None if it could
+        not be read (taking it for another's would leave this run with no actor)."""
         run = next(e.run for e in reversed(effects) if isinstance(e, PersistRun))
         try:
             stored = await last_value_matching(self.js, names.RUNS_BUCKET, names.run_key(run_id))
         except NatsError:
-            return False
+            return None
         return stored == encode(run)
 
     async def _until_writable(self, run_id: str) -> None:
