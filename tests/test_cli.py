@@ -270,6 +270,8 @@ def test_documents(tmp_path: Path) -> None:
     path.write_text(DEMO_YAML)
     doc = documents.run_request(str(path), run_id="r1")
     assert doc["runId"] == "r1" and [st["id"] for st in doc["steps"]] == ["A", "B", "C", "D"]
+    path.write_text(json.dumps({"workflowId": "old", "steps": FAILING["steps"]}))
+    assert documents.run_request(str(path), run_id="r2")["runId"] == "r2"  # the older name too
     path.write_text(json.dumps(FAILING))
     assert documents.run_request(str(path)) == FAILING
     path.write_text("steps: [\n")

@@ -100,6 +100,7 @@ def run_request(
     gateway checks it."""
     doc = load(path)
     if run_id is not None and isinstance(doc, dict):
+        doc.pop("workflowId", None)  # the older name of runId: --run-id wins over either
         doc["runId"] = run_id
     try:
         parse_run_request(doc, limits or GATEWAY_LIMITS)
