@@ -144,7 +144,7 @@ r, w = os.pipe()
 apart = subprocess.Popen(["sleep", "30"], pass_fds=(w,), start_new_session=True)
 beside = subprocess.Popen(["sleep", "30"], pass_fds=(w,))  # in this process's group
 bystander = subprocess.Popen(["sleep", "30"])  # same group, holds nothing
-_kill_holders(w)
+_kill_holders(w, os.getuid(), os.getgid())
 
 
 def ended(p):

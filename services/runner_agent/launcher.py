@@ -26,6 +26,7 @@ from pathlib import Path
 
 import msgspec
 
+from services.runner_agent.file_ids import filesystem_ids
 from services.runner_agent.launcher_main import HEADER, RECORD
 from shared.errors import HeddleError
 
@@ -98,7 +99,7 @@ class Launcher:
             except (OSError, LauncherError) as exc:
                 # It may have spawned the step (which may itself have killed it): whatever
                 # holds the step's pipe dies, and the step is not spawned again.
-                _kill_holders(out_w)
+                _kill_holders(out_w, self.uid, self.gid)
                 self._lost(f"did not answer a spawn ({exc})")
                 raise LauncherError(f"the step launcher did not answer: {exc}") from exc
             if kind == b"X":
@@ -266,7 +267,7 @@ def _reap(pid: int, within: float = 1.0) -> None:
             time.sleep(0.01)
 
 
-def _kill_holders(pipe_end: int) -> None:
+def _kill_holders(pipe_end: int, uid: int, gid: int) -> None:
     """Kill the process group of every other process that holds this pipe open: a step its
     launcher spawned and never named. A holder in this process's own group (a fork of the
     runner not yet exec'd, say) is killed alone: the group is the runner's."""
@@ -276,12 +277,27 @@ def _kill_holders(pipe_end: int) -> None:
         if not entry.isdigit() or int(entry) == me:
             continue
         with contextlib.suppress(OSError):
-            if any(
-                os.readlink(f"/proc/{entry}/fd/{fd}") == target
-                for fd in os.listdir(f"/proc/{entry}/fd")
-            ):
+            if target in _descriptors(entry, uid, gid):
                 pid = int(entry)
                 if (group := os.getpgid(pid)) == my_group:
                     os.kill(pid, signal.SIGKILL)
                 else:
                     os.killpg(group, signal.SIGKILL)
+
+
+def _descriptors(pid: str, uid: int, gid: int) -> set[str]:
+    """What a process's descriptors lead to, read as the runner or, for a step, as the step
+    user: a runner without CAP_SYS_PTRACE cannot read another user's."""
+    try:
+        return _links(pid)
+    except PermissionError:
+        with filesystem_ids(uid, gid):
+            return _links(pid)
+
+
+def _links(pid: str) -> set[str]:
+    fds, links = f"/proc/{pid}/fd", set()
+    for fd in os.listdir(fds):
+        with contextlib.suppress(FileNotFoundError):  # closed since listed
+            links.add(os.readlink(f"{fds}/{fd}"))
+    return links

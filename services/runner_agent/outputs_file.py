@@ -5,9 +5,10 @@ process (in memory, under ``/dev/shm``, where there is one), under a random name
 it open; after a success it reads the outputs through that descriptor, never through the
 path, so a step that swaps the file for a link to something else (one of the runner's own
 files) still has only what it wrote to the file read. Where steps run as another user the
-file is theirs and the directory stays the runner's (searchable, not listable or writable),
-so the file can be neither found by another step nor replaced. The contents are parsed by
-``shared/outputs.py``.
+runner makes the file under the step user's filesystem ids (file_ids.py), so it is theirs
+from the start without CAP_CHOWN; the directory stays the runner's, sticky and not listable,
+so a step can find no other file there and remove none but its own. The contents are parsed
+by ``shared/outputs.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import secrets
 import shutil
 import tempfile
 
+from services.runner_agent.file_ids import filesystem_ids
 from services.runner_agent.isolation import StepUser
 from shared.outputs import parse_outputs
 
@@ -43,7 +45,9 @@ def _own_directory(run_as: StepUser | None) -> str:
     if _directory is None or not os.path.isdir(_directory):
         _directory = tempfile.mkdtemp(prefix="heddle-outputs-", dir=_parent())
         if run_as is not None:
-            os.chmod(_directory, 0o711)
+            # Files are made in it as the step user: writable by all, listable by none, and
+            # sticky, so a step removes no file but its own (the runner, its owner, any).
+            os.chmod(_directory, 0o1733)
         atexit.register(shutil.rmtree, _directory, True)
     return _directory
 
@@ -52,13 +56,11 @@ class OutputsFile:
     def __init__(self, run_as: StepUser | None = None) -> None:
         self.path = os.path.join(_own_directory(run_as), secrets.token_hex(16))
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        self.fd: int | None = os.open(self.path, flags, 0o600)
-        try:
-            if run_as is not None:
-                os.fchown(self.fd, run_as.uid, run_as.gid)
-        except BaseException:
-            self.close()
-            raise
+        if run_as is None:
+            self.fd: int | None = os.open(self.path, flags, 0o600)
+        else:
+            with filesystem_ids(run_as.uid, run_as.gid):
+                self.fd = os.open(self.path, flags, 0o600)
 
     def read(self, limit: int) -> dict[str, str]:
         """The outputs written; raises OutputsError (too large, malformed)."""

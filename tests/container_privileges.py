@@ -1,0 +1,38 @@
+"""The privileges Heddle's containers grant, applied to local processes: a runner started
+under ``container_runner_prefix()`` holds only the capabilities docker-compose.yml's runners
+add (the chart's runner securityContext adds the same, tests/test_deploy_security.py), with
+no way to gain more, as in its container."""
+
+from __future__ import annotations
+
+import os
+import pwd
+
+import yaml
+
+from tests.chart_render import COMPOSE_FILE
+
+
+def runner_capabilities() -> list[str]:
+    """What docker-compose.yml's runners add back after dropping every capability."""
+    compose = yaml.safe_load(COMPOSE_FILE.read_text())
+    runner = compose["services"]["runner-0"]
+    assert runner["cap_drop"] == ["ALL"], runner
+    return sorted(runner["cap_add"])
+
+
+def container_runner_prefix() -> list[str]:
+    """An argv prefix that runs a root process as the runner's container would: only the
+    runner's capabilities in its bounding set, none inheritable, no new privileges. Empty
+    where the tests do not run as root: a runner that is not root runs steps as itself."""
+    if os.geteuid() != 0:
+        return []
+    keep = ",".join(f"+{cap.lower()}" for cap in runner_capabilities())
+    return ["setpriv", f"--bounding-set=-all,{keep}", "--inh-caps=-all", "--no-new-privs"]
+
+
+def container_step_user() -> tuple[str, int]:
+    """HEDDLE_STEP_USER as the containers set it, and the uid steps then run as."""
+    if os.geteuid() != 0:
+        return "none", os.geteuid()
+    return "65534", pwd.getpwuid(65534).pw_uid
