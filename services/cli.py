@@ -33,17 +33,17 @@ def build_service(name: str, settings: Settings):
 
 def parser() -> argparse.ArgumentParser:
     from services import nats_users_cli, token_cli
-    from services.client import commands as client
+    from services.client import options
 
     p = argparse.ArgumentParser(
         prog="heddle",
         description="Heddle: DAGs of shell commands "
         "over NATS JetStream. Settings come from HEDDLE_* variables "
         "(see `heddle settings`).",
-        epilog=client.EXIT_HELP,
+        epilog=options.EXIT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    client.connection_options(p, after=False)
+    options.connection_options(p, after=False)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SERVICES:
         sub.add_parser(name, help=f"run the {name} service")
@@ -59,7 +59,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("settings", help="print every setting with its default")
     token_cli.add_parser(sub)
     nats_users_cli.add_parser(sub)
-    client.add_parsers(sub)
+    options.add_parsers(sub)
     return p
 
 

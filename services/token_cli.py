@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from services.client.http import (
     DEFAULT_TOKEN_FILE,
-    DEFAULT_URL,
+    URL_FALLBACK,
     Gateway,
     Refused,
     Unreachable,
@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         parser.add_argument(
             "--url",
             default=default,
-            help=f"the gateway (default $HEDDLE_URL or {DEFAULT_URL})",
+            help=f"the gateway (default $HEDDLE_URL or {URL_FALLBACK})",
         )
         parser.add_argument(
             "--token-file",

@@ -3,7 +3,7 @@
 Starts the embedded NATS server (unless HEDDLE_NATS_URL points at one), the orchestrator,
 one or more dispatchers, N runner agents and the gateway, prefixes each one's output with its name,
 restarts a service that crashes, and on Ctrl-C or SIGTERM stops them all, leaving nothing
-behind.
+behind. What it keeps in its data dir is services/up_files.py's.
 """
 
 from __future__ import annotations
@@ -14,31 +14,26 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from services.embedded_nats import EmbeddedNats, NatsServerError, port_open
-from services.nats_users import CONTEXT_FILE, NatsUsers, write_private
+from services.nats_users import CONTEXT_FILE, NatsUsers
+from services.supervisor import Child, Supervisor
+from services.up_files import (
+    NATS_LOG,
+    NATS_STORE,
+    admin_token,
+    local_address,
+    make_private,
+    private_umask,
+    write_url,
+)
 from shared import nats_permissions as perms
 from shared.settings import Settings
-from shared.tasks import cancel_and_wait
-from shared.tokens import new_token
 
-RESTART_DELAY = 1.0
-ADMIN_TOKEN_FILE = "admin-token"
 # `up` is said once the gateway answers /readyz, so a submit sent on that line is taken.
 READY_POLL = 0.1
 SLOW_START = 30.0  # seconds before a gateway not yet ready is mentioned
-
-
-@dataclass
-class Child:
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    proc: asyncio.subprocess.Process | None = None
-    pump: asyncio.Task | None = None
-    restarts: int = 0
 
 
 def service_argv(service: str) -> list[str]:
@@ -117,78 +112,13 @@ def metrics_ports(
     return {name: base + i for i, name in enumerate(names)}
 
 
-def admin_token(data_dir: Path) -> tuple[Path, str]:
-    """The data dir's admin token: made on the first start (0600), the same one after."""
-    path = data_dir / ADMIN_TOKEN_FILE
-    if path.exists():
-        return path, path.read_text().strip()
-    token = new_token()
-    write_private(path, token + "\n")
-    return path, token
-
-
-class Supervisor:
-    def __init__(self, children: list[Child], out=sys.stdout) -> None:
-        self.children = children
-        self.out = out
-        self.stopping = False
-        self.width = max(len(c.name) for c in children)
-
-    def say(self, name: str, line: str) -> None:
-        self.out.write(f"{name:>{self.width}} | {line}\n")
-        self.out.flush()
-
-    async def _spawn(self, child: Child) -> None:
-        child.proc = await asyncio.create_subprocess_exec(
-            *child.argv,
-            env=child.env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL,
-        )
-        child.pump = asyncio.create_task(self._pump(child, child.proc))
-
-    async def _pump(self, child: Child, proc: asyncio.subprocess.Process) -> None:
-        assert proc.stdout is not None
-        async for raw in proc.stdout:
-            self.say(child.name, raw.decode(errors="replace").rstrip("\n"))
-        code = await proc.wait()
-        if not self.stopping:
-            child.restarts += 1
-            self.say(child.name, f"exited with {code}; restarting in {RESTART_DELAY:g}s")
-            await asyncio.sleep(RESTART_DELAY)
-            if not self.stopping:
-                await self._spawn(child)
-
-    async def start(self) -> None:
-        for child in self.children:
-            await self._spawn(child)
-
-    async def stop(self, grace: float) -> None:
-        self.stopping = True
-        procs = [c.proc for c in self.children if c.proc and c.proc.returncode is None]
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-        waits = [asyncio.create_task(p.wait()) for p in procs]
-        if waits:
-            _, pending = await asyncio.wait(waits, timeout=grace)
-            for proc in procs:
-                if proc.returncode is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.kill()
-            if pending:
-                await asyncio.wait(pending, timeout=5)
-        await cancel_and_wait(*(c.pump for c in self.children))
-
-
 def start_embedded_nats(data_dir: Path, port: int, runners: int) -> tuple[EmbeddedNats, NatsUsers]:
     """The embedded nats-server with a user for every service and runner, kept in data_dir."""
     users = NatsUsers.load(data_dir)
     users.ensure_runners(runner_names(runners))
     users.save()
     nats = EmbeddedNats(
-        data_dir / "nats", port=port, log_file=data_dir / "nats.log", config=users.config_path
+        data_dir / NATS_STORE, port=port, log_file=data_dir / NATS_LOG, config=users.config_path
     )
     nats.start()
     users.save_context(nats.url)
@@ -202,18 +132,22 @@ def greeting(
     dispatchers: int,
     token: tuple[Path | None, str] | None,
     orchestrators: int = 1,
+    on_terminal: bool = False,
 ) -> list[str]:
-    """What `heddle up` says once everything runs: where the page is, with its token."""
+    """What `heddle up` says once everything runs: where the page is, with its token only
+    ``on_terminal``: written to a file or a pipe, others (a step) could read it there."""
     page = f"http://{settings.gateway_host}:{settings.gateway_port}/"
     several = f", {dispatchers} dispatchers" if dispatchers > 1 else ""
     several += f", {orchestrators} orchestrators" if orchestrators > 1 else ""
     lines = [
         f"up: {page} (NATS {settings.nats_url}, {where}, {runners} runners{several}); Ctrl-C stops"
     ]
-    if token is not None:
+    if token is not None and on_terminal:
         # As Jupyter does: the page's address with the admin token, for this terminal only.
         lines.append(f"open {page}?token={token[1]}")
         lines.append(f'API token: {token[0]} (curl -H "Authorization: Bearer ...")')
+    elif token is not None:
+        lines.append(f"API token: {token[0]} (printed on a terminal only; the page takes ?token=)")
     else:
         lines.append("HEDDLE_AUTH=none: the API is open to anyone who reaches it")
     ports = metrics_ports(settings.metrics_port, runners, dispatchers, orchestrators)
@@ -228,11 +162,7 @@ async def until_serving(
     """Until the gateway answers its readiness probe (True), or ``stop`` is set first."""
     import aiohttp  # only `up` needs an HTTP client: not imported with the CLI
 
-    host = settings.gateway_host
-    if host in ("", "0.0.0.0", "::"):  # listening everywhere: loopback reaches it
-        host = "127.0.0.1"
-    netloc = f"[{host}]" if ":" in host else host
-    url = f"http://{netloc}:{settings.gateway_port}/readyz"
+    url = local_address(settings.gateway_host, settings.gateway_port) + "/readyz"
     slow_at = asyncio.get_running_loop().time() + SLOW_START
     timeout = aiohttp.ClientTimeout(total=5)
     async with aiohttp.ClientSession(timeout=timeout) as http:
@@ -249,6 +179,21 @@ async def until_serving(
     return False
 
 
+async def supervise(sup: Supervisor, settings: Settings, hello: list[str]) -> None:
+    """Run the services; say ``hello`` once the gateway serves; stop them on Ctrl-C or SIGTERM."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await sup.start()
+    if await until_serving(settings, stop, say=lambda line: sup.say("heddle", line)):
+        for line in hello:
+            sup.say("heddle", line)
+    await stop.wait()
+    sup.say("heddle", "stopping")
+    await sup.stop(settings.shutdown_grace + settings.kill_grace + 5)
+
+
 async def run_up(
     settings: Settings,
     runners: int,
@@ -261,13 +206,13 @@ async def run_up(
     users: NatsUsers | None = None
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        # The NATS store holds every run's commands: the owner's alone, like the keys beside it.
-        data_dir.chmod(0o700)
+        make_private(data_dir)  # and what an older Heddle left in it
     except OSError as exc:
         print(f"heddle up: cannot use {data_dir} as the data dir: {exc.strerror}", file=sys.stderr)
         return 2
     if not os.environ.get("HEDDLE_NATS_URL"):
-        nats, users = start_embedded_nats(data_dir, nats_port, runners)
+        with private_umask():  # nats-server makes its store and log under the umask it gets
+            nats, users = start_embedded_nats(data_dir, nats_port, runners)
         settings = Settings.from_env(nats_url=nats.url, gateway_port=settings.gateway_port)
     auth = settings.auth != "none"
     token_file, token = admin_token(data_dir) if auth else (None, "")
@@ -279,26 +224,23 @@ async def run_up(
             file=sys.stderr,
         )
         return 2
+    where = f"data in {data_dir}" if nats else "external NATS"
+    token_shown = (token_file, token) if auth else None
+    on_terminal = sys.stdout.isatty()  # the only output the token is printed on
+    hello = greeting(settings, where, runners, dispatchers, token_shown, orchestrators, on_terminal)
+    if users is not None:
+        hello.append(f"inspect: nats --context {data_dir / CONTEXT_FILE} stream ls")
     sup = Supervisor(
         plan(settings, runners, dict(os.environ), users, token_file, dispatchers, orchestrators)
     )
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await sup.start()
-    if await until_serving(settings, stop, say=lambda line: sup.say("heddle", line)):
-        where = f"data in {data_dir}" if nats else "external NATS"
-        token_shown = (token_file, token) if auth else None
-        for line in greeting(settings, where, runners, dispatchers, token_shown, orchestrators):
-            sup.say("heddle", line)
-        if users is not None:
-            sup.say("heddle", f"inspect: nats --context {data_dir / CONTEXT_FILE} stream ls")
-    await stop.wait()
-    sup.say("heddle", "stopping")
-    await sup.stop(settings.shutdown_grace + settings.kill_grace + 5)
-    if nats:
-        nats.stop()
+    url_file = write_url(data_dir, local_address(settings.gateway_host, settings.gateway_port))
+    try:
+        await supervise(sup, settings, hello)
+    finally:
+        # Left behind, it would name a port anyone may listen on next: the CLI sends it a token.
+        url_file.unlink(missing_ok=True)
+        if nats:
+            nats.stop()
     sup.say("heddle", "stopped")
     return 0
 

@@ -91,6 +91,7 @@ def test_compose_services(compose: dict[str, Any]) -> None:
     # `docker compose exec gateway heddle ...` finds the admin token by itself.
     env = gateway["environment"]
     assert env["HEDDLE_TOKEN_FILE"] == env["HEDDLE_ADMIN_TOKEN_FILE"]
+    assert env["HEDDLE_URL"] == f"http://127.0.0.1:{env['HEDDLE_GATEWAY_PORT']}"
 
     nats = services["nats"]
     assert "build" not in nats

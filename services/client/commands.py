@@ -1,7 +1,8 @@
 """The commands that drive a Heddle gateway: submit, run, register, status, watch, logs,
 cancel, runs, workflows, pause, resume, runners. Each parses its options, makes its calls
 through services/client/http.py and prints text (or the API's JSON with ``--json``); every
-error ends up in ``run``, which maps it to an exit code (EXIT_HELP)."""
+error ends up in ``run``, which maps it to an exit code (options.EXIT_HELP). Their options
+are services/client/options.py's."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from urllib.parse import quote, urlencode
 
 from services.client import completion, documents, logs, render, watch
 from services.client.http import (
-    DEFAULT_TOKEN_FILE,
-    DEFAULT_URL,
     Gateway,
     Refused,
     Unreachable,
@@ -23,95 +22,9 @@ from services.client.http import (
     resolve_token,
     resolve_url,
 )
+from services.client.terminal import for_output
 
 USAGE, REFUSED = 2, 4  # the run's own codes are in watch.EXIT_CODES (0, 1, 3)
-RUN_STATUSES = ("running", "succeeded", "failed", "cancelled")
-EXIT_HELP = f"""\
-exit codes:
-  0  succeeded, or the command did what it was asked
-  1  the run failed (watch, submit --wait, run --wait)
-  2  usage: bad options, a workflow file with problems (each listed; nothing is sent), or
-     what was given refused by the gateway as it stands (400, 413)
-  3  the run was cancelled
-  4  cannot connect, or the gateway refused (401, 403, 404, 409, 5xx)
-
-gateway: --url, else $HEDDLE_URL, else {DEFAULT_URL}
-token: --token, else --token-file, else $HEDDLE_TOKEN, else the file $HEDDLE_TOKEN_FILE,
-  else {DEFAULT_TOKEN_FILE} (options go before or after the command)
-"""
-
-
-def connection_options(parser: argparse.ArgumentParser, after: bool) -> None:
-    """--url, --token and --token-file, on the top parser (``after`` False: defaults None)
-    and again on each command (SUPPRESS: given there they win, left out they keep the
-    top parser's), so they go before or after the command."""
-    default = argparse.SUPPRESS if after else None
-    parser.add_argument("--url", default=default, help=f"the gateway (default {DEFAULT_URL})")
-    parser.add_argument("--token", default=default, help="an API token")
-    parser.add_argument("--token-file", default=default, help="a file holding an API token")
-
-
-def _limit(text: str) -> int:
-    value = int(text) if text.isdigit() else 0
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"must be an integer from 1 to 1000, not {text!r}")
-    return value
-
-
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    common = argparse.ArgumentParser(add_help=False)
-    connection_options(common, after=True)
-    common.add_argument("--json", action="store_true", help="print the API's JSON as it is")
-
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[common], help=help, description=help)
-
-    def wait_option(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--wait", action="store_true", help="follow the run; exit with its outcome")
-
-    p = command("submit", "run an inline workflow from a JSON or YAML file (- for stdin)")
-    p.add_argument("file")
-    p.add_argument("--run-id", help="the run's id: submitting it again makes no second run")
-    wait_option(p)
-    p = command("run", "trigger a run of a registered workflow")
-    p.add_argument("name")
-    p.add_argument("--key", help="an idempotency key: the same key makes one run")
-    p.add_argument(
-        "-p",
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a parameter's value (repeat for more); steps get HEDDLE_PARAM_<NAME>",
-    )
-    p.add_argument(
-        "--scheduled-for",
-        metavar="TIME",
-        help="the cron slot the run is for (ISO 8601): one run per slot, as cron's",
-    )
-    wait_option(p)
-    p = command("retry", "run a failed or cancelled run again from its failure")
-    p.add_argument("run")
-    wait_option(p)
-    command("register", "register a workflow (a new version if it changed)").add_argument("file")
-    command("status", "a run's status and its steps").add_argument("run")
-    command("watch", "follow a run until it ends; exit with its outcome").add_argument("run")
-    p = command("logs", "a step's log, or follow it with -f")
-    p.add_argument("run")
-    p.add_argument("step")
-    p.add_argument("-f", "--follow", action="store_true", help="print lines as they come")
-    p.add_argument("--attempt", type=attempt_number, help="only this attempt's lines")
-    command("cancel", "cancel a run").add_argument("run")
-    p = command("runs", "recent runs, newest first")
-    p.add_argument("--workflow", help="only the runs of this registered workflow")
-    p.add_argument("--status", choices=RUN_STATUSES, help="only runs in this state")
-    p.add_argument("--limit", type=_limit, default=20, help="at most this many (default 20)")
-    command("workflows", "registered workflows")
-    command("pause", "pause a workflow's schedule").add_argument("name")
-    command("resume", "resume a workflow's schedule").add_argument("name")
-    command("runners", "the runner pool")
-    p = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
-    p.add_argument("shell", choices=completion.SHELLS)
 
 
 def gateway_of(args: argparse.Namespace) -> Gateway:
@@ -124,15 +37,23 @@ def _id(value: str) -> str:
 
 
 def _print_json(doc: Any) -> None:
-    print(json.dumps(doc), flush=True)
+    print(json.dumps(doc), flush=True)  # JSON escapes every control character itself
+
+
+def _print(text: str) -> None:
+    """Text for people; a step's escape sequences in it are shown, not obeyed, on a terminal."""
+    print(for_output(text, sys.stdout), flush=True)
 
 
 def _show(args: argparse.Namespace, doc: Any, view: Callable[[Any], str]) -> None:
-    print(json.dumps(doc) if args.json else view(doc), flush=True)
+    if args.json:
+        _print_json(doc)
+    else:
+        _print(view(doc))
 
 
 def _note(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    print(for_output(text, sys.stderr), file=sys.stderr, flush=True)
 
 
 def _after_start(gw: Gateway, args: argparse.Namespace, answer: dict[str, Any]) -> int:
@@ -140,7 +61,7 @@ def _after_start(gw: Gateway, args: argparse.Namespace, answer: dict[str, Any]) 
     if args.json:
         _print_json(answer)
     else:
-        print(answer["runId"], flush=True)  # alone, so RUN=$(heddle submit ...) works
+        _print(answer["runId"])  # alone, so RUN=$(heddle submit ...) works
         made = "exists already" if answer.get("created") is False else "started"
         _note(f"run {answer['runId']} {made}")
     if not args.wait:
@@ -187,7 +108,7 @@ def cmd_register(args: argparse.Namespace) -> int:
         _print_json(done)
     else:
         how = "registered" if done["created"] else "unchanged"
-        print(f"workflow {done['name']} version {done['version']} {how}")
+        _print(f"workflow {done['name']} version {done['version']} {how}")
     return 0
 
 
@@ -211,12 +132,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return watch.exit_code(run)
 
 
-def attempt_number(text: str) -> int:
-    if not text.isdecimal() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: attempts are numbered from 1")
-    return int(text)
-
-
 def cmd_logs(args: argparse.Namespace) -> int:
     gw = gateway_of(args)
     if args.attempt is not None:
@@ -225,10 +140,11 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if args.attempt > step["attempt"]:
             made = f"{step['attempt']} attempt(s)" if step["attempt"] else "no attempt yet"
             raise Usage(f"step {args.step} of run {args.run} has {made}: no attempt {args.attempt}")
+    shown = logs.Shown(args.attempt, args.json, args.raw)
     if not args.follow:
-        logs.print_logs(gw, args.run, args.step, args.attempt, args.json, sys.stdout)
+        logs.print_logs(gw, args.run, args.step, shown, sys.stdout)
         return 0
-    if logs.follow_logs(gw, args.run, args.step, args.attempt, args.json, sys.stdout) is None:
+    if logs.follow_logs(gw, args.run, args.step, shown, sys.stdout) is None:
         raise Unreachable(gw.url, "the log stream closed before the step ended")
     return 0
 
@@ -265,7 +181,9 @@ def _set_paused(args: argparse.Namespace, paused: bool) -> int:
         _print_json(doc)
     else:
         state = "paused" if doc["paused"] else "resumed"
-        print(f"workflow {doc['name']} {state}" + ("" if doc.get("schedule") else " (no schedule)"))
+        _print(
+            f"workflow {doc['name']} {state}" + ("" if doc.get("schedule") else " (no schedule)")
+        )
     return 0
 
 

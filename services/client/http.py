@@ -18,10 +18,19 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
-DEFAULT_URL = "http://127.0.0.1:8080"
-DEFAULT_TOKEN_FILE = ".heddle/admin-token"  # written by `heddle up` in its data dir
+DATA_DIR = ".heddle"  # `heddle up`'s data dir by default, where its token and address are
+DEFAULT_TOKEN_FILE = f"{DATA_DIR}/admin-token"
+URL_FILE = f"{DATA_DIR}/url"  # the gateway's address, written by `heddle up` beside its token
+# Where the address comes from when none is given, as help texts name it. There is no fixed
+# port to fall back on: a step listening on it would be sent the token.
+URL_FALLBACK = f"the address in {URL_FILE}"
+NO_URL = (
+    f"no gateway address: give --url, set HEDDLE_URL, or run it in the directory where "
+    f"`heddle up` keeps its data dir ({URL_FILE})"
+)
 TIMEOUT = 30.0  # seconds; a followed log gets a keepalive every 15 s, so this is no limit
 
 
@@ -54,15 +63,42 @@ TOKEN_CHARS = re.compile(r"[!-~]+")
 
 
 def resolve_url(flag: str | None) -> str:
-    """``--url``, else ``HEDDLE_URL``, else the default; Usage if it is not an http(s) URL."""
-    url = (flag or os.environ.get("HEDDLE_URL") or DEFAULT_URL).rstrip("/")
+    """``--url``, else ``HEDDLE_URL``, else the address in ``.heddle/url``; Usage if there is
+    none, or it is not an http(s) URL."""
+    url = (flag or os.environ.get("HEDDLE_URL") or url_from_file(Path(URL_FILE))).rstrip("/")
     try:
         parts = urllib.parse.urlsplit(url)
         _ = parts.port  # raises ValueError for a port out of range or not a number
     except ValueError as exc:
         raise Usage(f"the gateway URL {url!r} is not a URL: {exc}") from exc
-    if parts.scheme not in ("http", "https") or not parts.hostname or " " in url:
+    if parts.scheme not in ("http", "https") or not parts.hostname or re.search(r"\s", url):
         raise Usage(f"the gateway URL {url!r} is not an http:// or https:// URL with a host")
+    return url
+
+
+def url_from_file(path: Path) -> str:
+    """The address `heddle up` wrote. Only a file no one else could have written is believed:
+    the token goes where it points."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there does not block
+    except FileNotFoundError:
+        raise Usage(NO_URL) from None
+    except OSError as exc:
+        raise Usage(f"cannot read the gateway's address in {path}: {exc.strerror}") from exc
+    with os.fdopen(fd, "rb") as f:
+        stat = os.fstat(fd)
+        raw = f.read(4096) if S_ISREG(stat.st_mode) else b""
+    if not S_ISREG(stat.st_mode) or stat.st_uid != os.geteuid() or stat.st_mode & 0o022:
+        raise Usage(
+            f"{path} is not trusted: not a regular file of yours that only you may write; "
+            "give --url or HEDDLE_URL"
+        )
+    try:
+        url = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise Usage(f"the gateway's address in {path} is not UTF-8 text") from None
+    if not url:
+        raise Usage(f"the gateway's address in {path} is empty: give --url or HEDDLE_URL")
     return url
 
 

@@ -7,6 +7,8 @@ again until the ``end`` event, when the document is read once more, whole. A gat
 does not stream them (or a stream that breaks) is read every ``POLL_INTERVAL`` instead.
 What is shown depends on where the output goes: a live rich view on a terminal, a plain line
 per change otherwise, or the document as a JSON line each time it changes with ``--json``.
+On a terminal, what the run's steps could have made (a reason, an id) has its control
+characters shown as ``cat -v`` shows them (services/client/terminal.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rich.text import Text
 
 from services.client import render
 from services.client.http import Gateway, Refused, Unreachable
+from services.client.terminal import for_output, visible
 
 EXIT_CODES = {"succeeded": 0, "failed": 1, "cancelled": 3}
 POLL_INTERVAL = 0.5  # seconds between reads of the run, where its events are not streamed
@@ -141,7 +144,7 @@ class PlainSink:
         if run["status"] in TERMINAL_RUN:
             lines.append(render.run_end(run))
         if lines:
-            self.out.write("\n".join(lines) + "\n")
+            self.out.write(for_output("\n".join(lines), self.out) + "\n")
             self.out.flush()
 
     def close(self, run: dict[str, Any] | None) -> None:
@@ -175,7 +178,7 @@ def live_view(run: dict[str, Any], now: datetime | None = None) -> RenderableTyp
     took = render.duration(render.seconds_between(run["createdAt"], run.get("finishedAt"), now))
     title = Text.assemble(
         ("run ", "bold"),
-        (run["runId"], "bold"),
+        (visible(run["runId"]), "bold"),
         "  ",
         (run["status"], STATE_STYLES.get(run["status"], "")),
         f"  {took}",
@@ -195,10 +198,10 @@ def live_view(run: dict[str, Any], now: datetime | None = None) -> RenderableTyp
         for s in active:
             elapsed = render.seconds_between(s.get("startedAt"), None, now)
             table.add_row(
-                s["id"],
+                Text(visible(s["id"])),  # Text: taken as it is, not as rich's markup
                 Text(s["status"], style=STATE_STYLES[s["status"]]),
                 str(s["attempt"]),
-                s.get("runner") or "-",
+                Text(visible(s.get("runner") or "-")),
                 render.duration(elapsed),
             )
         parts.append(table)
@@ -221,14 +224,15 @@ class LiveSink:
             key = (step["id"], step["attempt"], step["status"])
             if step["status"] in ("failed", "retrying") and key not in self.reported:
                 self.reported.add(key)
-                self.console.print(Text(render.step_change(step), style="red"))
+                self.console.print(Text(visible(render.step_change(step)), style="red"))
         self.live.update(live_view(run), refresh=True)
 
     def close(self, run: dict[str, Any] | None) -> None:
         if self.live is not None:
             self.live.stop()
         if run is not None and run["status"] in TERMINAL_RUN:
-            self.console.print(Text(render.run_end(run)))  # no auto-highlighting of numbers
+            # Text: no auto-highlighting of numbers
+            self.console.print(Text(visible(render.run_end(run))))
 
 
 def sink_for(as_json: bool, out: TextIO = sys.stdout) -> Sink:
