@@ -17,6 +17,7 @@ from typing import Protocol
 
 import msgspec
 
+from shared.redact import may_hold_token, redact
 from shared.settings import Settings
 
 
@@ -29,7 +30,8 @@ class Service(Protocol):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: easy to grep, easy to ship to a log store."""
+    """One JSON object per line: easy to grep, easy to ship to a log store. No token is ever
+    in one (``json_line`` redacts): aiohttp logs a request it cannot parse with its bytes."""
 
     def format(self, record: logging.LogRecord) -> str:
         exc = self.formatException(record.exc_info) if record.exc_info else None
@@ -44,6 +46,7 @@ class JsonFormatter(logging.Formatter):
 
 
 _encoder = msgspec.json.Encoder(enc_hook=str)  # anything unusual in a field: its str()
+_redacting = msgspec.json.Encoder(enc_hook=lambda value: redact(str(value)))
 _second: tuple[int, str] = (-1, "")
 
 
@@ -64,12 +67,30 @@ def json_line(
     fields: dict[str, object] | None = None,
     exc: str | None = None,
 ) -> str:
+    """The line, with every token in its text replaced by a mark (shared/redact.py): the
+    message, the exception and each field's text, however deep. Most lines hold no word a
+    token comes with and are encoded once (an event is logged on every step transition)."""
     out: dict[str, object] = {"ts": utc_stamp(epoch), "level": level, "logger": logger, "msg": msg}
     if fields:
         out.update(fields)
     if exc:
         out["exc"] = exc
-    return _encoder.encode(out).decode()
+    line = _encoder.encode(out).decode()
+    if not may_hold_token(line):
+        return line
+    redacted = {key: _redacted(value) for key, value in out.items()}
+    return _redacting.encode(redacted).decode()
+
+
+def _redacted(value: object) -> object:
+    """A field's value with the text in it redacted; numbers and the like as they are."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {key: _redacted(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(item) for item in value]
+    return value
 
 
 class _EventStream:

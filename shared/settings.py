@@ -48,6 +48,7 @@ POSITIVE = (
     "cron_time_scale",
     "retention_interval",
     "lease_ttl",
+    "header_timeout",
 )
 AT_LEAST_ONE = (
     "replicas",
@@ -58,6 +59,7 @@ AT_LEAST_ONE = (
     "outputs_max_bytes",
     "log_line_max_bytes",
     "partitions",
+    "max_unauthenticated",
 )
 
 
@@ -362,6 +364,19 @@ class Settings:
         "uvloop",
         "HEDDLE_EVENT_LOOP",
         "uvloop (faster: fewer CPU cycles per message) or asyncio (the standard library's)",
+    )
+    header_timeout: float = _s(
+        10.0,
+        "HEDDLE_HEADER_TIMEOUT",
+        "seconds a new gateway connection may take to send its first request's line and "
+        "headers; a slower one is closed without an answer",
+    )
+    max_unauthenticated: int = _s(
+        256,
+        "HEDDLE_MAX_UNAUTHENTICATED",
+        "most gateway connections open at once that have not yet sent a valid token (with "
+        "HEDDLE_AUTH=none: a request the gateway let through); one more closes the oldest of "
+        "them. Such a connection is also closed after its first answer",
     )
 
     @classmethod

@@ -17,6 +17,7 @@ from services.gateway import (
     retry,
     run_events,
     run_steps,
+    slow_clients,
     tokens,
     views,
     workflows,
@@ -183,6 +184,7 @@ def create_app(settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
     app[TOKENS] = TokenIndex()
+    app.on_response_prepare.append(slow_clients.close_unauthenticated)
     auth.warn_if_open(settings)
     setup_routes(app)
     app.cleanup_ctx.append(nats_context)

@@ -3,11 +3,16 @@
 1. **Host**: the Host header must name this gateway (``HEDDLE_ALLOWED_HOSTS``, see
    shared/hosts.py), or 421. ``/healthz``, ``/readyz`` and ``/metrics`` skip it: probes and
    Prometheus address a pod by its IP, and those answers hold nothing worth a rebinding.
-2. **No form posts**: POST, PUT, PATCH and DELETE with a form or text/plain content type
+2. **Same origin**: POST, PUT, PATCH and DELETE that a page on another origin could have
+   sent get 403 (services/gateway/origin.py), with tokens or without.
+3. **No form posts**: POST, PUT, PATCH and DELETE with a form or text/plain content type
    (what a page elsewhere can send without asking first) get 415, even with no body.
-3. **Token and role**: ``Authorization: Bearer <token>`` must name a token that exists and is
+4. **Token and role**: ``Authorization: Bearer <token>`` must name a token that exists and is
    not revoked (else 401), whose role is at least the route's (else 403). The route table
    below is the only place a route gets a role; a route missing from it needs admin.
+
+A request that passes 4 (or 1 to 3, with ``HEDDLE_AUTH=none``) takes its connection out of
+the bound on unauthenticated ones (services/gateway/slow_clients.py).
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from services.gateway import views
+from services.gateway import slow_clients, views
 from services.gateway.keys import CALLER, SETTINGS, TOKENS
+from services.gateway.origin import STATE_CHANGING, cross_origin_refusal
 from services.gateway.params import sent_as_utf8
 from shared.hosts import AllowedHosts
 from shared.settings import Settings
@@ -64,7 +70,6 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
 UNLISTED: Role = "admin"  # a route added without a role is not open by mistake
 NO_ROUTE: Role = "viewer"  # a 404 or 405 is told to any token holder, not to anyone
 HOST_FREE = frozenset({"/healthz", "/readyz", "/metrics"})
-STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data", "text/plain"})
 
 
@@ -145,6 +150,13 @@ def _host_refused(request: web.Request, hosts: AllowedHosts) -> web.Response | N
     )
 
 
+def _cross_origin_refused(request: web.Request, hosts: AllowedHosts) -> web.Response | None:
+    host = request.headers.get("Host")
+    own = host if hosts.allows(host) else None  # /metrics and the probes skip the Host check
+    reason = cross_origin_refusal(request.method, request.headers, own)
+    return None if reason is None else views.error(403, reason)
+
+
 def auth_middleware(settings: Settings) -> Callable[[web.Request, Handler], Awaitable]:
     hosts = AllowedHosts(settings.allowed_hosts, settings.gateway_host)
     tokens_on = settings.auth == "tokens"
@@ -156,7 +168,7 @@ def auth_middleware(settings: Settings) -> Callable[[web.Request, Handler], Awai
             refused = _host_refused(request, hosts)
             if refused is not None:
                 return refused
-        refused = _form_refused(request)
+        refused = _cross_origin_refused(request, hosts) or _form_refused(request)
         if refused is not None:
             return refused
         needs = required_role(request.method, route, request.app[SETTINGS])
@@ -164,6 +176,8 @@ def auth_middleware(settings: Settings) -> Callable[[web.Request, Handler], Awai
             refused = _check_token(request, needs)
             if refused is not None:
                 return refused
+        if needs is not None or not tokens_on:
+            slow_clients.authenticated(request)
         return await handler(request)
 
     return guard
