@@ -74,7 +74,7 @@ class Probe:
         self.base_url = base_url
         self.nats_url = nats_url
         self.headers = headers or {}
-        self.nats_user = nats_user  # (user, password): the read-only inspector
+        self.nats_user = nats_user  # (user, password): its own (bench/stack.py)
         self.session: aiohttp.ClientSession | None = None
         self.nc: Client | None = None
         self._waiters: dict[str, asyncio.Future[float]] = {}

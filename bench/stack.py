@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -28,6 +29,25 @@ PROFILES_DIR = REPO / "bench" / "results" / "profiles"
 # HEDDLE_BENCH_KEEP=1 keeps each stack's folder (heddle-bench-* under the temporary
 # directory): the services' logs, to count what they did.
 KEEP = os.environ.get("HEDDLE_BENCH_KEEP", "") not in ("", "0")
+# The probe's own NATS user, in benchmark stacks only: it follows runs through ordered
+# consumers, which the read-only inspector may not create (shared/nats_permissions.py).
+API = perms.API
+PROBE = perms.User(
+    "heddle-bench",
+    secrets.token_urlsafe(24),
+    perms.Permissions(
+        publish=(
+            f"{API}.INFO",
+            f"{API}.STREAM.NAMES",
+            f"{API}.STREAM.INFO.*",
+            f"{API}.CONSUMER.CREATE.>",
+            f"{API}.CONSUMER.DELETE.>",
+            f"{API}.CONSUMER.INFO.>",
+            "$JS.FC.>",
+        ),
+        subscribe=(perms.inbox_prefix("heddle-bench") + ".>",),
+    ),
+)
 
 
 @dataclass
@@ -51,15 +71,13 @@ class BenchStack:
         return self.auth.headers
 
     def probe(self, ends: str = "events") -> Probe:
-        """A probe that reads NATS as the read-only inspector and calls the API as admin;
-        ``ends``: how it learns that a run ended (bench/probe.py)."""
-        assert self.auth is not None
-        users = self.auth.users
+        """A probe that reads NATS as its own user and calls the API as admin; ``ends``:
+        how it learns that a run ended (bench/probe.py)."""
         return Probe(
             self.base_url,
             self.nats_url,
             headers=self.headers,
-            nats_user=(perms.INSPECTOR, users.passwords[perms.INSPECTOR]),
+            nats_user=(PROBE.name, PROBE.password),
             ends=ends,
         )
 
@@ -78,7 +96,8 @@ class BenchStack:
     def start(self) -> None:
         """As ``heddle up`` runs it: a NATS user per service and runner, an admin token."""
         self.gateway_port = free_port()
-        self.auth = StackAuth.create(self.tmp, [f"runner-{i}" for i in range(self.runners)])
+        runners = [f"runner-{i}" for i in range(self.runners)]
+        self.auth = StackAuth.create(self.tmp, runners, extra=(PROBE,))
         self.nats = EmbeddedNats(
             self.tmp / "nats",
             port=free_port(),

@@ -165,6 +165,9 @@ class CancelAttempt(Wire, frozen=True):
     step_id: str
     attempt: int
     reason: str
+    # The attempt's (StepReady.ticket): its runner kills it only on a cancel that carries
+    # it, so no one else who can reach the runner's subject can (docs/architecture.md).
+    ticket: str = ""
 
 
 # ---- lifecycle events from runners (HEDDLE_EVENTS) --------------------------------------

@@ -47,8 +47,8 @@ DISPATCHER_DURABLE = "dispatcher"
 # The dispatchers' consumer of the steps that open a run (``step_ready(..., opens=True)``),
 # served after those of runs under way (docs/architecture.md, "Runs under way first").
 DISPATCHER_OPENING_DURABLE = "dispatcher-opening"
-# The most partitions there may be (HEDDLE_PARTITIONS): the inspector's permissions keep it
-# away from every orchestrator durable there could be, whatever the setting.
+# The most partitions there may be (HEDDLE_PARTITIONS): each is two durable consumers and a
+# share of every orchestrator's watch.
 MAX_PARTITIONS = 64
 
 
@@ -59,13 +59,6 @@ def orch_cmd_durable(partition: int) -> str:
 def orch_events_durable(partition: int) -> str:
     return f"orchestrator-events-{partition}"
 
-
-def service_durables() -> tuple[str, ...]:
-    """Every durable consumer a service may use."""
-    orchestrators = (
-        f(p) for p in range(MAX_PARTITIONS) for f in (orch_cmd_durable, orch_events_durable)
-    )
-    return (*orchestrators, DISPATCHER_DURABLE, DISPATCHER_OPENING_DURABLE)
 
 
 # Subjects. Commands and events are published as heddle.cmd.<kind>.<run> and

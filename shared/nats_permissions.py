@@ -25,7 +25,6 @@ RUNNER_PREFIX = "runner-"  # a runner's user is runner-<runner name>
 API = "$JS.API"
 ALL_KV_STREAMS = tuple(map(names.kv_stream, names.ALL_BUCKETS))
 ALL_STREAMS = (*names.ALL_STREAMS, *ALL_KV_STREAMS)
-DURABLES = names.service_durables()
 
 
 @dataclass(frozen=True)
@@ -190,32 +189,28 @@ def runner(name: str) -> Permissions:
 
 
 def inspector() -> Permissions:
-    """Read-only, for people with the ``nats`` CLI: list, view, get, watch and subscribe.
-    It may not create a consumer on the work queue (reading a work queue removes what it
-    reads) nor touch the services' durable consumers."""
-    steps = names.STEPS_STREAM
+    """Read-only, for people with the ``nats`` CLI: list streams and consumers, get stored
+    messages (``nats stream get``, ``nats kv get``), subscribe to live subjects.
+
+    It creates no consumer of any kind. A consumer create can only be limited by its
+    subject, and the server takes the rest from the request's body: a legacy create names
+    in its body the consumer it makes or *updates* (a service's durable too), a named one
+    may be durable, and any of them may be a push consumer whose deliver subject the
+    server then publishes the stream to, whatever the creator may publish or subscribe to
+    (nats-server issue #8274). Subject permissions match whole tokens, so no name prefix
+    can be set aside for it either."""
     return Permissions(
         publish=(
             f"{API}.INFO",
             f"{API}.STREAM.LIST",
             f"{API}.STREAM.NAMES",
-            f"{API}.STREAM.INFO.>",
-            f"{API}.CONSUMER.LIST.>",
-            f"{API}.CONSUMER.NAMES.>",
-            f"{API}.CONSUMER.INFO.>",
-            f"{API}.DIRECT.GET.>",
-            f"{API}.STREAM.MSG.GET.>",
-            f"{API}.CONSUMER.CREATE.>",
-            f"{API}.CONSUMER.MSG.NEXT.>",
-            "$JS.FC.>",
-        ),
-        publish_deny=(
-            f"{API}.CONSUMER.CREATE.{steps}",
-            f"{API}.CONSUMER.CREATE.{steps}.>",
-            f"{API}.CONSUMER.MSG.NEXT.{steps}.>",
-            *(f"{API}.CONSUMER.CREATE.*.{d}" for d in DURABLES),
-            *(f"{API}.CONSUMER.CREATE.*.{d}.>" for d in DURABLES),
-            *(f"{API}.CONSUMER.MSG.NEXT.*.{d}" for d in DURABLES),
+            f"{API}.STREAM.INFO.*",
+            f"{API}.CONSUMER.LIST.*",
+            f"{API}.CONSUMER.NAMES.*",
+            f"{API}.CONSUMER.INFO.*.*",
+            f"{API}.DIRECT.GET.*",
+            f"{API}.DIRECT.GET.*.>",  # the last message of a subject (a KV key)
+            f"{API}.STREAM.MSG.GET.*",
         ),
         subscribe=("heddle.>", "$KV.>", "_INBOX.>", _inbox(INSPECTOR)),
     )

@@ -160,8 +160,11 @@ async def test_the_kill_of_the_attempt_it_follows_kills_the_continuation(
         ready("r3", "b", f"touch {started}; sleep 30", after="a"),
     )
     await until(started.exists, 10, "the continuation runs")
-    kill = CancelAttempt(run_id="r3", step_id="a", attempt=1, reason="cancelled")
-    await nc.publish(names.runner_cancel(RUNNER), encode(kill))
+    # As the orchestrator sends it, with that attempt's ticket; one with another ticket,
+    # sent first, is not the orchestrator's and kills nothing.
+    for ticket, reason in (("ticket-b", "forged"), ("ticket-a", "cancelled")):
+        kill = CancelAttempt(run_id="r3", step_id="a", attempt=1, reason=reason, ticket=ticket)
+        await nc.publish(names.runner_cancel(RUNNER), encode(kill))
     await until(lambda: len(outcomes.got) == 2, 10, "the continuation's outcome")
     assert (outcomes.of("b").outcome, outcomes.of("b").reason) == ("cancelled", "cancelled")
 

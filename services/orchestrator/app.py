@@ -383,7 +383,7 @@ class Orchestrator:
         still running at its report delay says where it runs, here."""
         if isinstance(ev, StepStarted):
             kill = KillAttempt(
-                ev.runner, ev.step_id, ev.attempt, f"attempt does not count: {reason}"
+                ev.runner, ev.step_id, ev.attempt, f"attempt does not count: {reason}", ev.ticket
             )
             await self.effects.apply(ev.run_id, [kill])
 

@@ -178,7 +178,8 @@ class Continuing:
         attempt (the runner kills it if it still runs it)."""
         if not ev.continued:
             return []
-        return [KillAttempt(ev.runner, ev.continued, 1, f"continuation not taken: {why}")]
+        reason = f"continuation not taken: {why}"
+        return [KillAttempt(ev.runner, ev.continued, 1, reason, ev.continued_ticket)]
 
     def _reported_early(self, step: StepRecord, attempt: int, runner: str) -> bool:
         """An event of a prepared continuation (its ticket, checked) handled before the
@@ -223,4 +224,5 @@ class Continuing:
         child.attempts.append(
             AttemptRecord(attempt=1, runner=runner, finished_at=stamp, reason=reason)
         )
-        return [PersistStep(child, child.status), KillAttempt(runner, child.id, 1, reason)]
+        kill = KillAttempt(runner, child.id, 1, reason, child.ticket)  # as it was prepared
+        return [PersistStep(child, child.status), kill]

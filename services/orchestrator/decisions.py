@@ -86,6 +86,9 @@ class KillAttempt:
     step_id: str
     attempt: int
     reason: str
+    # The attempt's ticket, which the runner asks of a cancel (CancelAttempt.ticket). A
+    # credential, not part of what is decided: left out of comparisons and of repr (logs).
+    ticket: str = field(default="", compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

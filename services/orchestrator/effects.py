@@ -270,7 +270,11 @@ class EffectRunner:
             reason=eff.reason,
         )
         cancel = CancelAttempt(
-            run_id=batch.run_id, step_id=eff.step_id, attempt=eff.attempt, reason=eff.reason
+            run_id=batch.run_id,
+            step_id=eff.step_id,
+            attempt=eff.attempt,
+            reason=eff.reason,
+            ticket=eff.ticket,
         )
         await self.nc.publish(names.runner_cancel(eff.runner), encode(cancel))
 

@@ -194,7 +194,9 @@ class RunState(Transitions):
             if self._reported_early(step, ev.attempt, ev.runner):
                 return effects
             # The attempt lives on although it does not count: fence it.
-            effects.append(KillAttempt(ev.runner, step.id, ev.attempt, "attempt does not count"))
+            effects.append(
+                KillAttempt(ev.runner, step.id, ev.attempt, "attempt does not count", ev.ticket)
+            )
             return effects
         if step.status == "running":
             return [Ignored(step.id, "duplicate started event")]
@@ -209,7 +211,7 @@ class RunState(Transitions):
         )
         effects = [PersistStep(step, prev)]
         if self.run.cancel_requested:
-            effects.append(KillAttempt(ev.runner, step.id, ev.attempt, "cancelled"))
+            effects.append(KillAttempt(ev.runner, step.id, ev.attempt, "cancelled", ev.ticket))
         return effects
 
     def on_finished(self, ev: StepFinished, now: float) -> list[Effect]:
@@ -271,7 +273,7 @@ class RunState(Transitions):
             return [Ignored(step_id, f"watchdog verdict for attempt {attempt} ignored")]
         effects: list[Effect] = []
         if step.runner:
-            effects.append(KillAttempt(step.runner, step.id, attempt, reason))
+            effects.append(KillAttempt(step.runner, step.id, attempt, reason, step.ticket))
         if not step.attempts or step.attempts[-1].attempt != attempt:
             # Accepted but never started: the attempt still happened, and failed.
             step.attempts.append(AttemptRecord(attempt=attempt, runner=step.runner))
@@ -364,10 +366,13 @@ class RunState(Transitions):
                 # Handed to a runner, it may run there although it has not said so yet.
                 holder = step.runner or step.offered_to
                 if step.status == "queued" and holder:
-                    effects.append(KillAttempt(holder, step.id, step.attempt, "cancelled"))
+                    effects.append(
+                        KillAttempt(holder, step.id, step.attempt, "cancelled", step.ticket)
+                    )
                 effects.extend(self._terminate(step, "cancelled", "cancelled", stamp))
             elif step.status == "running" and step.runner:
-                effects.append(KillAttempt(step.runner, step.id, step.attempt, "cancelled"))
+                kill = KillAttempt(step.runner, step.id, step.attempt, "cancelled", step.ticket)
+                effects.append(kill)
         return effects + self._maybe_finish(stamp)
 
     # ---- recovery ----

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from services.runner_agent.attempt import Attempt, AttemptContext
-from services.runner_agent.continuations import Continuations
+from services.runner_agent.continuations import AttemptKey, Continuations
 from services.runner_agent.isolation import (
     StepUser,
     make_undumpable,
@@ -29,10 +29,11 @@ from services.runner_agent.isolation import (
 from services.runner_agent.launcher import Launcher
 from services.runner_agent.registration import Registration
 from services.runner_agent.taken import Taken
-from shared import failpoints, names
+from shared import failpoints, names, tickets
 from shared.acked import NOT_STORED, AckedPublisher
 from shared.contracts import (
     AssignReply,
+    CancelAttempt,
     RunnerInfo,
     StepReady,
     cancel_attempt_decoder,
@@ -80,6 +81,7 @@ class RunnerAgent:
         self.stalls = LoopStalls(settings.assign_timeout / 2)
         self.taken = Taken()  # the attempts taken last: one offered again is not run again
         self.continuations = Continuations()  # those that came before their attempt's offer
+        self._cancel_ignored: AttemptKey | None = None  # the attempt it last said so of
 
     # ---- lifecycle ----
 
@@ -316,15 +318,26 @@ class RunnerAgent:
         # kill of that one arrived.
         if cur is None or key not in (cur.key, cur.after_key):
             return
+        # The attempt's ticket shows the orchestrator sent it: any user's JetStream request
+        # can have its reply (or a push consumer its messages) delivered to this subject.
+        ticket = cur.ready.ticket if key == cur.key else cur.ready.after_ticket
+        if not tickets.holds(ticket, req.ticket):
+            if self._cancel_ignored != key:  # once per attempt: a flood is not a flood of lines
+                self._cancel_ignored = key
+                self._cancel_said("cancel ignored", req, "its ticket is not the attempt's")
+            return
+        self._cancel_said("kill requested", req, req.reason)
+        if cur.process is not None:
+            await cur.process.started.wait()
+            cur.kill("cancelled", req.reason)
+
+    def _cancel_said(self, what: str, req: CancelAttempt, reason: str) -> None:
         event(
             log,
-            "kill requested",
+            what,
             runner=self.runner,
             run=req.run_id,
             step=req.step_id,
             attempt=req.attempt,
-            reason=req.reason,
+            reason=reason,
         )
-        if cur.process is not None:
-            await cur.process.started.wait()
-            cur.kill("cancelled", req.reason)

@@ -15,13 +15,6 @@ the lists are sorted and deduplicated, as Permissions.to_config() does.
 {{- list "heddle-workflows" "heddle-runs" "heddle-heartbeats" "heddle-runners" "heddle-cron" "heddle-tokens" "heddle-pods" "heddle-leases" | toRawJson -}}
 {{- end -}}
 
-{{/* The services' durable consumers (names.py), which the inspector may not touch. */}}
-{{- define "heddle.nats.durables" -}}
-{{- $out := list -}}
-{{- range $p := until 64 }}{{ $out = concat $out (list (printf "orchestrator-cmd-%d" $p) (printf "orchestrator-events-%d" $p)) }}{{ end -}}
-{{- concat $out (list "dispatcher" "dispatcher-opening") | toRawJson -}}
-{{- end -}}
-
 {{/* info(*streams): check the server and look streams up. Usage: include ... (list "S1" "S2") */}}
 {{- define "heddle.nats.info" -}}
 {{- $out := list "$JS.API.INFO" "$JS.API.STREAM.NAMES" -}}
@@ -98,15 +91,11 @@ stream. Usage: include "heddle.nats.runner" "<runner name>" */}}
 {{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" $subscribe "allowResponses" true) -}}
 {{- end -}}
 
-{{/* Read-only, for people with the nats CLI; never a consumer on the work queue nor on the
-services' durables. */}}
+{{/* Reads only, and no consumer of any kind: a consumer create's body can name a service's
+consumer, be durable or push to any subject (see inspector() in shared/nats_permissions.py). */}}
 {{- define "heddle.nats.inspector" -}}
-{{- $publish := list "$JS.API.INFO" "$JS.API.STREAM.LIST" "$JS.API.STREAM.NAMES" "$JS.API.STREAM.INFO.>" "$JS.API.CONSUMER.LIST.>" "$JS.API.CONSUMER.NAMES.>" "$JS.API.CONSUMER.INFO.>" "$JS.API.DIRECT.GET.>" "$JS.API.STREAM.MSG.GET.>" "$JS.API.CONSUMER.CREATE.>" "$JS.API.CONSUMER.MSG.NEXT.>" "$JS.FC.>" -}}
-{{- $deny := list "$JS.API.CONSUMER.CREATE.HEDDLE_STEPS" "$JS.API.CONSUMER.CREATE.HEDDLE_STEPS.>" "$JS.API.CONSUMER.MSG.NEXT.HEDDLE_STEPS.>" -}}
-{{- range $d := include "heddle.nats.durables" . | fromJsonArray -}}
-{{- $deny = concat $deny (list (printf "$JS.API.CONSUMER.CREATE.*.%s" $d) (printf "$JS.API.CONSUMER.CREATE.*.%s.>" $d) (printf "$JS.API.CONSUMER.MSG.NEXT.*.%s" $d)) -}}
-{{- end -}}
-{{- include "heddle.nats.rule" (dict "publish" $publish "publishDeny" $deny "subscribe" (list "heddle.>" "$KV.>" "_INBOX.>" "_INBOX_inspector.>")) -}}
+{{- $publish := list "$JS.API.INFO" "$JS.API.STREAM.LIST" "$JS.API.STREAM.NAMES" "$JS.API.STREAM.INFO.*" "$JS.API.CONSUMER.LIST.*" "$JS.API.CONSUMER.NAMES.*" "$JS.API.CONSUMER.INFO.*.*" "$JS.API.DIRECT.GET.*" "$JS.API.DIRECT.GET.*.>" "$JS.API.STREAM.MSG.GET.*" -}}
+{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "heddle.>" "$KV.>" "_INBOX.>" "_INBOX_inspector.>")) -}}
 {{- end -}}
 
 {{/* permissions_for(user). Usage: include "heddle.nats.permissions" "<user>" */}}
