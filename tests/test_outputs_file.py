@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import os
+import struct
 import tempfile
+import termios
 from pathlib import Path
 
 import pytest
 
 from services.runner_agent import outputs_file
 from services.runner_agent.outputs_file import OutputsFile
+from tests.stack import until
 
 
 @pytest.fixture
@@ -58,3 +63,94 @@ def test_what_the_step_wrote_is_read_through_the_descriptor(fresh: None) -> None
         os.unlink(moved)
     finally:
         file.close()
+
+
+# ---- bounded while written (services/runner_agent/file_watch.py) ----
+
+
+def queued(watcher: object) -> int:
+    """Bytes of events the kernel holds for the watcher: what would wake the event loop."""
+    return struct.unpack("i", fcntl.ioctl(watcher.fd, termios.FIONREAD, b"\0" * 4))[0]
+
+
+async def test_a_watched_file_s_writes_reach_its_callback_from_the_loop(tmp_path: Path) -> None:
+    from services.runner_agent import file_watch
+
+    watcher = file_watch.running()
+    assert watcher is not None and file_watch.running() is watcher  # one per loop
+    path = tmp_path / "watched"
+    path.write_bytes(b"")
+    seen = asyncio.Event()
+    watch = watcher.add(str(path), seen.set)
+    with path.open("ab") as step:
+        step.write(b"k=v\n")
+    await asyncio.wait_for(seen.wait(), 30)
+    watch.stop()
+    path.write_bytes(b"after")  # no watch left: nothing queued
+    assert queued(watcher) == 0
+
+
+def test_the_runner_s_loop_uvloop_reads_the_watches_too(tmp_path: Path) -> None:
+    uvloop = pytest.importorskip("uvloop")
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(test_a_watched_file_s_writes_reach_its_callback_from_the_loop(tmp_path))
+
+
+async def test_a_watch_on_a_file_never_written_never_wakes_the_loop(tmp_path: Path) -> None:
+    """The IN_IGNORED its removal queues is read in ``stop``, before the loop can see it;
+    other files' events read with it still reach their callbacks."""
+    from services.runner_agent import file_watch
+
+    watcher = file_watch.running()
+    assert watcher is not None
+    quiet, busy = tmp_path / "quiet", tmp_path / "busy"
+    quiet.write_bytes(b"")
+    busy.write_bytes(b"")
+    called: list[str] = []
+    first = watcher.add(str(quiet), lambda: called.append("quiet"))
+    second = watcher.add(str(busy), lambda: called.append("busy"))
+    assert queued(watcher) == 0
+    busy.write_bytes(b"x")
+    first.stop()
+    assert queued(watcher) == 0 and called == ["busy"]
+    second.stop()
+    second.stop()  # twice: harmless
+    assert queued(watcher) == 0 and called == ["busy"]
+
+
+async def test_an_outputs_file_past_its_limit_is_emptied_and_the_attempt_told(
+    fresh: None,
+) -> None:
+    reasons: list[str] = []
+    told = asyncio.Event()
+
+    def too_large(reason: str) -> None:
+        reasons.append(reason)
+        told.set()
+
+    file = OutputsFile(limit=100, too_large=too_large)
+    try:
+        with open(file.path, "ab") as step:
+            step.write(b"k=" + b"x" * 98)  # at the limit: left alone
+            step.flush()
+            step.write(b"x" * 900)
+            step.flush()
+            await asyncio.wait_for(told.wait(), 30)
+            assert os.fstat(file.fd).st_size == 0  # the memory back, the step still writing
+            step.write(b"y" * 1000)  # goes on: cut again, told once
+            step.flush()
+            await until(lambda: os.fstat(file.fd).st_size == 0, 30, "the file cut again")
+        problem = "the outputs file is 1000 bytes; the limit is 100 (HEDDLE_OUTPUTS_MAX_BYTES)"
+        assert reasons == [f"bad outputs: {problem}"]
+        # Whether or not the step was killed in time, its outputs are refused as too large.
+        assert file.take(True, 100) == f"bad outputs: {problem}"
+    finally:
+        file.close()
+    assert file.fd is None and not Path(file.path).exists()
+
+
+async def test_outputs_within_the_limit_are_read_as_before(fresh: None) -> None:
+    file = OutputsFile(limit=100, too_large=lambda reason: pytest.fail(reason))
+    Path(file.path).write_text("answer=42\n")
+    assert file.take(True, 100) == {"answer": "42"}
+    assert not Path(file.path).exists()

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from services.runner_agent.continuations import AttemptKey
@@ -33,7 +34,6 @@ from shared.acked import AckedPublisher
 from shared.contracts import StepFinished, StepReady, StepStarted, encode
 from shared.metrics import ATTEMPTS
 from shared.nats_types import NatsError
-from shared.outputs import OutputsError
 from shared.service import event
 from shared.settings import Settings
 from shared.timefmt import now_rfc3339
@@ -121,7 +121,9 @@ class Attempt:
         )
         env = step_env(ctx.base_env, ready.run_id, ready.step_id, ready.attempt, ready.env)
         try:
-            self.outputs_file = OutputsFile(ctx.run_as)
+            # Bounded while written: past the limit, the step is killed at once.
+            limit, kill = ctx.settings.outputs_max_bytes, partial(self.kill, "failed")
+            self.outputs_file = OutputsFile(ctx.run_as, limit, kill)
             env["HEDDLE_OUTPUTS"] = self.outputs_file.path
         except OSError as exc:
             log.warning("no outputs file for %s/%s: %s", ready.run_id, ready.step_id, exc)
@@ -233,6 +235,8 @@ class Attempt:
             # could not report goes silent, and the watchdog judges it (never a wedged runner).
             free()
             self.beats.stop()
+            if self.outputs_file is not None:  # not read: its file and watch go all the same
+                self.outputs_file.close()
             self.done.set()
 
     async def _finish(
@@ -305,21 +309,11 @@ class Attempt:
         await self._report(finished)
 
     def _outputs(self, result: ProcessResult) -> dict[str, str] | str:
-        """The outputs of a succeeded attempt, or why they fail it; a failed attempt's are
-        dropped unread: only a success passes outputs on."""
+        """The outputs of a succeeded attempt, or why they fail it (outputs_file.py)."""
         file, self.outputs_file = self.outputs_file, None
         if file is None:
             return {}
-        try:
-            if result.outcome != "succeeded":
-                return {}
-            return file.read(self.ctx.settings.outputs_max_bytes)
-        except OutputsError as exc:
-            return f"bad outputs: {exc}"
-        except OSError as exc:
-            return f"outputs not read: {exc}"
-        finally:
-            file.close()
+        return file.take(result.outcome == "succeeded", self.ctx.settings.outputs_max_bytes)
 
     async def _answer_alone(self) -> None:
         """An answer that does not travel with the outcome follows the first heartbeat, so

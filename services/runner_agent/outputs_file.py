@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import secrets
 import shutil
 import tempfile
+from collections.abc import Callable
 
+from services.runner_agent import file_watch
 from services.runner_agent.file_ids import filesystem_ids
 from services.runner_agent.isolation import StepUser
-from shared.outputs import parse_outputs
+from shared.outputs import OutputsError, parse_outputs, size_problem
 
+log = logging.getLogger("heddle.runner")
 _directory: str | None = None
 # In memory: on a disk-backed /tmp (ext4, a container's overlay) making and removing a file
 # waits behind the journal's other writers, up to a quarter of a millisecond per step.
@@ -53,25 +57,86 @@ def _own_directory(run_as: StepUser | None) -> str:
 
 
 class OutputsFile:
-    def __init__(self, run_as: StepUser | None = None) -> None:
+    def __init__(
+        self,
+        run_as: StepUser | None = None,
+        limit: int | None = None,
+        too_large: Callable[[str], None] | None = None,
+    ) -> None:
+        """``limit``: the file is watched, emptied as soon as it is found past the limit, and
+        ``too_large`` told why (the attempt's reason) the first time."""
         self.path = os.path.join(_own_directory(run_as), secrets.token_hex(16))
+        self.limit = limit
+        self.too_large = too_large
+        self.seen_size: int | None = None  # found past the limit while the step ran
+        self._watch: file_watch.Watch | None = None
+        watcher = file_watch.running() if limit is not None else None
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         if run_as is None:
             self.fd: int | None = os.open(self.path, flags, 0o600)
+            self._watch = _watched(watcher, self.fd, self._changed)
         else:
+            # A watch needs read permission on the file, which only its owner has.
             with filesystem_ids(run_as.uid, run_as.gid):
                 self.fd = os.open(self.path, flags, 0o600)
+                self._watch = _watched(watcher, self.fd, self._changed)
+
+    def _changed(self) -> None:
+        """Written to: past the limit, emptied before the step is killed, so its memory is
+        back at once, and again at each write seen from a step that goes on writing."""
+        fd, limit = self.fd, self.limit
+        if fd is None or limit is None:
+            return
+        size = os.fstat(fd).st_size
+        if size <= limit:
+            return
+        try:
+            os.ftruncate(fd, 0)
+        finally:  # killed even if it could not be emptied
+            if self.seen_size is None:
+                self.seen_size = size
+                if self.too_large is not None:
+                    self.too_large(f"bad outputs: {size_problem(size, limit)}")
 
     def read(self, limit: int) -> dict[str, str]:
         """The outputs written; raises OutputsError (too large, malformed)."""
         assert self.fd is not None
-        size = os.fstat(self.fd).st_size
+        size = self.seen_size if self.seen_size is not None else os.fstat(self.fd).st_size
         data = os.pread(self.fd, min(size, limit), 0) if size <= limit else b""
         return parse_outputs(data, limit, size)
 
+    def take(self, succeeded: bool, limit: int) -> dict[str, str] | str:
+        """The outputs of a succeeded attempt, or why they fail it; a failed attempt's are
+        dropped unread: only a success passes outputs on. The file is closed."""
+        try:
+            return self.read(limit) if succeeded else {}
+        except OutputsError as exc:
+            return f"bad outputs: {exc}"
+        except OSError as exc:
+            return f"outputs not read: {exc}"
+        finally:
+            self.close()
+
     def close(self) -> None:
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.stop()
         fd, self.fd = self.fd, None
         if fd is not None:
             os.close(fd)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+
+
+def _watched(
+    watcher: file_watch.FileWatch | None, fd: int, changed: Callable[[], None]
+) -> file_watch.Watch | None:
+    """The file behind ``fd`` watched (through the runner's descriptor: that very file,
+    whatever becomes of its path); None where it cannot be, with a warning."""
+    if watcher is None:
+        return None
+    try:
+        return watcher.add(f"/proc/self/fd/{fd}", changed)
+    except OSError as exc:
+        log.warning("outputs file not watched (%s): bounded only once the step exits", exc)
+        return None
