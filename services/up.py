@@ -18,6 +18,7 @@ from pathlib import Path
 
 from services.embedded_nats import EmbeddedNats, NatsServerError, port_open
 from services.nats_users import CONTEXT_FILE, NatsUsers
+from services.runner_agent.isolation import step_uids_problem
 from services.supervisor import Child, Supervisor
 from services.up_files import (
     NATS_LOG,
@@ -209,6 +210,11 @@ async def run_up(
         make_private(data_dir)  # and what an older Heddle left in it
     except OSError as exc:
         print(f"heddle up: cannot use {data_dir} as the data dir: {exc.strerror}", file=sys.stderr)
+        return 2
+    # As root, runner-i runs its steps as the i-th uid of HEDDLE_STEP_UIDS, its alone on this
+    # machine: said now rather than by each runner failing to start.
+    if problem := step_uids_problem(settings, runner_names(runners)):
+        print(f"heddle up: {problem}", file=sys.stderr)
         return 2
     if not os.environ.get("HEDDLE_NATS_URL"):
         with private_umask():  # nats-server makes its store and log under the umask it gets

@@ -60,7 +60,6 @@ def orch_events_durable(partition: int) -> str:
     return f"orchestrator-events-{partition}"
 
 
-
 # Subjects. Commands and events are published as heddle.cmd.<kind>.<run> and
 # heddle.evt.<run>.<step>.<kind>.<runner>; their streams store each with the run's partition
 # appended (a subject transform, ``partitioned``), so that one

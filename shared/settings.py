@@ -8,6 +8,7 @@ may be fractional, so tests can shorten intervals without sleeping for the defau
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
@@ -61,6 +62,10 @@ AT_LEAST_ONE = (
     "partitions",
     "max_unauthenticated",
 )
+# Step uids: 32-bit signed, as Kubernetes' runAsUser and the launcher's records have them
+# ((uid_t)-1 would mean "unchanged" to setresuid); 65534 is nobody, 65535 -1 in 16 bits.
+MAX_UID = 2**31 - 1
+NOBODY_UID = 65534
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,10 +300,19 @@ class Settings:
         "every third of it, and acts on nothing while its last renewal is older)",
     )
     step_user: str = _s(
-        "nobody",
+        "",
         "HEDDLE_STEP_USER",
         "the user a runner started as root runs its steps as (a name or uid; none keeps "
-        "the runner's own); a runner that is not root runs them as itself",
+        "the runner's own; empty: a uid of its own, from HEDDLE_STEP_UIDS); a runner that is "
+        "not root runs them as itself",
+    )
+    step_uids: str = _s(
+        "60600-61099",
+        "HEDDLE_STEP_UIDS",
+        "uids FIRST-LAST that nothing else on the machine uses, one per runner: a runner "
+        "started as root without HEDDLE_STEP_USER runs its steps as FIRST+N, N the number its "
+        "name ends in (HEDDLE_RUNNER_NAME or POD_NAME), and refuses to start if another runner "
+        "holds that uid; every process a step leaves is killed, by uid, when it ends",
     )
     pod_name: str = _s("", "POD_NAME", "set by Kubernetes: the runner pod's name")
     node_name: str = _s("", "NODE_NAME", "set by Kubernetes: the node the pod runs on")
@@ -431,6 +445,10 @@ class Settings:
         if not self.runner_statefulset_prefix:
             problems.append("HEDDLE_RUNNER_STATEFULSET_PREFIX must not be empty")
         problems.extend(f"HEDDLE_ALLOWED_HOSTS: {p}" for p in host_patterns(self.allowed_hosts)[1])
+        try:
+            step_uid_range(self.step_uids)
+        except ValueError as exc:
+            problems.append(str(exc))
         return problems
 
     def _range_problems(self) -> list[str]:
@@ -485,6 +503,31 @@ class Settings:
             if value != f.default:
                 out[f.metadata["setting"].env] = str(value)
         return out
+
+
+def step_uid_range(text: str) -> range:
+    """HEDDLE_STEP_UIDS as uids: ``FIRST-LAST`` (both in it) or one uid. Raises ValueError
+    saying what is wrong: root is never in it, nor nobody, whom other programs run as."""
+    match = re.fullmatch(r"\s*([0-9]{1,10})\s*(?:-\s*([0-9]{1,10})\s*)?", text)
+    if match is None:
+        raise ValueError(f"HEDDLE_STEP_UIDS must be FIRST-LAST (e.g. 60600-61099), not {text!r}")
+    first, last = int(match[1]), int(match[2] or match[1])
+    wrong = [
+        message
+        for holds, message in (
+            (first > last, "FIRST is above LAST"),
+            (first == 0, "0 is root"),
+            (last > MAX_UID, f"uids go up to {MAX_UID}"),
+            (
+                first <= NOBODY_UID + 1 and last >= NOBODY_UID,
+                "it holds 65534 or 65535 (nobody, whom other programs run as, and -1 in 16 bits)",
+            ),
+        )
+        if holds
+    ]
+    if wrong:
+        raise ValueError(f"HEDDLE_STEP_UIDS={text!r}: {wrong[0]}")
+    return range(first, last + 1)
 
 
 def env_name(field_name: str) -> str:

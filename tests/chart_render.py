@@ -28,7 +28,8 @@ NAMESPACE = "heddle-test"
 CONTROL_PLANE = ("gateway", "orchestrator", "dispatcher")
 DEFAULT_RUNNERS = ("runner-0", "runner-1")
 # Settings the chart sets itself, per container: each runner's name, each service's NATS user and
-# password, the gateway's admin token and Host names, the runners' step user (runners.stepUser),
+# password, the gateway's admin token and Host names, the runners' step user and uids
+# (runners.stepUser, runners.stepUids),
 # the orchestrator's pod watch (podWatch.enabled, the release's runner labels).
 NOT_CHART_SETTINGS = {
     "runner_name",
@@ -42,6 +43,7 @@ NOT_CHART_SETTINGS = {
     "admin_token_file",
     "allowed_hosts",
     "step_user",
+    "step_uids",
     "pod_watch",  # the orchestrator's, from podWatch.enabled
     "runner_pod_selector",  # the orchestrator's: this release's runner pods
     # The dispatcher's, from runners.autoscaling: the values and this release's StatefulSets.

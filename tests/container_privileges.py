@@ -32,7 +32,8 @@ def container_runner_prefix() -> list[str]:
 
 
 def container_step_user() -> tuple[str, int]:
-    """HEDDLE_STEP_USER as the containers set it, and the uid steps then run as."""
+    """An explicit HEDDLE_STEP_USER shared by every runner (nobody), and the uid steps then
+    run as: the path where no uid of the runner's own is used."""
     if os.geteuid() != 0:
         return "none", os.geteuid()
     return "65534", pwd.getpwuid(65534).pw_uid

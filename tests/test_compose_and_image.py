@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
+from services.runner_agent.isolation import runner_step_user
 from shared import nats_permissions as perms
 from shared.hosts import AllowedHosts
+from shared.settings import Settings
 from tests.chart_render import (
     COMPOSE_FILE,
     CONTROL_PLANE,
@@ -204,8 +206,22 @@ def test_compose_runners_start_as_root_to_drop_to_the_step_user(compose: dict[st
         assert runner["cap_drop"] == ["ALL"], name
         assert sorted(runner["cap_add"]) == ["KILL", "SETGID", "SETUID"], name
         assert "privileged" not in runner, name
-        step_user = runner["environment"]["HEDDLE_STEP_USER"]
-        assert re.sub(r"\$\{HEDDLE_STEP_USER:-(.*)\}", r"\1", step_user) == "65534", name
+    # Each its own step uid (runner-N the N-th of HEDDLE_STEP_UIDS), killed by uid: not
+    # one user for both, whose steps could reach each other's.
+    uids = {name: compose_step_user(compose, name) for name in COMPOSE_RUNNERS}
+    assert uids == {"runner-0": (60600, True), "runner-1": (60601, True)}, uids
+
+
+def compose_step_user(compose: dict[str, Any], name: str) -> tuple[int, bool]:
+    """The uid a compose runner runs its steps as with nothing set in .env, and whether it is
+    its own (services/runner_agent/isolation.py)."""
+    env = {
+        k: re.sub(r"\$\{[A-Z_]+:-(.*)\}", r"\1", str(v))
+        for k, v in compose["services"][name]["environment"].items()
+    }
+    user = runner_step_user(Settings.from_env(env), euid=0)
+    assert user is not None, name
+    return user.uid, user.own
 
 
 def parse_duration(text: str) -> float:

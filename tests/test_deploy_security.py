@@ -18,6 +18,7 @@ import helm_python as helm
 import pytest
 
 from services.embedded_nats import find_binary, free_port, port_open
+from services.runner_agent.isolation import runner_step_user
 from shared import names
 from shared import nats_permissions as perms
 from shared.hosts import AllowedHosts
@@ -172,12 +173,20 @@ def test_no_runner_can_reference_another_runners_password(chart: helm.Chart) -> 
         assert not keys & all_runner_keys, w["metadata"]["name"]
 
 
-@pytest.mark.parametrize(("step_user", "expected"), [(None, "65534"), ("nobody", "nobody")])
+@pytest.mark.parametrize(
+    ("step_user", "expected"),
+    [
+        # Each runner its own uid (runner-N the N-th of runners.stepUids), killed by uid.
+        (None, {"runner-0": (60600, True), "runner-1": (60601, True)}),
+        ("nobody", {"runner-0": (65534, False), "runner-1": (65534, False)}),
+    ],
+)
 def test_runner_is_root_only_to_drop_to_the_step_user(
-    chart: helm.Chart, step_user: str | None, expected: str
+    chart: helm.Chart, step_user: str | None, expected: dict[str, tuple[int, bool]]
 ) -> None:
     values = {"runners": {"stepUser": step_user}} if step_user else {}
     manifest = render(chart, values)
+    uids = {}
     for name in DEFAULT_RUNNERS:
         pod, container = manifest.heddle_containers()[name]
         sc = container["securityContext"]
@@ -188,8 +197,12 @@ def test_runner_is_root_only_to_drop_to_the_step_user(
         assert not sc.get("privileged"), name
         assert pod["automountServiceAccountToken"] is False, name
         env = manifest.env(container)
-        assert env["HEDDLE_STEP_USER"] == expected, name
-        assert Settings.from_env(only_strings(env)).step_user == expected
+        assert env.get("HEDDLE_STEP_USER") == step_user, name
+        assert env["HEDDLE_STEP_UIDS"] == "60600-61099", name
+        user = runner_step_user(Settings.from_env(only_strings(env)), euid=0)
+        assert user is not None, name
+        uids[name] = (user.uid, user.own)
+    assert uids == expected
 
 
 def test_admin_token_is_generated_for_the_gateway_alone(default: Manifest) -> None:
@@ -435,6 +448,9 @@ def test_metrics_are_scraped_only_from_the_named_source(chart: helm.Chart) -> No
         {"runners": {"stepUser": 0}},
         {"runners": {"stepUser": "0"}},
         {"runners": {"stepUser": "no body"}},
+        {"runners": {"stepUids": "0-10"}},  # root
+        {"runners": {"stepUids": "60600-"}},
+        {"runners": {"stepUids": 60600}},
         {"networkPolicy": {"enabled": "yes"}},
         {"networkPolicy": {"dnsTo": {"namespaceSelector": {}}}},
         {"gateway": {"networkPolicy": {"from": "everyone"}}},
@@ -451,6 +467,28 @@ def test_metrics_are_scraped_only_from_the_named_source(chart: helm.Chart) -> No
 def test_values_schema_rejects_bad_security_values(chart: helm.Chart, values: dict) -> None:
     with pytest.raises(helm.HelmValuesError):
         render(chart, values)
+
+
+@pytest.mark.parametrize(
+    ("runners", "why"),
+    [
+        ({"replicas": 3, "stepUids": "60600-60601"}, "holds 2 uids, for 3 runners"),
+        (
+            {"autoscaling": {"enabled": True, "maxReplicas": 8}, "stepUids": "60600-60606"},
+            "holds 7 uids, for 8 runners",
+        ),
+        ({"stepUids": "65000-66000"}, "holds 65534 or 65535"),
+        ({"stepUids": "60601-60600"}, "FIRST is above LAST"),
+        ({"stepUids": "60600-4294967295"}, "uids go up to 2147483647"),
+    ],
+)
+def test_the_chart_refuses_step_uids_runners_would_share(
+    chart: helm.Chart, runners: dict, why: str
+) -> None:
+    """Two runners never get one step uid (each kills every process of its own after a
+    step), nor does one get nobody's."""
+    with pytest.raises(helm.HelmRenderError, match=why):
+        render(chart, {"runners": runners})
 
 
 # --- the chart's authorization on a real nats-server ----------------------------------------------

@@ -22,6 +22,7 @@ from services.up import plan
 from shared.settings import Settings
 from tests.stack import REPO
 from tests.test_e2e_basic import EXAMPLE
+from tests.test_step_uids import own_step_uids
 
 
 @dataclass
@@ -36,6 +37,8 @@ def start_up(
     port, nats_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
     env["PYTHONPATH"] = str(REPO)
+    # As root, each runner holds a step uid on this machine: a range of this worker's own.
+    env["HEDDLE_STEP_UIDS"] = own_step_uids()
     argv = [sys.executable, "-m", "services.cli", "up", "--port", str(port)]
     argv += ["--runners", str(runners), "--data-dir", str(data), "--nats-port", str(nats_port)]
     argv += ["--dispatchers", str(dispatchers), "--orchestrators", str(orchestrators)]

@@ -26,6 +26,7 @@ from services.embedded_nats import free_port
 from services.supervisor import Child, Supervisor
 from tests.stack import REPO
 from tests.test_cli_terminal import PWNED, RAW, SHOWN, heddle, open_terminal
+from tests.test_step_uids import own_step_uids
 
 FLOW = {"steps": [{"id": "a", "command": "echo hello"}, {"id": "b", "command": "echo bye"}]}
 
@@ -78,6 +79,8 @@ def start_up(cwd: Path, terminal: bool) -> Up:
     port, nats_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
     env["PYTHONPATH"] = str(REPO)
+    # As root, each runner holds a step uid on this machine: a range of this worker's own.
+    env["HEDDLE_STEP_UIDS"] = own_step_uids()
     argv = [sys.executable, "-m", "services.cli", "up", "--port", str(port), "--runners", "1"]
     argv += ["--nats-port", str(nats_port)]
     ours, theirs = open_terminal() if terminal else os.pipe()

@@ -23,8 +23,8 @@ from services.runner_agent.continuations import AttemptKey, Continuations
 from services.runner_agent.isolation import (
     StepUser,
     make_undumpable,
-    resolve_step_user,
     step_base_env,
+    take_step_user,
 )
 from services.runner_agent.launcher import Launcher
 from services.runner_agent.registration import Registration
@@ -89,15 +89,15 @@ class RunnerAgent:
         settings = self.settings
         if not make_undumpable():
             log.warning("could not make the runner non-dumpable: steps may read its memory")
-        step_user = self.run_as = resolve_step_user(settings.step_user)
+        step_user = self.run_as = take_step_user(settings)  # its uid held, where its own
         if step_user is not None:
-            self.launcher = Launcher(step_user.uid, step_user.gid)
+            self.launcher = Launcher(step_user.uid, step_user.gid, sweep=step_user.own)
             self.launcher.start()  # a runner that cannot run steps does not start
         event(
             log,
             "steps run as",
             runner=self.runner,
-            user=step_user.name if step_user else f"uid {os.geteuid()} (the runner's own)",
+            user=f"{step_user.name} (uid {step_user.uid})" if step_user else "the runner itself",
         )
         self.nc = await connect_until_ready(
             settings,

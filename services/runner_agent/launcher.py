@@ -6,7 +6,8 @@ A spawn is one request on a socket pair, answered with the pid before ``spawn`` 
 reaped it, read when the event loop sees the socket readable. The runner watches each step
 through a pidfd of its own too: a launcher that dies or stops (a step of the same uid may
 signal it) and does not report an exit it should have is killed, its steps are killed and
-fail with no exit code, and the next spawn starts another launcher.
+fail with no exit code, and the next spawn starts another launcher. With ``sweep`` (a uid
+of the runner's own) the launcher kills by uid what each step leaves (launcher_main.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import msgspec
 
-from services.runner_agent.file_ids import filesystem_ids
+from services.runner_agent.isolation import kill_pipe_holders as _kill_holders
 from services.runner_agent.launcher_main import HEADER, RECORD
 from shared.errors import HeddleError
 
@@ -48,14 +49,18 @@ class _Held:
     on_exit: ExitCallback
     pidfd: int | None  # the runner's own watch of the step
     overdue: asyncio.TimerHandle | None = field(default=None)
+    grace_until: float = 0.0  # terminated: the launcher reports its exit after this
 
 
 class Launcher:
     """Spawns steps as ``uid``/``gid`` through a launcher process (``start``, or the first
-    spawn, starts it)."""
+    spawn, starts it); with ``sweep``, the uid is this runner's alone, and what a step leaves
+    is killed by uid."""
 
-    def __init__(self, uid: int, gid: int, answer_within: float = ANSWER_WITHIN) -> None:
-        self.uid, self.gid = uid, gid
+    def __init__(
+        self, uid: int, gid: int, answer_within: float = ANSWER_WITHIN, sweep: bool = False
+    ) -> None:
+        self.uid, self.gid, self.sweep = uid, gid, sweep
         self.answer_within = answer_within
         self.pid: int | None = None  # the launcher's
         self._sock: socket.socket | None = None
@@ -108,8 +113,24 @@ class Launcher:
             return pid
         raise AssertionError("unreachable")
 
+    def terminate(self, pid: int, grace: float) -> bool:
+        """SIGTERM every process of the uid, step ``pid``'s; the launcher SIGKILLs those
+        left once the step has ended and ``grace`` has passed. False where it cannot (a
+        uid others may share, no launcher): the caller signals the step's group."""
+        held, sock = self._held.get(pid), self._sock
+        if not self.sweep or held is None or sock is None:
+            return False
+        body = msgspec.json.encode({"signal": signal.SIGTERM, "pid": pid, "grace": grace})
+        try:
+            sock.sendall(HEADER.pack(len(body)) + body)  # a few bytes: never waits
+        except OSError:
+            return False
+        held.grace_until = time.monotonic() + grace
+        return True
+
     def close(self) -> None:
-        """The launcher ends at the end of file; the steps it runs are left to the caller."""
+        """The launcher ends at the end of file (with ``sweep``, killing what its steps
+        left); the steps it runs are left to the caller."""
         if self._sock is not None:
             if self._loop is not None:
                 self._loop.remove_reader(self._sock.fileno())
@@ -143,7 +164,8 @@ class Launcher:
         self._loop.remove_reader(held.pidfd)
         os.close(held.pidfd)
         held.pidfd = None
-        held.overdue = self._loop.call_later(self.answer_within, self._overdue, pid)
+        grace = max(0.0, held.grace_until - time.monotonic())  # the rest waits out its grace
+        held.overdue = self._loop.call_later(self.answer_within + grace, self._overdue, pid)
 
     def _overdue(self, pid: int) -> None:
         if pid in self._held:
@@ -185,10 +207,11 @@ class Launcher:
                 return self._sock
         self._loop = asyncio.get_running_loop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        argv = [sys.executable, "-I", "-S", MAIN, str(self.uid), str(self.gid)]
         try:
             self.pid = os.posix_spawn(
                 sys.executable,
-                [sys.executable, "-I", "-S", MAIN, str(self.uid), str(self.gid)],
+                [*argv, "sweep"] if self.sweep else argv,
                 {},
                 file_actions=[(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3)],
                 # Its own session: a step caught before its own setsid is in the launcher's
@@ -265,39 +288,3 @@ def _reap(pid: int, within: float = 1.0) -> None:
                 os.waitpid(pid, 0)
                 return
             time.sleep(0.01)
-
-
-def _kill_holders(pipe_end: int, uid: int, gid: int) -> None:
-    """Kill the process group of every other process that holds this pipe open: a step its
-    launcher spawned and never named. A holder in this process's own group (a fork of the
-    runner not yet exec'd, say) is killed alone: the group is the runner's."""
-    target = f"pipe:[{os.fstat(pipe_end).st_ino}]"
-    me, my_group = os.getpid(), os.getpgrp()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        with contextlib.suppress(OSError):
-            if target in _descriptors(entry, uid, gid):
-                pid = int(entry)
-                if (group := os.getpgid(pid)) == my_group:
-                    os.kill(pid, signal.SIGKILL)
-                else:
-                    os.killpg(group, signal.SIGKILL)
-
-
-def _descriptors(pid: str, uid: int, gid: int) -> set[str]:
-    """What a process's descriptors lead to, read as the runner or, for a step, as the step
-    user: a runner without CAP_SYS_PTRACE cannot read another user's."""
-    try:
-        return _links(pid)
-    except PermissionError:
-        with filesystem_ids(uid, gid):
-            return _links(pid)
-
-
-def _links(pid: str) -> set[str]:
-    fds, links = f"/proc/{pid}/fd", set()
-    for fd in os.listdir(fds):
-        with contextlib.suppress(FileNotFoundError):  # closed since listed
-            links.add(os.readlink(f"{fds}/{fd}"))
-    return links

@@ -1,9 +1,9 @@
 """One step's command as a process group: spawn, stream output, time out, kill.
 
 The command runs as ``/bin/sh -c`` in a new session, so it and everything it starts share one
-process group. Killing is always of the whole group: SIGTERM, then SIGKILL after a grace.
-When the shell exits, whatever it left running in the background is killed too: a step's
-processes do not outlive the step.
+process group. Killing is of the group (of the uid, where it is the runner's alone:
+launcher_main.py), SIGTERM, then SIGKILL after a grace. When the shell exits, whatever it
+left running is killed too: a step's processes do not outlive the step.
 """
 
 from __future__ import annotations
@@ -285,13 +285,14 @@ class StepProcess:
         self._chunks.clear()
 
     def kill(self, outcome: Outcome, reason: str) -> None:
-        """SIGTERM the group now, SIGKILL it after the grace. The first reason given wins."""
+        """SIGTERM the group (or uid) now, SIGKILL it after the grace; the first reason wins."""
         if self._kill_reason is not None or self.pid is None:
             return
         self._kill_reason = (outcome, reason)
         if self._exited:  # the shell is reaped and its group already killed
             return
-        kill_group(self.pid, signal.SIGTERM)
+        if self.launcher is None or not self.launcher.terminate(self.pid, self.kill_grace):
+            kill_group(self.pid, signal.SIGTERM)
         self._timers.append(
             self._loop.call_later(self.kill_grace, kill_group, self.pid, signal.SIGKILL)
         )

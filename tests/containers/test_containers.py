@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from services.runner_agent.isolation import runner_step_user
+from shared.settings import Settings
 from tests.chart_render import render
 from tests.containers.conftest import Deployment, note, run_cli
 from tests.containers.deployment import ROOT, step_of
@@ -142,6 +144,17 @@ def docker_run_security(pod: dict[str, Any], container: dict[str, Any]) -> list[
     return options
 
 
+STEP_USER_SETTINGS = ("HEDDLE_STEP_UIDS", "HEDDLE_STEP_USER")
+
+
+def chart_step_uid(env: dict[str, Any]) -> int:
+    """The uid a runner of the chart runs its steps as (runner-N: the N-th of stepUids)."""
+    strings = {k: v for k, v in env.items() if isinstance(v, str)}
+    user = runner_step_user(Settings.from_env(strings), euid=0)
+    assert user is not None
+    return user.uid
+
+
 @pytest.fixture
 def chart_runner(deployment: Deployment, chart: Any) -> Any:
     """runner-1 as the chart's pod would run it, in place of compose's two runners."""
@@ -158,14 +171,14 @@ def chart_runner(deployment: Deployment, chart: Any) -> Any:
         "-e", "HEDDLE_NATS_URL=nats://nats:4222",
         "-e", f"HEDDLE_NATS_USER={env['HEDDLE_NATS_USER']}",
         "-e", f"HEDDLE_RUNNER_NAME={env['HEDDLE_RUNNER_NAME']}",
-        "-e", f"HEDDLE_STEP_USER={env['HEDDLE_STEP_USER']}",
+        *(a for k in STEP_USER_SETTINGS if k in env for a in ("-e", f"{k}={env[k]}")),
         "-e", "HEDDLE_NATS_PASSWORD_FILE=/run/heddle/password",
         "-v", f"{deployment.project}_runner-1-secrets:/run/heddle:ro",
         "heddle:local", *container["args"],
     )  # fmt: skip
     try:
         deployment.wait_ready(runners=1)
-        yield name, options, env["HEDDLE_STEP_USER"]
+        yield name, options, str(chart_step_uid(env))
     finally:
         deployment.engine.docker("rm", "-f", name, check=False)
         deployment.compose("start", "runner-0", "runner-1")
