@@ -89,7 +89,10 @@ class Launcher:
                 sock.settimeout(self.answer_within)
                 try:
                     sent = socket.send_fds(sock, [data], [out_w, err_w])
-                    sock.sendall(data[sent:])
+                    # Only what is left: a send of nothing to a launcher that read the whole
+                    # request, spawned it and was killed by it still fails (EPIPE).
+                    if sent < len(data):
+                        sock.sendall(data[sent:])
                 finally:
                     sock.setblocking(False)
             except OSError as exc:
