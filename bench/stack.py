@@ -19,6 +19,7 @@ import aiohttp
 from bench.probe import Probe
 from bench.processes import REPO, ServiceProcess, StackAuth, service_argv, service_env, stop_all
 from bench.procfs import ProcSample, launcher_of, proc_sample
+from bench.step_uids import StepUidBlock
 from services.embedded_nats import EmbeddedNats, free_port
 from shared import nats_permissions as perms
 
@@ -64,6 +65,7 @@ class BenchStack:
     services: dict[str, ServiceProcess] = field(default_factory=dict)
     gateway_port: int = 0
     auth: StackAuth | None = None
+    uids: StepUidBlock | None = None  # its runners' step uids, where they run as root
 
     @property
     def headers(self) -> dict[str, str]:
@@ -96,6 +98,9 @@ class BenchStack:
     def start(self) -> None:
         """As ``heddle up`` runs it: a NATS user per service and runner, an admin token."""
         self.gateway_port = free_port()
+        if os.geteuid() == 0 and not {"HEDDLE_STEP_UIDS", "HEDDLE_STEP_USER"} & set(self.settings):
+            self.uids = StepUidBlock()
+            self.settings["HEDDLE_STEP_UIDS"] = self.uids.setting
         runners = [f"runner-{i}" for i in range(self.runners)]
         self.auth = StackAuth.create(self.tmp, runners, extra=(PROBE,))
         self.nats = EmbeddedNats(
@@ -194,5 +199,7 @@ class BenchStack:
         stop_all(self.services.values())
         if self.nats is not None:
             self.nats.stop()
+        if self.uids is not None:
+            self.uids.release()
         if not self.keep:
             shutil.rmtree(self.tmp, ignore_errors=True)

@@ -34,7 +34,12 @@ def test_service_refuses_a_server_without_jetstream(tmp_path: Path, service: str
         while not port_open(port):
             assert server.poll() is None
         env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
-        env.update(HEDDLE_NATS_URL=f"nats://127.0.0.1:{port}", PYTHONPATH=str(REPO))
+        # Steps as the runner itself: a runner as root would first need a name for its uid.
+        env.update(
+            HEDDLE_NATS_URL=f"nats://127.0.0.1:{port}",
+            HEDDLE_STEP_USER="none",
+            PYTHONPATH=str(REPO),
+        )
         done = subprocess.run(
             [sys.executable, "-m", "services.cli", service],
             env=env,
