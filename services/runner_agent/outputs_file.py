@@ -74,12 +74,11 @@ class OutputsFile:
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         if run_as is None:
             self.fd: int | None = os.open(self.path, flags, 0o600)
-            self._watch = _watched(watcher, self.fd, self._changed)
         else:
-            # A watch needs read permission on the file, which only its owner has.
             with filesystem_ids(run_as.uid, run_as.gid):
                 self.fd = os.open(self.path, flags, 0o600)
-                self._watch = _watched(watcher, self.fd, self._changed)
+        # The directory is watched, the runner's own (no step may read it).
+        self._watch = _watched(watcher, self.path, self._changed)
 
     def _changed(self) -> None:
         """Written to: past the limit, emptied before the step is killed, so its memory is
@@ -129,14 +128,14 @@ class OutputsFile:
 
 
 def _watched(
-    watcher: file_watch.FileWatch | None, fd: int, changed: Callable[[], None]
+    watcher: file_watch.FileWatch | None, path: str, changed: Callable[[], None]
 ) -> file_watch.Watch | None:
-    """The file behind ``fd`` watched (through the runner's descriptor: that very file,
-    whatever becomes of its path); None where it cannot be, with a warning."""
+    """The file at ``path`` watched through its directory; None where it cannot be, with a
+    warning."""
     if watcher is None:
         return None
     try:
-        return watcher.add(f"/proc/self/fd/{fd}", changed)
+        return watcher.add(path, changed)
     except OSError as exc:
         log.warning("outputs file not watched (%s): bounded only once the step exits", exc)
         return None
