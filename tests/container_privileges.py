@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import pwd
+import subprocess
+import sys
 
 import yaml
 
-from tests.chart_render import COMPOSE_FILE
+from tests.chart_render import COMPOSE_FILE, ROOT
 
 
 def runner_capabilities() -> list[str]:
@@ -37,3 +39,15 @@ def container_step_user() -> tuple[str, int]:
     if os.geteuid() != 0:
         return "none", os.geteuid()
     return "65534", pwd.getpwuid(65534).pw_uid
+
+
+def run_as_runner_container(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """A Python script run from the repository as a runner in its container would run it."""
+    return subprocess.run(
+        [*container_runner_prefix(), sys.executable, "-c", script, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )

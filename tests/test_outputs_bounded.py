@@ -4,11 +4,8 @@ emptied at once and the step killed with the reason an oversized file always had
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +13,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import StackFactory
-from tests.container_privileges import container_runner_prefix, container_step_user
+from tests.container_privileges import (
+    container_runner_prefix,
+    container_step_user,
+    run_as_runner_container,
+)
 from tests.stack import Stack, step_of
 
-REPO = Path(__file__).resolve().parents[1]
 LIMIT = 65536
 WRITTEN = 200_000_000
 TOO_LARGE = re.compile(
@@ -124,14 +124,7 @@ def test_a_step_user_s_outputs_file_is_watched_without_dac_override() -> None:
     """Adding a watch needs read permission on the step user's 0600 file, which a runner
     with only SETUID, SETGID and KILL has as that user alone (file_ids.py)."""
     step_user, uid = container_step_user()
-    out = subprocess.run(
-        [*container_runner_prefix(), sys.executable, "-c", WATCH_AS_STEP_USER, step_user],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    out = run_as_runner_container(WATCH_AS_STEP_USER, step_user)
     assert out.stdout.splitlines() == [
         str(uid),
         "bad outputs: the outputs file is 1000 bytes; the limit is 100 (HEDDLE_OUTPUTS_MAX_BYTES)",

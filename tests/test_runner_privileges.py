@@ -11,7 +11,11 @@ import uuid
 from pathlib import Path
 
 from tests.conftest import StackFactory
-from tests.container_privileges import container_runner_prefix, container_step_user
+from tests.container_privileges import (
+    container_runner_prefix,
+    container_step_user,
+    run_as_runner_container,
+)
 from tests.stack import step_of, until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -110,12 +114,6 @@ print(os.path.exists(file.path))
 
 def test_the_outputs_file_is_the_step_user_s_from_its_start() -> None:
     step_user, uid = container_step_user()
-    out = subprocess.run(
-        [*container_runner_prefix(), sys.executable, "-c", MAKE_OUTPUTS, step_user],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    out = run_as_runner_container(MAKE_OUTPUTS, step_user)
     mode = "0o1733" if step_user != "none" else "0o700"
     assert out.stdout.split() == [str(uid), mode, "False"], (out.returncode, out.stderr)
