@@ -139,12 +139,12 @@ async def test_the_launcher_has_a_session_of_its_own() -> None:
 
 HOLDERS = """
 import os, subprocess
-from services.runner_agent.launcher import _kill_holders
+from services.runner_agent.isolation import kill_pipe_holders
 r, w = os.pipe()
 apart = subprocess.Popen(["sleep", "30"], pass_fds=(w,), start_new_session=True)
 beside = subprocess.Popen(["sleep", "30"], pass_fds=(w,))  # in this process's group
 bystander = subprocess.Popen(["sleep", "30"])  # same group, holds nothing
-_kill_holders(w, os.getuid(), os.getgid())
+kill_pipe_holders(w, os.getuid(), os.getgid())
 
 
 def ended(p):

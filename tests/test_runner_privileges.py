@@ -62,13 +62,13 @@ async def test_a_step_user_s_steps_pass_outputs_time_out_and_cancel(stack: Stack
 
 HOLDERS = """
 import os, subprocess, sys
-from services.runner_agent.launcher import _kill_holders
+from services.runner_agent.isolation import kill_pipe_holders
 uid, gid = int(sys.argv[1]), int(sys.argv[2])
 r, w = os.pipe()
 as_step = dict(user=uid, group=gid, extra_groups=[]) if os.geteuid() == 0 else {}
 apart = subprocess.Popen(["sleep", "30"], pass_fds=(w,), start_new_session=True, **as_step)
 beside = subprocess.Popen(["sleep", "30"], pass_fds=(w,))  # in this process's group
-_kill_holders(w, uid, gid)
+kill_pipe_holders(w, uid, gid)
 
 
 def ended(p):

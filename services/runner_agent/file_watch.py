@@ -4,9 +4,9 @@ standard library lacks, through ctypes.
 One inotify instance per event loop (per runner process: it has one loop), read by the loop
 when the kernel queues an event, with one ``IN_MODIFY`` watch (a write, a truncation, an
 ``fallocate``) per directory, added at its first file and kept: a file costs no system call
-and a file nobody writes never wakes the loop. A watch per file cost a step about 80 us end to
-end (adding and removing it each time), where the whole step costs about 1.3 ms. Any write in
-a directory calls every callback of its files, so a file renamed within it is still seen.
+and a file nobody writes never wakes the loop. A watch per file, added and removed for each,
+cost every step measurably (docs/performance.md). Any write in a directory calls every
+callback of its files, so a file renamed within it is still seen.
 
 Adding a watch needs read permission on the directory. It counts against the limits of the
 user that made the instance (``fs.inotify.max_user_watches``).

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import msgspec
 
-from services.runner_agent.isolation import kill_pipe_holders as _kill_holders
+from services.runner_agent.isolation import kill_pipe_holders
 from services.runner_agent.launcher_main import HEADER, RECORD
 from shared.errors import HeddleError
 
@@ -107,7 +107,7 @@ class Launcher:
             except (OSError, LauncherError) as exc:
                 # It may have spawned the step (which may itself have killed it): whatever
                 # holds the step's pipe dies, and the step is not spawned again.
-                _kill_holders(out_w, self.uid, self.gid)
+                kill_pipe_holders(out_w, self.uid, self.gid)
                 self._lost(f"did not answer a spawn ({exc})")
                 raise LauncherError(f"the step launcher did not answer: {exc}") from exc
             if kind == b"X":
@@ -218,7 +218,7 @@ class Launcher:
                 {},
                 file_actions=[(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3)],
                 # Its own session: a step caught before its own setsid is in the launcher's
-                # group, which _kill_holders kills whole, and that must not be the runner's.
+                # group, which kill_pipe_holders kills whole, and that must not be the runner's.
                 setsid=True,
             )
         finally:
