@@ -55,6 +55,8 @@ class LoopStalls:
         self._timer: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
+        # Timed from here: the time a service took to start up is no stall of its loop.
+        self.watch = StallWatch(self.watch.limit, time.monotonic())
         self._tick()
 
     def _tick(self) -> None:

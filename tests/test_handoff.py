@@ -40,7 +40,9 @@ async def test_with_handoff_off_the_dispatcher_places_every_step(stack: StackFac
     await until(lambda: s.logs("dispatcher").count('"runner joined"') == 3, 10, "3 runners")
     run = await s.wait_run(await s.submit(chain(6)), timeout=20)
     assert run["status"] == "succeeded"
-    assert len({st["runner"] for st in run["steps"]}) > 1  # the dispatcher's round robin
+    # Which runner takes each is the pool's round robin (tests/test_pool.py): a runner may
+    # refuse an offer, and the next go to another, so no spread is certain here.
+    assert all(len(st["attempts"]) == 1 for st in run["steps"])
     assert '"handed off"' not in s.logs("orchestrator")
     assert s.logs("dispatcher").count('"assigned"') == 6
 

@@ -33,6 +33,22 @@ def test_reserve_round_robin_and_never_twice() -> None:
     assert pool.free(now=0) == []
 
 
+def test_a_chain_placed_step_by_step_goes_round_the_pool() -> None:
+    """Each step readied once the last one's runner is free again: the least recently used
+    runner takes it, not the one just freed."""
+    pool = Pool()
+    for n in ("a", "b", "c"):
+        pool.update(info(n))
+    placed = []
+    for i in range(6):
+        name = pool.reserve(now=0)
+        assert name is not None
+        pool.accepted(name, "r", f"s{i}", 1, jobs=i + 1)
+        assert pool.release(name, "r", f"s{i}", 1)
+        placed.append(name)
+    assert placed == ["a", "b", "c", "a", "b", "c"]
+
+
 def test_lease_ends_on_finished_event_or_on_newer_idle_registry() -> None:
     pool = Pool()
     pool.update(info("a", jobs=3))

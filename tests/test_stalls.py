@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from shared.stalls import StallWatch
+from shared.stalls import LoopStalls, StallWatch
 
 LIMIT = 1.0  # ticks every 0.25
 
@@ -54,3 +56,14 @@ def test_the_latest_stall_is_the_one_told() -> None:
     assert watch.stall_before(6.1) == pytest.approx(2.5)
     watch = ticked(0.25, 3.0, 3.25, 5.0)
     assert watch.stall_before(5.1) == pytest.approx(1.5)
+
+
+async def test_a_loop_watch_started_late_sees_no_stall_of_its_start_up() -> None:
+    """A service builds its watch, then takes longer than the limit to connect and start."""
+    stalls = LoopStalls(0.05)
+    time.sleep(0.2)  # start-up work, before the loop watch is started
+    stalls.start()
+    try:
+        assert stalls.stall_before_now() == 0.0
+    finally:
+        stalls.stop()
