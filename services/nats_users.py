@@ -11,6 +11,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared import nats_accounts
 from shared import nats_permissions as perms
 
 PASSWORDS_FILE = "nats-users.json"
@@ -71,8 +72,8 @@ class NatsUsers:
         """Write the passwords, the server's configuration and the inspector's context."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         write_private(self.data_dir / PASSWORDS_FILE, json.dumps(self.passwords, indent=2))
-        config = perms.server_config(self.passwords, self.extra)
-        # NATS configuration takes JSON values: `authorization: {...}`, included by the
+        config = nats_accounts.server_config(self.passwords, self.extra)
+        # NATS configuration takes JSON values: `accounts: {...}`, included by the
         # server's own file (services/embedded_nats.py).
         text = "".join(f"{k}: {json.dumps(v, indent=2)}\n" for k, v in config.items())
         write_private(self.config_path, text)

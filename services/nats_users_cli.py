@@ -5,7 +5,7 @@ one-shot init service, see docker-compose.yml).
 It writes, every file 0600:
 
     DIR/nats-users.json          every user's password (kept: a second run changes nothing)
-    DIR/nats-auth.conf           the server's `authorization` block, for nats-server --config
+    DIR/nats-auth.conf           the server's `accounts` block, for nats-server --config
     DIR/<user>/password          one user's password, for HEDDLE_NATS_PASSWORD_FILE
     DIR/gateway/admin-token      the first admin API token, for HEDDLE_ADMIN_TOKEN_FILE
 

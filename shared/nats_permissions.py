@@ -1,7 +1,7 @@
 """Who may publish and subscribe where on Heddle's NATS server: one user per service, one per
-runner, and a read-only inspector. Pure: the table, and the server configuration built from it
-(``server_config``); the passwords live with whoever starts the server (services/nats_users.py
-for ``heddle up``, a Secret for the Helm chart).
+runner, and a read-only inspector. Pure: the table (the server configuration, which also puts
+each user in its account, is built in shared/nats_accounts.py); the passwords live with
+whoever starts the server (services/nats_users.py for ``heddle up``, a Secret for the chart).
 
 Each user gets inboxes of its own (``_INBOX_<user>``, see ``inbox_prefix``): a request's reply
 and a JetStream acknowledgement reach only the user that asked, where a shared ``_INBOX.>``
@@ -228,19 +228,3 @@ def permissions_for(user: str) -> Permissions:
     if user.startswith(RUNNER_PREFIX):
         return runner(user[len(RUNNER_PREFIX) :])
     raise KeyError(f"no NATS role for user {user!r}")
-
-
-def server_config(passwords: dict[str, str], extra: tuple[User, ...] = ()) -> dict[str, object]:
-    """The ``authorization`` block of a nats-server configuration (JSON is valid NATS
-    configuration): every user in ``passwords`` with its role's permissions. No user means
-    no connection: anonymous clients are refused."""
-    users = [User(name, pw, permissions_for(name)) for name, pw in sorted(passwords.items())]
-    users += list(extra)
-    return {
-        "authorization": {
-            "users": [
-                {"user": u.name, "password": u.password, "permissions": u.permissions.to_config()}
-                for u in users
-            ]
-        }
-    }

@@ -19,7 +19,7 @@ import pytest
 
 from services.embedded_nats import find_binary, free_port, port_open
 from services.runner_agent.isolation import runner_step_user
-from shared import names
+from shared import names, nats_accounts
 from shared import nats_permissions as perms
 from shared.hosts import AllowedHosts
 from shared.nats_io import connect
@@ -41,14 +41,33 @@ from tests.nats_clients import login
 # --- the chart: NATS users and passwords ---------------------------------------------------------
 
 
-def authorization(manifest: Manifest, prefix: str = "") -> list[dict[str, Any]]:
-    """The users of the server configuration the chart gives NATS (`authorization: {json}`)."""
+def accounts(manifest: Manifest, prefix: str = "") -> dict[str, Any]:
+    """The server configuration the chart gives NATS (`accounts: {json}`)."""
     text = manifest.secret_data(prefix + AUTH_SECRET)["auth.conf"]
     key, _, value = text.partition(":")
-    assert key == "authorization", text[:80]
-    config = json.loads(value)
-    assert set(config) == {"users"}, set(config)  # no no_auth_user, token or default user
-    return config["users"]
+    assert key == "accounts", text[:80]  # nothing else: no no_auth_user, token or default user
+    return {"accounts": json.loads(value)}
+
+
+def authorization(manifest: Manifest, prefix: str = "") -> list[dict[str, Any]]:
+    """Every user of the chart's NATS configuration, by name, each checked to be in the
+    account shared/nats_accounts.py puts it in."""
+    users = nats_accounts.users_in(accounts(manifest, prefix))
+    for user, (account, _) in users.items():
+        assert account == nats_accounts.account_of(user), user
+    return [entry for _, (_, entry) in sorted(users.items())]
+
+
+def test_nats_accounts_are_exactly_nats_accounts(default: Manifest) -> None:
+    """files/nats-accounts.json copies links() of shared/nats_accounts.py: any drift fails
+    here (regenerate it with `python -c 'import json; from shared import nats_accounts as a;
+    print(json.dumps(a.links(), indent=2))'`)."""
+    config = accounts(default)["accounts"]
+    links = nats_accounts.links()
+    assert set(config) == set(links)
+    for name, block in config.items():
+        assert {k: v for k, v in block.items() if k in ("exports", "imports")} == links[name]
+    assert [a for a, block in config.items() if "jetstream" in block] == [nats_accounts.HEDDLE]
 
 
 @pytest.mark.parametrize(

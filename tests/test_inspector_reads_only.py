@@ -242,6 +242,51 @@ async def test_the_inspector_still_reads(server: Server) -> None:
     assert client.errors == []
 
 
+async def test_no_reply_can_be_aimed_at_a_stream(server: Server) -> None:
+    """A JetStream answer goes to the reply subject its request names, whatever the
+    requester may publish: the inspector's reads and a runner's lookups and writes, their
+    answers aimed at a run record and at an event, store nothing (shared/nats_accounts.py)."""
+    run_r1 = names.kv_subject(names.RUNS_BUCKET, names.run_key("r1"))
+    event = names.evt("r1", "s", "finished", "runner-0")
+    runs_stream = names.kv_stream(names.RUNS_BUCKET)
+    aimed = {
+        INSPECTOR: [
+            (f"{API}.DIRECT.GET.{runs_stream}", {"last_by_subj": run_r1}),
+            (f"{API}.STREAM.MSG.GET.{EVENTS}", {"seq": 1}),
+            (f"{API}.STREAM.INFO.{EVENTS}", {}),
+            (f"{API}.INFO", {}),
+        ],
+        perms.runner_user(RUNNER): [
+            (f"{API}.STREAM.INFO.{EVENTS}", {}),
+            (names.kv_subject(names.HEARTBEATS_BUCKET, f"r1.s.{RUNNER}"), {"beat": 1}),
+        ],
+    }
+    admin = await nats.connect(server.url, user=SUPERUSER, password=SUPERUSER_PASSWORD)
+    try:
+        js = admin.jetstream()
+        before = [await _last(js, runs_stream), await _last(js, EVENTS)]
+        for user, calls in aimed.items():
+            client = await server.login(user)
+            try:
+                for subject, body in calls:
+                    data = json.dumps(body).encode()
+                    for reply in (run_r1, event):
+                        await client.nc.publish(subject, data, reply=reply)
+                    # Answered in turn: the aimed answers went out before this one came.
+                    await client.nc.request(subject, data, timeout=10)
+            finally:
+                await client.nc.close()
+        assert [await _last(js, runs_stream), await _last(js, EVENTS)] == before
+    finally:
+        await admin.close()
+
+
+async def _last(js: object, stream: str) -> int:
+    """The stream's last sequence: a bucket keeps one revision a key, so a count would not
+    show one more."""
+    return (await js.stream_info(stream)).state.last_seq  # type: ignore[attr-defined]
+
+
 def test_the_table_above_is_the_permission_table() -> None:
     """Who may do what, as the permission table says it (the server test only asks it of
     the users without the right)."""

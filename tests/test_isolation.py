@@ -17,7 +17,7 @@ from services.runner_agent.isolation import (
     resolve_step_user,
     step_base_env,
 )
-from shared import names
+from shared import names, nats_accounts
 from shared import nats_permissions as perms
 
 PR_GET_DUMPABLE = 3
@@ -124,14 +124,39 @@ def test_the_inspector_reads_but_publishes_no_message_and_creates_no_consumer() 
         assert verb != p and (verb in lookups or verb.startswith(reads + gets)), p
 
 
-def test_the_configuration_has_every_user_and_no_anonymous_one() -> None:
-    config = perms.server_config({"gateway": "a", "runner-r1": "b", "inspector": "c"})
-    users = config["authorization"]["users"]  # type: ignore[index]
-    assert [u["user"] for u in users] == ["gateway", "inspector", "runner-r1"]
-    assert "no_auth_user" not in config["authorization"]  # type: ignore[operator]
-    assert users[2]["permissions"]["allow_responses"] is True
+def test_the_configuration_has_every_user_in_its_account_and_no_anonymous_one() -> None:
+    config = nats_accounts.server_config({"gateway": "a", "runner-r1": "b", "inspector": "c"})
+    assert set(config) == {"accounts"}  # no no_auth_user, no user outside an account
+    users = nats_accounts.users_in(config)
+    accounts = {name: account for name, (account, _) in users.items()}
+    assert accounts == {"gateway": "HEDDLE", "runner-r1": "RUNNERS", "inspector": "INSPECT"}
+    assert users["runner-r1"][1]["permissions"]["allow_responses"] is True
     with pytest.raises(KeyError):
         perms.permissions_for("someone")
+
+
+def test_only_the_services_account_has_streams() -> None:
+    """JetStream, and so every stream a reply could be aimed at, in HEDDLE alone."""
+    config = nats_accounts.server_config({"gateway": "a", "runner-r1": "b", "inspector": "c"})
+    with_js = [a for a, block in config["accounts"].items() if "jetstream" in block]  # type: ignore[attr-defined]
+    assert with_js == ["HEDDLE"]
+
+
+def test_the_runners_and_the_inspector_import_only_what_their_users_may_publish() -> None:
+    """An import is a door into HEDDLE: runners get the subjects a runner may publish (each
+    runner's user still names itself), the inspector the API reads and no write verb."""
+    links = nats_accounts.links()
+    imported = {
+        account: {i["service"]["subject"] for i in block["imports"] if "service" in i}
+        for account, block in links.items()
+    }
+    assert imported["RUNNERS"] == set(perms.runner("*").publish)
+    assert imported["INSPECT"] == set(perms.inspector().publish)
+    assert imported["HEDDLE"] == {names.RUNNER_ALL}
+    streams = {i["stream"]["subject"] for i in links["INSPECT"]["imports"] if "stream" in i}
+    assert streams == {"heddle.>", "$KV.>"} and links["INSPECT"]["exports"] == []
+    for export in links["HEDDLE"]["exports"]:  # each to the one account that imports it
+        assert len(export["accounts"]) == 1 and export["accounts"][0] in {"RUNNERS", "INSPECT"}
 
 
 def test_every_user_has_inboxes_of_its_own() -> None:

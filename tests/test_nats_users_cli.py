@@ -12,7 +12,7 @@ import pytest
 
 from services.cli import main
 from services.embedded_nats import EmbeddedNats, free_port
-from shared import names
+from shared import names, nats_accounts
 from shared import nats_permissions as perms
 from shared.nats_io import connect
 from shared.resources import ensure_resources
@@ -45,10 +45,11 @@ def test_writes_every_user_their_own_file_and_the_config(
         assert mode(out / user) == 0o700, user
     config = (out / "nats-auth.conf").read_text()
     assert mode(out / "nats-auth.conf") == 0o600
-    users = json.loads(config.removeprefix("authorization:"))["users"]
-    assert {u["user"]: u["password"] for u in users} == passwords
-    for u in users:
-        assert u["permissions"] == perms.permissions_for(u["user"]).to_config(), u["user"]
+    users = nats_accounts.users_in({"accounts": json.loads(config.removeprefix("accounts:"))})
+    assert {name: u["password"] for name, (_, u) in users.items()} == passwords
+    for name, (account, u) in users.items():
+        assert u["permissions"] == perms.permissions_for(name).to_config(), name
+        assert account == nats_accounts.account_of(name), name
     token = (out / "gateway" / "admin-token").read_text().strip()
     assert token.startswith(PREFIX) and token_text_problem(token) is None
     assert mode(out / "gateway" / "admin-token") == 0o600

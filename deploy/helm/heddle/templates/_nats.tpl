@@ -168,15 +168,22 @@ checksum/nats-password: {{ printf "%s:%s" $user (index (include "heddle.nats.pas
 {{- end -}}
 
 {{/*
-The server's `authorization` block, as services/nats_users.NatsUsers.save writes it (NATS
-configuration takes JSON values): every user with its password and permissions, nothing else,
-so a client without a user is refused. toRawJson keeps `>` as it is (toJson writes \u003e,
-which the server's parser does not read).
+The server's `accounts` block, as services/nats_users.NatsUsers.save writes it (NATS
+configuration takes JSON values): every user with its password and permissions in its account,
+nothing else, so a client without a user is refused. The accounts' exports and imports are
+files/nats-accounts.json, a copy of links() in shared/nats_accounts.py (the runners and the
+inspector in accounts of their own, so that no reply subject reaches a stream). toRawJson keeps
+`>` as it is (toJson writes \u003e, which the server's parser does not read).
 */}}
 {{- define "heddle.nats.authConfig" -}}
-{{- $users := list -}}
+{{- $accounts := .Files.Get "files/nats-accounts.json" | fromJson -}}
+{{- range $name, $block := $accounts }}{{ $_ := set $block "users" (list) }}{{ end -}}
+{{- $_ := set (index $accounts "HEDDLE") "jetstream" "enabled" -}}
 {{- range $user, $password := include "heddle.nats.passwords" . | fromJson -}}
-{{- $users = append $users (dict "user" $user "password" $password "permissions" (include "heddle.nats.permissions" $user | fromJson)) -}}
+{{- $account := "HEDDLE" -}}
+{{- if hasPrefix "runner-" $user }}{{ $account = "RUNNERS" }}{{ else if eq $user "inspector" }}{{ $account = "INSPECT" }}{{ end -}}
+{{- $block := index $accounts $account -}}
+{{- $_ := set $block "users" (append $block.users (dict "user" $user "password" $password "permissions" (include "heddle.nats.permissions" $user | fromJson))) -}}
 {{- end -}}
-authorization: {{ dict "users" $users | toRawJson }}
+accounts: {{ $accounts | toRawJson }}
 {{ end -}}
