@@ -99,7 +99,7 @@ class Orchestrator:
         )
         res = await ensure_resources(self.nc, self.settings)
         # A ready message carries the step's variables: one too large for the server fails
-        # its step with a reason instead (RunState._ready); 1 KiB is left for headers.
+        # its step with a reason instead (RunSteps.ready_message); 1 KiB is left for headers.
         self.policy = dataclasses.replace(
             self.policy, max_ready_bytes=max(self.nc.max_payload - 1024, 1024)
         )

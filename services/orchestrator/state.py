@@ -1,6 +1,7 @@
-"""A run's state machine: every step and run transition Heddle makes, decided here (the
-messages a run receives, its making and its recovery) and in the mixins it is made of
-(``transitions.py``: a step's transitions; ``continuations.py``: continuing a chain).
+"""A run's state machine: every step and run transition Heddle makes. This file holds the
+messages a run receives, its making and its recovery; it is composed of the run's records
+(``run_steps.py``), a step's transitions (``transitions.py``) and its chains
+(``continuations.py``), each an object of its own that the next is given.
 
 Pure: each method takes a message (and the time) and returns the effects to carry out, in
 order; the run actor performs them. Nothing here awaits, touches NATS, or reads a clock.
@@ -15,6 +16,7 @@ from typing import Literal
 
 import msgspec
 
+from services.orchestrator.continuations import Chains
 from services.orchestrator.decisions import (
     AwaitHandoff,
     Effect,
@@ -25,9 +27,9 @@ from services.orchestrator.decisions import (
     Requeued,
     ScheduleRetry,
 )
-from services.orchestrator.transitions import Transitions, enqueue
+from services.orchestrator.run_steps import Policy, RunSteps
+from services.orchestrator.transitions import StepTransitions, enqueue
 from shared.contracts import (
-    TERMINAL_STEP,
     AttemptRecord,
     RunRecord,
     StepFinished,
@@ -35,27 +37,21 @@ from shared.contracts import (
     StepStarted,
     SubmitRun,
 )
-from shared.dag import Graph, Readiness
 from shared.tickets import holds, new_ticket
 from shared.timefmt import from_epoch, parse
 
-
-@dataclass(frozen=True, slots=True)
-class Policy:
-    retry_base: float = 1.0
-    retry_cap: float = 300.0
-    default_timeout: float = 3600.0
-    # The most bytes a ready message may take (the server's payload limit, less room for
-    # headers); 0: unchecked. A step whose variables make it larger fails instead.
-    max_ready_bytes: int = 0
-    # A success hands the first step it readies to the runner that succeeded (HEDDLE_HANDOFF).
-    handoff: bool = False
-    # A step handed to a runner takes its chain successor along, to run there as soon as it
-    # succeeds (HEDDLE_CONTINUE; docs/architecture.md, "Continuing a chain").
-    continuations: bool = False
-
+__all__ = ["HandoffAnswer", "Policy", "RunState"]
 
 HandoffAnswer = Literal["accepted", "refused", "unanswered"]
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """An event about a step that does not count: what to say, and whether the attempt it
+    reports lives on all the same and must be fenced."""
+
+    effects: list[Effect]
+    fence: bool
 
 
 def _carry_over(step: StepRecord, done: AttemptRecord, run_id: str) -> None:
@@ -71,7 +67,7 @@ def _carry_over(step: StepRecord, done: AttemptRecord, run_id: str) -> None:
     step.reason = f"succeeded in run {run_id}; not run again"
 
 
-class RunState(Transitions):
+class RunState:
     """One run's steps, as the orchestrator's actor holds them in memory."""
 
     def __init__(
@@ -82,20 +78,21 @@ class RunState(Transitions):
         rand: Callable[[], float] = random.random,
         tickets: Callable[[], str] = new_ticket,
     ) -> None:
-        self.run = run
-        self.steps = {s.id: s for s in steps}
-        self.graph = Graph([(s.id, s.depends_on) for s in steps])
-        self.policy = policy
-        self._rand = rand
-        self._tickets = tickets
-        self.terminal = sum(1 for s in steps if s.status in TERMINAL_STEP)
-        self.succeeded = {s.id for s in steps if s.status == "succeeded"}
-        self.readiness = Readiness(self.graph, self.succeeded)
-        # Succeeded steps with outputs, and for each step queued so far the steps upstream
-        # of it that have outputs (computed once per step, from its parents').
-        self.with_outputs = {s.id for s in steps if s.outputs}
-        self._upstream_outputs: dict[str, frozenset[str]] = {}
-        self._went_on: dict[str, tuple[str, str]] = {}
+        self.records = RunSteps(run, steps, policy, rand, tickets)
+        self.chains = Chains(self.records)
+        self.transitions = StepTransitions(self.records, self.chains)
+
+    @property
+    def run(self) -> RunRecord:
+        return self.records.run
+
+    @property
+    def steps(self) -> dict[str, StepRecord]:
+        return self.records.steps
+
+    @property
+    def done(self) -> bool:
+        return self.records.done
 
     # ---- construction ----
 
@@ -149,7 +146,7 @@ class RunState(Transitions):
         stamp = from_epoch(now)
         for step in steps:
             if state._due_to_queue(step):
-                effects.extend(state._queue(step, 1, stamp))
+                effects.extend(state.transitions.queue(step, 1, stamp))
             else:
                 effects.append(PersistStep(step, "new"))
         # The run record goes last: it is the commit point of a new run (see effects.py).
@@ -163,7 +160,7 @@ class RunState(Transitions):
             step.status == "pending"
             and not self.run.waiting
             and not self.run.cancel_requested
-            and self.readiness.waiting(step.id) == 0
+            and self.records.readiness.waiting(step.id) == 0
         )
 
     def admit(self, now: float) -> list[Effect]:
@@ -176,28 +173,43 @@ class RunState(Transitions):
         effects: list[Effect] = []
         for step in self.steps.values():
             if self._due_to_queue(step):
-                effects.extend(self._queue(step, step.attempt + 1, stamp))
-        return [*effects, PersistRun(self.run), *self._maybe_finish(stamp)]
+                effects.extend(self.transitions.queue(step, step.attempt + 1, stamp))
+        return [*effects, PersistRun(self.run), *self.transitions.maybe_finish(stamp)]
 
     # ---- messages ----
 
-    def on_started(self, ev: StepStarted, now: float) -> list[Effect]:
-        step = self.steps.get(ev.step_id)
+    def _counted(
+        self, kind: str, step_id: str, ticket: str, attempt: int, runner: str
+    ) -> StepRecord | Refused:
+        """The step a runner's event is about, if the event counts: the step is known, the
+        ticket is the attempt's, and the attempt is current and that runner's. The one guard
+        of ``on_started`` and ``on_finished``."""
+        step = self.steps.get(step_id)
         if step is None:
-            return [Ignored(ev.step_id, "started event for an unknown step")]
-        if not self.holds_ticket(step, ev.ticket):
+            return Refused([Ignored(step_id, f"{kind} event for an unknown step")], fence=False)
+        if not holds(step.ticket, ticket):
             # Not from the runner given the attempt: nothing to fence, nothing to believe.
-            return [Ignored(step.id, "started event ignored: its ticket is not the attempt's")]
-        stale = self._stale(step, ev.attempt, ev.runner)
+            why = f"{kind} event ignored: its ticket is not the attempt's"
+            return Refused([Ignored(step.id, why)], fence=False)
+        stale = self.records.stale(step, attempt, runner)
         if stale:
-            effects: list[Effect] = [Ignored(step.id, f"started event ignored: {stale}")]
-            if self._reported_early(step, ev.attempt, ev.runner):
-                return effects
+            ignored: list[Effect] = [Ignored(step.id, f"{kind} event ignored: {stale}")]
+            # A continuation reporting early is heard, not fenced (Chains.reported_early).
+            early = self.chains.reported_early(step, attempt, runner)
+            return Refused(ignored, fence=not early)
+        return step
+
+    def on_started(self, ev: StepStarted, now: float) -> list[Effect]:
+        step = self._counted("started", ev.step_id, ev.ticket, ev.attempt, ev.runner)
+        if isinstance(step, Refused):
+            if not step.fence:
+                return step.effects
             # The attempt lives on although it does not count: fence it.
-            effects.append(
-                KillAttempt(ev.runner, step.id, ev.attempt, "attempt does not count", ev.ticket)
-            )
-            return effects
+            reason = "attempt does not count"
+            return [
+                *step.effects,
+                KillAttempt(ev.runner, ev.step_id, ev.attempt, reason, ev.ticket),
+            ]
         if step.status == "running":
             return [Ignored(step.id, "duplicate started event")]
         prev = step.status
@@ -209,23 +221,18 @@ class RunState(Transitions):
                 attempt=ev.attempt, runner=ev.runner, pid=ev.pid, started_at=ev.started_at
             )
         )
-        effects = [PersistStep(step, prev)]
+        effects: list[Effect] = [PersistStep(step, prev)]
         if self.run.cancel_requested:
             effects.append(KillAttempt(ev.runner, step.id, ev.attempt, "cancelled", ev.ticket))
         return effects
 
     def on_finished(self, ev: StepFinished, now: float) -> list[Effect]:
-        step = self.steps.get(ev.step_id)
-        if step is None:
-            return [Ignored(ev.step_id, "finished event for an unknown step")]
-        if not self.holds_ticket(step, ev.ticket):
-            return [Ignored(step.id, "finished event ignored: its ticket is not the attempt's")]
-        stale = self._stale(step, ev.attempt, ev.runner)
-        if stale:
-            ignored: list[Effect] = [Ignored(step.id, f"finished event ignored: {stale}")]
-            if self._reported_early(step, ev.attempt, ev.runner):
-                return ignored
-            return ignored + self._not_continued(ev, "the attempt it follows does not count")
+        step = self._counted("finished", ev.step_id, ev.ticket, ev.attempt, ev.runner)
+        if isinstance(step, Refused):
+            if not step.fence:
+                return step.effects
+            why = "the attempt it follows does not count"
+            return step.effects + self.chains.not_continued(ev, why)
         if step.status == "queued":
             # A step that ended within the runner's report delay has no started event (nor
             # has one whose event was lost): the outcome says when and as which pid it began.
@@ -239,17 +246,16 @@ class RunState(Transitions):
         step.exit_code = ev.exit_code
         step.stdout_tail = ev.stdout_tail
         step.stderr_tail = ev.stderr_tail
-        self._close_attempt(step, ev.finished_at, ev.exit_code, ev.reason)
+        self.records.close_attempt(step, ev.finished_at, ev.exit_code, ev.reason)
         if ev.outcome == "succeeded":
             if ev.outputs and step.attempts and step.attempts[-1].attempt == step.attempt:
                 step.attempts[-1].outputs = dict(ev.outputs)  # only a success's are kept
-            return self._succeed(step, ev.finished_at, by=ev.runner, outcome=ev)
+            return self.transitions.succeed(step, ev.finished_at, by=ev.runner, outcome=ev)
         reason = ev.reason or (
             f"exit code {ev.exit_code}" if ev.exit_code is not None else ev.outcome
         )
-        return self._attempt_failed(step, reason, now, immediate=False) + self._not_continued(
-            ev, "the attempt it follows failed"
-        )
+        failed = self.transitions.attempt_failed(step, reason, now, immediate=False)
+        return failed + self.chains.not_continued(ev, "the attempt it follows failed")
 
     def on_retry_due(self, step_id: str, attempt: int, now: float) -> list[Effect]:
         step = self.steps.get(step_id)
@@ -263,7 +269,7 @@ class RunState(Transitions):
                     f"{step.status} at attempt {step.attempt}",
                 )
             ]
-        return self._queue(step, attempt, from_epoch(now))
+        return self.transitions.queue(step, attempt, from_epoch(now))
 
     def on_silent(self, step_id: str, attempt: int, reason: str, now: float) -> list[Effect]:
         """The watchdog's verdict: the attempt's runner is dead (or the runner-side deadline
@@ -278,8 +284,8 @@ class RunState(Transitions):
             # Accepted but never started: the attempt still happened, and failed.
             step.attempts.append(AttemptRecord(attempt=attempt, runner=step.runner))
         stamp = from_epoch(now)
-        self._close_attempt(step, stamp, None, reason)
-        return effects + self._attempt_failed(step, reason, now, immediate=True)
+        self.records.close_attempt(step, stamp, None, reason)
+        return effects + self.transitions.attempt_failed(step, reason, now, immediate=True)
 
     def on_lost(self, step_id: str, attempt: int, requeue: int, now: float) -> list[Effect]:
         """The backstop's finding: this queued attempt has no runner, no heartbeat and no
@@ -297,7 +303,7 @@ class RunState(Transitions):
         step.requeues += 1
         step.queued_at = from_epoch(now)
         step.offered_to = None
-        ready, _ = self._ready(step)
+        ready, _ = self.records.ready_message(step)
         return [
             PersistStep(step, step.status),
             Requeued(step.id, attempt, step.requeues),
@@ -330,7 +336,7 @@ class RunState(Transitions):
             return []
         if step.runner is not None:  # its heartbeat was heard: the runner has it
             return []
-        ready, _ = self._ready(step)
+        ready, _ = self.records.ready_message(step)
         if answer == "unanswered":
             ready = msgspec.structs.replace(ready, check=True)
         return [enqueue(step, ready)]
@@ -344,7 +350,7 @@ class RunState(Transitions):
         step = self.steps.get(step_id)
         if step is not None:
             step.last_heartbeat_at = stored_at
-            self._heard_going_on(step, attempt, runner)
+            self.chains.heard_going_on(step, attempt, runner)
         self.on_accepted(step_id, attempt, runner)
         return []
 
@@ -369,11 +375,11 @@ class RunState(Transitions):
                     effects.append(
                         KillAttempt(holder, step.id, step.attempt, "cancelled", step.ticket)
                     )
-                effects.extend(self._terminate(step, "cancelled", "cancelled", stamp))
+                effects.extend(self.transitions.terminate(step, "cancelled", "cancelled", stamp))
             elif step.status == "running" and step.runner:
                 kill = KillAttempt(step.runner, step.id, step.attempt, "cancelled", step.ticket)
                 effects.append(kill)
-        return effects + self._maybe_finish(stamp)
+        return effects + self.transitions.maybe_finish(stamp)
 
     # ---- recovery ----
 
@@ -395,10 +401,10 @@ class RunState(Transitions):
                 effects.append(AwaitHandoff(step.id, step.attempt, step.requeues, step.offered_to))
             elif step.status == "queued":
                 step.queued_at = step.queued_at or stamp
-                effects.append(enqueue(step, self._ready(step)[0]))
+                effects.append(enqueue(step, self.records.ready_message(step)[0]))
             elif self._due_to_queue(step):
-                effects.extend(self._queue(step, step.attempt + 1, stamp))
+                effects.extend(self.transitions.queue(step, step.attempt + 1, stamp))
             elif step.status == "retrying":
                 at = parse(step.retry_at).timestamp() if step.retry_at else now
                 effects.append(ScheduleRetry(step.id, step.attempt + 1, at, max(at - now, 0.0)))
-        return effects + self._maybe_finish(stamp)
+        return effects + self.transitions.maybe_finish(stamp)

@@ -1,0 +1,145 @@
+"""One run's records as the orchestrator holds them in memory, and what follows from them
+alone: which steps wait for which, which have outputs, and a step's ready message. The run's
+state machine (state.py) is made of this and of the parts that change it (transitions.py,
+continuations.py), each given this one object. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from shared.contracts import TERMINAL_STEP, RunRecord, StepReady, StepRecord
+from shared.dag import Graph, Readiness
+from shared.step_env import env_bytes, step_variables
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    retry_base: float = 1.0
+    retry_cap: float = 300.0
+    default_timeout: float = 3600.0
+    # The most bytes a ready message may take (the server's payload limit, less room for
+    # headers); 0: unchecked. A step whose variables make it larger fails instead.
+    max_ready_bytes: int = 0
+    # A success hands the first step it readies to the runner that succeeded (HEDDLE_HANDOFF).
+    handoff: bool = False
+    # A step handed to a runner takes its chain successor along, to run there as soon as it
+    # succeeds (HEDDLE_CONTINUE; docs/architecture.md, "Continuing a chain").
+    continuations: bool = False
+
+
+class RunSteps:
+    """A run, its steps by id, its graph and its counts, shared by the state machine's parts."""
+
+    def __init__(
+        self,
+        run: RunRecord,
+        steps: list[StepRecord],
+        policy: Policy,
+        rand: Callable[[], float],
+        tickets: Callable[[], str],
+    ) -> None:
+        self.run = run
+        self.steps = {s.id: s for s in steps}
+        self.graph = Graph([(s.id, s.depends_on) for s in steps])
+        self.policy = policy
+        self.rand = rand  # the retry backoff's jitter
+        self.new_ticket = tickets
+        self.terminal = sum(1 for s in steps if s.status in TERMINAL_STEP)
+        self.succeeded = {s.id for s in steps if s.status == "succeeded"}
+        self.readiness = Readiness(self.graph, self.succeeded)
+        # Succeeded steps with outputs, and for each step queued so far the steps upstream
+        # of it that have outputs (computed once per step, from its parents').
+        self.with_outputs = {s.id for s in steps if s.outputs}
+        self._upstream_outputs: dict[str, frozenset[str]] = {}
+
+    @property
+    def done(self) -> bool:
+        return self.run.status != "running"
+
+    def ready_message(
+        self, step: StepRecord, attempt: int | None = None, *, ahead: bool = False
+    ) -> tuple[StepReady, str | None]:
+        """The step's ready message for ``attempt`` (its current one if None), and why it
+        cannot be sent (too large), if it cannot. ``ahead``: made before every step upstream
+        has succeeded (a continuation), so what it learns of the outputs upstream is not
+        kept for later."""
+        run = self.run
+        known = set(self._upstream_outputs) if ahead else None
+        upstream = self.outputs_upstream(step.id)
+        if known is not None:
+            for step_id in set(self._upstream_outputs) - known:
+                del self._upstream_outputs[step_id]
+        env = step_variables(
+            params=run.params,
+            scheduled_for=run.scheduled_for,
+            scheduled_tz=run.scheduled_tz,
+            run_env=run.env,
+            step_env=step.env,
+            outputs=[(s, self.steps[s].outputs) for s in upstream],
+        )
+        ready = StepReady(
+            run_id=run.run_id,
+            step_id=step.id,
+            attempt=step.attempt if attempt is None else attempt,
+            command=step.command,
+            timeout_seconds=step.timeout_seconds,
+            ready_at=step.queued_at or "",
+            requeue=step.requeues,
+            ticket=step.ticket,
+            env=env,
+        )
+        limit = self.policy.max_ready_bytes
+        if limit and env:
+            size = env_bytes(env) + len(step.command.encode()) + 512
+            if size > limit:
+                return ready, (
+                    f"its environment (parameters, env and upstream outputs) makes its ready "
+                    f"message about {size} bytes; the NATS server accepts up to {limit}"
+                )
+        return ready, None
+
+    def outputs_upstream(self, step_id: str) -> list[str]:
+        """The steps upstream of ``step_id`` (directly or not) that have outputs, in document
+        order. Asked when the step is queued, when every one upstream has succeeded."""
+        if not self.with_outputs:
+            return []
+        memo, parents, has = self._upstream_outputs, self.graph.parents, self.with_outputs
+        todo = [step_id]
+        while todo:
+            node = todo[-1]
+            missing = [p for p in parents[node] if p not in memo]
+            if missing:
+                todo.extend(missing)
+                continue
+            todo.pop()
+            if node in memo:
+                continue
+            acc: frozenset[str] = frozenset()
+            for p in parents[node]:
+                carried = memo[p] | {p} if p in has else memo[p]
+                acc = acc | carried if acc else carried
+            memo[node] = acc
+        return sorted(memo[step_id], key=self.graph.index.__getitem__)
+
+    def stale(self, step: StepRecord, attempt: int, runner: str) -> str | None:
+        """Why an event of ``attempt`` from ``runner`` does not count, if it does not."""
+        if step.status in TERMINAL_STEP:
+            return f"step is already {step.status}"
+        if attempt != step.attempt:
+            return f"attempt {attempt} is not the current attempt {step.attempt}"
+        if step.status in ("pending", "retrying"):
+            return f"step is {step.status}"
+        if step.runner and runner != step.runner:
+            return f"attempt {attempt} belongs to runner {step.runner}, not {runner}"
+        return None
+
+    @staticmethod
+    def close_attempt(step: StepRecord, at: str, exit_code: int | None, reason: str | None) -> None:
+        step.finished_at = at
+        if step.attempts and step.attempts[-1].attempt == step.attempt:
+            rec = step.attempts[-1]
+            rec.finished_at = at
+            rec.exit_code = exit_code
+            rec.reason = reason
