@@ -4,6 +4,14 @@ Every effect of one message is sent without waiting, in order, on one connection
 acknowledgements are awaited together, so a message costs one round trip, not one per write.
 A failed write is retried until it lands: the in-memory state is already ahead of KV, and
 KV must catch up before the message that caused it is acknowledged.
+
+How records get into effects, for group commit: a ``PersistStep`` or ``PersistRun`` holds the
+record itself, not a copy. A run's actor decides a whole batch of messages (actor.py) before
+any write goes out, and a record may change several times within it; each record is encoded
+once, at its last write in the batch (``_Batch.last_step_write``), as the batch left it.
+What each transition was is snapshotted into its effect when it is decided (``status``,
+``attempt``, ``reason``: decisions.py), for its log line and its notes. The actor decides
+nothing more until the batch is stored, so a write retried is the same record.
 """
 
 from __future__ import annotations
