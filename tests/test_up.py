@@ -241,6 +241,8 @@ async def test_up_refuses_a_busy_port(tmp_path: Path) -> None:
         port = busy.getsockname()[1]
         env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
         env["PYTHONPATH"] = str(REPO)
+        # As root, a runner's step uid is checked first: one no other test holds.
+        env["HEDDLE_STEP_UIDS"] = own_step_uids()
         done = subprocess.run(
             [
                 sys.executable,
