@@ -36,6 +36,7 @@ test-tools:
 
 test: install test-tools  ## install, then run the whole test suite
 	$(BIN)/ruff check shared services tests bench
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 # Heddle in a real container engine (tests/containers): a Docker engine (started here as root
@@ -47,6 +48,7 @@ test-containers: install
 lint: install
 	$(BIN)/ruff check shared services tests bench
 	$(BIN)/ruff format --check shared services tests bench
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff format shared services tests bench
@@ -59,4 +61,4 @@ bench-full: install
 	$(BIN)/python -m bench --profile full
 
 clean:
-	rm -rf $(VENV) .heddle bench/results .pytest_cache
+	rm -rf $(VENV) .heddle bench/results .pytest_cache .mypy_cache

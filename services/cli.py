@@ -140,7 +140,9 @@ def without_websocket_client(name: str, settings: Settings) -> None:
     imports: a service that serves no HTTP and dials NATS over TCP starts without it."""
     websocket = any(u.strip().startswith(("ws:", "wss:")) for u in settings.nats_url.split(","))
     if name != "gateway" and not settings.metrics_port and not websocket:
-        sys.modules.setdefault("aiohttp", None)  # None: `import aiohttp` is an ImportError
+        # None: `import aiohttp` is an ImportError, a value the import system documents and
+        # typeshed's sys.modules (modules only) does not allow.
+        sys.modules.setdefault("aiohttp", None)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

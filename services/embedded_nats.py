@@ -64,7 +64,7 @@ def free_port() -> int:
         return port
     with socket.socket() as s:  # the range is crowded: any port the kernel gives
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        port = int(s.getsockname()[1])
     _handed_out.append(port)
     return port
 
@@ -133,14 +133,17 @@ class EmbeddedNats:
                 f"--nats-port or point HEDDLE_NATS_URL at that server"
             )
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        out = open(self.log_file, "ab") if self.log_file else stdout
+        log = open(self.log_file, "ab") if self.log_file else None
         try:
             self.proc = subprocess.Popen(
-                self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                self.command(),
+                stdout=stdout if log is None else log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         finally:
-            if self.log_file and out is not None:
-                out.close()  # the child holds its own copy
+            if log is not None:
+                log.close()  # the child holds its own copy
         deadline = time.monotonic() + timeout
         while not port_open(self.port, self.host):
             if self.proc.poll() is not None:

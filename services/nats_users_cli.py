@@ -32,7 +32,7 @@ ADMIN_TOKEN_FILE = "admin-token"
 Owner = tuple[int, int]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "nats-users",
         help="write NATS users, their password files and an admin token into a directory",

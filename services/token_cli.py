@@ -27,7 +27,7 @@ from services.client.http import (
 from shared.tokens import ROLES
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # --url and --token-file go before or after the action: `heddle token create --url ...`
     # as well as `heddle token --url ... create`. After it, they win; left out, they keep
     # what was given before it (SUPPRESS), back to `heddle --url ... token`, else the default.

@@ -18,6 +18,7 @@ URL_FILE = "url"  # services/client/http.py reads it from .heddle/url
 NATS_STORE, NATS_LOG = "nats", "nats.log"
 NATS_SERVER_CONF = "nats-server.conf"  # services/embedded_nats.py's, beside CONFIG_FILE
 # Every file Heddle writes in the data dir, but the store's (under NATS_STORE).
+KEPT_FILES: tuple[str, ...]
 KEPT_FILES = (ADMIN_TOKEN_FILE, URL_FILE, PASSWORDS_FILE, CONFIG_FILE, CONTEXT_FILE)
 KEPT_FILES += (NATS_SERVER_CONF, NATS_LOG)
 PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600

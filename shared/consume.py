@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from nats.errors import Error as NatsError
 
@@ -59,6 +59,8 @@ async def settle(msg: Msg, outcome: Outcome) -> None:
                 await msg.term()
             case Outcome.HELD | Outcome.LEFT:
                 pass
+            case _:
+                assert_never(outcome)
     except NatsError as exc:  # the connection's errors, or a message already answered
         log.warning("%s of %s not sent: %s", outcome.value, msg.subject, exc)
 

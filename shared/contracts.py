@@ -15,12 +15,17 @@ StepStatus = Literal[
     "pending", "queued", "running", "retrying", "succeeded", "failed", "skipped", "cancelled"
 ]
 RunStatus = Literal["running", "succeeded", "failed", "cancelled"]
-TERMINAL_STEP: frozenset[str] = frozenset({"succeeded", "failed", "skipped", "cancelled"})
-TERMINAL_RUN: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+TERMINAL_STEP: frozenset[StepStatus] = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+TERMINAL_RUN: frozenset[RunStatus] = frozenset({"succeeded", "failed", "cancelled"})
 
 
 class Wire(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
     """Base of every wire struct: camelCase JSON, defaults left out to keep payloads small."""
+
+
+class FrozenWire(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True, frozen=True):
+    """``Wire``, immutable: the base of the messages, which no one changes once made (a
+    frozen struct cannot derive from a mutable one)."""
 
 
 # ---- documents users write (HTTP) -------------------------------------------------------
@@ -44,35 +49,41 @@ class ParamSpec(Wire, forbid_unknown_fields=True):
     description: str | None = None
 
 
-class WorkflowSpec(Wire, forbid_unknown_fields=True):
+class _Workflow(Wire, forbid_unknown_fields=True):
+    """The fields a workflow document and a run request share, in their order on the wire."""
+
     steps: list[StepSpec]
     name: str | None = None
     schedule: str | None = None
     timezone: str | None = None
     catchup: bool = True
     description: str | None = None
+
+
+class WorkflowSpec(_Workflow, forbid_unknown_fields=True):
     params: list[ParamSpec] = []
     env: dict[str, str] = {}  # static variables of every step
 
 
-class RunRequest(WorkflowSpec, forbid_unknown_fields=True):
+class RunRequest(_Workflow, forbid_unknown_fields=True):
     """Body of POST /api/runs: an inline workflow, optionally with a client-chosen run id.
     Its ``params`` are the run's values (an object), or declarations as a workflow document
     has them (a list), each then taking its default."""
 
+    params: list[ParamSpec] | dict[str, str] = []
+    env: dict[str, str] = {}  # static variables of every step
     run_id: str | None = None
     workflow_id: str | None = None  # the older route's name for runId
-    params: list[ParamSpec] | dict[str, str] = []  # type: ignore[assignment]
 
 
 # ---- commands (HEDDLE_CMD) ------------------------------------------------------------
 
 
-class Command(Wire, tag_field="type", frozen=True):
+class Command(FrozenWire, tag_field="type", frozen=True):
     pass
 
 
-class DocumentRef(Wire, frozen=True):
+class DocumentRef(FrozenWire, frozen=True):
     """A document carried beside its command (``shared/documents.py``): the chunks stored
     on ``subject`` in HEDDLE_DOCS at ``seqs``, in order, ``size`` bytes in all."""
 
@@ -122,7 +133,7 @@ AnyCommand = SubmitRun | CancelRun | RetryDue
 # ---- work (HEDDLE_STEPS and a runner's assign subject) ---------------------------------
 
 
-class StepReady(Wire, frozen=True):
+class StepReady(FrozenWire, frozen=True):
     run_id: str
     step_id: str
     attempt: int
@@ -153,14 +164,14 @@ class StepReady(Wire, frozen=True):
     then: StepReady | None = None
 
 
-class AssignReply(Wire, frozen=True):
+class AssignReply(FrozenWire, frozen=True):
     accepted: bool
     runner: str
     reason: str | None = None
     jobs: int = 0  # assignments this runner has accepted so far, this one included
 
 
-class CancelAttempt(Wire, frozen=True):
+class CancelAttempt(FrozenWire, frozen=True):
     run_id: str
     step_id: str
     attempt: int
@@ -173,7 +184,7 @@ class CancelAttempt(Wire, frozen=True):
 # ---- lifecycle events from runners (HEDDLE_EVENTS) --------------------------------------
 
 
-class StepEvent(Wire, tag_field="type", frozen=True, kw_only=True):
+class StepEvent(FrozenWire, tag_field="type", frozen=True, kw_only=True):
     run_id: str
     step_id: str
     attempt: int
@@ -214,7 +225,7 @@ AnyStepEvent = StepStarted | StepFinished
 # ---- KV values ------------------------------------------------------------------------
 
 
-class Heartbeat(Wire, frozen=True):
+class Heartbeat(FrozenWire, frozen=True):
     runner: str
     run_id: str
     step_id: str
@@ -256,7 +267,7 @@ class RunnerPod(Wire):
     seen_at: str = ""
 
 
-class LogLine(Wire, frozen=True):
+class LogLine(FrozenWire, frozen=True):
     """A JSON message of a step's log (HEDDLE_LOGS, ``heddle.log.<run>.<step>.<attempt>``):
     the services' notes (docs/logs.md). The command's own output is in chunks of raw lines
     instead (``chunk_texts``).

@@ -4,7 +4,7 @@ breadth-first set of steps a failure makes impossible. No I/O."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from shared.errors import Problem
 
@@ -110,7 +110,7 @@ def find_cycle(graph: Graph) -> list[str] | None:
         if colour[start] != white:
             continue
         path: list[str] = []
-        stack: list[tuple[str, Iterable[str]]] = [(start, iter(graph.children[start]))]
+        stack: list[tuple[str, Iterator[str]]] = [(start, iter(graph.children[start]))]
         colour[start] = grey
         path.append(start)
         while stack:

@@ -24,7 +24,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+if TYPE_CHECKING:
+    from urllib3 import HTTPResponse
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -35,9 +38,12 @@ class Listed:
     resource_version: str
 
 
+ChangeKind = Literal["ADDED", "MODIFIED", "DELETED"]  # a watch event's type
+
+
 @dataclass(frozen=True, slots=True)
 class Changed:
-    kind: str  # ADDED, MODIFIED, DELETED
+    kind: ChangeKind
     pod: dict[str, Any]
 
 
@@ -51,6 +57,13 @@ Item = Listed | Changed | Broken
 
 class KubeError(Exception):
     """The API could not be asked, or refused: never a fact about a pod."""
+
+
+def _body(resp: object) -> dict[str, Any]:
+    """The JSON object of an answer asked for with ``_preload_content=False``: the client
+    then returns urllib3's response as it came, not the model object its annotations name."""
+    body: dict[str, Any] = json.loads(cast("HTTPResponse", resp).data)
+    return body
 
 
 def in_cluster(env: dict[str, str] | None = None) -> bool:
@@ -139,7 +152,7 @@ class PodSource:
             resp = self._api.read_node(
                 name, _preload_content=False, _request_timeout=self.request_timeout
             )
-            return json.loads(resp.data)
+            return _body(resp)
         except Exception as exc:  # the client's, urllib3's and the socket's: one KubeError
             raise KubeError(f"reading node {name}: {_describe(exc)}") from exc
 
@@ -174,7 +187,7 @@ class PodSource:
             _preload_content=False,
             _request_timeout=self.request_timeout,
         )
-        body = json.loads(resp.data)
+        body = _body(resp)
         version = str(body.get("metadata", {}).get("resourceVersion", ""))
         self._emit(Listed(list(body.get("items") or []), version))
         return version
@@ -250,7 +263,7 @@ class Scales:
                 _preload_content=False,
                 _request_timeout=self.request_timeout,
             )
-            return int(json.loads(resp.data).get("spec", {}).get("replicas") or 0)
+            return int(_body(resp).get("spec", {}).get("replicas") or 0)
         except Exception as exc:  # the client's, urllib3's and the socket's: one KubeError
             raise KubeError(f"reading the scale of statefulset {name}: {_describe(exc)}") from exc
 
@@ -264,7 +277,7 @@ class Scales:
                 _preload_content=False,
                 _request_timeout=self.request_timeout,
             )
-            return int(json.loads(resp.data).get("spec", {}).get("replicas") or 0)
+            return int(_body(resp).get("spec", {}).get("replicas") or 0)
         except Exception as exc:  # the client's, urllib3's and the socket's: one KubeError
             raise KubeError(f"scaling statefulset {name} to {replicas}: {_describe(exc)}") from exc
 

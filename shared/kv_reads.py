@@ -30,6 +30,16 @@ if TYPE_CHECKING:
     from nats.aio.msg import Msg
     from nats.js import JetStreamContext
 
+    class Current(KeyValue.Entry):
+        """A key's current value as the reads here return it: never a deleted key's, so
+        its value is there (a KeyValue.Entry's may be None), and its revision. To the type
+        checker alone: at run time the entries are KeyValue.Entry themselves."""
+
+        value: bytes
+        revision: int
+else:
+    Current = KeyValue.Entry
+
 log = logging.getLogger("heddle.nats")
 
 PULL_EXPIRES = 2.0  # seconds a replay's pull waits at most for keys deleted meanwhile
@@ -62,9 +72,7 @@ async def _last_per_key_consumer(
     )
 
 
-async def read_current(
-    kv: Bucket, pattern: str, timeout: float | None = None
-) -> list[KeyValue.Entry]:
+async def read_current(kv: Bucket, pattern: str, timeout: float | None = None) -> list[Current]:
     """Current values of every key matching ``pattern``, not a get per key: on a bucket
     of one replica that allows direct gets, up to ``MULTI_LAST_MAX`` keys in one batched get
     (``last_values``); otherwise, or for more keys, one replay of the bucket's stream (last
@@ -94,7 +102,7 @@ async def read_current(
             await kv.js.delete_consumer(kv.stream, info.name)
 
 
-async def last_values(kv: Bucket, *patterns: str, timeout: float) -> list[KeyValue.Entry]:
+async def last_values(kv: Bucket, *patterns: str, timeout: float) -> list[Current]:
     """Every key matching one of ``patterns`` that has a value, in one batched direct get
     (``multi_last``): the stream answers with the last message of each subject up to one
     sequence, then an end-of-batch status, and no consumer is made on the server. TooMany
@@ -103,7 +111,7 @@ async def last_values(kv: Bucket, *patterns: str, timeout: float) -> list[KeyVal
     async with _inbox(kv) as (inbox, queue):
         body = {"multi_last": [kv.prefix + p for p in patterns], "batch": MULTI_LAST_MAX}
         await kv.nc.publish(f"$JS.API.DIRECT.GET.{kv.stream}", _request(body), reply=inbox)
-        entries: list[KeyValue.Entry] = []
+        entries: list[Current] = []
         while True:
             msg = await asyncio.wait_for(queue.get(), timeout)
             headers = msg.headers or {}
@@ -150,7 +158,7 @@ async def _replay(
     queue: asyncio.Queue[Msg],
     expected: int,
     timeout: float | None = None,
-) -> list[KeyValue.Entry]:
+) -> list[Current]:
     """Pull the ``expected`` last messages per key delivered to ``inbox``; the keys that
     still have a value, as entries. Each waited for ``timeout`` (default: the bucket's)."""
     wait = kv.timeout if timeout is None else timeout
@@ -163,7 +171,7 @@ async def _replay(
         await request_next(kv.nc, kv.stream, consumer, inbox, batch, PULL_EXPIRES)
 
     await pull(expected)
-    latest: dict[str, KeyValue.Entry] = {}
+    latest: dict[str, Current] = {}
     seen = 0
     while seen < expected:
         msg = await asyncio.wait_for(queue.get(), wait)
@@ -188,30 +196,32 @@ async def _replay(
     return list(latest.values())
 
 
-def _got_entry(kv: Bucket, headers: dict[str, str], value: bytes) -> KeyValue.Entry:
+def _got_entry(kv: Bucket, headers: dict[str, str], value: bytes) -> Current:
     """An entry from a direct get's answer, whose headers say what a consumer's metadata
     would."""
     stamp = headers.get("Nats-Time-Stamp")
-    return KeyValue.Entry(
+    return Current(
         bucket=kv.bucket,
         key=headers["Nats-Subject"][len(kv.prefix) :],
         value=value,
         revision=int(headers["Nats-Sequence"]),
         delta=int(headers.get("Nats-Num-Pending", 0)),
+        # nats-py annotates ``created`` as an int, yet sets it to a datetime itself (as
+        # _entry does); stored_at reads either.
         created=parse(stamp).timestamp() if stamp else None,  # type: ignore[arg-type]
         operation=None,
     )
 
 
-def _entry(bucket: str, key: str, msg: Msg) -> KeyValue.Entry:
+def _entry(bucket: str, key: str, msg: Msg) -> Current:
     meta = msg.metadata
-    return KeyValue.Entry(
+    return Current(
         bucket=bucket,
         key=key,
         value=msg.data,
         revision=meta.sequence.stream,
         delta=meta.num_pending,
-        created=meta.timestamp,
+        created=meta.timestamp,  # type: ignore[arg-type]  # a datetime, as nats-py's own
         operation=None,
     )
 
@@ -224,7 +234,7 @@ async def read_steps(runs_kv: Bucket, run: RunRecord) -> list[StepRecord]:
     return _in_order(await read_current(runs_kv, names.steps_of_run(run.run_id)))
 
 
-def _in_order(entries: list[KeyValue.Entry]) -> list[StepRecord]:
+def _in_order(entries: list[Current]) -> list[StepRecord]:
     """Step records' entries decoded, in document order."""
     steps = [step_record_decoder.decode(e.value) for e in entries]
     steps.sort(key=lambda s: s.index)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -26,6 +27,8 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
+
+M = TypeVar("M", bound=MetricWrapperBase)
 
 # The *_created series double every counter's output and no dashboard here uses them.
 disable_created_metrics()
@@ -190,14 +193,15 @@ OWNED: dict[str, tuple[Collector, ...]] = {
 _before_scrape: list[Callable[[], Awaitable[None]]] = []
 
 
-def child(metric: MetricWrapperBase, *labels: str) -> MetricWrapperBase:
+def child(metric: M, *labels: str) -> M:
     """``metric.labels(*labels)``, looked up once: the library's lookup takes a lock and
     costs four times the increment, which a per-step path would pay on every step."""
-    return _child(metric, labels)
+    found: M = _child(metric, labels)  # functools.cache keeps no type variable
+    return found
 
 
 @functools.cache
-def _child(metric: MetricWrapperBase, labels: tuple[str, ...]) -> MetricWrapperBase:
+def _child(metric: M, labels: tuple[str, ...]) -> M:
     return metric.labels(*labels)
 
 

@@ -119,12 +119,17 @@ async def close(nc: Client | None) -> None:
     )
 
 
-async def connect_until_ready(settings: Settings, name: str, **kwargs: object) -> Client:
+async def connect_until_ready(
+    settings: Settings,
+    name: str,
+    on_reconnect: Callable[[], Awaitable[None]] | None = None,
+    on_disconnect: Callable[[], Awaitable[None]] | None = None,
+) -> Client:
     """Connect, retrying while the server is not up yet (services may start before NATS)."""
     delay = 0.2
     while True:
         try:
-            return await connect(settings, name, **kwargs)  # type: ignore[arg-type]
+            return await connect(settings, name, on_reconnect, on_disconnect)
         except (TimeoutError, OSError, nats.errors.NoServersError) as exc:
             log.warning(
                 "nats not reachable at %s (%s); retrying in %.1fs", settings.nats_url, exc, delay

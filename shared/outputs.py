@@ -61,8 +61,8 @@ def _text_lines(data: bytes) -> list[str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise OutputsError(f"line {line}: not UTF-8 text (byte {exc.start})") from None
+        number = data[: exc.start].count(b"\n") + 1
+        raise OutputsError(f"line {number}: not UTF-8 text (byte {exc.start})") from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the newline that ends the last line

@@ -26,6 +26,7 @@ from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
+    from nats.aio.subscription import Subscription
 
 log = logging.getLogger("heddle.pull")
 
@@ -51,7 +52,7 @@ class ContinuousPull:
         self.expires = expires
         self.outstanding = 0
         self._inbox = nc.new_inbox()
-        self._sub = None
+        self._sub: Subscription | None = None  # from start()
         self._refresh: asyncio.Task | None = None
         self._last_sent = 0.0
         self._closed = False
@@ -98,10 +99,10 @@ class ContinuousPull:
         self.outstanding = 0
 
     async def _on_msg(self, msg: Msg) -> None:
-        status = msg.headers.get("Status") if msg.headers else None
-        if status is not None and not msg.data:
+        headers = msg.headers
+        if headers and not msg.data and (status := headers.get("Status")) is not None:
             if status in ("408", "409"):
-                left = msg.headers.get("Nats-Pending-Messages")
+                left = headers.get("Nats-Pending-Messages")
                 self.outstanding = max(self.outstanding - int(left or 0), 0)
                 if not left:
                     self.outstanding = 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from shared import names
 from shared.contracts import (
@@ -34,6 +34,7 @@ from shared.nats_types import KeyNotFoundError, KeyWrongLastSequenceError
 from shared.timefmt import from_epoch
 
 if TYPE_CHECKING:
+    from shared.buckets import Bucket
     from shared.nats_types import KeyValue
 
 KEEP_PAUSES = 10  # closed pause intervals remembered per workflow
@@ -64,7 +65,8 @@ async def get_latest(kv: KeyValue, name: str) -> tuple[WorkflowLatest, int] | No
         return None
     if not entry.value:
         return None
-    return workflow_latest_decoder.decode(entry.value), entry.revision
+    # A get's entry always has its revision (the message's sequence in the stream).
+    return workflow_latest_decoder.decode(entry.value), cast(int, entry.revision)
 
 
 async def get_version(kv: KeyValue, name: str, version: int) -> WorkflowVersion | None:
@@ -72,7 +74,7 @@ async def get_version(kv: KeyValue, name: str, version: int) -> WorkflowVersion 
     return workflow_version_decoder.decode(value) if value else None
 
 
-async def list_latest(kv: KeyValue) -> list[WorkflowLatest]:
+async def list_latest(kv: Bucket) -> list[WorkflowLatest]:
     """Every workflow's latest summary: one filtered replay, never the definitions."""
     entries = await read_current(kv, names.WORKFLOW_LATEST_ALL)
     return sorted((workflow_latest_decoder.decode(e.value) for e in entries), key=lambda w: w.name)

@@ -78,7 +78,6 @@ def _partitioning(published: str, run_wildcard: int, settings: Settings) -> Subj
 
 def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
     storage = _storage(settings)
-    common = {"storage": storage, "num_replicas": settings.replicas}
     return {
         names.CMD_STREAM: StreamConfig(
             name=names.CMD_STREAM,
@@ -89,7 +88,8 @@ def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
             allow_msg_schedules=True,
             subject_transform=_partitioning(names.CMD_PUBLISHED, names.CMD_RUN_WILDCARD, settings),
             description="Heddle commands and retry timers",
-            **common,
+            storage=storage,
+            num_replicas=settings.replicas,
         ),
         names.STEPS_STREAM: StreamConfig(
             name=names.STEPS_STREAM,
@@ -97,7 +97,8 @@ def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
             retention=RetentionPolicy.WORK_QUEUE,
             duplicate_window=120,
             description="Steps ready to run, consumed by the dispatcher",
-            **common,
+            storage=storage,
+            num_replicas=settings.replicas,
         ),
         names.EVENTS_STREAM: StreamConfig(
             name=names.EVENTS_STREAM,
@@ -107,7 +108,8 @@ def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
             duplicate_window=120,
             subject_transform=_partitioning(names.EVT_PUBLISHED, names.EVT_RUN_WILDCARD, settings),
             description="Step lifecycle events from runners",
-            **common,
+            storage=storage,
+            num_replicas=settings.replicas,
         ),
         names.LOGS_STREAM: StreamConfig(
             name=names.LOGS_STREAM,
@@ -117,7 +119,8 @@ def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
             max_bytes=settings.log_max_bytes,
             discard=DiscardPolicy.OLD,
             description="Step output lines and transitions",
-            **common,
+            storage=storage,
+            num_replicas=settings.replicas,
         ),
         # Kept as long as the commands that name them; the orchestrator purges a document
         # once its run is stored (shared/documents.py).
@@ -128,7 +131,8 @@ def stream_configs(settings: Settings) -> dict[str, StreamConfig]:
             max_age=7 * DAY,
             allow_direct=True,
             description="Documents too large for their command, in chunks",
-            **common,
+            storage=storage,
+            num_replicas=settings.replicas,
         ),
     }
 

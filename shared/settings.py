@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, Literal, TypeVar, cast, get_args
 
 from shared.errors import SettingsError
 from shared.hosts import DEFAULT_ALLOWED_HOSTS, host_patterns
@@ -23,8 +24,26 @@ class Setting:
     help: str
 
 
-def _s(default: object, env: str, help: str) -> object:
+T = TypeVar("T")
+
+
+def _s(default: T, env: str, help: str) -> T:
     return field(default=default, metadata={"setting": Setting(env, help)})
+
+
+def _setting(f: Field[Any]) -> Setting:
+    setting: Setting = f.metadata["setting"]
+    return setting
+
+
+# The settings that name one of a few choices; each one's accepted values, in the order the
+# error message lists them (Settings._choice_problems).
+OnOff = Literal["on", "off"]
+Storage = Literal["file", "memory"]
+AuthMode = Literal["tokens", "none"]
+MetricsAuth = Literal["open", "token"]
+PodWatchMode = Literal["auto", "off"]
+EventLoop = Literal["uvloop", "asyncio"]
 
 
 # Settings that must be above zero (seconds, rates), and counts that must be at least one.
@@ -73,7 +92,7 @@ class Settings:
     nats_url: str = _s(
         "nats://127.0.0.1:4222", "HEDDLE_NATS_URL", "NATS server URL(s), comma separated"
     )
-    storage: str = _s(
+    storage: Storage = _s(
         "file", "HEDDLE_STORAGE", "JetStream storage for streams and buckets: file or memory"
     )
     replicas: int = _s(1, "HEDDLE_REPLICAS", "replicas of every stream and bucket (clustered NATS)")
@@ -102,7 +121,7 @@ class Settings:
         "HEDDLE_BODY_TIMEOUT",
         "seconds a request body may take to arrive; a slower one is cut with 408",
     )
-    auth: str = _s(
+    auth: AuthMode = _s(
         "tokens",
         "HEDDLE_AUTH",
         "tokens (every API request needs a token with a role, see Tokens and roles) or none (no "
@@ -114,7 +133,7 @@ class Settings:
         "a file holding the first admin token: at start the gateway stores its hash as the token "
         "named admin, unless a token of that name exists (a revoked one stays revoked)",
     )
-    metrics_auth: str = _s(
+    metrics_auth: MetricsAuth = _s(
         "open", "HEDDLE_METRICS_AUTH", "open (GET /metrics needs no token) or token (a viewer's)"
     )
     metrics_port: int = _s(
@@ -180,14 +199,14 @@ class Settings:
         "how long the dispatcher waits for a runner to accept an assignment (a runner answers "
         "within a quarter of it)",
     )
-    handoff: str = _s(
+    handoff: OnOff = _s(
         "on",
         "HEDDLE_HANDOFF",
         "a step readied by a success is handed by the orchestrator to the runner that just "
         "succeeded, rather than through the dispatchers (which take it if that runner does not): "
         "on or off (off with autoscaling, which drains runners the orchestrator knows nothing of)",
     )
-    continue_chains: str = _s(
+    continue_chains: OnOff = _s(
         "on",
         "HEDDLE_CONTINUE",
         "a step handed to a runner takes along the next steps of its chain (one placed by a "
@@ -316,7 +335,7 @@ class Settings:
     )
     pod_name: str = _s("", "POD_NAME", "set by Kubernetes: the runner pod's name")
     node_name: str = _s("", "NODE_NAME", "set by Kubernetes: the node the pod runs on")
-    pod_watch: str = _s(
+    pod_watch: PodWatchMode = _s(
         "auto",
         "HEDDLE_POD_WATCH",
         "the orchestrator watches the runner pods through the Kubernetes API and fails the "
@@ -341,7 +360,7 @@ class Settings:
         "the label selector of the runner pods the pod watch follows; a pod's runner is its "
         "heddle/runner label, else its name",
     )
-    autoscale: str = _s(
+    autoscale: OnOff = _s(
         "off",
         "HEDDLE_AUTOSCALE",
         "the dispatcher scales the runner StatefulSets through their scale subresource, between "
@@ -374,7 +393,7 @@ class Settings:
         "single-replica StatefulSet per runner, its runner named after it",
     )
     log_level: str = _s("info", "HEDDLE_LOG_LEVEL", "debug, info, warning or error")
-    event_loop: str = _s(
+    event_loop: EventLoop = _s(
         "uvloop",
         "HEDDLE_EVENT_LOOP",
         "uvloop (faster: fewer CPU cycles per message) or asyncio (the standard library's)",
@@ -398,20 +417,22 @@ class Settings:
         """Read every setting from ``env`` (default ``os.environ``); bad values raise one error
         that lists every problem."""
         env = os.environ if env is None else env
-        values: dict[str, object] = {}
+        # Each value's type is as its field's default; its meaning is checked by problems().
+        values: dict[str, Any] = {}
         problems: list[str] = []
         for f in fields(cls):
-            meta: Setting = f.metadata["setting"]
+            meta = _setting(f)
             raw = env.get(meta.env)
             if raw is None or raw == "":
                 continue
-            kind = type(f.default)
+            # Every setting has a default (_s), a str, an int or a float: its type parses it.
+            kind = cast("type[str | int | float]", type(f.default))
             try:
                 values[f.name] = kind(raw)
             except ValueError:
                 problems.append(f"{meta.env}={raw!r} is not a valid {kind.__name__}")
         values.update(overrides)
-        settings = cls(**values)  # type: ignore[arg-type]
+        settings = cls(**values)
         problems.extend(settings.problems())
         if problems:
             raise SettingsError(problems)
@@ -423,15 +444,15 @@ class Settings:
 
     def _choice_problems(self) -> list[str]:
         """Settings that name one of a few choices, or a pattern."""
-        choices = {
-            "event_loop": ("uvloop", "asyncio"),
-            "pod_watch": ("auto", "off"),
-            "autoscale": ("on", "off"),
-            "handoff": ("on", "off"),
-            "continue_chains": ("on", "off"),
-            "storage": ("file", "memory"),
-            "auth": ("tokens", "none"),
-            "metrics_auth": ("open", "token"),
+        choices: dict[str, tuple[str, ...]] = {
+            "event_loop": get_args(EventLoop),
+            "pod_watch": get_args(PodWatchMode),
+            "autoscale": get_args(OnOff),
+            "handoff": get_args(OnOff),
+            "continue_chains": get_args(OnOff),
+            "storage": get_args(Storage),
+            "auth": get_args(AuthMode),
+            "metrics_auth": get_args(MetricsAuth),
         }
         problems = [
             f"{env_name(name)} must be {' or '.join(allowed)}, not {getattr(self, name)!r}"
@@ -497,11 +518,11 @@ class Settings:
 
     def to_env(self) -> dict[str, str]:
         """The settings as environment variables, for starting child services."""
-        out = {}
+        out: dict[str, str] = {}
         for f in fields(self):
             value = getattr(self, f.name)
             if value != f.default:
-                out[f.metadata["setting"].env] = str(value)
+                out[_setting(f).env] = str(value)
         return out
 
 
@@ -533,7 +554,7 @@ def step_uid_range(text: str) -> range:
 def env_name(field_name: str) -> str:
     for f in fields(Settings):
         if f.name == field_name:
-            return f.metadata["setting"].env
+            return _setting(f).env
     raise KeyError(field_name)
 
 
@@ -541,6 +562,6 @@ def settings_table() -> str:
     """The settings as a Markdown table (the README's copy is generated from this)."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     for f in fields(Settings):
-        meta: Setting = f.metadata["setting"]
+        meta = _setting(f)
         rows.append(f"| `{meta.env}` | `{f.default}` | {meta.help} |")
     return "\n".join(rows)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from shared.errors import Problem
 from shared.names import ID_PATTERN
+
+if TYPE_CHECKING:
+    from shared.contracts import ParamSpec
 
 PARAM_PREFIX = "HEDDLE_PARAM_"
 OUT_PREFIX = "HEDDLE_OUT_"
@@ -144,7 +147,7 @@ def values_problems(values: object, path: str = "params") -> list[Problem]:
 
 
 def resolve(
-    declared: Iterable[Any], given: object, path: str = "params"
+    declared: Iterable[ParamSpec], given: object, path: str = "params"
 ) -> tuple[dict[str, str], list[Problem]]:
     """The values of a run of a workflow that declares ``declared`` (``ParamSpec``s), from
     the ``given`` ones and the defaults, and every problem: a name not declared, a declared
@@ -179,7 +182,7 @@ def resolve(
     return ({} if problems else values), problems
 
 
-def inline_values(params: object) -> dict[str, str]:
+def inline_values(params: list[ParamSpec] | dict[str, str]) -> dict[str, str]:
     """The values of an inline run, whose ``params`` is either the values (an object) or
     declarations as a workflow document has them (a list): then each takes its default."""
     if isinstance(params, dict):
@@ -192,8 +195,8 @@ def inline_problems(params: object, path: str = "params") -> list[Problem]:
     if isinstance(params, dict):
         return values_problems(params, path)
     problems = declaration_problems(params, path)
-    if not problems:
-        for i, decl in enumerate(params):  # type: ignore[arg-type]
+    if not problems and isinstance(params, list):  # a list, as declaration_problems found
+        for i, decl in enumerate(params):
             if "default" not in decl:
                 problems.append(
                     Problem(

@@ -10,10 +10,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import nats
-from nats.js.api import ConsumerConfig, StreamConfig
+from nats.js.api import ConsumerConfig, StreamConfig, StreamInfo
 from nats.js.errors import NotFoundError
 
 from shared.errors import ResourceMismatch
@@ -57,6 +57,11 @@ def _plain(value: object) -> object:
     return getattr(value, "value", value)  # enums compare and print as their wire value
 
 
+def _seconds(value: object) -> float:
+    """A duration as compared: None (unset) is 0."""
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
 def _differences(want: StreamConfig, have: StreamConfig) -> dict[str, tuple[object, object]]:
     out = {}
     for name in _COMPARED:
@@ -65,7 +70,7 @@ def _differences(want: StreamConfig, have: StreamConfig) -> dict[str, tuple[obje
             continue
         h = _plain(getattr(have, name))
         if isinstance(w, float) or isinstance(h, float):
-            if abs(float(w or 0) - float(h or 0)) > 1e-6:
+            if abs(_seconds(w) - _seconds(h)) > 1e-6:
                 out[name] = (h, w)
         elif w != h and not (name == "allow_direct" and not w):
             out[name] = (h, w)
@@ -88,12 +93,14 @@ async def patiently(ask: Callable[[], Awaitable[T]], about: str, patience: float
         delay = min(delay * 2, 2.0)
 
 
-async def _stream_info(js: JetStreamContext, name: str) -> Any:
+async def _stream_info(js: JetStreamContext, name: str) -> StreamInfo:
     """The stream's info (an absent stream still raises NotFoundError)."""
     return await patiently(lambda: js.stream_info(name), f"stream {name}")
 
 
-async def _create_stream(js: JetStreamContext, want: StreamConfig, patience: float) -> Any:
+async def _create_stream(
+    js: JetStreamContext, name: str, want: StreamConfig, patience: float
+) -> StreamInfo:
     """Create the stream. A cluster whose meta leader is elected before every server has
     joined refuses replicas it cannot place yet (no suitable peers): waited out, then a clear
     error."""
@@ -101,14 +108,14 @@ async def _create_stream(js: JetStreamContext, want: StreamConfig, patience: flo
     while True:
         try:
             info = await js.add_stream(want)
-            log.info("created stream %s", want.name)
+            log.info("created stream %s", name)
             return info
         except nats.js.errors.BadRequestError as exc:
             if exc.err_code != NO_SUITABLE_PEERS:
                 raise
             if time.monotonic() > deadline:
                 raise ResourceMismatch(
-                    want.name,
+                    name,
                     [
                         f"wants {want.num_replicas} replicas and the cluster had too few "
                         f"JetStream servers to place them for {patience:.0f} s: start the "
@@ -117,7 +124,7 @@ async def _create_stream(js: JetStreamContext, want: StreamConfig, patience: flo
                 ) from exc
             log.info(
                 "stream %s wants %d replicas: waiting for the cluster's servers to join",
-                want.name,
+                name,
                 want.num_replicas,
             )
         await asyncio.sleep(delay)
@@ -130,18 +137,19 @@ async def ensure_stream(
     """Create the stream, or bring an existing one to ``want``: a second start changes
     nothing; a changed setting is applied and logged; an unchangeable one is an error.
     Returns once the stream has a leader."""
-    assert want.name
+    name = want.name
+    assert name
     for _ in range(3):
         try:
-            info = await _stream_info(js, want.name)
+            info = await _stream_info(js, name)
         except NotFoundError:
             try:
-                info = await _create_stream(js, want, peers_patience)
+                info = await _create_stream(js, name, want, peers_patience)
             except nats.js.errors.BadRequestError:
                 continue  # another service created it at the same moment: compare again
         diff = _differences(want, info.config)
         if not diff:
-            await _until_led(js, want.name, info)
+            await _until_led(js, name, info)
             return
         frozen = [
             f"{k} is {h!r} on the server, settings want {w!r} (cannot be changed in "
@@ -150,12 +158,12 @@ async def ensure_stream(
             if _frozen(k, h)
         ]
         if frozen:
-            raise ResourceMismatch(want.name, frozen)
+            raise ResourceMismatch(name, frozen)
         info = await js.update_stream(want)
         left = _differences(want, info.config)
         if left:
             raise ResourceMismatch(
-                want.name,
+                name,
                 [
                     f"server did not apply {k} (has {h!r}, wanted {w!r}); is the server too old?"
                     for k, (h, w) in left.items()
@@ -163,16 +171,16 @@ async def ensure_stream(
             )
         log.info(
             "updated stream %s: %s",
-            want.name,
+            name,
             ", ".join(f"{k} {h!r} -> {w!r}" for k, (h, w) in diff.items()),
         )
-        await _until_led(js, want.name, info)
+        await _until_led(js, name, info)
         return
-    raise ResourceMismatch(want.name, ["could not create or read the stream"])
+    raise ResourceMismatch(name, ["could not create or read the stream"])
 
 
 async def _until_led(
-    js: JetStreamContext, name: str, info: Any, patience: float = PEERS_PATIENCE
+    js: JetStreamContext, name: str, info: StreamInfo, patience: float = PEERS_PATIENCE
 ) -> None:
     """Until the stream has a leader, asking again only while the last ``info`` shows none:
     a stream just made on a cluster has none for a moment, and a write to it then finds no

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 import msgspec
 
-from shared.contracts import Wire
+from shared.contracts import FrozenWire
 from shared.errors import Problem
 from shared.validation import check_id
 
@@ -24,7 +24,7 @@ MIN_TOKEN_CHARS = 16  # a bootstrap token chosen by hand must still be hard to g
 ADMIN_NAME = "admin"  # the record the bootstrap token file seeds
 
 
-class TokenRecord(Wire, frozen=True):
+class TokenRecord(FrozenWire, frozen=True):
     name: str
     role: Role
     hash: str  # sha256 hex of the token
@@ -71,4 +71,4 @@ def parse_token_request(doc: object) -> tuple[str, Role] | list[Problem]:
         problems.append(Problem("role", f"role must be one of {', '.join(ROLES)}, not {role!r}"))
     if problems:
         return problems
-    return name, role  # type: ignore[return-value]
+    return cast(str, name), cast(Role, role)  # as check_id and ROLES found them

@@ -62,7 +62,7 @@ class _UniqueKeysLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[object] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 mark = key_node.start_mark
                 raise DuplicateKey(key, f"line {mark.line + 1}, column {mark.column + 1}")
@@ -106,7 +106,8 @@ def run_request(
         parse_run_request(doc, limits or GATEWAY_LIMITS)
     except InvalidWorkflow as exc:
         raise BadDocument(path, exc.problems) from exc
-    return doc
+    checked: dict[str, Any] = doc  # an object: parse_run_request refuses anything else
+    return checked
 
 
 def workflow(path: str, limits: Limits | None = None) -> dict[str, Any]:
@@ -116,4 +117,5 @@ def workflow(path: str, limits: Limits | None = None) -> dict[str, Any]:
         parse_workflow(doc, limits or GATEWAY_LIMITS, name_required=True)
     except InvalidWorkflow as exc:
         raise BadDocument(path, exc.problems) from exc
-    return doc
+    checked: dict[str, Any] = doc  # an object: parse_workflow refuses anything else
+    return checked

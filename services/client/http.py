@@ -158,8 +158,9 @@ class Gateway:
 
     def events(self, path: str) -> Iterator[tuple[str, str]]:
         """Server-sent events of ``path`` as (event name, data), until the server ends it."""
+        data: list[str]
         with self._open(self.request("GET", path, accept="text/event-stream")) as resp:
-            kind, data = "message", []
+            kind, data = "message", []  # the event's name and its data lines
             for raw in resp:
                 line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
                 if line.startswith(":"):

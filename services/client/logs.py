@@ -67,7 +67,7 @@ def follow_logs(
     """Print lines as the gateway sends them; the ``end`` event's data once the step ends.
     As JSON, each line's JSON (and the end's) on a line of its own."""
     for kind, data in gateway.events(logs_path(run_id, step_id) + "?follow=1"):
-        doc = json.loads(data)
+        doc: dict[str, Any] = json.loads(data)  # a line's object, or the end's
         if kind == "message":
             if shown.wants(doc):
                 out.write(shown.text(doc, out) + "\n")

@@ -79,7 +79,7 @@ def add_starting_parsers(command: Command) -> None:
     wait_option(p)
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = argparse.ArgumentParser(add_help=False)
     connection_options(common, after=True)
     common.add_argument("--json", action="store_true", help="print the API's JSON as it is")

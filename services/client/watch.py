@@ -106,7 +106,7 @@ def poll(
     last_answer = time.monotonic()
     while True:
         try:
-            run = gateway.call("GET", path)
+            run: dict[str, Any] = gateway.call("GET", path)  # the run's document
         except Refused as exc:
             # Only a run not stored yet is waited for, and only briefly.
             if seen or exc.status != 404 or time.monotonic() - last_answer > APPEAR_WAIT:

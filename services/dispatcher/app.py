@@ -23,7 +23,13 @@ from services.dispatcher.checks import already_taken
 from services.dispatcher.hand import AttemptKey, Hand
 from services.dispatcher.pool import Pool
 from services.dispatcher.pool_feed import PoolFeed
-from services.dispatcher.ready import HELD_LIMIT, LOOKAHEAD, ack_wait, ready_consumer
+from services.dispatcher.ready import (
+    HELD_LIMIT,
+    LOOKAHEAD,
+    ack_wait,
+    ready_consumer,
+    ready_durable,
+)
 from services.dispatcher.waiting import WaitingLine
 from shared import kube, names
 from shared.consume import Outcome, redelivered, settle
@@ -79,7 +85,7 @@ class Dispatcher:
         self.stalls = LoopStalls(ack_wait(settings) / 2)
         self._stopping = False
         self._pulls: dict[bool, ContinuousPull] = {}  # by kind, as _unplaced
-        self.nc: Client | None = None
+        self._nc: Client | None = None  # from start (the nc property)
         # The pool's view, read when scraped: nothing is counted per step.
         RUNNERS.set_function(lambda: len(self.pool.runners))
         RUNNERS_BUSY.set_function(lambda: len(self.pool.leases))
@@ -90,12 +96,19 @@ class Dispatcher:
             prefix = settings.runner_statefulset_prefix
             self.pool.pack = lambda name: _or_first(ordinal_of(name, prefix))
 
+    @property
+    def nc(self) -> Client:
+        """The NATS connection, made by ``start``."""
+        if self._nc is None:
+            raise RuntimeError("the dispatcher is not started")
+        return self._nc
+
     async def start(self) -> None:
-        self.nc = await connect_until_ready(
+        self._nc = nc = await connect_until_ready(
             self.settings, f"heddle-{self.instance}", on_reconnect=self._reconnected
         )
         res = await ensure_resources(
-            self.nc,
+            nc,
             self.settings,
             streams=(names.STEPS_STREAM, names.EVENTS_STREAM),
             buckets=(names.RUNNERS_BUCKET, names.HEARTBEATS_BUCKET, names.RUNS_BUCKET),
@@ -105,13 +118,13 @@ class Dispatcher:
         self.heartbeats_kv: KeyValue = res.kv[names.HEARTBEATS_BUCKET]
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
         self.stalls.start()
-        self._events_sub = await self.nc.subscribe(names.EVT_FINISHED_ALL, cb=self._feed.on_event)
+        self._events_sub = await nc.subscribe(names.EVT_FINISHED_ALL, cb=self._feed.on_event)
         # Credit follows the free runners: a saturated pool leaves steps in the stream.
         for opening in (False, True):
             config = ready_consumer(self.settings, opening)
             await ensure_consumer(self.js, names.STEPS_STREAM, config)
             pull = ContinuousPull(
-                self.nc, names.STEPS_STREAM, config.durable_name, self._on_ready, credit=0
+                nc, names.STEPS_STREAM, ready_durable(opening), self._on_ready, credit=0
             )
             await pull.start()
             self._pulls[opening] = pull
@@ -157,7 +170,7 @@ class Dispatcher:
         for pull in self._pulls.values():
             await pull.stop()
         self.stalls.stop()
-        await close(self.nc)
+        await close(self._nc)
 
     async def _count_waiting(self) -> None:
         """Ready steps not given to a runner yet: those the stream still holds for this

@@ -25,6 +25,7 @@ one whose ordinal is at or above ``replicas`` (a pod on its way out).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -198,5 +199,5 @@ def _idle_for(r: Runner | None, now: float, limits: Limits) -> float:
     return now - r.since
 
 
-def _ordinals(ordinals: object) -> str:
-    return ",".join(str(o) for o in sorted(ordinals))  # type: ignore[call-overload]
+def _ordinals(ordinals: Iterable[int]) -> str:
+    return ",".join(str(o) for o in sorted(ordinals))

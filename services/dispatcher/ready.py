@@ -26,11 +26,16 @@ def ack_wait(settings: Settings) -> float:
     return max(settings.ready_ack_wait, 2 * settings.assign_timeout)
 
 
+def ready_durable(opening: bool = False) -> str:
+    """The name of one of the dispatchers' two shared durable consumers (ready_consumer)."""
+    return names.DISPATCHER_OPENING_DURABLE if opening else names.DISPATCHER_DURABLE
+
+
 def ready_consumer(settings: Settings, opening: bool = False) -> ConsumerConfig:
     """One of the dispatchers' two shared durable consumers of ready steps: of the steps of
     runs under way, or (``opening``) of the steps that open a run, served after those."""
     return ConsumerConfig(
-        durable_name=names.DISPATCHER_OPENING_DURABLE if opening else names.DISPATCHER_DURABLE,
+        durable_name=ready_durable(opening),
         filter_subject=names.STEP_READY_OPENING if opening else names.STEP_READY_UNDER_WAY,
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=ack_wait(settings),

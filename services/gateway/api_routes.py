@@ -151,7 +151,7 @@ WORKFLOW_LINKS = _links(
         "workflowGrid": "name",
     },
 )
-SUBMITTED = {
+SUBMITTED: dict[int, Answer] = {
     201: (Submitted, "Created and stored by the orchestrator"),
     200: (Submitted, "A run with this id exists already: nothing was created"),
     202: (

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -29,6 +30,9 @@ from services.gateway.params import sent_as_utf8
 from shared.hosts import AllowedHosts
 from shared.settings import Settings
 from shared.tokens import Role, allows
+
+if TYPE_CHECKING:
+    from aiohttp.typedefs import Middleware
 
 log = logging.getLogger("heddle.gateway")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -157,7 +161,7 @@ def _cross_origin_refused(request: web.Request, hosts: AllowedHosts) -> web.Resp
     return None if reason is None else views.error(403, reason)
 
 
-def auth_middleware(settings: Settings) -> Callable[[web.Request, Handler], Awaitable]:
+def auth_middleware(settings: Settings) -> Middleware:
     hosts = AllowedHosts(settings.allowed_hosts, settings.gateway_host)
     tokens_on = settings.auth == "tokens"
 

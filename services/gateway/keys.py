@@ -16,18 +16,18 @@ from shared.settings import Settings
 from shared.tokens import TokenRecord
 
 if TYPE_CHECKING:
-    from shared.nats_types import JetStreamContext, KeyValue
+    from shared.nats_types import JetStreamContext
 
 
 @dataclass(frozen=True, slots=True)
 class GatewayResources:
     js: JetStreamContext
     runs: Bucket  # replayed and followed as well as read
-    heartbeats: KeyValue
-    runners: KeyValue
-    workflows: KeyValue
-    tokens: KeyValue
-    pods: KeyValue  # heddle-pods: the runner pods (in a cluster)
+    heartbeats: Bucket
+    runners: Bucket
+    workflows: Bucket
+    tokens: Bucket
+    pods: Bucket  # heddle-pods: the runner pods (in a cluster)
 
 
 SETTINGS = web.AppKey("settings", Settings)

@@ -151,7 +151,7 @@ async def pending_from(js: JetStreamContext, subject: str, start: int) -> int:
     nothing is delivered."""
     info = await pull_consumer(js, subject, start)
     forget(js, info.name)
-    return info.num_pending
+    return info.num_pending or 0  # the server counts at creation: never unset
 
 
 async def notes_between(js: JetStreamContext, subject: str, a: Stored, b: Stored) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from services.gateway.log_index import forget, pull_consumer
@@ -111,7 +111,7 @@ class Feed:
 
 async def replay(
     js: JetStreamContext, subject: str, after: int, end: int
-) -> AsyncIterator[list[Line]]:
+) -> AsyncGenerator[list[Line], None]:
     """The lines on ``subject`` after cursor ``after`` up to cursor ``end``, in batches of
     about ``BATCH`` as they are read (close it, e.g. with ``contextlib.aclosing``, to stop
     at once when leaving early).

@@ -12,7 +12,7 @@ requests: lines written meanwhile can make the tail a few lines longer or shorte
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -153,7 +153,7 @@ async def _tail_start(
     return found.sseq, target - found.seq + among
 
 
-async def tail_lines(js: JetStreamContext, where: AttemptTail) -> AsyncIterator[list[Line]]:
+async def tail_lines(js: JetStreamContext, where: AttemptTail) -> AsyncGenerator[list[Line], None]:
     """The attempt's last ``where.tail`` lines, in batches of about ``BATCH``, read as they
     are sent (close it, e.g. with ``contextlib.aclosing``, when leaving early)."""
     if where.lines is not None:

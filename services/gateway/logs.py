@@ -58,7 +58,8 @@ from shared.kv_changes import KeyChanges
 from shared.nats_types import NotFoundError
 
 if TYPE_CHECKING:
-    from shared.nats_types import JetStreamContext, KeyValue
+    from shared.buckets import Bucket
+    from shared.nats_types import JetStreamContext
 
 log = logging.getLogger("heddle.gateway")
 MAX_CURSOR = 2**63 - 1
@@ -165,8 +166,8 @@ async def follow_logs(
         await changes.start()
         await states.refresh()
         await resp.prepare(request)
-        cursor = await _stream(resp, feed, states, after)
-        await resp.write(sse.event("end", _end(states.terminal, cursor)))
+        terminal, cursor = await _stream(resp, feed, states, after)
+        await resp.write(sse.event("end", _end(terminal, cursor)))
         await resp.write_eof()
     except ConnectionResetError:
         pass  # the client went away
@@ -176,19 +177,22 @@ async def follow_logs(
     return resp
 
 
-async def _stream(resp: web.StreamResponse, feed: Feed, states: _StepStates, cursor: int) -> int:
+async def _stream(
+    resp: web.StreamResponse, feed: Feed, states: _StepStates, cursor: int
+) -> tuple[StepRecord, int]:
     """Status changes and lines, until the step is terminal and its last line was sent;
-    returns the last cursor sent."""
+    returns the step's terminal record and the last cursor sent."""
     while True:
-        if out := await states.events():
-            await resp.write(out)
+        if told := await states.events():
+            await resp.write(told)
         if states.terminal is not None and cursor >= states.end:
-            return cursor
+            return states.terminal, cursor
         try:
             lines, _ = await feed.batch(DRAIN_WAIT if states.terminal is not None else KEEPALIVE)
         except TimeoutError:
             if states.terminal is not None:
-                return cursor  # the last lines are gone (expired meanwhile): end anyway
+                # The last lines are gone (expired meanwhile): end anyway.
+                return states.terminal, cursor
             await resp.write(b": keepalive\n\n")
             await states.refresh()
             continue
@@ -205,7 +209,7 @@ class _StepStates:
     status events until the step is terminal."""
 
     def __init__(
-        self, js: JetStreamContext, runs: KeyValue, run_id: str, step: StepRecord, subject: str
+        self, js: JetStreamContext, runs: Bucket, run_id: str, step: StepRecord, subject: str
     ) -> None:
         self.js, self.runs, self.run_id, self.step_id = js, runs, run_id, step.id
         self.subject = subject

@@ -8,12 +8,12 @@ from __future__ import annotations
 import msgspec
 
 from services.gateway.api_types import PodDoc, RunnerDoc
+from shared.buckets import Bucket
 from shared.contracts import runner_pod_decoder
 from shared.kv_reads import read_current
-from shared.nats_types import KeyValue
 
 
-async def pod_documents(pods_kv: KeyValue, runners: list[RunnerDoc]) -> list[PodDoc]:
+async def pod_documents(pods_kv: Bucket, runners: list[RunnerDoc]) -> list[PodDoc]:
     by_name = {r.name: r for r in runners}
     out = []
     for entry in await read_current(pods_kv, ">"):

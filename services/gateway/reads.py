@@ -35,17 +35,17 @@ from shared.kv_reads import read_current, read_steps, stored_at, value_of
 from shared.timefmt import from_epoch
 
 if TYPE_CHECKING:
-    from shared.nats_types import KeyValue
+    from shared.buckets import Bucket
 
 T = TypeVar("T")
 
 
-async def get_run_record(runs_kv: KeyValue, run_id: str) -> RunRecord | None:
+async def get_run_record(runs_kv: Bucket, run_id: str) -> RunRecord | None:
     value = await value_of(runs_kv, names.run_key(run_id))
     return run_record_decoder.decode(value) if value else None
 
 
-async def get_step_record(runs_kv: KeyValue, run_id: str, step_id: str) -> StepRecord | None:
+async def get_step_record(runs_kv: Bucket, run_id: str, step_id: str) -> StepRecord | None:
     value = await value_of(runs_kv, names.step_key(run_id, step_id))
     return step_record_decoder.decode(value) if value else None
 
@@ -107,9 +107,7 @@ def run_facts(run: RunRecord) -> dict[str, Any]:
     return {f: getattr(run, f) for f in RunFacts.__struct_fields__}
 
 
-async def step_documents(
-    hb_kv: KeyValue, run_id: str, steps: list[StepRecord]
-) -> list[StepDocument]:
+async def step_documents(hb_kv: Bucket, run_id: str, steps: list[StepRecord]) -> list[StepDocument]:
     """``steps`` as the API shows them, with their runners' last heartbeats while live (one
     replay of the run's heartbeat keys, only if one of them is)."""
     live = any(s.status in ("queued", "running") for s in steps)
@@ -124,7 +122,7 @@ async def step_documents(
 
 
 async def run_document(
-    runs_kv: KeyValue, hb_kv: KeyValue, run: RunRecord, *, with_steps: bool = True
+    runs_kv: Bucket, hb_kv: Bucket, run: RunRecord, *, with_steps: bool = True
 ) -> RunDocument:
     """The run with its counts; with every step and edge, or (``with_steps`` False) none:
     the summary, for a run too big for one document (its steps are read in pages)."""
@@ -144,7 +142,7 @@ async def run_document(
     )
 
 
-async def held_since(runs_kv: KeyValue, info: RunnerInfo) -> str | None:
+async def held_since(runs_kv: Bucket, info: RunnerInfo) -> str | None:
     """When the step a busy runner holds began its current attempt: its start, or the time
     it was queued while its start is not reported yet (one get of the step's record)."""
     if info.status != "busy" or not info.run_id or not info.step_id:
@@ -155,7 +153,7 @@ async def held_since(runs_kv: KeyValue, info: RunnerInfo) -> str | None:
     return step.started_at or step.queued_at
 
 
-async def pool_document(runners_kv: KeyValue, runs_kv: KeyValue) -> Pool:
+async def pool_document(runners_kv: Bucket, runs_kv: Bucket) -> Pool:
     now = time.time()
     runners = []
     entries = await read_current(runners_kv, ">")

@@ -100,7 +100,8 @@ class RunChanges:
 
 
 def end_event(run: RunRecord, steps: list[StepRecord]) -> bytes:
-    counts = dict(Counter(s.status for s in steps))
+    tally: Counter[str] = Counter(s.status for s in steps)
+    counts = dict(tally)
     return sse.event(
         "end",
         RunEnd(run_id=run.run_id, status=run.status, finished_at=run.finished_at, counts=counts),

@@ -32,7 +32,8 @@ from shared.nats_types import DeliverPolicy, NatsError
 from shared.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
-    from shared.nats_types import JetStreamContext, KeyValue, Msg
+    from shared.buckets import Bucket
+    from shared.nats_types import ConsumerInfo, JetStreamContext, Msg
 
 log = logging.getLogger("heddle.gateway")
 CATCH_UP_WAIT = 2.0  # seconds a list waits at most for records stored before it was asked
@@ -102,6 +103,11 @@ class RunList:
         self._statuses[run.status] -= 1
 
 
+def _delivered(info: ConsumerInfo) -> int:
+    """The stream sequence a consumer delivered last (a new one: the stream's last)."""
+    return (info.delivered.stream_seq or 0) if info.delivered is not None else 0
+
+
 def _drop(order: list[tuple[str, str]], key: tuple[str, str]) -> None:
     i = bisect.bisect_left(order, key)
     if i < len(order) and order[i] == key:
@@ -109,11 +115,11 @@ def _drop(order: list[tuple[str, str]], key: tuple[str, str]) -> None:
 
 
 class RunIndex:
-    def __init__(self, js: JetStreamContext, runs_kv: KeyValue) -> None:
+    def __init__(self, js: JetStreamContext, runs_kv: Bucket) -> None:
         self._js = js
         self._kv = runs_kv
         self.runs = RunList()
-        self._sub = None
+        self._sub: JetStreamContext.PushSubscription | None = None  # while the feed runs
         self._received = 0  # stream sequence of the last update applied (or the start point)
         self._ready = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -137,7 +143,7 @@ class RunIndex:
                 info = await self._sub.consumer_info()
             except NatsError:
                 break  # being re-created: serve what there is
-            if info.num_pending == 0 and self._received >= (info.delivered.stream_seq or 0):
+            if info.num_pending == 0 and self._received >= _delivered(info):
                 break
             await asyncio.sleep(0.002)
         return self.runs
@@ -165,11 +171,11 @@ class RunIndex:
             self._received = max(self._received, msg.metadata.sequence.stream)
 
         self._received = 0
-        self._sub = await self._js.subscribe(
+        self._sub = sub = await self._js.subscribe(
             RUN_PREFIX + "*", cb=on_msg, ordered_consumer=True, deliver_policy=DeliverPolicy.NEW
         )
         # A new consumer reports the stream's last sequence as delivered: its start point.
-        start = (await self._sub.consumer_info()).delivered.stream_seq or 0
+        start = _delivered(await sub.consumer_info())
         self._received = max(self._received, start)
         for entry in await read_current(self._kv, names.run_key("*")):
             with contextlib.suppress(msgspec.DecodeError):

@@ -23,7 +23,7 @@ from shared.errors import Problem
 from shared.kv_reads import read_steps
 
 if TYPE_CHECKING:
-    from shared.nats_types import KeyValue
+    from shared.buckets import Bucket
 
 FULL_DOCUMENT_MAX = 10_000  # steps a run document holds whole
 DEFAULT_PAGE = 100
@@ -44,7 +44,7 @@ class FinishedSteps:
         self._runs: OrderedDict[str, list[StepRecord]] = OrderedDict()
         self._held = 0
 
-    async def read(self, runs_kv: KeyValue, run: RunRecord) -> list[StepRecord]:
+    async def read(self, runs_kv: Bucket, run: RunRecord) -> list[StepRecord]:
         kept = self._runs.get(run.run_id)
         if kept is not None:
             self._runs.move_to_end(run.run_id)

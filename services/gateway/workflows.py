@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from aiohttp import web
@@ -271,7 +271,7 @@ async def trigger_run(request: web.Request) -> web.Response:
     response = await views.submit(request, cmd, chosen_id=key is not None or given.slot is not None)
     if response.status >= 300:
         return response
-    answer = msgspec.json.decode(response.body, type=Submitted)
+    answer = msgspec.json.decode(cast(bytes, response.body), type=Submitted)  # json_response's
     body = Triggered(**msgspec.structs.asdict(answer), workflow=name, version=version)
     return views.json_response(body, response.status)
 

@@ -12,10 +12,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from services.orchestrator.decisions import Effect
-from services.orchestrator.effects import EffectRunner
+from services.orchestrator.effects import Effects
 from services.orchestrator.state import HandoffAnswer, RunState
 from shared.consume import Outcome, settle
 from shared.contracts import StepFinished, StepStarted
@@ -110,7 +110,7 @@ Message = (
 
 class RunActor:
     def __init__(
-        self, state: RunState, effects: EffectRunner, on_done: Callable[[RunActor], None]
+        self, state: RunState, effects: Effects, on_done: Callable[[RunActor], None]
     ) -> None:
         self.state = state
         self.run_id = state.run.run_id
@@ -195,9 +195,10 @@ class RunActor:
                 await settle(msg, Outcome.FAILED)
 
     async def _handle_batch(self, batch: list[tuple[Message, Msg | None]]) -> None:
-        if isinstance(batch[0][0], Create):
-            [(create, msg)] = batch
-            await self._create(create)  # type: ignore[arg-type]
+        create = batch[0][0]
+        if isinstance(create, Create):
+            [(_, msg)] = batch  # a run's first message, alone in its batch (_loop)
+            await self._create(create)
             if msg is not None:
                 await settle(msg, Outcome.DONE)
             return
@@ -256,11 +257,13 @@ class RunActor:
                 effects = state.on_handoff_answer(step_id, attempt, requeue, runner, message.answer)
             case Heard(step_id=step_id, attempt=attempt, runner=runner, stored_at=stored_at):
                 effects = state.on_heartbeat(step_id, attempt, runner, stored_at)
+            case Create():
+                raise TypeError(f"unexpected message {message!r}")  # _create's alone
             case _:
-                raise TypeError(f"unexpected message {message!r}")
-        step_id = getattr(message, "step_id", None)
-        if step_id is not None:
-            self._track_running(step_id)
+                assert_never(message)
+        about: str | None = getattr(message, "step_id", None)
+        if about is not None:
+            self._track_running(about)
         return effects
 
     def _track_running(self, step_id: str) -> None:

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 import msgspec
 
@@ -20,7 +20,7 @@ from services.orchestrator.actor import Admit, Cancel, HandedOff, Message, Retry
 from services.orchestrator.admission import Admission
 from services.orchestrator.consumers import PartitionConsumers
 from services.orchestrator.decisions import KillAttempt
-from services.orchestrator.effects import EffectRunner
+from services.orchestrator.effects import EffectRunner, Effects
 from services.orchestrator.handoff import Handoffs
 from services.orchestrator.leases import Leases, member_name
 from services.orchestrator.liveness import Liveness
@@ -53,7 +53,8 @@ from shared.settings import Settings
 from shared.validation import Limits
 
 if TYPE_CHECKING:
-    from shared.nats_types import Client, KeyValue, Msg
+    from shared.buckets import Bucket
+    from shared.nats_types import Client, Msg
 
 log = logging.getLogger("heddle.orchestrator")
 FINISHED_MEMORY = 50_000
@@ -104,7 +105,7 @@ class Orchestrator:
             self.policy, max_ready_bytes=max(self.nc.max_payload - 1024, 1024)
         )
         self.js = res.js
-        self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
+        self.runs_kv: Bucket = res.kv[names.RUNS_BUCKET]
         self.submissions = Submissions(
             self.nc,
             self.js,
@@ -122,7 +123,7 @@ class Orchestrator:
         self.leases = Leases(
             res.kv[names.LEASES_BUCKET], self.settings, self.instance, self._take, self._give
         )
-        self.effects = EffectRunner(
+        self.effects: Effects = EffectRunner(
             self.nc,
             self.js,
             self.acked,
@@ -143,22 +144,29 @@ class Orchestrator:
             await self.pod_watch.start()
         await self.leases.start()  # takes this orchestrator's share of the partitions
 
+    def _started(self) -> tuple[PartitionConsumers, Liveness, WorkflowFeatures]:
+        """What start() makes, which taking and giving partitions (the leases) need."""
+        if self.consumers is None or self.liveness is None or self.workflows is None:
+            raise RuntimeError("the orchestrator is not started")
+        return self.consumers, self.liveness, self.workflows
+
     async def _take(self, parts: set[int]) -> None:
         """Partitions just acquired: their live runs rebuilt, then their commands and events
         consumed (what an earlier holder left unacknowledged first)."""
+        consumers, liveness, workflows = self._started()
         started = time.monotonic()
-        await self.consumers.bind(parts)
+        await consumers.bind(parts)
         await self._rebuild(parts)
         # After the rebuild: a heartbeat replayed before its run's actor exists is dropped.
-        self.liveness.watch(parts)
-        await self.consumers.start(parts)
+        liveness.watch(parts)
+        await consumers.start(parts)
         if 0 in parts:
-            await self.workflows.lead()
+            await workflows.lead()
         event(
             log,
             "partitions taken",
             partitions=sorted(parts),
-            held=len(self.consumers.held),
+            held=len(consumers.held),
             live_runs=len(self.actors),
             took_ms=round((time.monotonic() - started) * 1000),
         )
@@ -166,9 +174,10 @@ class Orchestrator:
     async def _give(self, parts: set[int], lost: bool) -> None:
         """Partitions given away (their runs drained within the grace first) or lost (their
         runs dropped at once: another holder may be acting on them)."""
-        await self.consumers.pause(parts)
+        consumers, liveness, workflows = self._started()
+        await consumers.pause(parts)
         if 0 in parts:
-            await self.workflows.follow()
+            await workflows.follow()
         actors = [a for a in self.actors.values() if self._partition(a.run_id) in parts]
         if not lost:
             with contextlib.suppress(TimeoutError):
@@ -179,12 +188,11 @@ class Orchestrator:
         for actor in actors:
             if self.actors.get(actor.run_id) is actor:
                 del self.actors[actor.run_id]
-                if self.liveness is not None:
-                    self.liveness.forget_run(actor.run_id)
+                liveness.forget_run(actor.run_id)
                 self.admission.gone(actor.run_id)
         self._admit_due()
-        await self.consumers.stop(parts)
-        await self.liveness.unwatch(parts)
+        await consumers.stop(parts)
+        await liveness.unwatch(parts)
 
     def _acting_on(self, msg: Msg) -> bool:
         """Whether the message's partition is held here, under a lease still fresh."""
@@ -331,12 +339,15 @@ class Orchestrator:
             case SubmitRun(document=None):
                 return await self.submissions.submit(cmd, msg)
             case SubmitRun(document=ref):
+                assert ref is not None  # the case above
                 return await self.submissions.submit_carried(cmd, ref, msg)
             case CancelRun(run_id=run_id):
                 # No actor: finished or unknown, and the gateway answered already.
                 return self._post(run_id, Cancel(), msg)
             case RetryDue(run_id=run_id, step_id=step_id, attempt=attempt):
                 return self._post(run_id, RetryTimer(step_id, attempt), msg)
+            case _:
+                assert_never(cmd)
 
     def _post(self, run_id: str, message: Message, msg: Msg) -> Outcome:
         """To the run's actor, which settles ``msg`` once its effects are stored; done at

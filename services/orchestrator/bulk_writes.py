@@ -30,15 +30,14 @@ async def write_new_steps(
     record for a 10,000-step run; the count catches a record the server dropped, and
     then every record is written again, acknowledged. Returns the effects written."""
     new = [
-        i
+        (i, e.step)
         for i, e in enumerate(effects)
         if isinstance(e, PersistStep) and e.previous == "new" and e.step.status == "pending"
     ]
     if len(new) < CHECKPOINT:
         return []  # small runs: the ordinary pipelined path is as fast
     checkpoint: asyncio.Future | None = None
-    for n, i in enumerate(new, 1):
-        step = effects[i].step  # type: ignore[union-attr]
+    for n, (_, step) in enumerate(new, 1):
         subject = names.kv_subject(names.RUNS_BUCKET, names.step_key(run_id, step.id))
         if n % CHECKPOINT == 0 or n == len(new):
             ack = await acked.publish(subject, encode(step))
@@ -56,10 +55,10 @@ async def write_new_steps(
         )
         futures = [
             await acked.publish(
-                names.kv_subject(names.RUNS_BUCKET, names.step_key(run_id, e.step.id)),
-                encode(e.step),
+                names.kv_subject(names.RUNS_BUCKET, names.step_key(run_id, step.id)),
+                encode(step),
             )
-            for e in (effects[i] for i in new)  # type: ignore[union-attr]
+            for _, step in new
         ]
         await asyncio.wait_for(asyncio.gather(*futures), ACK_TIMEOUT)
-    return new
+    return [i for i, _ in new]

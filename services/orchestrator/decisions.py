@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.contracts import RunRecord, StepReady, StepRecord
+from shared.contracts import RunRecord, RunStatus, StepReady, StepRecord, StepStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,7 +14,7 @@ class PersistStep:
     previous: str  # the status before, for the one log line per transition
     # The transition as it was when decided: the record itself may move on within the same
     # batch (it is written once, in its final state, but each transition is logged).
-    status: str = field(default="", compare=False)
+    status: StepStatus = field(default="pending", compare=False)  # set from ``step``
     attempt: int = field(default=0, compare=False)
     reason: str | None = field(default=None, compare=False)
 
@@ -27,7 +27,7 @@ class PersistStep:
 @dataclass(frozen=True, slots=True)
 class PersistRun:
     run: RunRecord
-    status: str = field(default="", compare=False)  # as decided, for the log line
+    status: RunStatus = field(default="running", compare=False)  # as decided, for the log line
     cancel_requested: bool = field(default=False, compare=False)
     waiting: bool = field(default=False, compare=False)
 

@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, assert_never, cast
 
 from services.orchestrator.bulk_writes import ACK_TIMEOUT, write_new_steps
 from services.orchestrator.decisions import (
@@ -64,6 +64,15 @@ class WriteLease(Protocol):
     def fresh(self) -> bool: ...
 
     async def until_fresh(self) -> None: ...
+
+
+class Effects(Protocol):
+    """What stores a run's effects: the EffectRunner, or one that wraps it (history.py's
+    RecordingEffects)."""
+
+    async def apply(
+        self, run_id: str, effects: list[Effect], *, create_run: bool = False
+    ) -> None: ...
 
 
 class EffectRunner:
@@ -158,8 +167,9 @@ class EffectRunner:
     async def _write(self, batch: _Batch, effects: list[Effect], offers: _Once) -> None:
         run_id, create_run = batch.run_id, batch.create_run
         if create_run:
+            # The effects written are PersistSteps, by their index.
             for i in await write_new_steps(self.nc, self.js, self.acked, run_id, effects):
-                batch.last_step_write.pop(effects[i].step.id, None)  # type: ignore[union-attr]
+                batch.last_step_write.pop(cast(PersistStep, effects[i]).step.id, None)
         if batch.handed:
             await self._write_handed_off(batch, effects)
             offers()
@@ -181,6 +191,8 @@ class EffectRunner:
                     _log_requeued(run_id, eff)
                 case Ignored(step_id=step_id, reason=reason):
                     event(log, "ignored", run=run_id, step=step_id, reason=reason)
+                case _:
+                    assert_never(eff)
         await self._settle(batch.futures)
 
     async def _persist_step(self, batch: _Batch, i: int, eff: PersistStep) -> None:

@@ -66,7 +66,7 @@ class Tracked:
 
     @classmethod
     def of(cls, state: RunState) -> Tracked:
-        known = {sid: s.status for sid, s in state.steps.items()}
+        known: dict[str, str] = {sid: s.status for sid, s in state.steps.items()}
         return cls(state.run, known, Counter(known.values()))
 
     def move(self, step_id: str, status: str) -> bool:
@@ -221,8 +221,8 @@ class RecordingEffects:
         self.inner = inner
         self.history = history
 
-    async def apply(self, run_id: str, effects: list[Effect], **kwargs: Any) -> None:
-        await self.inner.apply(run_id, effects, **kwargs)
+    async def apply(self, run_id: str, effects: list[Effect], *, create_run: bool = False) -> None:
+        await self.inner.apply(run_id, effects, create_run=create_run)
         await self.history.observe(run_id, effects)
 
     def __getattr__(self, name: str) -> Any:

@@ -145,12 +145,13 @@ class Liveness:
         )
 
     async def _heard(self, entry: KeyValue.Entry) -> None:
-        if entry.value is not None:
-            self._on_heartbeat(entry)
+        value = entry.value
+        if value is not None:
+            self._on_heartbeat(entry, value)
 
-    def _on_heartbeat(self, entry: KeyValue.Entry) -> None:
+    def _on_heartbeat(self, entry: KeyValue.Entry, value: bytes) -> None:
         try:
-            hb = heartbeat_decoder.decode(entry.value)
+            hb = heartbeat_decoder.decode(value)
         except msgspec.DecodeError:
             return
         actor = self.actors.get(hb.run_id)

@@ -16,16 +16,20 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, assert_never
 
 from services.orchestrator.pods import PodJudge, PodVerdict
 from shared import kube
 from shared.contracts import RunnerPod, encode
 from shared.kv_reads import read_current
-from shared.nats_types import KeyValue, NatsError
+from shared.nats_types import NatsError
 from shared.service import event
 from shared.settings import Settings
 from shared.tasks import cancel_and_wait
 from shared.timefmt import from_epoch
+
+if TYPE_CHECKING:
+    from shared.buckets import Bucket
 
 log = logging.getLogger("heddle.orchestrator")
 
@@ -40,7 +44,7 @@ def wanted(settings: Settings) -> bool:
 
 
 class PodWatch:
-    def __init__(self, settings: Settings, pods_kv: KeyValue, lost: Lost) -> None:
+    def __init__(self, settings: Settings, pods_kv: Bucket, lost: Lost) -> None:
         self.settings = settings
         self.pods_kv = pods_kv
         self.lost = lost
@@ -108,6 +112,8 @@ class PodWatch:
                 node = judgement.check_node
                 if node and node not in self._checks:
                     self._checks[node] = asyncio.create_task(self._check_node(node))
+            case _:
+                assert_never(item)
 
     async def _verdict(self, verdict: PodVerdict) -> None:
         event(

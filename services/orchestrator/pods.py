@@ -26,9 +26,12 @@ The heartbeat watchdog is the backstop for those, as for an API that cannot be r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared.contracts import RunnerPod
+
+if TYPE_CHECKING:
+    from shared.kube import ChangeKind
 
 RUNNER_LABEL = "heddle/runner"  # the runner a pod runs (the chart sets it)
 RUNNER_CONTAINER = "runner"
@@ -227,7 +230,7 @@ class PodJudge:
         self._pods = {pod_name(p): _known(p) for p in pods if pod_name(p)}
         return [record(p, seen_at) for p in pods if pod_name(p)]
 
-    def event(self, kind: str, pod: Pod, seen_at: str = "") -> Judgement:
+    def event(self, kind: ChangeKind, pod: Pod, seen_at: str = "") -> Judgement:
         """One watch event: ADDED, MODIFIED or DELETED."""
         name = pod_name(pod)
         uid = str(_meta(pod).get("uid") or "")

@@ -46,7 +46,8 @@ from shared.service import event
 from shared.timefmt import parse
 
 if TYPE_CHECKING:
-    from shared.nats_types import JetStreamContext, KeyValue
+    from shared.buckets import Bucket
+    from shared.nats_types import JetStreamContext
 
 log = logging.getLogger("heddle.orchestrator.retention")
 CHUNK = 50  # runs deleted at once
@@ -87,7 +88,7 @@ class Retention:
     def __init__(
         self,
         js: JetStreamContext,
-        runs_kv: KeyValue,
+        runs_kv: Bucket,
         *,
         keep_runs: int,
         keep_age: float,
@@ -137,8 +138,8 @@ class Retention:
         for run in kept.values():
             if run.registered_workflow is None or run.status not in TERMINAL_RUN:
                 continue
-            summary = summaries.get(run.run_id)
-            if summary is None or summary.status != run.status:
+            stored = summaries.get(run.run_id)
+            if stored is None or stored.status != run.status:
                 if not self.is_live(run.run_id):
                     await self._repair(run)
                     result.repaired.append(run.run_id)
@@ -169,7 +170,7 @@ class Retention:
 
     async def _repair(self, run: RunRecord) -> None:
         steps = await read_current(self.runs_kv, names.steps_of_run(run.run_id))
-        counts = Counter(step_record_decoder.decode(e.value).status for e in steps)
+        counts: Counter[str] = Counter(step_record_decoder.decode(e.value).status for e in steps)
         assert run.registered_workflow is not None
         await self.runs_kv.put(
             names.hist_key(run.registered_workflow, run.run_id), encode(summary_of(run, counts))

@@ -28,7 +28,7 @@ import asyncio
 import logging
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from shared import names, registry
 from shared.contracts import (
@@ -50,7 +50,8 @@ from shared.service import event
 from shared.timefmt import now_rfc3339, parse, rfc3339
 
 if TYPE_CHECKING:
-    from shared.nats_types import JetStreamContext, KeyValue
+    from shared.buckets import Bucket
+    from shared.nats_types import JetStreamContext
 
 log = logging.getLogger("heddle.orchestrator.scheduler")
 CHUNK = 200  # requests in flight at once
@@ -93,8 +94,8 @@ class Scheduler:
     def __init__(
         self,
         js: JetStreamContext,
-        workflows_kv: KeyValue,
-        cron_kv: KeyValue,
+        workflows_kv: Bucket,
+        cron_kv: Bucket,
         *,
         clock: Clock | None = None,
         backfill: int = 1000,
@@ -285,8 +286,8 @@ class Scheduler:
                     await self.cron_kv.update(key, value, last=revision)
                 return
             except KeyWrongLastSequenceError:
-                entry = await self.cron_kv.get(key)
-                if parse(cron_cursor_decoder.decode(entry.value).through) >= through:
+                entry = await self.cron_kv.get(key)  # a deleted key's raises: this one has a value
+                if parse(cron_cursor_decoder.decode(cast(bytes, entry.value)).through) >= through:
                     return  # another scheduler got as far or further
                 revision = entry.revision
         raise RuntimeError(f"cursor of {name} kept changing")

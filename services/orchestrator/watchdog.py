@@ -100,16 +100,16 @@ class HeartbeatView:
             # heartbeats, so a queued attempt with a heartbeat is held by that runner.
             if step_id in running_since:
                 continue
-            step = state.steps.get(step_id)
-            if step is not None and step.status == "queued" and step.attempt == beat.attempt:
+            queued = state.steps.get(step_id)
+            if queued is not None and queued.status == "queued" and queued.attempt == beat.attempt:
                 out.extend(
                     self._judge(
                         run_id,
                         step_id,
-                        step.attempt,
+                        queued.attempt,
                         beat.runner,
                         beat.received,
-                        step.timeout_seconds,
+                        queued.timeout_seconds,
                         now,
                         already,
                     )

@@ -4,6 +4,7 @@ scheduler and the retention sweep."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from services.orchestrator.effects import EffectRunner
@@ -28,7 +29,11 @@ def clock_for(settings: Settings) -> Clock:
 
 class WorkflowFeatures:
     def __init__(
-        self, settings: Settings, res: Resources, actors: dict[str, _Actor], effects: EffectRunner
+        self,
+        settings: Settings,
+        res: Resources,
+        actors: Mapping[str, _Actor],
+        effects: EffectRunner,
     ) -> None:
         runs_kv = res.kv[names.RUNS_BUCKET]
 
