@@ -26,6 +26,12 @@ def enqueue(step: StepRecord, ready: StepReady, handoff: str | None = None) -> E
     return Enqueue(ready, handoff, opens=not step.depends_on)
 
 
+def is_queued(step: StepRecord) -> bool:
+    """Asked after ``queue`` may have changed the step (or failed it: too large), where a
+    comparison inline would keep the type checker's narrowing from before the call."""
+    return step.status == "queued"
+
+
 class StepTransitions:
     """What happens to a step, and to its run when the step ends."""
 
@@ -101,7 +107,7 @@ class StepTransitions:
                 if child.status == "pending":
                     # Past an attempt a void continuation spent, if one did.
                     effects.extend(self.queue(child, child.attempt + 1, stamp, handoff))
-                    if child.status == "queued":
+                    if is_queued(child):
                         handoff = None  # one runner, one step
         return effects + self.maybe_finish(stamp)
 
