@@ -2,7 +2,7 @@
 started in their own session with their output in a file, killed as a pod dies (the service
 and every command it started), stopped gracefully with a deadline.
 
-Both ``bench/stack.py`` and ``tests/stack.py`` build their stacks from this.
+Both ``bench/stack.py`` and ``tests/support/stack.py`` build their stacks from this.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def inspector_calls() -> tuple[str, ...]:
 
 def links() -> dict[str, dict[str, list[dict[str, Any]]]]:
     """Each account's exports and imports: the same for every Heddle, whatever its users
-    (the Helm chart carries a copy, compared with this by tests/test_deploy_security.py)."""
+    (the Helm chart carries a copy, compared with this by tests/deploy/test_deploy_security.py)."""
     runner_calls_, inspector_calls_ = runner_calls(), inspector_calls()
     heddle_exports = [
         *({"service": s, "accounts": [RUNNERS]} for s in runner_calls_),

@@ -1,7 +1,7 @@
 """Which partition a run belongs to: the server's ``{{partition(n, k)}}`` subject transform,
 computed the same way here (FNV-1a, 32 bits, of the run id, modulo n), so an orchestrator
 taking a partition over finds the partition's live runs among the stored ones.
-tests/test_partitions.py checks it against the server's own transform."""
+tests/integration/test_partitions.py checks it against the server's own transform."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from nats.aio.client import Client
 from services.embedded_nats import EmbeddedNats, free_port
 from shared.resources import ensure_resources
 from shared.settings import Settings
-from tests.stack import Stack
+from tests.support.stack import Stack
 
 # Short intervals for every stack a test starts: nothing waits for the defaults.
 FAST = {
@@ -33,7 +33,7 @@ FAST = {
     # A frozen broker's 503 after 3 s, not 10 (the cluster test keeps 10: a leader election).
     "HEDDLE_NATS_TIMEOUT": "3",
     # Steps run as the runner's own user: they read and write the tests' temporary files,
-    # which the step user could not reach (tests/test_security.py runs them as nobody).
+    # which the step user could not reach (tests/integration/test_security.py runs them as nobody).
     "HEDDLE_STEP_USER": "none",
 }
 
@@ -42,8 +42,8 @@ StackFactory = Callable[..., Awaitable[Stack]]
 
 @pytest.fixture(scope="module")
 def chart() -> Iterator[Any]:
-    """The Helm chart, loaded once per module (tests/chart_render.py)."""
-    from tests.chart_render import load_chart
+    """The Helm chart, loaded once per module (tests/support/chart_render.py)."""
+    from tests.support.chart_render import load_chart
 
     yield from load_chart()
 
@@ -51,7 +51,7 @@ def chart() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def default(chart: Any) -> Any:
     """The chart rendered with its default values."""
-    from tests.chart_render import render
+    from tests.support.chart_render import render
 
     return render(chart)
 
@@ -145,7 +145,7 @@ async def stack(tmp_path: Path) -> AsyncIterator[StackFactory]:
             at = services.index("orchestrator") + 1
             more = tuple(f"orchestrator-{i}" for i in range(1, orchestrators))
             services = services[:at] + more + services[at:]
-        if metrics:  # each process its own metrics port (tests/test_metrics.py)
+        if metrics:  # each process its own metrics port (tests/integration/test_metrics.py)
             names = [*services, *(f"runner-{i}" for i in range(runners))]
             s.metrics_ports = {name: free_port() for name in names}
         s.start_nats(runners=tuple(f"runner-{i}" for i in range(runners)))

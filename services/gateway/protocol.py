@@ -11,8 +11,8 @@ slow_clients.py), through the server's request factory and the connection's
 ``connection_made`` and ``connection_lost``.
 
 This leans on two aiohttp internals, ``AppRunner._make_server`` and ``Server._kwargs``;
-tests/test_bad_inputs.py and tests/test_slow_clients.py send such requests, so an upgrade
-that moves them fails there.
+tests/integration/test_bad_inputs.py and tests/integration/test_slow_clients.py send such
+requests, so an upgrade that moves them fails there.
 """
 
 from __future__ import annotations

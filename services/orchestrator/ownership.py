@@ -1,5 +1,6 @@
 """Which partitions an orchestrator should take and which it should give away, from what
-the leases bucket shows: pure, so every case is tested directly (tests/test_ownership.py).
+the leases bucket shows: pure, so every case is tested directly
+(tests/unit/orchestrator/test_ownership.py).
 
 Every orchestrator computes the same assignment from the same view (the live members,
 sorted, dealt the partitions in turn), and moves only towards it:

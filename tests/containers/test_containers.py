@@ -14,9 +14,9 @@ import pytest
 
 from services.runner_agent.isolation import runner_step_user
 from shared.settings import Settings
-from tests.chart_render import render
 from tests.containers.conftest import Deployment, note, run_cli
 from tests.containers.deployment import ROOT, step_of
+from tests.support.chart_render import render
 
 # What a runner's process looks like inside its container: tini's child named heddle.
 KILL_RUNNER = """

@@ -2,8 +2,9 @@
 NATS users and their permissions: a copy of shared/nats_permissions.py, which is the source of
 truth. A static server configuration cannot template a permission on the connecting user, so
 every runner gets a user of its own with its name written into its subjects.
-tests/test_deploy.py renders every user and compares it with permissions_for(user).to_config():
-change both together. Each helper returns JSON (read it back with fromJson/fromJsonArray);
+tests/deploy/test_deploy_security.py renders every user and compares it with
+permissions_for(user).to_config(): change both together. Each helper returns JSON (read it back
+with fromJson/fromJsonArray);
 the lists are sorted and deduplicated, as Permissions.to_config() does.
 */}}
 

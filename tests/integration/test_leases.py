@@ -1,0 +1,281 @@
+"""The leases adapter (services/orchestrator/leases.py) on a real server: orchestrators
+share the partitions, a graceful stop hands them over at once, a silent one loses them after
+the lease's time, and one that was judged silent and comes back drops what it held. A take
+that fails with any error is given back and the leases live on; a broker outage longer than
+the lease's time (or than the request timeout) evicts nobody."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import nats
+import pytest
+from nats.aio.client import Client
+
+from services.embedded_nats import EmbeddedNats
+from services.orchestrator.leases import Leases
+from shared import names
+from shared.jetstream_api import ConsumerResetFailed
+from shared.nats_io import close
+from shared.resources import ensure_resources
+from shared.settings import Settings
+from tests.support.stack import until
+
+TTL = 1.5
+PARTITIONS = 6
+
+
+class Member:
+    """One orchestrator's view: the partitions its callbacks were told it holds."""
+
+    def __init__(self, kv, name: str) -> None:
+        self.parts: set[int] = set()
+        self.lost: set[int] = set()
+        self.moves: list[tuple[str, set[int]]] = []  # every take, give and loss, in turn
+        self.failing = 0  # how many takes to come fail, as a consumer reset refused would
+        settings = Settings(lease_ttl=TTL, partitions=PARTITIONS)
+        self.leases = Leases(kv, settings, name, self.take, self.give)
+
+    async def take(self, parts: set[int]) -> None:
+        assert not parts & self.parts, parts
+        self.moves.append(("take", set(parts)))
+        if self.failing:
+            self.failing -= 1
+            raise ConsumerResetFailed("HEDDLE_EVENTS", "orchestrator-events-1", {"code": 503})
+        self.parts |= parts
+
+    async def give(self, parts: set[int], lost: bool) -> None:
+        self.moves.append(("lost" if lost else "give", set(parts)))
+        self.parts -= parts
+        if lost:
+            self.lost |= parts
+
+
+def split(members: list[Member]) -> bool:
+    """Every partition held by exactly one member, evenly."""
+    held = [m.parts for m in members]
+    whole = sorted(p for parts in held for p in parts) == list(range(PARTITIONS))
+    return whole and max(map(len, held)) - min(map(len, held)) <= 1
+
+
+@asynccontextmanager
+async def two_sharing(nats_server: EmbeddedNats) -> AsyncIterator[tuple[Member, Member]]:
+    """Members a and b, started, the partitions shared out between them; both stopped after."""
+    nc = await nats.connect(nats_server.url)
+    try:
+        res = await ensure_resources(nc, Settings(partitions=PARTITIONS))
+        kv = res.kv[names.LEASES_BUCKET]
+        a, b = Member(kv, "a"), Member(kv, "b")
+        await a.leases.start()
+        await b.leases.start()
+        await until(lambda: split([a, b]), 5, "not shared out")
+        yield a, b
+        await a.leases.stop()
+        await b.leases.stop()
+    finally:
+        await close(nc)
+
+
+async def test_orchestrators_share_hand_over_and_take_from_the_silent(
+    nats_server: EmbeddedNats,
+) -> None:
+    nc = await nats.connect(nats_server.url)
+    try:
+        res = await ensure_resources(nc, Settings(partitions=PARTITIONS))
+        kv = res.kv[names.LEASES_BUCKET]
+        a, b, c = Member(kv, "a"), Member(kv, "b"), Member(kv, "c")
+        await a.leases.start()
+        assert a.parts == set(range(PARTITIONS))  # alone: everything, at once
+        await b.leases.start()
+        await c.leases.start()
+        await until(lambda: split([a, b, c]), 5, "not shared out")
+        assert a.lost == b.lost == c.lost == set()
+        # A graceful stop: its partitions go to the others without waiting for the lease.
+        stopped_at = time.monotonic()
+        await c.leases.stop()
+        await until(lambda: split([a, b]), 5, "not handed over")
+        assert time.monotonic() - stopped_at < TTL
+        # b falls silent (its tasks stop, as in a process frozen or killed): after the lease's
+        # time a takes everything; b, back, finds itself judged gone and drops what it held.
+        b_held = set(b.parts)
+        await b.leases.halt()
+        silent_at = time.monotonic()
+        await until(lambda: a.parts == set(range(PARTITIONS)), 5, "a did not take over")
+        # Silence counts from the last renewal a saw, at most a third of the lease before.
+        assert time.monotonic() - silent_at >= TTL * 2 / 3 * 0.9
+        assert not b.leases.fresh()  # it may not act on what it believed it held
+        await b.leases.step()
+        assert b.lost == b_held and b.parts == set()
+        await a.leases.stop()
+    finally:
+        await close(nc)
+
+
+async def test_a_writer_waiting_on_a_stale_lease_wakes_after_what_was_lost_is_dropped(
+    nats_server: EmbeddedNats,
+) -> None:
+    """A holder that stood still past its lease: its writes (services/orchestrator/effects.py)
+    wait, and wake once it is renewed, by which time the partitions taken from it are gone
+    from it (their runs dropped), so nothing it decided before the pause is written."""
+    async with two_sharing(nats_server) as (a, b):
+        b_held = set(b.parts)
+        await b.leases.halt()
+        await until(lambda: a.parts == set(range(PARTITIONS)), 5, "a did not take over")
+        woke: list[set[int]] = []
+
+        async def writer() -> None:
+            await b.leases.until_fresh()
+            woke.append(set(b.lost))
+
+        waiting = asyncio.create_task(writer())
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # stale: no write goes out
+        await b.leases.step()  # back: judged silent, it drops what it held, joins again
+        await asyncio.wait_for(waiting, 5)
+        assert woke == [b_held]
+        assert b.leases.fresh()
+
+
+async def test_a_take_decided_on_an_older_view_leaves_a_live_members_partition_alone(
+    nats_server: EmbeddedNats,
+) -> None:
+    """Moves are decided on the view of the moment, and the watch may move it before the
+    take: a partition a live member holds by then is not taken from it, although its key's
+    revision (all a compare-and-set checks) is the one this member has seen."""
+    async with two_sharing(nats_server) as (a, b):
+        [p, *_] = sorted(a.parts)
+        await b.leases._take({p})  # as if decided when p was free
+        assert p in a.parts and p not in b.parts
+        await a.leases.step()
+        assert a.lost == set() and p in a.parts  # a still holds its key
+
+
+async def test_a_take_that_fails_with_any_error_is_given_back_and_the_leases_live_on(
+    nats_server: EmbeddedNats, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A take may fail with something other than a NATS error (reset_consumer's
+    ConsumerResetFailed, a rebuild's unexpected answer): the take failed, its partitions are
+    given back, and the leases round goes on renewing and takes them again later."""
+    caplog.set_level(logging.WARNING, logger="heddle.orchestrator")
+    async with two_sharing(nats_server) as (a, b):
+        b_held = set(b.parts)
+        a.failing = 1
+        await b.leases.stop()  # a takes what b gave back, and that take fails
+        await until(lambda: a.parts == set(range(PARTITIONS)), 5, "a did not take them again")
+        assert a.moves[-3:] == [("take", b_held), ("give", b_held), ("take", b_held)]
+        failed = [r for r in caplog.records if "giving them back" in r.getMessage()]
+        assert failed and failed[0].exc_info is not None  # with its traceback
+        await asyncio.sleep(TTL * 1.5)
+        assert a.leases.fresh()  # still renewing: the round survived the failure
+        assert a.lost == set()
+
+
+OUTAGE = TTL + 0.6  # seconds the broker is gone: longer than the lease's time
+
+
+@asynccontextmanager
+async def two_on_their_own_connections(
+    server: EmbeddedNats, timeout: float, late: dict[str, float]
+) -> AsyncIterator[tuple[Member, Member]]:
+    """Members a and b sharing the partitions, each on a connection of its own whose
+    disconnects and reconnects reach its leases as the orchestrator's app passes them on
+    (``_disconnected``, ``_reconnected``); ``timeout`` is their requests' timeout. Each
+    reconnects no sooner than ``late[name]`` (monotonic), for a member that comes back late."""
+    setup = await nats.connect(server.url)
+    try:
+        await ensure_resources(setup, Settings(partitions=PARTITIONS))
+    finally:
+        await close(setup)
+    members: list[Member] = []
+    connections: list[Client] = []
+    try:
+        for name in ("a", "b"):
+            nc = await connected(server, name, members, late)
+            connections.append(nc)
+            kv = await nc.jetstream(timeout=timeout).key_value(names.LEASES_BUCKET)
+            members.append(Member(kv, name))
+            await members[-1].leases.start()
+        a, b = members
+        await until(lambda: split([a, b]), 5, "not shared out")
+        yield a, b
+        for member in members:
+            await member.leases.stop()
+    finally:
+        for nc in connections:
+            await close(nc)
+
+
+async def connected(
+    server: EmbeddedNats, name: str, members: list[Member], late: dict[str, float]
+) -> Client:
+    """The connection of the member about to be appended to ``members``."""
+    index = len(members)
+
+    async def disconnected() -> None:
+        members[index].leases.disconnected()
+
+    async def reconnected() -> None:
+        members[index].leases.reconnected()
+
+    def reconnect_to(servers: list, info: dict) -> tuple[None, float]:
+        return None, max(0.05, late.get(name, 0.0) - time.monotonic())
+
+    return await nats.connect(
+        server.url,
+        max_reconnect_attempts=-1,
+        reconnect_to_server_handler=reconnect_to,
+        disconnected_cb=disconnected,
+        reconnected_cb=reconnected,
+    )
+
+
+async def test_an_outage_longer_than_the_lease_evicts_nobody(own_nats_server: EmbeddedNats) -> None:
+    """The broker is gone for longer than the lease's time (within the request timeout) and
+    b comes back later than a. Judged by receipt alone, a would find b silent the moment it is
+    back (neither the watch's replay nor a watch kept across the reconnect says when b last
+    spoke) and take its partitions. An outage is not a death: silence counts from when a's
+    view was whole again. A member that really stops renewing is still found silent."""
+    server, late = own_nats_server, {}
+    async with two_on_their_own_connections(server, timeout=5, late=late) as (a, b):
+        held = (set(a.parts), set(b.parts))
+        a.moves.clear()
+        b.moves.clear()
+        late["b"] = time.monotonic() + OUTAGE + 0.7  # b reconnects 0.7 s after a
+        server.kill()
+        await asyncio.sleep(OUTAGE)
+        await asyncio.to_thread(server.start)
+        await asyncio.sleep(0.7 + TTL * 2)
+        assert a.moves == b.moves == []  # nobody declared gone, nothing lost or taken
+        assert (a.parts, b.parts) == held
+        assert a.leases.fresh() and b.leases.fresh()
+        # b falls silent for real: a takes its partitions after the lease's time, as ever.
+        await b.leases.halt()
+        silent_at = time.monotonic()
+        await until(lambda: a.parts == set(range(PARTITIONS)), TTL * 2, "a did not take over")
+        assert time.monotonic() - silent_at >= TTL * 2 / 3 * 0.9
+        assert a.lost == set()
+
+
+async def test_a_renewal_applied_after_its_timeout_loses_nothing(
+    own_nats_server: EmbeddedNats,
+) -> None:
+    """The broker is gone for longer than the request timeout: a renewal that timed out was
+    kept by nats-py and is applied once it reconnects, so the next renewal's compare-and-set
+    finds another revision than the one it expects. The key still names this life (nobody
+    judged it): its revision is adopted, and nothing is lost, dropped or taken."""
+    server = own_nats_server
+    async with two_on_their_own_connections(server, timeout=0.5, late={}) as (a, b):
+        held = (set(a.parts), set(b.parts))
+        a.moves.clear()
+        b.moves.clear()
+        server.kill()
+        await asyncio.sleep(OUTAGE)
+        await asyncio.to_thread(server.start)
+        await asyncio.sleep(TTL * 2)
+        assert a.moves == b.moves == []  # no "partitions lost ... judged silent"
+        assert (a.parts, b.parts) == held
+        assert a.leases.fresh() and b.leases.fresh()

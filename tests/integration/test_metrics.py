@@ -1,0 +1,227 @@
+"""Metrics from every service, scraped over HTTP from a real stack and parsed as Prometheus
+would: they move with a run, with a saturated pool, and with a NATS outage."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Callable
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from services.up import plan
+from shared.metrics import registry_for
+from shared.settings import Settings
+from tests.conftest import StackFactory
+from tests.integration.test_scheduler import MIN, Env, env  # noqa: F401  (env is a fixture)
+from tests.support.stack import REPO, Stack
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+SERVICES = ("orchestrator", "dispatcher", "gateway", "runner-0", "runner-1")
+
+
+def parse(text: str) -> Samples:
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+async def scrape(s: Stack, name: str) -> Samples:
+    url = f"http://127.0.0.1:{s.metrics_ports[name]}/metrics"
+    async with aiohttp.ClientSession() as http, http.get(url) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/plain; version=")
+        return parse(await resp.text())
+
+
+async def scrape_all(s: Stack) -> dict[str, Samples]:
+    return dict(zip(SERVICES, await asyncio.gather(*(scrape(s, n) for n in SERVICES)), strict=True))
+
+
+async def eventually(
+    s: Stack, check: Callable[[dict[str, Samples]], bool], timeout: float = 15.0
+) -> dict[str, Samples]:
+    """Scrape until ``check`` holds: a counter moves once the write it counts is stored,
+    a moment after the API shows it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = await scrape_all(s)
+        if check(got):
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"metrics did not get there: {got}")
+        await asyncio.sleep(0.1)
+
+
+def attempts(got: dict[str, Samples], outcome: str) -> float:
+    return sum(value(got[r], "heddle_attempts_total", outcome=outcome) for r in SERVICES[3:])
+
+
+async def test_every_service_metrics_move_with_runs_and_outages(stack: StackFactory) -> None:
+    s = await stack(runners=2, metrics=True)
+    before = await scrape_all(s)
+    steps = 5  # a diamond and a tail: A -> (B, C) -> D -> E
+    doc = {
+        "steps": [
+            {"id": "A", "command": "true"},
+            {"id": "B", "command": "sleep 0.2", "dependsOn": ["A"]},
+            {"id": "C", "command": "true", "dependsOn": ["A"]},
+            {"id": "D", "command": "true", "dependsOn": ["B", "C"]},
+            {"id": "E", "command": "true", "dependsOn": ["D"]},
+        ]
+    }
+    run = await s.wait_run(await s.submit(doc))
+    assert run["status"] == "succeeded"
+
+    def moved(got: dict[str, Samples]) -> bool:
+        o, b = got["orchestrator"], before["orchestrator"]
+        return (
+            value(o, "heddle_steps_total", state="succeeded")
+            - value(b, "heddle_steps_total", state="succeeded")
+            == steps
+            and value(o, "heddle_runs_total", status="succeeded")
+            - value(b, "heddle_runs_total", status="succeeded")
+            == 1
+            # The runner's answer of a short step travels with its outcome: the dispatcher
+            # may end its last lease just after the run ended.
+            and value(got["dispatcher"], "heddle_runners_busy") == 0
+        )
+
+    after = await eventually(s, moved)
+    o, b = after["orchestrator"], before["orchestrator"]
+    delta = {
+        state: value(o, "heddle_steps_total", state=state)
+        - value(b, "heddle_steps_total", state=state)
+        for state in ("pending", "queued", "succeeded", "failed")
+    }
+    # A, ready when the run is created, enters queued straight away, never pending.
+    assert delta == {"pending": steps - 1, "queued": steps, "succeeded": steps, "failed": 0}
+    assert (
+        value(o, "heddle_runs_total", status="running")
+        - value(b, "heddle_runs_total", status="running")
+        == 1
+    )
+    # Every attempt's duration and its wait for a runner, from the step records.
+    for name, labels in (
+        ("heddle_step_duration_seconds_count", {"outcome": "succeeded"}),
+        ("heddle_dispatch_latency_seconds_count", {}),
+    ):
+        assert value(o, name, **labels) - value(b, name, **labels) == steps, name
+    assert value(o, "heddle_step_duration_seconds_sum", outcome="succeeded") >= 0.2
+    assert value(o, "heddle_live_runs") == 0
+    assert ("heddle_waiting_runs", frozenset()) in o and value(o, "heddle_waiting_runs") == 0
+    assert attempts(after, "succeeded") - attempts(before, "succeeded") == steps
+    # The dispatcher's pool is the API's.
+    _, pool = await s.request("GET", "/api/runners")
+    d = after["dispatcher"]
+    assert value(d, "heddle_runners") == pool["total"] == 2
+    assert value(d, "heddle_runners_busy") == 0
+    assert value(d, "heddle_ready_waiting") == 0
+    # The gateway counts its requests, on its own port and on the API's /metrics alike.
+    gw = after["gateway"]
+    assert (
+        value(gw, "heddle_http_requests_total", method="GET", route="/api/runs/{run}", status="200")
+        >= 1
+    )
+    status, text = await s.request("GET", "/metrics")
+    assert status == 200
+    api = parse(text)
+    assert (
+        value(api, "heddle_http_requests_total", method="POST", route="/api/runs", status="201")
+        == 1
+    )
+    assert value(api, "heddle_http_request_seconds_count", route="/api/runs") == 1
+    # Each service shows its own metrics only, and the process's.
+    assert not any(k[0].startswith("heddle_steps") for k in gw)
+    assert not any(k[0].startswith("heddle_http") for k in o)
+    assert all(value(after[n], "process_cpu_seconds_total") > 0 for n in SERVICES)
+
+    # A saturated pool: two runners busy, two steps waiting for them.
+    busy_run = await s.submit({"steps": [{"id": f"s{i}", "command": "sleep 1"} for i in range(4)]})
+    await eventually(
+        s,
+        lambda got: (
+            value(got["dispatcher"], "heddle_runners_busy") == 2
+            and value(got["dispatcher"], "heddle_ready_waiting") == 2
+        ),
+    )
+    await s.wait_run(busy_run)
+
+    # A NATS outage: every service's connection comes back, and says so.
+    assert s.nats is not None
+    s.nats.kill()
+    s.start_nats()
+
+    def reconnected(got: dict[str, Samples]) -> bool:
+        return all(
+            value(got[n], "heddle_nats_reconnects_total", service=n.split("-")[0])
+            > value(before[n], "heddle_nats_reconnects_total", service=n.split("-")[0])
+            for n in SERVICES
+        )
+
+    await eventually(s, reconnected, timeout=30)
+
+
+def counted(kind: str) -> float:
+    sample = registry_for("orchestrator").get_sample_value(
+        "heddle_cron_slots_total", {"kind": kind}
+    )
+    return sample or 0.0
+
+
+async def test_cron_slots_fired_on_time_and_backfilled_after_downtime(env: Env) -> None:  # noqa: F811
+    await env.register()
+    sched = env.scheduler()
+    fired, backfilled = counted("fired"), counted("backfilled")
+    env.clock.advance(3 * MIN)
+    assert await sched.tick() == 3  # each due since the scheduler's last look: on time
+    assert (counted("fired") - fired, counted("backfilled") - backfilled) == (3, 0)
+    # A scheduler that starts after 10 minutes of nobody scheduling runs them late.
+    env.clock.advance(10 * MIN)
+    late = env.scheduler()
+    env.clock.advance(MIN)
+    assert await late.tick() == 11
+    assert (counted("fired") - fired, counted("backfilled") - backfilled) == (4, 10)
+
+
+def test_heddle_up_gives_each_process_its_own_metrics_port() -> None:
+    children = plan(Settings(metrics_port=9100), 2, {})
+    ports = {c.name: c.env.get("HEDDLE_METRICS_PORT") for c in children}
+    assert ports == {
+        "orchestrator": "9100",
+        "dispatcher": "9101",
+        "runner-0": "9103",
+        "runner-1": "9104",
+        "gateway": "9102",
+    }
+    assert all("HEDDLE_METRICS_PORT" not in c.env for c in plan(Settings(), 2, {}))
+
+
+def test_the_grafana_dashboard_uses_only_metrics_that_exist() -> None:
+    dashboard = json.loads((REPO / "deploy" / "grafana" / "heddle.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {m for e in exprs for m in re.findall(r"\bheddle_[a-z_]+", e)}
+    exposed = {
+        sample
+        for service in ("gateway", "orchestrator", "dispatcher", "runner")
+        for metric in registry_for(service).collect()
+        for sample in _names(metric.name, metric.type)
+    }
+    assert used and used <= exposed, used - exposed
+
+
+def _names(name: str, kind: str) -> set[str]:
+    if kind == "counter":
+        return {name + "_total"}
+    if kind == "histogram":
+        return {name + s for s in ("_bucket", "_sum", "_count")}
+    return {name}

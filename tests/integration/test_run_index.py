@@ -1,0 +1,141 @@
+"""services/gateway/run_index.py: the runs list's index, pure (RunList) and kept by a real
+nats-server's consumer (RunIndex): built from the records there, updated as they change,
+caught up to each request."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from nats.aio.client import Client
+
+from services.embedded_nats import EmbeddedNats
+from services.gateway.run_index import RunIndex, RunList
+from shared import names
+from shared.buckets import open_bucket
+from shared.contracts import RunRecord, encode
+from tests.support.stack import REPO
+
+
+def run(run_id: str, minute: int, status: str = "running") -> RunRecord:
+    return RunRecord(
+        run_id=run_id,
+        status=status,  # type: ignore[arg-type]
+        created_at=f"2026-11-30T08:{minute:02d}:00.000Z",
+        step_count=1,
+    )
+
+
+def ids(runs: list[RunRecord]) -> list[str]:
+    return [r.run_id for r in runs]
+
+
+def test_newest_first_by_creation_then_run_id() -> None:
+    runs = RunList()
+    for seq, rec in enumerate([run("b", 1), run("a", 1), run("c", 0), run("d", 2)], 1):
+        runs.put(seq, rec)
+    assert ids(runs.newest(10)) == ["d", "b", "a", "c"]
+    assert ids(runs.newest(2)) == ["d", "b"]
+    assert runs.total == 4 and runs.matching(None) == 4 and runs.matching("running") == 4
+
+
+def test_a_record_replaces_an_older_one_only() -> None:
+    runs = RunList()
+    runs.put(5, run("a", 1))
+    runs.put(9, run("a", 1, "succeeded"))
+    runs.put(7, run("a", 1, "failed"))  # stored before the one held: ignored
+    assert [r.status for r in runs.newest(10)] == ["succeeded"]
+    assert (runs.total, runs.matching("succeeded"), runs.matching("failed")) == (1, 1, 0)
+    assert runs.matching("running") == 0
+
+
+def test_status_filter_counts_and_removal() -> None:
+    runs = RunList()
+    runs.put(1, run("a", 1, "succeeded"))
+    runs.put(2, run("b", 2, "failed"))
+    runs.put(3, run("c", 3, "succeeded"))
+    assert ids(runs.newest(10, "succeeded")) == ["c", "a"]
+    assert ids(runs.newest(1, "succeeded")) == ["c"]
+    assert ids(runs.newest(10, "cancelled")) == []
+    runs.remove("c", 2)  # a deletion older than the record held: ignored
+    assert runs.total == 3
+    runs.remove("c", 4)
+    runs.remove("zzz", 5)  # unknown: nothing
+    assert ids(runs.newest(10)) == ["b", "a"] and runs.matching("succeeded") == 1
+
+
+@pytest.fixture
+def nc(heddle_nc: Client) -> Client:
+    return heddle_nc
+
+
+async def test_the_index_follows_the_records_and_is_caught_up_to_each_request(
+    nc: Client,
+) -> None:
+    js = nc.jetstream()
+    kv = await open_bucket(nc, js, names.RUNS_BUCKET)
+    for i in range(50):
+        await kv.put(names.run_key(f"old{i:02d}"), encode(run(f"old{i:02d}", i % 60)))
+    await kv.put(names.step_key("old00", "a"), b"{}")  # not a run record: not indexed
+    index = RunIndex(js, kv)
+    index.start()
+    try:
+        runs = await index.caught_up()
+        assert runs.total == 50 and ids(runs.newest(1)) == ["old49"]
+        # Written just before each request: in the answer, without waiting by the caller.
+        await kv.put(names.run_key("new"), encode(run("new", 59)))
+        assert ids((await index.caught_up()).newest(1)) == ["new"]
+        await kv.put(names.run_key("new"), encode(run("new", 59, "succeeded")))
+        runs = await index.caught_up()
+        assert runs.matching("succeeded") == 1 and runs.total == 51
+        await kv.delete(names.run_key("old49"))
+        await kv.purge(names.run_key("old48"))
+        runs = await index.caught_up()
+        assert runs.total == 49 and "old49" not in ids(runs.newest(100))
+        assert "old48" not in ids(runs.newest(100))
+    finally:
+        await index.stop()
+
+
+WRITER = """
+import asyncio, sys
+import nats
+from shared import names
+from shared.contracts import RunRecord, encode
+
+async def main():
+    nc = await nats.connect(sys.argv[1])
+    js = nc.jetstream()
+    acks = [
+        await js.publish_async(
+            names.kv_subject(names.RUNS_BUCKET, names.run_key(f"b{i:04d}")),
+            encode(RunRecord(run_id=f"b{i:04d}", status="running",
+                             created_at="2026-11-30T08:00:00.000Z", step_count=1)),
+        )
+        for i in range(1000)
+    ]
+    await asyncio.gather(*acks)
+    await nc.close()
+
+asyncio.run(main())
+"""
+
+
+async def test_a_burst_written_elsewhere_is_all_in_the_next_answer(
+    nc: Client, nats_server: EmbeddedNats
+) -> None:
+    js = nc.jetstream()
+    index = RunIndex(js, await open_bucket(nc, js, names.RUNS_BUCKET))
+    index.start()
+    try:
+        assert (await index.caught_up()).total == 0
+        # Another process writes them (as the orchestrator does) while this one's event
+        # loop is blocked: none of them has reached the index when the request comes.
+        subprocess.run(
+            [sys.executable, "-c", WRITER, nats_server.url], check=True, cwd=REPO, timeout=60
+        )
+        runs = await index.caught_up()
+        assert runs.total == 1000 and runs.matching("running") == 1000
+    finally:
+        await index.stop()

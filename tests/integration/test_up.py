@@ -1,0 +1,265 @@
+"""`heddle up`: the whole system from one command, and nothing left behind after it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bench.procfs import descendants, process_exists
+from services.cli import main as cli_main
+from services.embedded_nats import free_port
+from services.up import plan
+from shared.settings import Settings
+from tests.integration.test_e2e_basic import EXAMPLE
+from tests.integration.test_step_uids import own_step_uids
+from tests.support.stack import REPO
+
+
+@dataclass
+class Up:
+    proc: subprocess.Popen
+    port: int
+
+
+def start_up(
+    tmp_path: Path, data: Path, runners: int = 3, dispatchers: int = 1, orchestrators: int = 1
+) -> Up:
+    port, nats_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
+    env["PYTHONPATH"] = str(REPO)
+    # As root, each runner holds a step uid on this machine: a range of this worker's own.
+    env["HEDDLE_STEP_UIDS"] = own_step_uids()
+    argv = [sys.executable, "-m", "services.cli", "up", "--port", str(port)]
+    argv += ["--runners", str(runners), "--data-dir", str(data), "--nats-port", str(nats_port)]
+    argv += ["--dispatchers", str(dispatchers), "--orchestrators", str(orchestrators)]
+    proc = subprocess.Popen(
+        argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    return Up(proc, port)
+
+
+async def wait_http(url: str, token_file: Path, runners: int = 3, timeout: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while not token_file.exists():  # made by heddle up before anything starts
+        assert time.monotonic() < deadline, f"{token_file} not made"
+        await asyncio.sleep(0.05)
+    headers = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
+    async with aiohttp.ClientSession(headers=headers) as http:
+        while True:
+            try:
+                async with http.get(url) as resp:
+                    body = await resp.json()
+                    if resp.status == 200 and body.get("total") == runners:
+                        return body
+            except aiohttp.ClientError:
+                pass
+            assert time.monotonic() < deadline, f"{url} not ready"
+            await asyncio.sleep(0.1)
+
+
+async def test_up_serves_the_example_and_stops_cleanly(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    started = start_up(tmp_path, data)
+    up, port = started.proc, started.port
+    try:
+        pool = await wait_http(f"http://127.0.0.1:{port}/api/runners", data / "admin-token")
+        assert {r["name"] for r in pool["runners"]} == {"runner-0", "runner-1", "runner-2"}
+        children = descendants(up.pid)
+        assert len(children) >= 7  # nats, orchestrator, dispatcher, 3 runners, gateway
+        token = (data / "admin-token").read_text().strip()
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"http://127.0.0.1:{port}/api/runs", json=EXAMPLE) as resp:
+                assert resp.status == 401  # no token, no run
+            headers = {"Authorization": f"Bearer {token}"}
+            async with http.post(
+                f"http://127.0.0.1:{port}/api/runs", json=EXAMPLE, headers=headers
+            ) as resp:
+                assert resp.status == 201
+                run_id = (await resp.json())["runId"]
+            for _ in range(200):
+                async with http.get(
+                    f"http://127.0.0.1:{port}/api/runs/{run_id}", headers=headers
+                ) as resp:
+                    run = await resp.json()
+                if run["status"] != "running":
+                    break
+                await asyncio.sleep(0.05)
+        assert run["status"] == "succeeded"
+        assert (tmp_path / "data" / "nats").is_dir()  # the store is kept under --data-dir
+    finally:
+        up.send_signal(signal.SIGTERM)
+        out, _ = up.communicate(timeout=60)
+    assert up.returncode == 0, out.decode()[-3000:]
+    text = out.decode()
+    # Every service's output is prefixed with its name.
+    for name in ("orchestrator |", "dispatcher |", "runner-2 |", "gateway |", "heddle | stopped"):
+        assert name in text
+    assert not [pid for pid in children if process_exists(pid)]
+    # Its output is a pipe here, which others could read: where the token is, not the token
+    # (on a terminal, the page's address with it: tests/integration/test_up_files.py).
+    assert token not in text
+    assert f"API token: {data / 'admin-token'} (" in text
+    for secret in ("admin-token", "nats-users.json", "nats-auth.conf", "nats-context.json"):
+        assert (data / secret).stat().st_mode & 0o777 == 0o600, secret
+    assert data.stat().st_mode & 0o777 == 0o700  # the store's commands and records too
+
+
+async def test_up_says_up_once_a_submit_is_taken(tmp_path: Path) -> None:
+    """The `up:` line comes once the gateway answers: a submit sent on it is accepted, never
+    refused for a connection (the services start for a while after they are spawned)."""
+    data = tmp_path / "data"
+    started = start_up(tmp_path, data, runners=1)
+    up = started.proc
+    assert up.stdout is not None
+    lines: list[str] = []
+    try:
+        loop = asyncio.get_running_loop()
+        while not any(line.startswith("heddle | up: ") for line in lines[-1:]):
+            raw = await asyncio.wait_for(loop.run_in_executor(None, up.stdout.readline), 60)
+            assert raw, "heddle up ended before saying up:\n" + "".join(lines[-40:])
+            lines.append(raw.decode(errors="replace").lstrip())
+        headers = {"Authorization": f"Bearer {(data / 'admin-token').read_text().strip()}"}
+        async with aiohttp.ClientSession(headers=headers) as http:
+            url = f"http://127.0.0.1:{started.port}/api/runs"
+            async with http.post(url, json=EXAMPLE) as resp:
+                assert resp.status in (201, 202), await resp.text()
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.communicate(timeout=60)
+    assert up.returncode == 0
+    # The services' own start lines came before it: it waited for them.
+    assert any(line.startswith("gateway |") for line in lines)
+
+
+async def test_up_keeps_its_token_and_users_across_starts(tmp_path: Path) -> None:
+    """A second start on the same data dir reuses the admin token and the NATS users."""
+    data = tmp_path / "data"
+    seen = []
+    for _ in range(2):
+        up = start_up(tmp_path, data, runners=1)
+        try:
+            await wait_http(
+                f"http://127.0.0.1:{up.port}/api/runners", data / "admin-token", runners=1
+            )
+            seen.append(
+                ((data / "admin-token").read_text(), (data / "nats-users.json").read_text())
+            )
+        finally:
+            up.proc.send_signal(signal.SIGTERM)
+            out, _ = up.proc.communicate(timeout=60)
+        assert up.proc.returncode == 0, out.decode()[-3000:]
+    assert seen[0] == seen[1]
+
+
+def test_up_plans_several_dispatchers_each_named_as_the_one_dispatcher_user() -> None:
+    children = plan(Settings(metrics_port=9100), 2, {}, dispatchers=3)
+    dispatchers = [c for c in children if c.argv[-1] == "dispatcher"]
+    assert [c.name for c in dispatchers] == ["dispatcher", "dispatcher-1", "dispatcher-2"]
+    assert [c.env["HEDDLE_DISPATCHER_NAME"] for c in dispatchers] == [c.name for c in dispatchers]
+    # The first keeps its port; the others come after the runners'.
+    ports = [c.env["HEDDLE_METRICS_PORT"] for c in dispatchers]
+    assert ports == ["9101", "9105", "9106"]
+    assert len({c.env["HEDDLE_METRICS_PORT"] for c in children}) == len(children)
+
+
+def test_up_plans_several_orchestrators_each_named() -> None:
+    children = plan(Settings(metrics_port=9100), 2, {}, dispatchers=2, orchestrators=3)
+    orchestrators = [c for c in children if c.argv[-1] == "orchestrator"]
+    names = ["orchestrator", "orchestrator-1", "orchestrator-2"]
+    assert [c.name for c in orchestrators] == names
+    assert [c.env["HEDDLE_ORCHESTRATOR_NAME"] for c in orchestrators] == names
+    assert [c.env["HEDDLE_METRICS_PORT"] for c in orchestrators] == ["9100", "9106", "9107"]
+
+
+def test_up_refuses_more_orchestrators_than_partitions(capsys: pytest.CaptureFixture) -> None:
+    assert cli_main(["up", "--orchestrators", "13"]) == 2
+    assert "more than the 12 partitions" in capsys.readouterr().err
+    assert cli_main(["up", "--orchestrators", "0", "--runners", "0"]) == 2
+    assert "--runners and --orchestrators must be at least 1" in capsys.readouterr().err
+
+
+async def test_up_runs_several_dispatchers_and_orchestrators_that_share_the_work(
+    tmp_path: Path,
+) -> None:
+    """`heddle up --dispatchers 2 --orchestrators 2`: two dispatcher processes, each under
+    its own name, both giving out steps of one wide run, and two orchestrators, each holding
+    half the partitions and storing runs of its own."""
+    data = tmp_path / "data"
+    up = start_up(tmp_path, data, runners=2, dispatchers=2, orchestrators=2)
+    try:
+        await wait_http(f"http://127.0.0.1:{up.port}/api/runners", data / "admin-token", 2)
+        headers = {"Authorization": f"Bearer {(data / 'admin-token').read_text().strip()}"}
+        steps = [{"id": f"s{i}", "command": "sleep 0.05"} for i in range(40)]
+        base = f"http://127.0.0.1:{up.port}/api/runs"
+        async with aiohttp.ClientSession(headers=headers) as http:
+            for i in range(8):  # runs spread over both orchestrators' partitions
+                async with http.post(base, json={"runId": f"r{i}", "steps": steps[:2]}) as resp:
+                    assert resp.status == 201
+            async with http.post(base, json={"steps": steps}) as resp:
+                assert resp.status == 201
+                run_id = (await resp.json())["runId"]
+            for _ in range(600):
+                async with http.get(f"{base}/{run_id}") as resp:
+                    run = await resp.json()
+                if run["status"] != "running":
+                    break
+                await asyncio.sleep(0.05)
+        assert run["status"] == "succeeded"
+    finally:
+        up.proc.send_signal(signal.SIGTERM)
+        out, _ = up.proc.communicate(timeout=60)
+    text = out.decode()
+    assert up.proc.returncode == 0, text[-3000:]
+    assert "2 runners, 2 dispatchers, 2 orchestrators)" in text
+    for name in ("orchestrator", "orchestrator-1"):
+        lines = [x for x in text.splitlines() if x.lstrip().startswith(f"{name} | ")]
+        taken = [json.loads(x.split(" | ", 1)[1]) for x in lines if "partitions taken" in x]
+        assert sum(len(t["partitions"]) for t in taken) >= 6, name
+        assert any('"msg":"step"' in x for x in lines), name  # it moved runs on
+    for name in ("dispatcher", "dispatcher-1"):
+        lines = [x for x in text.splitlines() if x.lstrip().startswith(f"{name} | ")]
+        assert any('"msg":"dispatching"' in x and f'"dispatcher":"{name}"' in x for x in lines)
+        assert any('"msg":"assigned"' in x for x in lines), name
+
+
+async def test_up_refuses_a_busy_port(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
+        env["PYTHONPATH"] = str(REPO)
+        # As root, a runner's step uid is checked first: one no other test holds.
+        env["HEDDLE_STEP_UIDS"] = own_step_uids()
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "services.cli",
+                "up",
+                "--port",
+                str(free_port()),
+                "--nats-port",
+                str(port),
+                "--data-dir",
+                str(tmp_path / "d"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert done.returncode == 2
+    assert f"port {port} is already in use" in done.stderr

@@ -1,0 +1,2 @@
+"""The web page: served by a real stack and driven in headless Chromium (Playwright).
+`pytest -m web`."""
