@@ -4,7 +4,7 @@ where it needs one) and a factory for whole Heddle stacks."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,29 +15,7 @@ from nats.aio.client import Client
 from services.embedded_nats import EmbeddedNats, free_port
 from shared.resources import ensure_resources
 from shared.settings import Settings
-from tests.support.stack import Stack
-
-# Short intervals for every stack a test starts: nothing waits for the defaults.
-FAST = {
-    "HEDDLE_HEARTBEAT_INTERVAL": "0.2",
-    "HEDDLE_HEARTBEAT_GRACE": "3",
-    "HEDDLE_WATCHDOG_SCAN": "0.2",
-    "HEDDLE_REGISTRY_INTERVAL": "0.3",
-    "HEDDLE_REGISTRY_TTL": "2",
-    "HEDDLE_ASSIGN_TIMEOUT": "1",
-    "HEDDLE_READY_ACK_WAIT": "2",
-    "HEDDLE_KILL_GRACE": "1",
-    "HEDDLE_SHUTDOWN_GRACE": "3",
-    "HEDDLE_RETRY_BASE": "0.2",
-    "HEDDLE_RETRY_CAP": "2",
-    # A frozen broker's 503 after 3 s, not 10 (the cluster test keeps 10: a leader election).
-    "HEDDLE_NATS_TIMEOUT": "3",
-    # Steps run as the runner's own user: they read and write the tests' temporary files,
-    # which the step user could not reach (tests/integration/test_security.py runs them as nobody).
-    "HEDDLE_STEP_USER": "none",
-}
-
-StackFactory = Callable[..., Awaitable[Stack]]
+from tests.support.stack import FAST, Stack, StackFactory
 
 
 @pytest.fixture(scope="module")

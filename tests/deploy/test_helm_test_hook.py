@@ -15,8 +15,8 @@ from typing import Any
 import helm_python as helm
 import kubernetes_validate
 
-from tests.conftest import StackFactory
 from tests.support.chart_render import KUBE_VERSION, Manifest, render
+from tests.support.stack import StackFactory
 
 TOKEN_DIR = "/var/run/heddle/admin"
 

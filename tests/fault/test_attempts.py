@@ -14,11 +14,10 @@ import pytest
 from bench.procfs import group_members
 from shared.backoff import backoff_bounds
 from shared.timefmt import parse
-from tests.conftest import StackFactory
-from tests.support.stack import step_of
+from tests.support.stack import StackFactory, step_of
 
 pytestmark = pytest.mark.fault
-KILL_GRACE = 1.0  # tests/conftest.py FAST
+KILL_GRACE = 1.0  # FAST, tests/support/stack.py
 
 
 def counter_command(path: Path, succeed_at: int) -> str:

@@ -21,9 +21,8 @@ from typing import Any
 import pytest
 
 from shared.timefmt import parse
-from tests.conftest import StackFactory
 from tests.support import fake_kube as fk
-from tests.support.stack import Stack, step_of, until
+from tests.support.stack import Stack, StackFactory, step_of, until
 
 pytestmark = pytest.mark.fault
 

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import StackFactory
-from tests.fault.test_liveness import runs_per_attempt
-from tests.support.stack import Stack
+from tests.support.ledger import runs_per_attempt
+from tests.support.stack import Stack, StackFactory
 
 pytestmark = pytest.mark.fault
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import StackFactory
-from tests.support.stack import step_of, until
+from tests.support.stack import StackFactory, step_of, until
 
 pytestmark = pytest.mark.fault
 

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from shared import names
-from tests.conftest import StackFactory
-from tests.support.stack import freeze, step_of
+from tests.support.stack import StackFactory, freeze, step_of
 
 pytestmark = pytest.mark.fault
 

@@ -15,9 +15,8 @@ import pytest
 
 from shared import names
 from shared.contracts import AssignReply, encode
-from tests.conftest import StackFactory
-from tests.fault.test_lost_assignments import ready_once
-from tests.support.stack import freeze, step_of
+from tests.support.offers import ready_once
+from tests.support.stack import StackFactory, freeze, step_of
 
 pytestmark = pytest.mark.fault
 

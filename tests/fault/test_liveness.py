@@ -1,6 +1,6 @@
 """Liveness with real processes: dead, frozen, skewed and reconnecting runners.
 
-Intervals are shortened through settings (tests/conftest.py FAST): heartbeat every 0.2 s,
+Intervals are shortened through settings (FAST, tests/support/stack.py): heartbeat every 0.2 s,
 grace 3, watchdog scan 0.2 s.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from bench.procfs import descendants, group_members, process_exists
-from tests.conftest import StackFactory
-from tests.support.stack import Stack, step_of
+from tests.support.ledger import runs_per_attempt
+from tests.support.stack import Stack, StackFactory, step_of
 
 INTERVAL, GRACE, SCAN = 0.2, 3, 0.2
 pytestmark = pytest.mark.fault
@@ -236,15 +236,6 @@ def not_first_time(run: dict) -> list[tuple]:
         for st in run["steps"]
         if (st["status"], st["attempt"]) != ("succeeded", 1)
     ]
-
-
-def runs_per_attempt(ran: Path) -> dict[str, int]:
-    """``m<i>.<attempt>`` -> how many processes ran it."""
-    out: dict[str, int] = {}
-    for p in ran.iterdir():
-        key = p.name.rsplit(".", 1)[0]
-        out[key] = out.get(key, 0) + 1
-    return out
 
 
 async def test_orchestrator_killed_mid_fan_out_loses_and_repeats_nothing(

@@ -15,12 +15,11 @@ from nats.js.errors import NotFoundError
 
 from services.dispatcher.ready import ready_consumer
 from shared import names
-from shared.contracts import StepReady, encode
+from shared.contracts import encode
 from shared.settings import Settings
 from shared.streams import ensure_consumer
-from shared.timefmt import from_epoch
-from tests.conftest import StackFactory
-from tests.support.stack import Stack, step_of
+from tests.support.offers import ready_once
+from tests.support.stack import Stack, StackFactory, step_of
 
 pytestmark = pytest.mark.fault
 
@@ -39,19 +38,6 @@ async def take_ready_message(s: Stack, run_id: str, step_id: str) -> None:
         await msg.ack_sync()
     finally:
         await nc.close()
-
-
-def ready_once(run_id: str, ran: Path) -> StepReady:
-    """A ready message, as the orchestrator sends it, for a step that leaves a line in
-    ``ran`` each time it runs."""
-    return StepReady(
-        run_id=run_id,
-        step_id="s",
-        attempt=1,
-        command=f"echo once >> {ran}",
-        timeout_seconds=30,
-        ready_at=from_epoch(time.time()),
-    )
 
 
 async def test_a_queued_step_whose_assignment_was_lost_runs_once_and_the_run_ends(

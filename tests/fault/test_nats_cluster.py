@@ -28,8 +28,8 @@ from shared.errors import ResourceMismatch
 from shared.resources import ensure_resources
 from shared.settings import Settings
 from shared.streams import ensure_stream
-from tests.conftest import FAST
 from tests.support.stack import (
+    FAST,
     SUPERUSER,
     SUPERUSER_PASSWORD,
     TERMINAL_RUN,

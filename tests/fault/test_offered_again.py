@@ -13,8 +13,8 @@ import pytest
 
 from shared import names
 from shared.contracts import AssignReply, StepReady, encode
-from tests.conftest import StackFactory
-from tests.fault.test_lost_assignments import ready_once
+from tests.support.offers import ready_once
+from tests.support.stack import StackFactory
 
 pytestmark = pytest.mark.fault
 

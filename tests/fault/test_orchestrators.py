@@ -2,7 +2,7 @@
 three orchestrators share the partitions of the runs, and with two dispatchers beside them,
 each of the five is SIGKILLed mid-run in turn (and started again). Every run ends, every
 step succeeds on its first attempt, and no attempt runs in two processes (the ledger of
-tests/fault/test_dispatchers.py); a dead orchestrator's partitions are taken over by the others
+tests/support/ledger.py); a dead orchestrator's partitions are taken over by the others
 with the default lease."""
 
 from __future__ import annotations
@@ -20,14 +20,13 @@ from pathlib import Path
 import pytest
 
 from shared.partitions import partition_of
-from tests.conftest import StackFactory
-from tests.fault.test_dispatchers import LAYERS, RUNNERS, layered, read_ledger, until
-from tests.support.stack import Stack, frozen
+from tests.support.ledger import LAYERS, RUNNERS, layered, read_ledger
+from tests.support.partitions import PARTITIONS, balanced, held
+from tests.support.stack import Stack, StackFactory, frozen, until
 
 pytestmark = pytest.mark.fault
 
 ORCHESTRATORS = ("orchestrator", "orchestrator-1", "orchestrator-2")
-PARTITIONS = 12
 
 
 def lines(s: Stack, name: str, msg: str) -> list[dict]:
@@ -40,31 +39,6 @@ def lines(s: Stack, name: str, msg: str) -> list[dict]:
 
 def stamp(line: dict) -> float:
     return datetime.fromisoformat(line["ts"].replace("Z", "+00:00")).timestamp()
-
-
-def held(s: Stack, name: str) -> set[int]:
-    """The partitions ``name`` holds, by its own log (taken, less given or lost)."""
-    parts: set[int] = set()
-    for line in s.logs(name).splitlines():
-        if '"msg":"partitions ' not in line:
-            continue
-        entry = json.loads(line)
-        if entry["msg"] == "partitions taken":
-            parts |= set(entry["partitions"])
-        elif entry["msg"] in ("partitions given", "partitions lost"):
-            parts -= set(entry["partitions"])
-    return parts
-
-
-async def balanced(s: Stack, live: tuple[str, ...]) -> None:
-    """Until the live orchestrators hold every partition between them, evenly."""
-
-    def even() -> bool:
-        shares = [held(s, name) for name in live]
-        whole = set().union(*shares) == set(range(PARTITIONS))
-        return whole and max(map(len, shares)) - min(map(len, shares)) <= 1
-
-    await until(even, 30, f"partitions not shared: { {n: held(s, n) for n in live} }")
 
 
 async def kill_while_running(s: Stack, ledger: Path, victim: str, rng: random.Random) -> float:

@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import StackFactory
 from tests.support import fake_kube as fk
-from tests.support.stack import Stack, step_of
+from tests.support.stack import Stack, StackFactory, step_of
 
 pytestmark = pytest.mark.fault
 

@@ -14,8 +14,7 @@ import aiohttp
 import pytest
 
 from shared.service import Health
-from tests.conftest import StackFactory
-from tests.support.stack import Stack
+from tests.support.stack import Stack, StackFactory
 
 pytestmark = pytest.mark.fault
 

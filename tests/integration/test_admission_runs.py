@@ -15,11 +15,10 @@ import pytest
 
 from shared.partitions import partition_of
 from shared.timefmt import parse
-from tests.conftest import StackFactory
-from tests.fault.test_orchestrators import PARTITIONS, balanced, held
-from tests.integration.test_metrics import scrape, value
-from tests.integration.test_run_events import events
-from tests.support.stack import Stack, step_of
+from tests.support.metrics import scrape, value
+from tests.support.partitions import PARTITIONS, balanced, held
+from tests.support.run_events import events
+from tests.support.stack import Stack, StackFactory, step_of
 
 
 def one_step(command: str) -> dict[str, Any]:

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import StackFactory
-from tests.support.stack import Stack
+from tests.support.stack import Stack, StackFactory
 
 MAX_EXAMPLES = 25  # per operation and phase
 CHECKS = ",".join(

@@ -18,9 +18,8 @@ from bench.procfs import group_members
 from shared import names
 from shared.partitions import partition_of
 from shared.settings import Settings
-from tests.conftest import StackFactory
-from tests.integration.test_assign_answer import assign, one_runner
-from tests.support.stack import Stack, step_of
+from tests.support.offers import assign, one_runner
+from tests.support.stack import Stack, StackFactory, step_of
 
 
 async def heartbeats_stored(s: Stack) -> int:

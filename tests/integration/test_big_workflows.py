@@ -17,11 +17,10 @@ from services.gateway import run_steps
 from services.gateway.keys import RESOURCES
 from shared import names
 from shared.contracts import RunRecord, StepRecord, encode
-from tests.conftest import StackFactory
 from tests.support.gateway_apps import Gateway, call, root
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway
-from tests.support.stack import Stack
+from tests.support.stack import Stack, StackFactory
 
 
 def chain(n: int, pad: int = 0) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from shared.acked import AckedPublisher
 from shared.contracts import StepSpec, SubmitRun, step_record_decoder
 from shared.kv_reads import count_keys
 from shared.timefmt import from_epoch
-from tests.integration.test_group_commit import T0
+from tests.support.run_records import T0
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ import json
 import pytest
 
 from shared import names
-from tests.conftest import StackFactory
-from tests.support.stack import step_of
+from tests.support.stack import StackFactory, step_of
 
 # What a client that can reach a runner's cancel subject sends: the attempt's names, with no
 # ticket (all a cancel had before tickets) or a made-up one.

@@ -21,8 +21,8 @@ from services.cli import parser
 from services.client import documents, render, watch
 from services.client.commands import COMMANDS
 from services.embedded_nats import free_port
-from tests.conftest import StackFactory
-from tests.support.stack import REPO, Stack
+from tests.support.cli import env_of, heddle
+from tests.support.stack import REPO, StackFactory
 
 DEMO_YAML = """\
 # the README's demo, as YAML
@@ -59,29 +59,6 @@ steps:
   - {id: extract, command: echo extract}
   - {id: load, command: echo load, dependsOn: [extract]}
 """
-
-
-async def heddle(
-    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
-) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "services.cli",
-        *args,
-        cwd=REPO,
-        env={"PATH": "/usr/bin:/bin", **(env or {})},
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate(stdin.encode() if stdin is not None else None)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
-def env_of(s: Stack, token: str | None = None) -> dict[str, str]:
-    return {"HEDDLE_URL": s.base, "HEDDLE_TOKEN": token or s.admin_token}
 
 
 async def ok_json(*args: str, env: dict[str, str]) -> Any:

@@ -4,28 +4,19 @@ a pipe get the bytes the step wrote. The escaping itself is checked against `cat
 
 from __future__ import annotations
 
-import asyncio
-import fcntl
 import io
 import json
 import os
-import struct
 import subprocess
-import sys
-import termios
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from services.client import watch
 from services.client.terminal import for_output, visible
-from tests.conftest import StackFactory
-from tests.support.stack import REPO
+from tests.support.stack import StackFactory
+from tests.support.terminal import PWNED, RAW, SHOWN, heddle
 
-PWNED = r"\033]0;pwned\007\033]52;c;cHduZWQ=\007"  # a window title, then the clipboard
-RAW = b"\x1b]0;pwned\x07\x1b]52;c;cHduZWQ=\x07"
-SHOWN = b"^[]0;pwned^G^[]52;c;cHduZWQ=^G"
 TABLE = {
     "\x1b": "^[",
     "\x07": "^G",
@@ -100,65 +91,6 @@ def test_the_live_view_shows_a_reason_escaped() -> None:
 
 
 # ---- through a real stack ------------------------------------------------------------------
-
-
-def read_to_end(fd: int) -> bytes:
-    """Everything written to a pty's other end, until every writer has closed it."""
-    data = bytearray()
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:  # EIO: no process holds the terminal's end any more
-            break
-        if not chunk:
-            break
-        data += chunk
-    return bytes(data)
-
-
-def open_terminal(columns: int = 200) -> tuple[int, int]:
-    """A pseudo-terminal (master, slave), wide enough that no line of the tests wraps."""
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    return master, slave
-
-
-def cli_env(**more: str) -> dict[str, str]:
-    """No HEDDLE_* variable but those given; this checkout's code, whatever is installed."""
-    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), **more}
-
-
-async def heddle(
-    *args: str, terminal: bool, cwd: Path = REPO, env: dict[str, str] | None = None
-) -> tuple[int, bytes, str]:
-    """The CLI with its stdout on a pseudo-terminal, or on a pipe."""
-    master, slave = open_terminal() if terminal else (None, None)
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "services.cli",
-            *args,
-            cwd=cwd,
-            env=cli_env(**(env or {})),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=slave if terminal else asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-    finally:
-        if slave is not None:
-            os.close(slave)
-    if master is None:
-        out, err = await proc.communicate()
-    else:
-        try:
-            reading = asyncio.get_running_loop().run_in_executor(None, read_to_end, master)
-            _, err = await proc.communicate()
-            out = await reading
-        finally:
-            os.close(master)
-    assert proc.returncode is not None
-    return proc.returncode, out, err.decode()
 
 
 async def test_a_step_escape_sequences_reach_a_terminal_escaped(stack: StackFactory) -> None:

@@ -15,8 +15,7 @@ import pytest
 from shared import names
 from shared.contracts import AssignReply, CancelAttempt, StepFinished, StepReady, encode
 from shared.timefmt import from_epoch
-from tests.conftest import StackFactory
-from tests.support.stack import until
+from tests.support.stack import StackFactory, until
 
 RUNNER = "runner-0"
 

@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from services.gateway.origin import cross_origin_refusal, same_origin
-from tests.conftest import StackFactory
 from tests.support.gateway_apps import FLOW, Gateway, call, root
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway
-from tests.support.stack import REPO, Stack
+from tests.support.stack import REPO, Stack, StackFactory
 
 HOST = "127.0.0.1:8080"
 OWN = "http://127.0.0.1:8080"

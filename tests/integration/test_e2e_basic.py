@@ -13,18 +13,8 @@ from shared import names
 from shared.partitions import partition_of
 from shared.settings import Settings
 from shared.timefmt import parse
-from tests.conftest import StackFactory
-from tests.support.stack import step_of
-
-EXAMPLE = {
-    "name": "example",
-    "steps": [
-        {"id": "A", "command": "echo hello"},
-        {"id": "B", "command": "sleep 0.5", "dependsOn": ["A"]},
-        {"id": "C", "command": "sleep 0.5", "dependsOn": ["A"]},
-        {"id": "D", "command": "date", "dependsOn": ["B", "C"]},
-    ],
-}
+from tests.support.stack import StackFactory, step_of
+from tests.support.workflows import EXAMPLE
 
 
 async def test_example_runs_in_dependency_order(stack: StackFactory) -> None:

@@ -13,10 +13,10 @@ from services.embedded_nats import EmbeddedNats
 from shared import names
 from shared.buckets import open_bucket
 from shared.contracts import LogLine, encode
-from tests.integration.test_run_events import parse, records
 from tests.support.gateway_apps import Gateway, bearer, root
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway
+from tests.support.run_events import parse, records
 
 
 async def test_log_followers_leave_no_consumer_behind(

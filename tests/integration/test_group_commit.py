@@ -5,7 +5,6 @@ once, in its final state, with every transition still logged."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 
 import nats
@@ -21,29 +20,17 @@ from services.orchestrator.effects import EffectRunner
 from services.orchestrator.state import Policy, RunState
 from shared import names
 from shared.acked import AckedPublisher
-from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun, encode
+from shared.contracts import StepSpec, StepStarted, SubmitRun, encode
 from shared.resources import ensure_resources, stream_configs
 from shared.settings import Settings
 from shared.streams import ensure_stream
 from shared.timefmt import from_epoch
-
-T0 = 1_800_000_000.0
+from tests.support.run_records import T0, finished, record, writes
 
 
 @pytest.fixture
 def nc(heddle_nc: Client) -> Client:
     return heddle_nc
-
-
-async def writes(nc: Client) -> int:
-    """How many records heddle-runs has stored so far (its last sequence)."""
-    info = await nc.jetstream().stream_info(f"KV_{names.RUNS_BUCKET}")
-    return info.state.last_seq
-
-
-async def record(nc: Client, key: str) -> dict:
-    kv = await nc.jetstream().key_value(names.RUNS_BUCKET)
-    return json.loads((await kv.get(key)).value)
 
 
 async def new_run(nc: Client, steps: list[StepSpec]) -> RunActor:
@@ -58,18 +45,6 @@ async def new_run(nc: Client, steps: list[StepSpec]) -> RunActor:
 def started(step: str, runner: str = "r1") -> StepStarted:
     return StepStarted(
         run_id="gc", step_id=step, attempt=1, runner=runner, pid=42, started_at=from_epoch(T0)
-    )
-
-
-def finished(step: str, runner: str = "r1") -> StepFinished:
-    return StepFinished(
-        run_id="gc",
-        step_id=step,
-        attempt=1,
-        runner=runner,
-        outcome="succeeded",
-        finished_at=from_epoch(T0 + 1),
-        exit_code=0,
     )
 
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import StackFactory
-from tests.integration.test_metrics import scrape, value
-from tests.support.stack import step_of, until
+from tests.support.metrics import scrape, value
+from tests.support.stack import StackFactory, step_of, until
 
 
 def chain(n: int) -> dict:

@@ -21,7 +21,7 @@ from shared.resources import stream_configs
 from shared.settings import Settings
 from shared.streams import ensure_stream
 from shared.timefmt import from_epoch
-from tests.integration.test_group_commit import finished
+from tests.support.run_records import finished
 
 T0 = 1_800_000_000.0
 

@@ -36,8 +36,8 @@ from shared.acked import AckedPublisher
 from shared.contracts import MAX_CHUNK_LINES, LogLine, chunk_texts, encode, log_line_decoder
 from shared.resources import ensure_resources
 from shared.settings import Settings
-from tests.conftest import StackFactory
-from tests.integration.test_logs import all_lines, sse
+from tests.support.logs import all_lines, sse
+from tests.support.stack import StackFactory
 
 # ---- chunking, no I/O ----------------------------------------------------------------------
 

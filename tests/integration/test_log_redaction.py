@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.conftest import StackFactory
-from tests.support.stack import Stack
+from tests.support.stack import Stack, StackFactory
 
 LIMIT = 8190  # aiohttp's longest request line or header field
 

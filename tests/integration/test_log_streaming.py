@@ -13,9 +13,8 @@ from typing import Any
 
 import aiohttp
 
-from tests.conftest import StackFactory
-from tests.integration.test_logs import all_lines
-from tests.support.stack import Stack, freeze, step_of
+from tests.support.logs import all_lines
+from tests.support.stack import Stack, StackFactory, freeze, step_of
 
 
 def expected_doc(

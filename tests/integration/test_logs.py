@@ -5,12 +5,8 @@ test_log_chunks.py has the chunks themselves: cursors inside them, counts, tails
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections.abc import AsyncIterator
-from typing import Any
 
-import aiohttp
 import pytest
 
 from services.orchestrator.notes import transition_notes
@@ -18,41 +14,11 @@ from services.orchestrator.state import Policy, RunState
 from shared import names
 from shared.contracts import MAX_CHUNK_LINES, StepSpec, StepStarted, SubmitRun
 from shared.timefmt import from_epoch, parse
-from tests.conftest import StackFactory
-from tests.support.stack import Stack
+from tests.support.logs import all_lines, sse, step_doc, texts
+from tests.support.stack import StackFactory
 
 T0 = 1_700_000_000.0
 FIVE = "for i in 1 2 3 4 5; do echo line$i; sleep 0.2; done"
-
-
-async def sse(resp: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
-    """Server-sent events as dicts: event, id, data (decoded JSON)."""
-    event: dict[str, Any] = {}
-    async for raw in resp.content:
-        line = raw.decode().rstrip("\n")
-        if not line:
-            if "data" in event:
-                yield {"event": "message", **event, "data": json.loads(event["data"])}
-            event = {}
-        elif not line.startswith(":"):
-            field, _, value = line.partition(": ")
-            event[field] = value
-
-
-async def step_doc(s: Stack, run_id: str, step: str, query: str = "") -> dict[str, Any]:
-    status, body = await s.request("GET", f"/api/runs/{run_id}/steps/{step}{query}")
-    assert status == 200, (status, body)
-    return body
-
-
-async def all_lines(s: Stack, run_id: str, step: str, after: int = 0) -> list[dict[str, Any]]:
-    status, body = await s.request("GET", f"/api/runs/{run_id}/steps/{step}/logs?after={after}")
-    assert status == 200, (status, body)
-    return body["lines"]
-
-
-def texts(lines: list[dict[str, Any]], stream: str) -> list[str]:
-    return [x["text"] for x in lines if x["stream"] == stream]
 
 
 async def test_follower_sees_lines_live_then_the_end(stack: StackFactory) -> None:

@@ -9,38 +9,15 @@ import re
 import time
 from collections.abc import Callable
 
-import aiohttp
-from prometheus_client.parser import text_string_to_metric_families
-
 from services.up import plan
 from shared.metrics import registry_for
 from shared.settings import Settings
-from tests.conftest import StackFactory
-from tests.integration.test_scheduler import MIN, Env, env  # noqa: F401  (env is a fixture)
-from tests.support.stack import REPO, Stack
+from tests.support.metrics import Samples, parse, scrape, value
+from tests.support.scheduling import MIN, Env
+from tests.support.scheduling import env as env  # the fixture
+from tests.support.stack import REPO, Stack, StackFactory
 
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 SERVICES = ("orchestrator", "dispatcher", "gateway", "runner-0", "runner-1")
-
-
-def parse(text: str) -> Samples:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
-
-
-async def scrape(s: Stack, name: str) -> Samples:
-    url = f"http://127.0.0.1:{s.metrics_ports[name]}/metrics"
-    async with aiohttp.ClientSession() as http, http.get(url) as resp:
-        assert resp.status == 200
-        assert resp.headers["Content-Type"].startswith("text/plain; version=")
-        return parse(await resp.text())
 
 
 async def scrape_all(s: Stack) -> dict[str, Samples]:
@@ -178,7 +155,7 @@ def counted(kind: str) -> float:
     return sample or 0.0
 
 
-async def test_cron_slots_fired_on_time_and_backfilled_after_downtime(env: Env) -> None:  # noqa: F811
+async def test_cron_slots_fired_on_time_and_backfilled_after_downtime(env: Env) -> None:
     await env.register()
     sched = env.scheduler()
     fired, backfilled = counted("fired"), counted("backfilled")

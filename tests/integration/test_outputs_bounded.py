@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import StackFactory
 from tests.support.container_privileges import (
     container_runner_prefix,
     container_step_user,
     run_as_runner_container,
 )
-from tests.support.stack import Stack, step_of
+from tests.support.stack import Stack, StackFactory, step_of
 
 LIMIT = 65536
 WRITTEN = 200_000_000

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from shared.cron_plan import scheduled_run_id
 from shared.timefmt import rfc3339
-from tests.conftest import StackFactory
-from tests.support.stack import step_of
+from tests.support.stack import StackFactory, step_of
 
 SHOW = 'printf "%s|%s|%s|%s" "$HEDDLE_PARAM_REGION" "$HEDDLE_PARAM_START_DATE" "$GREETING" "$WHO"'
 

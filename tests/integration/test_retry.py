@@ -6,9 +6,8 @@ from pathlib import Path
 
 from shared.contracts import AttemptRecord, RunRecord, StepRecord
 from shared.retries import refusal, retry_command, retry_run_id
-from tests.conftest import StackFactory
-from tests.integration.test_cli import env_of, heddle
-from tests.support.stack import step_of
+from tests.support.cli import env_of, heddle
+from tests.support.stack import StackFactory, step_of
 
 
 def test_a_retry_carries_the_successes_and_runs_the_rest() -> None:

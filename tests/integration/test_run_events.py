@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +14,12 @@ from services.embedded_nats import EmbeddedNats
 from services.gateway.run_events import RunChanges
 from shared import names
 from shared.buckets import open_bucket
-from shared.contracts import RunRecord, StepRecord, encode
-from tests.conftest import StackFactory
+from shared.contracts import RunRecord, StepRecord
 from tests.support.gateway_apps import Gateway, bearer, root
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway
-from tests.support.stack import Stack
+from tests.support.run_events import Events, events, parse, records
+from tests.support.stack import StackFactory
 
 FLOW = {
     "steps": [
@@ -30,35 +28,6 @@ FLOW = {
         {"id": "c", "command": "true", "dependsOn": ["b"]},
     ]
 }
-
-
-Events = list[tuple[str, dict[str, Any]]]
-
-
-async def parse(
-    resp: aiohttp.ClientResponse, within: float, on_event: Callable[[Events], None]
-) -> Events:
-    """Every event of an answered stream, read until the server ends it; ``on_event`` sees
-    the list after each."""
-    assert resp.status == 200 and resp.content_type == "text/event-stream", resp.status
-    got: Events = []
-    kind = ""
-    async with asyncio.timeout(within):  # the stream must end by itself
-        async for raw in resp.content:
-            line = raw.decode().rstrip("\n")
-            if line.startswith("event: "):
-                kind = line[len("event: ") :]
-            elif line.startswith("data: "):
-                got.append((kind, json.loads(line[len("data: ") :])))
-                on_event(got)
-    return got
-
-
-async def events(s: Stack, run_id: str, within: float = 30.0, query: str = "") -> Events:
-    """Every event of the stream, read until the server ends it."""
-    session = await s.http()
-    async with session.get(f"{s.base}/api/runs/{run_id}/events{query}") as resp:
-        return await parse(resp, within, lambda _: None)
 
 
 def last_states(got: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
@@ -164,25 +133,6 @@ async def read_events(
 
     async with session.get(url, headers=bearer(token)) as resp:
         return await parse(resp, 30, note)
-
-
-def records(run_id: str, step: str, run: str) -> dict[str, bytes]:
-    """A one-step run's records as the orchestrator writes them."""
-    done = None if run == "running" else "2026-01-01T00:00:00Z"
-    return {
-        names.step_key(run_id, "a"): encode(
-            StepRecord(id="a", command="true", status=step, attempt=1)  # type: ignore[arg-type]
-        ),
-        names.run_key(run_id): encode(
-            RunRecord(
-                run_id=run_id,
-                status=run,  # type: ignore[arg-type]
-                created_at="2026-01-01T00:00:00Z",
-                step_count=1,
-                finished_at=done,
-            )
-        ),
-    }
 
 
 async def test_many_followed_runs_cost_the_server_no_consumer(

@@ -10,13 +10,12 @@ import sys
 import uuid
 from pathlib import Path
 
-from tests.conftest import StackFactory
 from tests.support.container_privileges import (
     container_runner_prefix,
     container_step_user,
     run_as_runner_container,
 )
-from tests.support.stack import step_of, until
+from tests.support.stack import StackFactory, step_of, until
 
 REPO = Path(__file__).resolve().parents[2]
 

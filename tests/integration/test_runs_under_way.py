@@ -14,8 +14,7 @@ from shared.resources import ensure_resources
 from shared.settings import Settings
 from shared.streams import ensure_consumer
 from shared.timefmt import parse
-from tests.conftest import StackFactory
-from tests.support.stack import step_of
+from tests.support.stack import StackFactory, step_of
 
 FANOUT = 6
 

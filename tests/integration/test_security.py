@@ -24,10 +24,9 @@ from shared.contracts import Heartbeat, StepFinished, StepSpec, SubmitRun, encod
 from shared.resources import ensure_resources
 from shared.settings import Settings
 from shared.timefmt import now_rfc3339
-from tests.conftest import StackFactory
 from tests.support import nats_clients
 from tests.support.nats_clients import LoggedIn
-from tests.support.stack import Stack, step_of
+from tests.support.stack import Stack, StackFactory, step_of
 
 # Run as a step's command: try NATS with no credentials.
 CONNECTS = """

@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from tests.conftest import StackFactory
-from tests.support.stack import Stack
+from tests.support.stack import Stack, StackFactory
 
 BOUND = 30.0  # seconds: far above any timeout set here; reaching it fails the test
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 import time
 
 from shared import names
-from tests.conftest import StackFactory
-from tests.integration.test_logs import all_lines, texts
-from tests.support.stack import Stack
+from tests.support.logs import all_lines, texts
+from tests.support.stack import Stack, StackFactory
 
 
 async def stored_events(s: Stack, run_id: str, step_id: str, kind: str) -> int:

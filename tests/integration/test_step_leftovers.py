@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import StackFactory
-from tests.integration.test_step_uids import own_step_uids, shared_dir
 from tests.support.container_privileges import container_runner_prefix
-from tests.support.stack import Stack, step_of, until
+from tests.support.stack import Stack, StackFactory, step_of, until
+from tests.support.step_uids import own_step_uids, shared_dir
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="steps change uid only under root")
 

@@ -26,29 +26,11 @@ from services.runner_agent.isolation import (
 )
 from shared.errors import SettingsError
 from shared.settings import Settings, step_uid_range
-from tests.conftest import StackFactory
 from tests.support.container_privileges import container_runner_prefix
-from tests.support.stack import REPO, step_of, until
+from tests.support.stack import REPO, StackFactory, step_of, until
+from tests.support.step_uids import AS_ROOT, own_step_uids, shared_dir
 
-AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="steps change uid only under root")
 DEFAULT = range(60600, 61100)
-
-
-def own_step_uids() -> str:
-    """HEDDLE_STEP_UIDS for a test's runners: ten uids per xdist worker, above the default
-    range and below systemd's dynamic users (61184-65519), so no other process has them."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-    first = 61100 + 10 * (int(worker) if worker.isdigit() else 0)
-    assert first + 9 < 61184, "more xdist workers than test step uids"
-    return f"{first}-{first + 9}"
-
-
-def shared_dir() -> Path:
-    """A directory every step uid may write to (sticky: none removes another's files)."""
-    path = Path("/tmp") / f"heddle-test-{uuid.uuid4().hex}"
-    path.mkdir()
-    path.chmod(0o1777)
-    return path
 
 
 # --- the range and the choice (pure) -------------------------------------------------------------

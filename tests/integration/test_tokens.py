@@ -20,7 +20,7 @@ from shared.tokens import (
     token_record_decoder,
     token_text_problem,
 )
-from tests.integration.test_cli import heddle
+from tests.support.cli import heddle
 from tests.support.gateway_apps import Gateway, call, make_token, root, status_becomes
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,9 +19,10 @@ from services.cli import main as cli_main
 from services.embedded_nats import free_port
 from services.up import plan
 from shared.settings import Settings
-from tests.integration.test_e2e_basic import EXAMPLE
-from tests.integration.test_step_uids import own_step_uids
 from tests.support.stack import REPO
+from tests.support.step_uids import own_step_uids
+from tests.support.up import wait_http
+from tests.support.workflows import EXAMPLE
 
 
 @dataclass
@@ -46,25 +46,6 @@ def start_up(
         argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     return Up(proc, port)
-
-
-async def wait_http(url: str, token_file: Path, runners: int = 3, timeout: float = 30.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while not token_file.exists():  # made by heddle up before anything starts
-        assert time.monotonic() < deadline, f"{token_file} not made"
-        await asyncio.sleep(0.05)
-    headers = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
-    async with aiohttp.ClientSession(headers=headers) as http:
-        while True:
-            try:
-                async with http.get(url) as resp:
-                    body = await resp.json()
-                    if resp.status == 200 and body.get("total") == runners:
-                        return body
-            except aiohttp.ClientError:
-                pass
-            assert time.monotonic() < deadline, f"{url} not ready"
-            await asyncio.sleep(0.1)
 
 
 async def test_up_serves_the_example_and_stops_cleanly(tmp_path: Path) -> None:

@@ -28,10 +28,9 @@ import aiohttp
 import pytest
 
 from services.embedded_nats import free_port
-from tests.conftest import FAST
-from tests.integration.test_step_uids import AS_ROOT, own_step_uids, shared_dir
-from tests.integration.test_up import wait_http
-from tests.support.stack import REPO, TERMINAL_RUN, step_of, until
+from tests.support.stack import FAST, REPO, TERMINAL_RUN, step_of, until
+from tests.support.step_uids import AS_ROOT, own_step_uids, shared_dir
+from tests.support.up import wait_http
 
 pytestmark = AS_ROOT
 

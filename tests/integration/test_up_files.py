@@ -24,9 +24,9 @@ from pathlib import Path
 
 from services.embedded_nats import free_port
 from services.supervisor import Child, Supervisor
-from tests.integration.test_cli_terminal import PWNED, RAW, SHOWN, heddle, open_terminal
-from tests.integration.test_step_uids import own_step_uids
 from tests.support.stack import REPO
+from tests.support.step_uids import own_step_uids
+from tests.support.terminal import PWNED, RAW, SHOWN, heddle, open_terminal
 
 FLOW = {"steps": [{"id": "a", "command": "echo hello"}, {"id": "b", "command": "echo bye"}]}
 

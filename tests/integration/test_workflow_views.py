@@ -9,8 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from services.gateway.grid import FinishedStates
-from tests.conftest import StackFactory
-from tests.support.stack import Stack
+from tests.support.stack import Stack, StackFactory
 
 WORKFLOW = {
     "name": "paged",

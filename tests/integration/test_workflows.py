@@ -18,11 +18,10 @@ from shared import names
 from shared.buckets import open_bucket
 from shared.contracts import RunSummary, encode
 from shared.kv_reads import read_current
-from tests.conftest import StackFactory
 from tests.support.gateway_apps import Gateway, call, root
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway
-from tests.support.stack import TERMINAL_RUN, Stack
+from tests.support.stack import TERMINAL_RUN, Stack, StackFactory
 
 V1 = {"name": "etl", "steps": [{"id": "A", "command": "echo one"}]}
 V2 = {

@@ -16,7 +16,7 @@ from shared import names
 from shared.acked import AckedPublisher
 from shared.contracts import StepSpec, SubmitRun
 from shared.timefmt import from_epoch
-from tests.integration.test_group_commit import T0, finished, record, writes
+from tests.support.run_records import T0, finished, record, writes
 
 
 class Lease:

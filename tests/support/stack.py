@@ -7,7 +7,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -313,3 +313,27 @@ async def until(check: Callable[[], bool], timeout: float, what: str) -> None:
     while not check():
         assert time.monotonic() < deadline, what
         await asyncio.sleep(0.02)
+
+
+# Short intervals for every stack a test starts: nothing waits for the defaults.
+FAST = {
+    "HEDDLE_HEARTBEAT_INTERVAL": "0.2",
+    "HEDDLE_HEARTBEAT_GRACE": "3",
+    "HEDDLE_WATCHDOG_SCAN": "0.2",
+    "HEDDLE_REGISTRY_INTERVAL": "0.3",
+    "HEDDLE_REGISTRY_TTL": "2",
+    "HEDDLE_ASSIGN_TIMEOUT": "1",
+    "HEDDLE_READY_ACK_WAIT": "2",
+    "HEDDLE_KILL_GRACE": "1",
+    "HEDDLE_SHUTDOWN_GRACE": "3",
+    "HEDDLE_RETRY_BASE": "0.2",
+    "HEDDLE_RETRY_CAP": "2",
+    # A frozen broker's 503 after 3 s, not 10 (the cluster test keeps 10: a leader election).
+    "HEDDLE_NATS_TIMEOUT": "3",
+    # Steps run as the runner's own user: they read and write the tests' temporary files,
+    # which the step user could not reach (tests/integration/test_security.py runs them as nobody).
+    "HEDDLE_STEP_USER": "none",
+}
+
+
+StackFactory = Callable[..., Awaitable[Stack]]

@@ -7,28 +7,26 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlparse
 
 import pytest
 from aiohttp.test_utils import TestClient
 from multidict import CIMultiDict
-from playwright.async_api import Browser, Locator, Page, async_playwright, expect
+from playwright.async_api import Browser, Locator, Page, expect
 
-from tests.conftest import StackFactory
 from tests.support.gateway_apps import Gateway
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway
-from tests.support.stack import REPO, Stack
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-WAIT = 30_000  # ms: how long the browser waits for a condition before failing
-SHOTS = REPO / "test-results" / "web"  # screenshots of each browser test (ignored by git)
-
+from tests.support.stack import Stack, StackFactory
+from tests.support.web_page import (
+    WAIT,
+    document_reads,
+    open_page,
+    shot,
+    with_token,
+)
 
 # ---- HTTP ---------------------------------------------------------------------------------
 
@@ -166,36 +164,6 @@ async def test_runs_list(stack: StackFactory) -> None:
 
 
 # ---- a real browser -----------------------------------------------------------------------
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail("the browser tests need Chromium: make test-tools (apt-get install chromium)")
-    async with async_playwright() as p:
-        b = await p.chromium.launch(executable_path=CHROMIUM, headless=True)
-        yield b
-        await b.close()
-
-
-def with_token(s: Stack, path: str, token: str | None = None) -> str:
-    """The page's URL with ``?token=`` (the admin's by default) before its fragment."""
-    page, _, fragment = path.partition("#")
-    url = f"{s.base}{page}?{urlencode({'token': token or s.admin_token})}"
-    return url + (f"#{fragment}" if fragment else "")
-
-
-async def open_page(browser: Browser, url: str, errors: list[str]) -> Page:
-    page = await browser.new_page()
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    await page.goto(url)
-    return page
-
-
-async def shot(page: Page, name: str, full_page: bool = True) -> None:
-    """A screenshot of the page as it is, as test-results/web/<name>.png."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=SHOTS / f"{name}.png", full_page=full_page)
 
 
 async def submit_in_page(page: Page, doc: dict[str, Any] | str) -> None:
@@ -364,20 +332,6 @@ async def test_browser_token_prompt_and_address(stack: StackFactory, browser: Br
 
 def wait_loop(path: str) -> str:
     return f"while [ ! -e '{path}' ]; do sleep 0.05; done"
-
-
-def document_reads(page: Page, run_id: str) -> list[str]:
-    """Every GET of the run's document the page sends, from now on (not its event stream)."""
-    reads: list[str] = []
-    page.on(
-        "request",
-        lambda r: (
-            reads.append(r.url)
-            if r.method == "GET" and urlparse(r.url).path == f"/api/runs/{run_id}"
-            else None
-        ),
-    )
-    return reads
 
 
 @pytest.mark.timeout(240)

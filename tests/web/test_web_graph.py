@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from tests.conftest import StackFactory
-from tests.web.test_web import WAIT, document_reads, shot, with_token
-from tests.web.test_web import browser as browser  # the fixture
+from tests.support.stack import StackFactory
+from tests.support.web_page import WAIT, document_reads, shot, with_token
 
 LAYERS, WIDTH = 50, 100  # 4,999 steps after the gate: 50 layers of 100 (the last of 99)
 STEPS = 5000

@@ -16,10 +16,8 @@ from playwright.async_api import Browser, Locator, expect
 
 from shared import names
 from shared.contracts import RunnerPod, encode
-from tests.conftest import StackFactory
-from tests.support.stack import Stack
-from tests.web.test_web import WAIT, open_page, shot, with_token
-from tests.web.test_web import browser as browser  # the fixture
+from tests.support.stack import Stack, StackFactory
+from tests.support.web_page import WAIT, open_page, shot, with_token
 
 EVERY_MINUTE = "* * * * *"
 

@@ -15,7 +15,7 @@ from services.orchestrator.decisions import Enqueue, PersistRun, PersistStep
 from services.orchestrator.state import RunState
 from shared.contracts import AttemptRecord, RunRecord, StepSpec, SubmitRun
 from shared.timefmt import from_epoch
-from tests.unit.orchestrator.test_state_machine import POLICY, RUN, T0, finished, started
+from tests.support.run_states import POLICY, RUN, T0, finished, started
 
 DIAMOND = [("a", []), ("b", ["a"]), ("c", ["a"]), ("d", ["b", "c"])]
 

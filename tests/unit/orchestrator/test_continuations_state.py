@@ -20,7 +20,7 @@ from services.orchestrator.decisions import (
 from services.orchestrator.state import RunState
 from shared.contracts import StepFinished, step_record_decoder
 from shared.timefmt import from_epoch
-from tests.unit.orchestrator.test_state_machine import POLICY, RUN, T0, cancel, make, started
+from tests.support.run_states import POLICY, RUN, T0, cancel, make, started
 
 CONTINUING = dataclasses.replace(POLICY, handoff=True, continuations=True)
 LINE = "abcdefg"  # a -> b -> ... -> g

@@ -12,7 +12,7 @@ import pytest
 from services.orchestrator.decisions import AwaitHandoff, Enqueue, PersistStep
 from services.orchestrator.state import RunState
 from shared.contracts import RunRecord, StepRecord, step_record_decoder
-from tests.unit.orchestrator.test_state_machine import POLICY, T0, cancel, finished, lost, make
+from tests.support.run_states import POLICY, T0, cancel, finished, lost, make
 
 HANDOFF = dataclasses.replace(POLICY, handoff=True)
 CHAIN = [("a", [], 0), ("b", ["a"], 1)]
