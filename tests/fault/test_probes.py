@@ -13,7 +13,6 @@ import time
 import aiohttp
 import pytest
 
-from shared.service import Health
 from tests.support.stack import Stack, StackFactory
 
 pytestmark = pytest.mark.fault
@@ -81,30 +80,3 @@ async def test_not_ready_while_nats_is_away(stack: StackFactory) -> None:
     s.nats.start()
     for name in SERVICES:
         await until(s, name, "/readyz", 200, timeout=30)
-
-
-class _Conn:
-    def __init__(self, connected: bool) -> None:
-        self.is_connected = connected
-
-
-class _Service:
-    def __init__(self, nc: object | None) -> None:
-        self.nc = nc
-
-
-@pytest.mark.parametrize(
-    ("started", "stopping", "nc", "expected"),
-    [
-        (False, False, _Conn(True), (False, "starting")),
-        (True, False, _Conn(True), (True, "ready")),
-        (True, False, _Conn(False), (False, "NATS disconnected")),
-        (True, False, None, (True, "ready")),
-        (True, True, _Conn(True), (False, "stopping")),
-        (False, True, _Conn(False), (False, "stopping")),
-    ],
-)
-def test_health(started: bool, stopping: bool, nc: object, expected: tuple[bool, str]) -> None:
-    health = Health(_Service(nc))
-    health.started, health.stopping = started, stopping
-    assert health.ready() == expected

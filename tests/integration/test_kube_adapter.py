@@ -206,20 +206,6 @@ async def test_stop_ends_a_watch_blocked_in_a_read(api: fk.FakeKube, tmp_path: P
     assert not [t for t in threading.enumerate() if t.name == "kube-pods" and t.is_alive()]
 
 
-def test_in_cluster_needs_the_service_host_and_a_token() -> None:
-    assert not kube.in_cluster({})
-    # The host alone is not enough: this machine mounts no service-account token.
-    assert (
-        kube.in_cluster({"KUBERNETES_SERVICE_HOST": "10.96.0.1"})
-        == (kube.SERVICE_ACCOUNT_DIR / "token").exists()
-    )
-
-
-def test_no_configuration_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(kube.KubeError, match="no Kubernetes configuration"):
-        kube.connect(str(tmp_path / "missing"))
-
-
 async def test_a_statefulsets_scale_is_read_and_patched(api: fk.FakeKube, tmp_path: Path) -> None:
     api.statefulsets = {"runner-0": 1, "runner-1": 0}
     seen: list[tuple[str, int, int]] = []

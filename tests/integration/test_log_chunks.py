@@ -2,14 +2,13 @@
 reader still sees lines: cursors inside a chunk, exact counts with the orchestrator's notes
 anywhere, tails that read about N lines, ``after`` and ``Last-Event-ID`` mid-chunk.
 
-The chunking itself is tested without I/O; the publisher and the reader against a real
-nats-server (the same connection publishes the runner's messages and the notes, so their
-order in the stream is known); the HTTP API through a whole stack."""
+The publisher and the reader against a real nats-server (the same connection publishes the
+runner's messages and the notes, so their order in the stream is known); the HTTP API through
+a whole stack. The chunking itself, without I/O: tests/unit/runner_agent/test_log_chunks.py."""
 
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,88 +18,19 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from services.embedded_nats import EmbeddedNats
-from services.gateway import log_lines, log_tail
+from services.gateway import log_tail
 from services.gateway.log_index import attempt_messages
 from services.gateway.log_lines import CURSOR_SPAN
 from services.gateway.log_reader import read_lines
 from services.gateway.log_tail import read_attempt
-from services.runner_agent.chunks import (
-    chunk,
-    cut_long_lines,
-    has_long_line,
-    split_long,
-)
 from services.runner_agent.output import MSG_HEADER, LogPublisher
 from shared import names
 from shared.acked import AckedPublisher
-from shared.contracts import MAX_CHUNK_LINES, LogLine, chunk_texts, encode, log_line_decoder
+from shared.contracts import MAX_CHUNK_LINES, LogLine, encode
 from shared.resources import ensure_resources
 from shared.settings import Settings
 from tests.support.logs import all_lines, sse
 from tests.support.stack import StackFactory
-
-# ---- chunking, no I/O ----------------------------------------------------------------------
-
-
-def line_by_line(block: bytes, limit: int) -> list[str]:
-    """Each line cut into pieces and decoded on its own, as the runner once did."""
-    out: list[str] = []
-    for raw in block.split(b"\n"):
-        out.extend(piece.decode("utf-8", errors="replace") for piece in split_long(raw, limit))
-    return out
-
-
-def test_a_chunk_reads_as_its_lines_decoded_one_by_one() -> None:
-    rng = random.Random(7)
-    pieces = [b"a", b"bc", b"\n", b"\n", b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80"]
-    pieces += [b"\xff", b"\xc3", b"\x80", b"\xe2\x82", b'"', b"\\", b"\t", b"\r", b"\x00"]
-    for _ in range(3000):
-        block = b"".join(rng.choice(pieces) for _ in range(rng.randrange(0, 60)))
-        limit = rng.choice([4, 5, 7, 16, 64])
-        cut = cut_long_lines(block, limit)
-        assert chunk_texts(cut) == line_by_line(block, limit), (block, limit)
-        longest = max(map(len, block.split(b"\n")))
-        assert has_long_line(block, limit) == (longest > limit), (block, limit)
-        assert (cut is block) == (longest <= limit)  # nothing to cut: the bytes as they are
-    # Lines of exactly the limit stay whole; one byte more is split between characters.
-    assert chunk_texts(cut_long_lines(b"abcd\nefgh", 4)) == ["abcd", "efgh"]
-    cut = cut_long_lines(b"abcde\n\xc3\xa9\xc3\xa9\xc3\xa9", 4)
-    assert chunk_texts(cut) == ["abcd", "e", "éé", "é"]
-    assert chunk_texts(b"ok \xff\xfe!\n") == ["ok \ufffd\ufffd!", ""]
-
-
-def test_chunks_are_slices_of_the_bytes_within_both_caps() -> None:
-    rng = random.Random(11)
-    for _ in range(300):
-        lines = [
-            "ab 0{}"[: rng.choice([0, 1, 3, 6])] * rng.choice([1, 1, 1, 7, 50])
-            for _ in range(rng.randrange(1, 3000))
-        ]
-        block = "\n".join(lines).encode()
-        max_lines = rng.choice([1, 2, 7, 1000])
-        max_bytes = rng.choice([40, 3000, 8000, 64 * 1024])
-        chunks = chunk(block, max_lines, max_bytes)
-        assert b"\n".join(body for body, _ in chunks) == block
-        assert [n for _, n in chunks] == [len(chunk_texts(body)) for body, _ in chunks]
-        assert all(n <= max_lines for _, n in chunks)
-        assert all(len(body) <= max_bytes for body, n in chunks if n > 1)
-    # Short lines: chunks of MAX_CHUNK_LINES lines at most, and not many fewer.
-    block = "\n".join(str(i) for i in range(MAX_CHUNK_LINES * 5 // 2)).encode()
-    sizes = [n for _, n in chunk(block)]
-    assert len(sizes) == 3 and sum(sizes) == MAX_CHUNK_LINES * 5 // 2
-    assert max(sizes) == MAX_CHUNK_LINES
-    # 64 KiB at most: 1,000 lines of 100 bytes take two chunks; a longer line is one alone.
-    wide = b"\n".join([b"y" * 100] * 1000)
-    assert [n for _, n in chunk(wide)] == [648, 352]
-    huge = b"z" * 70_000
-    assert chunk(b"a\nb\n" + huge + b"\nc") == [(b"a\nb", 2), (huge, 1), (b"c", 1)]
-    # An empty line is a line.
-    assert chunk(b"") == [(b"", 1)] and chunk_texts(b"") == [""]
-    # A note: JSON, one line or several.
-    assert log_line_decoder.decode(encode(LogLine(stream="heddle", seq=0, text="x"))).texts() == [
-        "x"
-    ]
-
 
 # ---- publisher and reader against a real nats-server --------------------------------------
 
@@ -370,11 +300,3 @@ async def test_http_cursors_tails_and_counts_over_chunks(stack: StackFactory) ->
             assert group["lines"] == mine[-tail:]
     notes = [x["text"] for x in every if x["attempt"] == 1 and x["stream"] == "heddle"]
     assert notes[-1].startswith("retrying") and notes[-2] == "failed: exit code 1"
-
-
-def test_cursor_span_fits_a_chunk() -> None:
-    from shared.contracts import MAX_CHUNK_LINES
-
-    assert MAX_CHUNK_LINES < CURSOR_SPAN
-    assert log_lines.start_of(0) == 0 and log_lines.start_of(CURSOR_SPAN - 1) == 1
-    assert log_lines.start_of(5 * CURSOR_SPAN + 3) == 5

@@ -9,11 +9,9 @@ import time
 
 import pytest
 
-from services.orchestrator.notes import transition_notes
-from services.orchestrator.state import Policy, RunState
 from shared import names
-from shared.contracts import MAX_CHUNK_LINES, StepSpec, StepStarted, SubmitRun
-from shared.timefmt import from_epoch, parse
+from shared.contracts import MAX_CHUNK_LINES
+from shared.timefmt import parse
 from tests.support.logs import all_lines, sse, step_doc, texts
 from tests.support.stack import StackFactory
 
@@ -244,40 +242,3 @@ async def test_retention_expired_logs_still_read(stack: StackFactory) -> None:
     status, body = await s.request("GET", f"/api/runs/{run_id}/steps/hi/logs")
     assert (status, body["lines"], body["logsExpired"]) == (200, [], True)
     assert (await s.run(run_id))["status"] == "succeeded"
-
-
-def test_transition_notes_from_the_state_machine() -> None:
-    """The notes the orchestrator derives from a batch of effects (no I/O)."""
-    cmd = SubmitRun(
-        run_id="r",
-        submitted_at=from_epoch(T0),
-        steps=[
-            StepSpec(id="a", command="x"),
-            StepSpec(id="b", command="x"),
-            StepSpec(id="c", command="x", depends_on=["a"]),
-        ],
-    )
-    state, _ = RunState.new(cmd, Policy(), T0)
-    for step in "ab":
-        state.on_started(
-            StepStarted(
-                run_id="r",
-                step_id=step,
-                attempt=1,
-                runner=f"r{step}",
-                ticket=state.steps[step].ticket,
-                pid=1,
-                started_at=from_epoch(T0),
-            ),
-            T0,
-        )
-    silent = state.on_silent("a", 1, "runner ra silent for 3.1 s", T0 + 5)
-    assert [(n.step_id, n.attempt, n.text) for n in transition_notes(silent)] == [
-        ("a", 1, "killed by the watchdog: runner ra silent for 3.1 s"),
-        ("a", 1, "failed: runner ra silent for 3.1 s (attempt 1 of 1, none left)"),
-        ("c", 0, "skipped because step a failed"),
-    ]
-    cancel = state.cancel(T0 + 6)
-    assert [(n.step_id, n.attempt, n.text) for n in transition_notes(cancel)] == [
-        ("b", 1, "cancel requested: asking runner rb to kill attempt 1")
-    ]

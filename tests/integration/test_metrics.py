@@ -1,21 +1,18 @@
 """Metrics from every service, scraped over HTTP from a real stack and parsed as Prometheus
-would: they move with a run, with a saturated pool, and with a NATS outage."""
+would: they move with a run, with a saturated pool, and with a NATS outage; and the cron
+scheduler's, on a driven clock. The dashboard's metrics: tests/unit/shared/test_metrics.py."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import time
 from collections.abc import Callable
 
-from services.up import plan
 from shared.metrics import registry_for
-from shared.settings import Settings
 from tests.support.metrics import Samples, parse, scrape, value
 from tests.support.scheduling import MIN, Env
 from tests.support.scheduling import env as env  # the fixture
-from tests.support.stack import REPO, Stack, StackFactory
+from tests.support.stack import Stack, StackFactory
 
 SERVICES = ("orchestrator", "dispatcher", "gateway", "runner-0", "runner-1")
 
@@ -168,37 +165,3 @@ async def test_cron_slots_fired_on_time_and_backfilled_after_downtime(env: Env) 
     env.clock.advance(MIN)
     assert await late.tick() == 11
     assert (counted("fired") - fired, counted("backfilled") - backfilled) == (4, 10)
-
-
-def test_heddle_up_gives_each_process_its_own_metrics_port() -> None:
-    children = plan(Settings(metrics_port=9100), 2, {})
-    ports = {c.name: c.env.get("HEDDLE_METRICS_PORT") for c in children}
-    assert ports == {
-        "orchestrator": "9100",
-        "dispatcher": "9101",
-        "runner-0": "9103",
-        "runner-1": "9104",
-        "gateway": "9102",
-    }
-    assert all("HEDDLE_METRICS_PORT" not in c.env for c in plan(Settings(), 2, {}))
-
-
-def test_the_grafana_dashboard_uses_only_metrics_that_exist() -> None:
-    dashboard = json.loads((REPO / "deploy" / "grafana" / "heddle.json").read_text())
-    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
-    used = {m for e in exprs for m in re.findall(r"\bheddle_[a-z_]+", e)}
-    exposed = {
-        sample
-        for service in ("gateway", "orchestrator", "dispatcher", "runner")
-        for metric in registry_for(service).collect()
-        for sample in _names(metric.name, metric.type)
-    }
-    assert used and used <= exposed, used - exposed
-
-
-def _names(name: str, kind: str) -> set[str]:
-    if kind == "counter":
-        return {name + "_total"}
-    if kind == "histogram":
-        return {name + s for s in ("_bucket", "_sum", "_count")}
-    return {name}

@@ -1,6 +1,6 @@
-"""services/gateway/run_index.py: the runs list's index, pure (RunList) and kept by a real
-nats-server's consumer (RunIndex): built from the records there, updated as they change,
-caught up to each request."""
+"""services/gateway/run_index.py: the runs list's index kept by a real nats-server's consumer
+(RunIndex): built from the records there, updated as they change, caught up to each request.
+The index itself (RunList), without I/O: tests/unit/gateway/test_run_index.py."""
 
 from __future__ import annotations
 
@@ -11,11 +11,16 @@ import pytest
 from nats.aio.client import Client
 
 from services.embedded_nats import EmbeddedNats
-from services.gateway.run_index import RunIndex, RunList
+from services.gateway.run_index import RunIndex
 from shared import names
 from shared.buckets import open_bucket
 from shared.contracts import RunRecord, encode
 from tests.support.stack import REPO
+
+
+@pytest.fixture
+def nc(heddle_nc: Client) -> Client:
+    return heddle_nc
 
 
 def run(run_id: str, minute: int, status: str = "running") -> RunRecord:
@@ -29,45 +34,6 @@ def run(run_id: str, minute: int, status: str = "running") -> RunRecord:
 
 def ids(runs: list[RunRecord]) -> list[str]:
     return [r.run_id for r in runs]
-
-
-def test_newest_first_by_creation_then_run_id() -> None:
-    runs = RunList()
-    for seq, rec in enumerate([run("b", 1), run("a", 1), run("c", 0), run("d", 2)], 1):
-        runs.put(seq, rec)
-    assert ids(runs.newest(10)) == ["d", "b", "a", "c"]
-    assert ids(runs.newest(2)) == ["d", "b"]
-    assert runs.total == 4 and runs.matching(None) == 4 and runs.matching("running") == 4
-
-
-def test_a_record_replaces_an_older_one_only() -> None:
-    runs = RunList()
-    runs.put(5, run("a", 1))
-    runs.put(9, run("a", 1, "succeeded"))
-    runs.put(7, run("a", 1, "failed"))  # stored before the one held: ignored
-    assert [r.status for r in runs.newest(10)] == ["succeeded"]
-    assert (runs.total, runs.matching("succeeded"), runs.matching("failed")) == (1, 1, 0)
-    assert runs.matching("running") == 0
-
-
-def test_status_filter_counts_and_removal() -> None:
-    runs = RunList()
-    runs.put(1, run("a", 1, "succeeded"))
-    runs.put(2, run("b", 2, "failed"))
-    runs.put(3, run("c", 3, "succeeded"))
-    assert ids(runs.newest(10, "succeeded")) == ["c", "a"]
-    assert ids(runs.newest(1, "succeeded")) == ["c"]
-    assert ids(runs.newest(10, "cancelled")) == []
-    runs.remove("c", 2)  # a deletion older than the record held: ignored
-    assert runs.total == 3
-    runs.remove("c", 4)
-    runs.remove("zzz", 5)  # unknown: nothing
-    assert ids(runs.newest(10)) == ["b", "a"] and runs.matching("succeeded") == 1
-
-
-@pytest.fixture
-def nc(heddle_nc: Client) -> Client:
-    return heddle_nc
 
 
 async def test_the_index_follows_the_records_and_is_caught_up_to_each_request(

@@ -12,36 +12,11 @@ from nats.aio.client import Client
 
 from shared import names
 from shared.errors import TokenFileError
-from shared.tokens import (
-    allows,
-    new_token,
-    parse_token_request,
-    token_hash,
-    token_record_decoder,
-    token_text_problem,
-)
+from shared.tokens import new_token, token_hash, token_record_decoder
 from tests.support.cli import heddle
 from tests.support.gateway_apps import Gateway, call, make_token, root, status_becomes
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway
-
-# ---- the pure parts ------------------------------------------------------------------------
-
-
-def test_roles_tokens_and_requests() -> None:
-    assert [allows("operator", r) for r in ("viewer", "operator", "admin")] == [True, True, False]
-    token = new_token()
-    assert token.startswith("hdl_") and len(token) == 47 and new_token() != token
-    assert len(token_hash(token)) == 64 and token_hash(token) == token_hash(token)
-    assert token_text_problem(token) is None
-    for text, words in (("", "empty"), ("a b" * 10, "spaces"), ("x" * 15, "shorter")):
-        assert words in (token_text_problem(text) or ""), text
-    assert parse_token_request({"name": "ci", "role": "viewer"}) == ("ci", "viewer")
-    problems = parse_token_request({"role": "root", "extra": 1})
-    assert isinstance(problems, list)
-    assert [p.path for p in problems] == ["extra", "name", "role"]
-    assert [p.path for p in parse_token_request([])] == [""]  # type: ignore[union-attr]
-
 
 # ---- tokens ------------------------------------------------------------------------------
 

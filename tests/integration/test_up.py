@@ -12,13 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-import pytest
 
 from bench.procfs import descendants, process_exists
-from services.cli import main as cli_main
 from services.embedded_nats import free_port
-from services.up import plan
-from shared.settings import Settings
 from tests.support.stack import REPO
 from tests.support.step_uids import own_step_uids
 from tests.support.up import wait_http
@@ -140,33 +136,6 @@ async def test_up_keeps_its_token_and_users_across_starts(tmp_path: Path) -> Non
             out, _ = up.proc.communicate(timeout=60)
         assert up.proc.returncode == 0, out.decode()[-3000:]
     assert seen[0] == seen[1]
-
-
-def test_up_plans_several_dispatchers_each_named_as_the_one_dispatcher_user() -> None:
-    children = plan(Settings(metrics_port=9100), 2, {}, dispatchers=3)
-    dispatchers = [c for c in children if c.argv[-1] == "dispatcher"]
-    assert [c.name for c in dispatchers] == ["dispatcher", "dispatcher-1", "dispatcher-2"]
-    assert [c.env["HEDDLE_DISPATCHER_NAME"] for c in dispatchers] == [c.name for c in dispatchers]
-    # The first keeps its port; the others come after the runners'.
-    ports = [c.env["HEDDLE_METRICS_PORT"] for c in dispatchers]
-    assert ports == ["9101", "9105", "9106"]
-    assert len({c.env["HEDDLE_METRICS_PORT"] for c in children}) == len(children)
-
-
-def test_up_plans_several_orchestrators_each_named() -> None:
-    children = plan(Settings(metrics_port=9100), 2, {}, dispatchers=2, orchestrators=3)
-    orchestrators = [c for c in children if c.argv[-1] == "orchestrator"]
-    names = ["orchestrator", "orchestrator-1", "orchestrator-2"]
-    assert [c.name for c in orchestrators] == names
-    assert [c.env["HEDDLE_ORCHESTRATOR_NAME"] for c in orchestrators] == names
-    assert [c.env["HEDDLE_METRICS_PORT"] for c in orchestrators] == ["9100", "9106", "9107"]
-
-
-def test_up_refuses_more_orchestrators_than_partitions(capsys: pytest.CaptureFixture) -> None:
-    assert cli_main(["up", "--orchestrators", "13"]) == 2
-    assert "more than the 12 partitions" in capsys.readouterr().err
-    assert cli_main(["up", "--orchestrators", "0", "--runners", "0"]) == 2
-    assert "--runners and --orchestrators must be at least 1" in capsys.readouterr().err
 
 
 async def test_up_runs_several_dispatchers_and_orchestrators_that_share_the_work(

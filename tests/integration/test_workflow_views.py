@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from services.gateway.grid import FinishedStates
 from tests.support.stack import Stack, StackFactory
 
 WORKFLOW = {
@@ -138,16 +137,3 @@ async def test_a_busy_runner_shows_since_when_it_holds_its_step(stack: StackFact
     assert (busy["runId"], busy["stepId"], busy["attempt"]) == (run_id, "long", 1)
     assert busy["heldSince"] == step["startedAt"]
     assert (await s.request("POST", f"/api/runs/{run_id}/cancel"))[0] == 202
-
-
-def test_finished_states_are_kept_by_steps_least_recently_used_first() -> None:
-    kept = FinishedStates(cells=5)
-    kept.put(("a", "t1"), {"x": "succeeded", "y": "failed"})
-    kept.put(("b", "t1"), {"x": "succeeded", "y": "succeeded"})
-    assert kept.get(("a", "t1")) == {"x": "succeeded", "y": "failed"}  # a is now the newest
-    kept.put(("c", "t1"), {"x": "skipped", "y": "skipped"})  # 6 steps: b goes
-    assert kept.get(("b", "t1")) is None
-    assert kept.get(("a", "t1")) is not None and kept.get(("c", "t1")) is not None
-    assert kept.get(("a", "t2")) is None  # the same id, created again: another run
-    kept.put(("huge", "t1"), {str(i): "succeeded" for i in range(6)})  # more than it holds
-    assert kept.get(("huge", "t1")) is None and kept.get(("c", "t1")) is not None

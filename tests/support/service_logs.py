@@ -1,0 +1,25 @@
+"""What a service logs, captured as the JSON lines it writes to stderr."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from shared.service import _EventStream
+
+
+@pytest.fixture
+def logged(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], list[dict]]]:
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+
+    def lines() -> list[dict]:
+        return [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+
+    yield lines
+    root.handlers[:], _ = saved
+    root.setLevel(saved[1])
+    _EventStream.handler = None

@@ -1,0 +1,94 @@
+"""The OpenAPI document (services/gateway/openapi.py): it describes every route the gateway's
+app has and nothing else, every operation says who may call it, its schemas are the types the
+gateway decodes, and every example body is one the gateway accepts. Served:
+tests/integration/test_openapi.py; the live API fuzzed against it:
+tests/integration/test_api_fuzz.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from services.gateway.api_routes import OPERATIONS
+from services.gateway.app import create_app
+from services.gateway.auth import ROUTE_ROLES
+from services.gateway.openapi import document
+from shared.settings import Settings
+from shared.tokens import parse_token_request
+from shared.validation import Limits, parse_run_request, parse_workflow
+
+METHODS = {"get", "post", "patch", "put", "delete"}
+
+
+def served_routes() -> set[tuple[str, str]]:
+    app = create_app(Settings())
+    return {
+        (route.method, route.resource.canonical)
+        for route in app.router.routes()
+        if route.method != "HEAD" and route.resource is not None
+    }
+
+
+def described(doc: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(m.upper(), path) for path, ops in doc["paths"].items() for m in ops if m in METHODS}
+
+
+def test_every_route_is_described_and_nothing_else() -> None:
+    doc = document()
+    assert described(doc) == served_routes()
+    assert described(doc) == set(ROUTE_ROLES)
+
+
+def test_each_operation_names_its_auth_and_every_answer() -> None:
+    doc = document()
+    assert doc["openapi"] == "3.1.0"
+    ids = [op["operationId"] for ops in doc["paths"].values() for op in ops.values()]
+    assert len(ids) == len(set(ids))
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            role = ROUTE_ROLES[method.upper(), path]
+            assert op["security"] == ([] if role is None else [{"bearer": []}]), path
+            answers = op["responses"]
+            if role is not None:
+                assert {"401", "403"} <= set(answers), (method, path)
+            if "requestBody" in op:
+                assert {"400", "413", "415", "408"} <= set(answers), (method, path)
+            for status, answer in answers.items():
+                if int(status) >= 400:  # every error has the one error shape
+                    ref = answer.get("$ref") or answer["content"]["application/json"]["schema"]
+                    assert "ErrorDoc" in str(ref) or "E" + status in str(ref), (path, status)
+
+
+def test_schemas_come_from_the_types_the_gateway_decodes() -> None:
+    schemas = document()["components"]["schemas"]
+    step = schemas["StepSpec"]
+    assert {"id", "command"} <= set(step["required"])
+    assert set(step["properties"]) >= {"id", "command", "dependsOn", "retries", "timeoutSeconds"}
+    run = schemas["RunDocument"]
+    assert set(run["required"]) == set(run["properties"])  # every field in every answer
+    # Every $ref points at a schema that exists.
+    refs = {
+        r.rsplit("/", 1)[-1] for r in _refs(document()) if r.startswith("#/components/schemas/")
+    }
+    assert refs <= set(schemas)
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return found + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+def test_every_example_body_is_one_the_gateway_accepts() -> None:
+    examples = {op.operation_id: op for op in OPERATIONS if op.example is not None}
+    assert {"createRun", "registerWorkflow", "createToken"} <= set(examples)
+    for op in examples.values():
+        assert op.body is not None
+        msgspec.convert(op.example, op.body)  # raises if it does not fit the schema's type
+    parse_run_request(examples["createRun"].example, Limits())
+    parse_workflow(examples["registerWorkflow"].example, Limits(), name_required=True)
+    assert isinstance(parse_token_request(examples["createToken"].example), tuple)

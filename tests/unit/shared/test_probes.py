@@ -1,0 +1,36 @@
+"""What a service's readiness probe answers (shared/service.py, Health), without I/O: starting,
+ready, cut off from NATS, stopping. The probes asked of real processes, frozen and cut off:
+tests/fault/test_probes.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.service import Health
+
+
+class _Conn:
+    def __init__(self, connected: bool) -> None:
+        self.is_connected = connected
+
+
+class _Service:
+    def __init__(self, nc: object | None) -> None:
+        self.nc = nc
+
+
+@pytest.mark.parametrize(
+    ("started", "stopping", "nc", "expected"),
+    [
+        (False, False, _Conn(True), (False, "starting")),
+        (True, False, _Conn(True), (True, "ready")),
+        (True, False, _Conn(False), (False, "NATS disconnected")),
+        (True, False, None, (True, "ready")),
+        (True, True, _Conn(True), (False, "stopping")),
+        (False, True, _Conn(False), (False, "stopping")),
+    ],
+)
+def test_health(started: bool, stopping: bool, nc: object, expected: tuple[bool, str]) -> None:
+    health = Health(_Service(nc))
+    health.started, health.stopping = started, stopping
+    assert health.ready() == expected
