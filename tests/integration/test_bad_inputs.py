@@ -1,5 +1,6 @@
-"""Bad inputs (issue 16) get a JSON 4xx naming the problem, never a 500, through gateway
-apps on aiohttp's TestServer over a real nats-server (tests/support/gateway_apps.py)."""
+"""Bad input over HTTP (issue 16): the right status, a JSON 4xx naming every problem, never a
+500, and nothing stored; through gateway apps on aiohttp's TestServer over a real nats-server
+(tests/support/gateway_apps.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import nats
 import pytest
 from aiohttp.test_utils import TestClient
 
@@ -22,6 +24,7 @@ from shared import names
 from shared.contracts import SubmitRun, encode
 from shared.documents import INLINE_MAX
 from shared.json_depth import MAX_JSON_DEPTH
+from shared.settings import Settings
 from shared.timefmt import now_rfc3339
 from shared.validation import Limits, parse_run_request
 from tests.support.gateway_apps import FLOW, Gateway, bearer, call, root
@@ -58,6 +61,108 @@ async def post_json(gw: TestClient, path: str, token: str, doc: Any) -> Any:
 
 def problem_paths(body: dict[str, Any]) -> list[str]:
     return [p["path"] for p in body.get("problems", [])]
+
+
+def step(i: str, cmd: str = "true", deps: list[str] | None = None) -> dict:
+    return {"id": i, "command": cmd, "dependsOn": deps or []}
+
+
+BAD_WORKFLOWS = [
+    ({"steps": [step("a"), step("a")]}, "steps[1].id", "duplicate"),
+    ({"steps": [step("a", deps=["ghost"])]}, "steps[0].dependsOn[0]", "ghost"),
+    ({"steps": [step("a", deps=["a"])]}, "steps[0].dependsOn[0]", "itself"),
+    (
+        {"steps": [step("a", deps=["b"]), step("b", deps=["a"])]},
+        "steps[0].dependsOn",
+        "a -> b -> a",
+    ),
+    ({"steps": [step("bad id!")]}, "steps[0].id", "must match"),
+    ({"steps": []}, "steps", "at least one"),
+    ({"steps": [step("a", "x" * 20000)]}, "steps[0].command", "limit"),
+    ({"steps": [{**step("a"), "retries": -1}]}, "steps[0].retries", "retries"),
+    ({"steps": [{**step("a"), "timeoutSeconds": 0}]}, "steps[0].timeoutSeconds", "timeoutSeconds"),
+    ({"steps": [{**step("a"), "colour": "red"}]}, "steps[0].colour", "unknown field"),
+    ({"steps": [step("a")], "extra": 1}, "extra", "unknown field"),
+    ({"runId": "no/slash", "steps": [step("a")]}, "runId", "must match"),
+    ({"steps": [step("a")], "schedule": "not cron"}, "schedule", "5 fields"),
+    ({"steps": [step("a")], "timezone": "Mars/Olympus"}, "timezone", "unknown timezone"),
+]
+
+
+class Client:
+    """Requests as the admin, answered as (status, decoded body)."""
+
+    def __init__(self, gw: TestClient, admin_file: Path) -> None:
+        self.gw, self.token = gw, root(admin_file)
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        return await call(self.gw, method, path, self.token, **kwargs)
+
+
+async def test_bad_workflows_are_rejected_with_every_problem(
+    gateway: Gateway, admin_file: Path, nats_server: EmbeddedNats
+) -> None:
+    s = Client(await gateway(max_steps=50), admin_file)
+    for doc, path, words in BAD_WORKFLOWS:
+        status, body = await s.request("POST", "/api/runs", json=doc)
+        assert status == 400, (doc, body)
+        assert body["error"] == "invalid workflow"
+        assert any(p["path"] == path and words in p["message"] for p in body["problems"]), body
+    # Several problems at once are all listed.
+    status, body = await s.request(
+        "POST",
+        "/api/runs",
+        json={"steps": [step("a"), step("a"), step("b", deps=["nope"]), {"id": 7, "command": "x"}]},
+    )
+    assert status == 400
+    assert {p["path"] for p in body["problems"]} >= {
+        "steps[1].id",
+        "steps[2].dependsOn[0]",
+        "steps[3].id",
+    }
+    # More steps than the limit.
+    status, body = await s.request(
+        "POST", "/api/runs", json={"steps": [step(f"s{i}") for i in range(51)]}
+    )
+    assert status == 400 and "limit is 50" in body["problems"][0]["message"]
+    # Malformed JSON, wrong content type, oversized body, bad path id, unknown route.
+    status, body = await s.request(
+        "POST", "/api/runs", data=b"{nope", headers={"Content-Type": "application/json"}
+    )
+    assert status == 400 and "malformed JSON" in body["error"]
+    status, body = await s.request(
+        "POST", "/api/runs", data=b"steps", headers={"Content-Type": "text/plain"}
+    )
+    assert status == 415 and "application/json" in body["error"]
+    status, body = await s.request(
+        "POST",
+        "/api/runs",
+        data=io.BytesIO(b"[" + b" " * Settings().max_body_bytes + b"]"),
+        headers={"Content-Type": "application/json"},
+    )
+    assert status == 413 and "too large" in body["error"]
+    status, body = await s.request("GET", "/api/runs/bad%20id")
+    assert status == 400 and body["problems"][0]["path"] == "run"
+    status, body = await s.request("GET", "/api/runs/unknown")
+    assert status == 404 and "unknown" in body["error"]
+    status, body = await s.request("DELETE", "/api/runs/x")
+    assert status == 405
+    # Nothing was stored for any rejected request: no command reached the stream.
+    nc = await nats.connect(nats_server.url)
+    try:
+        info = await nc.jetstream().stream_info(names.CMD_STREAM)
+        assert info.state.messages == 0
+    finally:
+        await nc.close()
+
+
+@pytest.mark.parametrize("body", [b"[]", b'"steps"', b"null"])
+async def test_non_object_bodies(gateway: Gateway, admin_file: Path, body: bytes) -> None:
+    s = Client(await gateway(), admin_file)
+    status, doc = await s.request(
+        "POST", "/api/runs", data=body, headers={"Content-Type": "application/json"}
+    )
+    assert status == 400 and doc["problems"][0]["message"] == "the body must be a JSON object"
 
 
 async def test_json_nested_1000_deep_is_400_on_every_body_route(
