@@ -8,7 +8,7 @@ PORT ?= 8080
 # so two share two cores well. TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: install test-tools up test test-containers lint format bench bench-full clean
+.PHONY: install test-tools up test test-unit test-containers lint format bench bench-full clean
 
 $(BIN)/heddle: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test: install test-tools  ## install, then run the whole test suite
 	$(BIN)/ruff check shared services tests bench
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=15
+
+# The pure tests alone (tests/unit: no server, no process, no network), in one process.
+test-unit: install  ## install, then run the pure tests alone (seconds)
+	$(BIN)/python -m pytest -q tests/unit
 
 # Heddle in a real container engine (tests/containers): a Docker engine (started here as root
 # where none runs, stopped after), the image on a base made offline where no registry answers,

@@ -1,5 +1,7 @@
 """Shared fixtures: a real nats-server (one per session, cleaned for each test; a test's own
-where it needs one) and a factory for whole Heddle stacks."""
+where it needs one) and a factory for whole Heddle stacks; and each test marked with its kind,
+the folder it is in (tests/unit, integration, fault, deploy, web), so `-m unit` selects the
+pure tests and `-m "not fault"` leaves out the ones that kill processes."""
 
 from __future__ import annotations
 
@@ -16,6 +18,17 @@ from services.embedded_nats import EmbeddedNats, free_port
 from shared.resources import ensure_resources
 from shared.settings import Settings
 from tests.support.stack import FAST, Stack, StackFactory
+
+TESTS = Path(__file__).parent
+# A test's kind is the folder of tests/ it is in; each is a marker of pyproject.toml.
+KINDS = ("unit", "integration", "fault", "deploy", "web")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = item.path.relative_to(TESTS).parts[0] if item.path.is_relative_to(TESTS) else ""
+        if folder in KINDS:
+            item.add_marker(folder)
 
 
 @pytest.fixture(scope="module")

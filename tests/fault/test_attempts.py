@@ -16,7 +16,6 @@ from shared.backoff import backoff_bounds
 from shared.timefmt import parse
 from tests.support.stack import StackFactory, step_of
 
-pytestmark = pytest.mark.fault
 KILL_GRACE = 1.0  # FAST, tests/support/stack.py
 
 

@@ -24,8 +24,6 @@ from shared.timefmt import parse
 from tests.support import fake_kube as fk
 from tests.support.stack import Stack, StackFactory, step_of, until
 
-pytestmark = pytest.mark.fault
-
 RUNNERS = [f"runner-{i}" for i in range(4)]
 SCALING = {
     "HEDDLE_AUTOSCALE": "on",

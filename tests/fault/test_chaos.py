@@ -22,8 +22,6 @@ import pytest
 from tests.support.ledger import runs_per_attempt
 from tests.support.stack import Stack, StackFactory
 
-pytestmark = pytest.mark.fault
-
 LAYERS, WIDTH, KILLS = 5, 40, 12
 CHAINS = 3  # the first columns are chains (docs/architecture.md, "Continuing a chain")
 SERVICES = ["orchestrator", "dispatcher", "gateway"] + [f"runner-{i}" for i in range(4)]

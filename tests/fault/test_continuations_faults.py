@@ -9,11 +9,7 @@ import asyncio
 import signal
 from pathlib import Path
 
-import pytest
-
 from tests.support.stack import StackFactory, step_of, until
-
-pytestmark = pytest.mark.fault
 
 
 def ledger_chain(ledger: Path, n: int, work: str, retries: int = 0) -> dict:

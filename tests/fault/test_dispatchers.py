@@ -18,14 +18,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
-
 from services.dispatcher.ready import ack_wait
 from shared.settings import Settings
 from tests.support.ledger import LAYERS, RUNNERS, WIDTH, layered, read_ledger, step_command
 from tests.support.stack import FAST, Stack, StackFactory, until
-
-pytestmark = pytest.mark.fault
 
 
 async def kill_mid_run(

@@ -10,12 +10,8 @@ import os
 import signal
 from pathlib import Path
 
-import pytest
-
 from shared import names
 from tests.support.stack import StackFactory, freeze, step_of
-
-pytestmark = pytest.mark.fault
 
 
 async def until(check, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]

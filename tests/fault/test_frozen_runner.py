@@ -18,8 +18,6 @@ from shared.contracts import AssignReply, encode
 from tests.support.offers import ready_once
 from tests.support.stack import StackFactory, freeze, step_of
 
-pytestmark = pytest.mark.fault
-
 
 async def test_an_assignment_that_waited_through_a_stall_is_refused(
     stack: StackFactory, tmp_path: Path

@@ -12,14 +12,11 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
-
 from bench.procfs import descendants, group_members, process_exists
 from tests.support.ledger import runs_per_attempt
 from tests.support.stack import Stack, StackFactory, step_of
 
 INTERVAL, GRACE, SCAN = 0.2, 3, 0.2
-pytestmark = pytest.mark.fault
 
 
 def chain(first: str, retries: int = 0) -> dict:

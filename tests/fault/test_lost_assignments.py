@@ -10,7 +10,6 @@ import asyncio
 import time
 from pathlib import Path
 
-import pytest
 from nats.js.errors import NotFoundError
 
 from services.dispatcher.ready import ready_consumer
@@ -20,8 +19,6 @@ from shared.settings import Settings
 from shared.streams import ensure_consumer
 from tests.support.offers import ready_once
 from tests.support.stack import Stack, StackFactory, step_of
-
-pytestmark = pytest.mark.fault
 
 
 async def take_ready_message(s: Stack, run_id: str, step_id: str) -> None:

@@ -37,8 +37,6 @@ from tests.support.stack import (
     auth_with_superuser,
 )
 
-pytestmark = pytest.mark.fault
-
 NODES = 3
 RUNS = 12
 RUNNERS = 3

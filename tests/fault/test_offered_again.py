@@ -9,14 +9,11 @@ import asyncio
 from pathlib import Path
 
 import msgspec
-import pytest
 
 from shared import names
 from shared.contracts import AssignReply, StepReady, encode
 from tests.support.offers import ready_once
 from tests.support.stack import StackFactory
-
-pytestmark = pytest.mark.fault
 
 
 async def offer(nc, ready: StepReady) -> AssignReply:  # type: ignore[no-untyped-def]

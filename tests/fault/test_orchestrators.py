@@ -17,14 +17,10 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
-import pytest
-
 from shared.partitions import partition_of
 from tests.support.ledger import LAYERS, RUNNERS, layered, read_ledger
 from tests.support.partitions import PARTITIONS, balanced, held
 from tests.support.stack import Stack, StackFactory, frozen, until
-
-pytestmark = pytest.mark.fault
 
 ORCHESTRATORS = ("orchestrator", "orchestrator-1", "orchestrator-2")
 

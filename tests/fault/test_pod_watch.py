@@ -20,8 +20,6 @@ import pytest
 from tests.support import fake_kube as fk
 from tests.support.stack import Stack, StackFactory, step_of
 
-pytestmark = pytest.mark.fault
-
 TRIALS = 5
 SILENCE = {"HEDDLE_HEARTBEAT_INTERVAL": "5", "HEDDLE_HEARTBEAT_GRACE": "3"}  # 15 s
 

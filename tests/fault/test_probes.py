@@ -11,11 +11,8 @@ import signal
 import time
 
 import aiohttp
-import pytest
 
 from tests.support.stack import Stack, StackFactory
-
-pytestmark = pytest.mark.fault
 
 SERVICES = ("orchestrator", "dispatcher", "runner-0")
 PROBE_TIMEOUT = 3.0  # the chart's timeoutSeconds
