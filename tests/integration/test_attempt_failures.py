@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 from pathlib import Path
 
 import msgspec
@@ -27,6 +28,7 @@ from shared.acked import AckedPublisher
 from shared.contracts import StepFinished, StepReady
 from shared.resources import ensure_resources
 from shared.settings import Settings
+from tests.support.outputs_files import no_outputs_directory
 
 
 def step(command: str) -> StepReady:
@@ -135,8 +137,9 @@ async def test_an_attempt_never_spawned_keeps_no_kill_request_waiting(
     """Its outputs file could not be made (a real mkdtemp under a folder that is gone): the
     runner's kill handler, which waits for a spawn before it kills, must not wait for ever
     (it would hold every later kill of that runner behind it)."""
-    monkeypatch.setattr(outputs_file, "_directory", None)
-    monkeypatch.setattr(outputs_file, "_parent", lambda: str(tmp_path / "gone"))
+    no_outputs_directory()
+    monkeypatch.setattr(outputs_file, "MEMORY_DIR", str(tmp_path / "gone"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
     settings = Settings.from_env({}, nats_url=nats_server.url, step_user="none")
     nc = await nats.connect(nats_server.url)
     try:

@@ -151,7 +151,7 @@ async def test_a_route_without_a_role_needs_admin(
 async def test_host_check(gateway: Gateway, admin_file: Path) -> None:
     gw = await gateway()
     boss = root(admin_file)
-    port = gw.server.port
+    port = gw.port
     status, body = await call(
         gw, "GET", "/api/runs", boss, headers={"Host": f"evil.example:{port}"}
     )
@@ -216,7 +216,7 @@ async def test_headers_that_are_not_utf8_get_a_4xx_naming_them(
     gateway: Gateway, admin_file: Path
 ) -> None:
     gw = await gateway()
-    port = gw.server.port
+    port = gw.port
     host = f"Host: 127.0.0.1:{port}\r\n".encode()
     status, body = await raw_request(
         port, b"GET /api/runs HTTP/1.1\r\n" + host + b"Authorization: Bearer \xff\r\n"

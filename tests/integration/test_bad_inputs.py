@@ -15,7 +15,6 @@ from typing import Any
 
 import nats
 import pytest
-from aiohttp.test_utils import TestClient
 
 from services.embedded_nats import EmbeddedNats
 from services.gateway.keys import NATS
@@ -27,7 +26,7 @@ from shared.json_depth import MAX_JSON_DEPTH
 from shared.settings import Settings
 from shared.timefmt import now_rfc3339
 from shared.validation import Limits, parse_run_request
-from tests.support.gateway_apps import FLOW, Gateway, bearer, call, root
+from tests.support.gateway_apps import FLOW, Gateway, GatewayClient, bearer, call, root
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway
 from tests.support.stack import freeze
@@ -49,13 +48,13 @@ def nested(depth: int) -> bytes:
     return b"[" * depth + b"]" * depth
 
 
-async def post_raw(gw: TestClient, method: str, path: str, token: str, body: bytes) -> Any:
+async def post_raw(gw: GatewayClient, method: str, path: str, token: str, body: bytes) -> Any:
     headers = {"Content-Type": "application/json"}
     # A file-like body: aiohttp warns about large bytes bodies.
     return await call(gw, method, path, token, data=io.BytesIO(body), headers=headers)
 
 
-async def post_json(gw: TestClient, path: str, token: str, doc: Any) -> Any:
+async def post_json(gw: GatewayClient, path: str, token: str, doc: Any) -> Any:
     return await post_raw(gw, "POST", path, token, json.dumps(doc).encode())
 
 
@@ -92,7 +91,7 @@ BAD_WORKFLOWS = [
 class Client:
     """Requests as the admin, answered as (status, decoded body)."""
 
-    def __init__(self, gw: TestClient, admin_file: Path) -> None:
+    def __init__(self, gw: GatewayClient, admin_file: Path) -> None:
         self.gw, self.token = gw, root(admin_file)
 
     async def request(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
@@ -258,7 +257,7 @@ async def test_a_workflow_over_the_payload_limit_is_413_and_not_written(
 ) -> None:
     gw = await gateway()
     token = root(admin_file)
-    limit = gw.server.app[NATS].max_payload
+    limit = gw.app[NATS].max_payload
     doc = {"name": "huge", "steps": big_steps(limit)}
     status, body = await post_json(gw, "/api/workflows", token, doc)
     assert status == 413, body
@@ -270,7 +269,7 @@ async def test_a_workflow_over_the_payload_limit_is_413_and_not_written(
     # accepted (no orchestrator here: 202), the command small, the document in HEDDLE_DOCS.
     status, body = await post_json(gw, "/api/runs", token, {"steps": doc["steps"]})
     assert status == 202, body
-    js = gw.server.app[NATS].jetstream()
+    js = gw.app[NATS].jetstream()
     cmd = await js.get_last_msg(names.CMD_STREAM, names.CMD_SUBMIT_ALL + ".*")
     assert len(cmd.data) < 1024 and b'"document"' in cmd.data
     assert (await js.stream_info(names.DOCS_STREAM)).state.bytes > limit
@@ -299,7 +298,7 @@ async def test_a_submit_the_server_would_refuse_in_one_message_is_carried_beside
     # message: it goes to HEDDLE_DOCS in chunks, as does any above INLINE_MAX.
     gw = await gateway()
     token = root(admin_file)
-    nc = gw.server.app[NATS]
+    nc = gw.app[NATS]
     doc = run_of_size(nc.max_payload - 10)
     status, body = await post_json(gw, "/api/runs", token, doc)
     assert status == 202, body
@@ -324,7 +323,7 @@ async def test_an_unknown_method_gets_the_json_error_shape(
     assert body["error"].startswith("bad request line") and "GET" in body["error"]
 
 
-async def raw_exchange(gw: TestClient, request: bytes) -> tuple[bytes, bytes]:
+async def raw_exchange(gw: GatewayClient, request: bytes) -> tuple[bytes, bytes]:
     reader, writer = await asyncio.open_connection(gw.host, gw.port)
     try:
         writer.write(request)

@@ -114,7 +114,7 @@ STATES = ["succeeded"] * 6 + ["failed", "skipped", "skipped", "running", "queued
 
 
 async def store_run(gw: Any, run_id: str, states: list[str]) -> None:
-    runs = gw.server.app[RESOURCES].runs
+    runs = gw.app[RESOURCES].runs
     for i, status in enumerate(states):
         step = StepRecord(
             id=f"s{i:02d}",
@@ -157,7 +157,7 @@ async def test_pages_by_offset_limit_and_state(gateway: Gateway, admin_file: Pat
     assert [x["id"] for x in second["steps"]] == ["s02", "s03", "s04"]
     assert (second["matching"], second["next"]) == (6, 5)
     # A live run is read afresh for every page.
-    runs = gw.server.app[RESOURCES].runs
+    runs = gw.app[RESOURCES].runs
     done = StepRecord(id="s11", command="true", index=11, status="succeeded")
     await runs.put(names.step_key("paged", "s11"), encode(done))
     assert (await page("?status=succeeded"))["matching"] == 7

@@ -134,24 +134,53 @@ async def test_a_run_record_stored_by_an_earlier_try_is_not_a_conflict(nc: Clien
 
 
 async def test_a_stored_run_that_cannot_be_read_is_not_taken_for_another(
-    nats_server: EmbeddedNats,
+    nats_server: EmbeddedNats, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Whose the stored record is, read after a try whose answer was lost: yes, no, or not
-    known (the read failed), which asks again rather than leaving the run to no actor."""
+    """Whose the stored record is, read after a try whose answer was lost (here: a try that
+    failed, then the record found stored): another submit's, and the writes end as a
+    conflict; not known, the read failing, and the writes are tried again rather than leave
+    the run to no actor. Its own record is the test above."""
     nc = await nats.connect(nats_server.url)
     await ensure_resources(nc, Settings(nats_url=nats_server.url))
     js = nc.jetstream()
-    cmd = SubmitRun(run_id="gc", submitted_at=from_epoch(T0), steps=[])
-    _, effects = RunState.new(cmd, Policy(), T0)
-    other = SubmitRun(run_id="gc", submitted_at=from_epoch(T0 + 1), steps=[])
-    _, others = RunState.new(other, Policy(), T0 + 1)
-    run = next(e.run for e in effects if isinstance(e, PersistRun))
+    steps = [StepSpec(id="a", command="true")]
+    _, effects = RunState.new(
+        SubmitRun(run_id="gc", submitted_at=from_epoch(T0), steps=steps), Policy(), T0
+    )
+    another = SubmitRun(run_id="gc", submitted_at=from_epoch(T0 + 1), steps=steps)
+    _, others = RunState.new(another, Policy(), T0 + 1)
+    run = next(e.run for e in others if isinstance(e, PersistRun))
     await (await js.key_value(names.RUNS_BUCKET)).create(names.run_key("gc"), encode(run))
-    runner = EffectRunner(nc, js, await AckedPublisher(nc).start())
-    assert await runner._created_here("gc", effects) is True
-    assert await runner._created_here("gc", others) is False
+
+    async def tried_after_a_failure(runner: EffectRunner) -> asyncio.Task[None]:
+        """Applying the new run's effects: a first try fails (its ready message has nowhere
+        to go), and the tries after it, with the stream back, meet the stored record."""
+        await js.delete_stream(names.STEPS_STREAM)
+        applying = asyncio.create_task(runner.apply("gc", effects, create_run=True))
+        await asyncio.sleep(0.5)
+        assert not applying.done()
+        await ensure_stream(js, stream_configs(Settings())[names.STEPS_STREAM])
+        return applying
+
+    conflicting = await tried_after_a_failure(
+        EffectRunner(nc, js, await AckedPublisher(nc).start())
+    )
+    with pytest.raises(KeyWrongLastSequenceError):
+        await asyncio.wait_for(conflicting, 10)
+    # Reads through a connection that is gone: every one fails, whose the record is is not
+    # known, and the writes go on being tried.
+    gone = await nats.connect(nats_server.url)
+    await gone.close()
+    unread = EffectRunner(nc, gone.jetstream(), await AckedPublisher(nc).start())
+    caplog.set_level(logging.WARNING, logger="heddle.orchestrator")
+    not_known = await tried_after_a_failure(unread)
+    await asyncio.sleep(1.5)  # a few tries, each meeting the record it cannot read
+    assert not not_known.done()
+    conflicts = [r for r in caplog.records if "wrong last sequence" in r.getMessage()]
+    assert conflicts, [r.getMessage() for r in caplog.records]
+    not_known.cancel()
+    await asyncio.gather(not_known, return_exceptions=True)
     await nc.close()
-    assert await runner._created_here("gc", effects) is None
 
 
 async def test_a_submit_found_stored_while_creating_leaves_a_duplicate(nc: Client) -> None:

@@ -5,14 +5,16 @@ HEDDLE_NATS_TIMEOUT."""
 
 from __future__ import annotations
 
-import asyncio
+import os
 import signal
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import nats
 import pytest
 from nats.aio.client import Client
+from nats.aio.subscription import Subscription
 
 from services.embedded_nats import EmbeddedNats
 from shared import kv_reads, names
@@ -40,28 +42,35 @@ async def test_the_buckets_carry_the_nats_timeout(nats_server: EmbeddedNats) -> 
 
 
 async def test_a_replay_stalled_by_a_frozen_broker_fails_within_the_buckets_timeout(
-    own_nats_server: EmbeddedNats,
+    own_nats_server: EmbeddedNats, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     nc = await nats.connect(own_nats_server.url, allow_reconnect=False)
     assert own_nats_server.proc is not None
+    pid = own_nats_server.proc.pid
     try:
         js = nc.jetstream()
-        await js.create_key_value(bucket="frozen")
-        kv = await open_bucket(nc, js, "frozen", timeout=0.5)
-        await kv.put("a", b"1")
-        # The replay's consumer exists and counted its key; then the broker stops answering.
-        info = await kv_reads._last_per_key_consumer(js, kv.stream, f"{kv.prefix}>")
-        queue: asyncio.Queue = asyncio.Queue()
-        inbox = nc.new_inbox()
-        await nc.subscribe(inbox, cb=kv_reads._into(queue))
-        await nc.flush()
-        freeze(own_nats_server.proc.pid)
+        await js.create_key_value(bucket="frozen")  # no direct gets: every read a replay
+        await (await js.key_value("frozen")).put("a", b"1")
+        # Its requests give up after 1 s: the replay's consumer is deleted after it failed.
+        kv = await open_bucket(nc, nc.jetstream(timeout=1.0), "frozen", timeout=0.5)
+        assert not kv.batched
+        subscribe = nc.subscribe
+
+        async def then_freeze(*args: Any, **kwargs: Any) -> Subscription:
+            """The read's inbox, subscribed once its consumer exists and counted its key:
+            then the broker stops answering, before the replay asks for the key."""
+            sub = await subscribe(*args, **kwargs)
+            await nc.flush()
+            freeze(pid)
+            return sub
+
+        monkeypatch.setattr(nc, "subscribe", then_freeze)
         t0 = time.monotonic()
         with pytest.raises(TimeoutError):
-            await kv_reads._replay(kv, info.name, inbox, queue, 1)
+            await kv_reads.read_current(kv, ">")
         assert time.monotonic() - t0 < 3.0  # the bucket's 0.5 s, not the 10 s default
     finally:
-        own_nats_server.proc.send_signal(signal.SIGCONT)
+        os.kill(pid, signal.SIGCONT)
         await nc.close()
 
 

@@ -11,13 +11,16 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import nats
 import pytest
 from nats.aio.client import Client
 
 from services.embedded_nats import EmbeddedNats
+from services.orchestrator import leases
 from services.orchestrator.leases import Leases
+from services.orchestrator.ownership import Holder, Moves
 from shared import names
 from shared.jetstream_api import ConsumerResetFailed
 from shared.nats_io import close
@@ -141,14 +144,22 @@ async def test_a_writer_waiting_on_a_stale_lease_wakes_after_what_was_lost_is_dr
 
 
 async def test_a_take_decided_on_an_older_view_leaves_a_live_members_partition_alone(
-    nats_server: EmbeddedNats,
+    nats_server: EmbeddedNats, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Moves are decided on the view of the moment, and the watch may move it before the
     take: a partition a live member holds by then is not taken from it, although its key's
     revision (all a compare-and-set checks) is the one this member has seen."""
     async with two_sharing(nats_server) as (a, b):
         [p, *_] = sorted(a.parts)
-        await b.leases._take({p})  # as if decided when p was free
+        decide = leases.moves
+
+        def decided_when_p_was_free(me: Holder, *view: Any) -> Moves:
+            wanted = decide(me, *view)
+            return Moves(wanted.take | {p}, wanted.give) if me.name == "b" else wanted
+
+        with monkeypatch.context() as m:
+            m.setattr(leases, "moves", decided_when_p_was_free)
+            await b.leases.step()
         assert p in a.parts and p not in b.parts
         await a.leases.step()
         assert a.lost == set() and p in a.parts  # a still holds its key

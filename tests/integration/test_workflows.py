@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import nats
-from aiohttp.test_utils import TestClient
 from nats.js import JetStreamContext
 
 from services.embedded_nats import EmbeddedNats
@@ -18,7 +17,7 @@ from shared import names
 from shared.buckets import open_bucket
 from shared.contracts import RunSummary, encode
 from shared.kv_reads import read_current
-from tests.support.gateway_apps import Gateway, call, root
+from tests.support.gateway_apps import Gateway, GatewayClient, call, root
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway
 from tests.support.stack import TERMINAL_RUN, Stack, StackFactory
@@ -48,7 +47,7 @@ class GatewayApp:
     """A gateway app over a real NATS, asked as ``Stack.request`` asks a whole stack: for
     what the gateway answers alone (workflows are registered, paused and read there)."""
 
-    def __init__(self, client: TestClient, token: str) -> None:
+    def __init__(self, client: GatewayClient, token: str) -> None:
         self.client, self.token = client, token
 
     async def request(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:

@@ -277,7 +277,7 @@ class FakeKube:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = self._runner.addresses[0][1]  # the port bound, when asked for any (0)
         return self
 
     async def stop(self) -> None:

@@ -8,8 +8,6 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from shared.service import _EventStream
-
 
 @pytest.fixture
 def logged(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], list[dict]]]:
@@ -20,6 +18,7 @@ def logged(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], list[dic
         return [json.loads(line) for line in capsys.readouterr().err.splitlines()]
 
     yield lines
+    # The logging set-up as it was: the JSON handler a test installed is no longer the root
+    # logger's only one, so ``event`` goes through the logging module again.
     root.handlers[:], _ = saved
     root.setLevel(saved[1])
-    _EventStream.handler = None

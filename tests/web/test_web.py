@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient
 from multidict import CIMultiDict
 from playwright.async_api import Browser, Locator, Page, expect
 
-from tests.support.gateway_apps import Gateway
+from tests.support.gateway_apps import Gateway, GatewayClient
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway
 from tests.support.stack import Stack, StackFactory
@@ -31,7 +30,9 @@ from tests.support.web_page import (
 # ---- HTTP ---------------------------------------------------------------------------------
 
 
-async def fetch(gw: TestClient, path: str, **headers: str) -> tuple[int, CIMultiDict[str], bytes]:
+async def fetch(
+    gw: GatewayClient, path: str, **headers: str
+) -> tuple[int, CIMultiDict[str], bytes]:
     async with gw.get(path, headers=headers) as resp:
         return resp.status, resp.headers.copy(), await resp.read()
 

@@ -14,13 +14,14 @@ import pytest
 
 from services.runner_agent import outputs_file
 from services.runner_agent.outputs_file import OutputsFile
+from tests.support.outputs_files import no_outputs_directory
 from tests.support.stack import until
 
 
 @pytest.fixture
-def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+def fresh() -> None:
     """No directory made yet in this process."""
-    monkeypatch.setattr(outputs_file, "_directory", None)
+    no_outputs_directory()
 
 
 def test_the_files_are_made_in_memory_where_there_is_a_memory_directory(
