@@ -3,7 +3,7 @@
 Bodies and answers are the msgspec types the gateway decodes (``shared/contracts.py``) and
 answers with (``api_types.py``), turned into JSON Schema by ``msgspec.json.schema_components``;
 the operations are the table in ``api_routes.py``; who may call each comes from
-``auth.ROUTE_ROLES``. tests/integration/test_openapi.py checks that every route of the app is
+``auth.ROUTE_ROLES``. tests/unit/gateway/test_openapi.py checks that every route of the app is
 described, and CI fuzzes the running API against this document (Schemathesis,
 tests/integration/test_api_fuzz.py).
 """

@@ -1,6 +1,6 @@
 """What a step gets from its runner (services/runner_agent/isolation.py) and the NATS
 permission table (shared/nats_permissions.py): pure, no server. The server's own refusals
-are in test_security.py."""
+are in tests/integration/test_security.py."""
 
 from __future__ import annotations
 
