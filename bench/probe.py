@@ -24,20 +24,19 @@ from typing import Any
 import aiohttp
 import msgspec
 import nats
-from nats.aio.client import Client
-from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
-
-from shared.contracts import TERMINAL_RUN
-from shared.names import (
+from heddle.shared.broker.nats_io import connect
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire.contracts import TERMINAL_RUN
+from heddle.shared.wire.names import (
     HEARTBEATS_BUCKET,
     LOG_SEQ_HEADER,
     LOGS_STREAM,
     RUNS_BUCKET,
     evt_step_kind,
 )
-from shared.nats_io import connect
-from shared.settings import Settings
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.api import DeliverPolicy
 
 
 def new_run_id(prefix: str) -> str:

@@ -12,11 +12,11 @@ from typing import Any
 
 import nats
 import pytest
+from heddle.services.local.embedded_nats import EmbeddedNats, free_port
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
 from nats.aio.client import Client
 
-from services.embedded_nats import EmbeddedNats, free_port
-from shared.resources import ensure_resources
-from shared.settings import Settings
 from tests.support.stack import FAST, Stack, StackFactory
 
 TESTS = Path(__file__).parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.contracts import RunRecord, RunStatus, StepReady, StepRecord, StepStatus
+from heddle.shared.wire.contracts import RunRecord, RunStatus, StepReady, StepRecord, StepStatus
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,17 +19,17 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from services.orchestrator.decisions import AwaitHandoff, Continue, Effect, Enqueue
-from services.orchestrator.state import HandoffAnswer
-from shared import names
-from shared.contracts import encode
-from shared.metrics import CONTINUATIONS, HANDOFFS, child
-from shared.nats_types import NatsError
-from shared.offers import Answer, offer
-from shared.service import event
+from heddle.services.orchestrator.decisions import AwaitHandoff, Continue, Effect, Enqueue
+from heddle.services.orchestrator.state import HandoffAnswer
+from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.broker.offers import Answer, offer
+from heddle.shared.runtime.metrics import CONTINUATIONS, HANDOFFS, child
+from heddle.shared.runtime.service import event
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import encode
 
 if TYPE_CHECKING:
-    from shared.nats_types import Client
+    from heddle.shared.broker.nats_types import Client
 
 log = logging.getLogger("heddle.orchestrator")
 # Not reached, an offer never arrived: the dispatchers place the step as if refused.

@@ -22,24 +22,25 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from services.runner_agent.continuations import AttemptKey
-from services.runner_agent.heartbeats import Heartbeats
-from services.runner_agent.isolation import StepUser
-from services.runner_agent.launcher import Launcher, LauncherError
-from services.runner_agent.output import LogPublisher
-from services.runner_agent.outputs_file import OutputsFile
-from services.runner_agent.process import ProcessResult, StepProcess, step_env
-from shared import failpoints, names
-from shared.acked import AckedPublisher
-from shared.contracts import StepFinished, StepReady, StepStarted, encode
-from shared.metrics import ATTEMPTS
-from shared.nats_types import NatsError
-from shared.service import event
-from shared.settings import Settings
-from shared.timefmt import now_rfc3339
+from heddle.services.runner_agent.continuations import AttemptKey
+from heddle.services.runner_agent.heartbeats import Heartbeats
+from heddle.services.runner_agent.isolation import StepUser
+from heddle.services.runner_agent.launcher import Launcher, LauncherError
+from heddle.services.runner_agent.output import LogPublisher
+from heddle.services.runner_agent.outputs_file import OutputsFile
+from heddle.services.runner_agent.process import ProcessResult, StepProcess, step_env
+from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.runtime import failpoints
+from heddle.shared.runtime.metrics import ATTEMPTS
+from heddle.shared.runtime.service import event
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepFinished, StepReady, StepStarted, encode
+from heddle.shared.wire.timefmt import now_rfc3339
 
 if TYPE_CHECKING:
-    from shared.nats_types import Client, JetStreamContext, Msg
+    from heddle.shared.broker.nats_types import Client, JetStreamContext, Msg
 
 log = logging.getLogger("heddle.runner")
 REPORT_ACK_TIMEOUT = 5.0  # seconds at most before the outcome is sent again (deduplicated)

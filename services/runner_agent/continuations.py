@@ -14,7 +14,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from shared.contracts import StepReady
+    from heddle.shared.wire.contracts import StepReady
 
 AttemptKey = tuple[str, str, int]  # run, step, attempt
 KEPT = 8  # early ones of attempts never offered here are forgotten, oldest first

@@ -14,9 +14,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from shared import names
-from shared.acked import NOT_STORED, AckedPublisher
-from shared.contracts import Heartbeat, StepReady, encode
+from heddle.shared.broker.acked import NOT_STORED, AckedPublisher
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import Heartbeat, StepReady, encode
 
 log = logging.getLogger("heddle.runner")
 ACK_TIMEOUT = 5.0  # seconds; a heartbeat unconfirmed by then has failed

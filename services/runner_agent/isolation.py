@@ -26,9 +26,9 @@ import signal
 import stat
 from dataclasses import dataclass
 
-from services.runner_agent.file_ids import filesystem_ids
-from shared.errors import HeddleError
-from shared.settings import MAX_UID, Settings, step_uid_range
+from heddle.services.runner_agent.file_ids import filesystem_ids
+from heddle.shared.runtime.settings import MAX_UID, Settings, step_uid_range
+from heddle.shared.wire.errors import HeddleError
 
 log = logging.getLogger("heddle.runner")
 

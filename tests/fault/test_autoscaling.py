@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from heddle.shared.wire.timefmt import parse
 
-from shared.timefmt import parse
 from tests.support import fake_kube as fk
 from tests.support.stack import Stack, StackFactory, step_of, until
 

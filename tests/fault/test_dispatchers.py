@@ -18,8 +18,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from services.dispatcher.ready import ack_wait
-from shared.settings import Settings
+from heddle.services.dispatcher.ready import ack_wait
+from heddle.shared.runtime.settings import Settings
+
 from tests.support.ledger import LAYERS, RUNNERS, WIDTH, layered, read_ledger, step_command
 from tests.support.stack import FAST, Stack, StackFactory, until
 

@@ -10,7 +10,8 @@ import os
 import signal
 from pathlib import Path
 
-from shared import names
+from heddle.shared.wire import names
+
 from tests.support.stack import StackFactory, freeze, step_of
 
 

@@ -10,13 +10,13 @@ import asyncio
 import time
 from pathlib import Path
 
+from heddle.services.dispatcher.ready import ready_consumer
+from heddle.shared.broker.streams import ensure_consumer
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import encode
 from nats.js.errors import NotFoundError
 
-from services.dispatcher.ready import ready_consumer
-from shared import names
-from shared.contracts import encode
-from shared.settings import Settings
-from shared.streams import ensure_consumer
 from tests.support.offers import ready_once
 from tests.support.stack import Stack, StackFactory, step_of
 

@@ -17,7 +17,8 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
-from shared.partitions import partition_of
+from heddle.shared.core.partitions import partition_of
+
 from tests.support.ledger import LAYERS, RUNNERS, layered, read_ledger
 from tests.support.partitions import PARTITIONS, balanced, held
 from tests.support.stack import Stack, StackFactory, frozen, until

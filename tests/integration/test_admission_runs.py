@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from heddle.shared.core.partitions import partition_of
+from heddle.shared.wire.timefmt import parse
 
-from shared.partitions import partition_of
-from shared.timefmt import parse
 from tests.support.metrics import scrape, value
 from tests.support.partitions import PARTITIONS, balanced, held
 from tests.support.run_events import events

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import nats
 import pytest
+from heddle.shared.core.partitions import partition_of
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
 
 from bench.procfs import group_members
-from shared import names
-from shared.partitions import partition_of
-from shared.settings import Settings
 from tests.support.offers import assign, one_runner
 from tests.support.stack import Stack, StackFactory, step_of
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from heddle.shared.wire import names
 
-from shared import names
 from tests.support.stack import StackFactory, step_of
 
 # What a client that can reach a runner's cancel subject sends: the attempt's names, with no

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from services.client import render
-from services.embedded_nats import free_port
+from heddle.services.cli import render
+from heddle.services.local.embedded_nats import free_port
+
 from tests.support.cli import env_of, heddle
 from tests.support.stack import REPO, StackFactory
 from tests.support.workflows import DEMO_YAML, FAILING
@@ -223,7 +224,7 @@ def test_views_and_completion() -> None:
     assert render.table(("A", "LONG"), [("xyz", None)]) == "A    LONG\nxyz  -"
     for shell in ("bash", "zsh"):
         script = subprocess.run(
-            [sys.executable, "-m", "services.cli", "completion", shell],
+            [sys.executable, "-m", "heddle.services.cli", "completion", shell],
             cwd=REPO,
             capture_output=True,
             text=True,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from services.client.terminal import visible
+from heddle.services.cli.terminal import visible
+
 from tests.support.stack import StackFactory
 from tests.support.terminal import PWNED, RAW, SHOWN, heddle
 

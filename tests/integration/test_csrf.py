@@ -59,7 +59,7 @@ async def heddle(s: Stack, *args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "services.cli",
+        "heddle.services.cli",
         *args,
         cwd=REPO,
         env={"PATH": "/usr/bin:/bin", "HEDDLE_URL": s.base, "HEDDLE_TOKEN": s.admin_token},

@@ -14,21 +14,21 @@ from typing import Any
 
 import nats
 import pytest
+from heddle.services.gateway import log_tail
+from heddle.services.gateway.log_index import attempt_messages
+from heddle.services.gateway.log_lines import CURSOR_SPAN
+from heddle.services.gateway.log_reader import read_lines
+from heddle.services.gateway.log_tail import read_attempt
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.services.runner_agent.output import MSG_HEADER, LogPublisher
+from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import MAX_CHUNK_LINES, LogLine, encode
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from services.embedded_nats import EmbeddedNats
-from services.gateway import log_tail
-from services.gateway.log_index import attempt_messages
-from services.gateway.log_lines import CURSOR_SPAN
-from services.gateway.log_reader import read_lines
-from services.gateway.log_tail import read_attempt
-from services.runner_agent.output import MSG_HEADER, LogPublisher
-from shared import names
-from shared.acked import AckedPublisher
-from shared.contracts import MAX_CHUNK_LINES, LogLine, encode
-from shared.resources import ensure_resources
-from shared.settings import Settings
 from tests.support.logs import all_lines, sse
 from tests.support.stack import StackFactory
 

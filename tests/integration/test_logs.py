@@ -17,10 +17,10 @@ from typing import Any
 
 import aiohttp
 import pytest
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import MAX_CHUNK_LINES
+from heddle.shared.wire.timefmt import parse
 
-from shared import names
-from shared.contracts import MAX_CHUNK_LINES
-from shared.timefmt import parse
 from tests.support.logs import all_lines, sse, step_doc, texts
 from tests.support.stack import Stack, StackFactory, freeze, step_of
 

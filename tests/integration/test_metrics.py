@@ -8,7 +8,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from shared.metrics import registry_for
+from heddle.shared.runtime.metrics import registry_for
+
 from tests.support.metrics import Samples, parse, scrape, value
 from tests.support.scheduling import MIN, Env
 from tests.support.scheduling import env as env  # the fixture

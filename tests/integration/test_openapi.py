@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgspec
+from heddle.services.gateway.openapi import document
 
-from services.gateway.openapi import document
 from tests.support.gateway_apps import Gateway, call
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway

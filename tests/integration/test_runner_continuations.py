@@ -15,11 +15,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from heddle.services.runner_agent.continuations import AttemptKey, Continuations
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import AssignReply, CancelAttempt, StepFinished, StepReady, encode
+from heddle.shared.wire.timefmt import from_epoch
 
-from services.runner_agent.continuations import AttemptKey, Continuations
-from shared import names
-from shared.contracts import AssignReply, CancelAttempt, StepFinished, StepReady, encode
-from shared.timefmt import from_epoch
 from tests.support.stack import StackFactory, until
 
 # ---- which continuation an attempt takes, without I/O --------------------------------------
@@ -138,7 +138,7 @@ async def offered(nc, first: StepReady, then: StepReady, *, then_first: bool = F
             await asyncio.sleep(0.05)
             await nc.publish(subject, encode(then))
         answer = msgspec.json.decode((await asking).data, type=AssignReply)
-        # A runner just started on a busy machine may have stood still (shared/stalls.py).
+        # A runner just started on a busy machine may have stood still (shared/runtime/stalls.py).
         if answer.accepted or not (answer.reason or "").startswith("stale"):
             break
         await asyncio.sleep(0.2)

@@ -5,15 +5,15 @@ second run whose opening steps were queued before the first one's next steps."""
 from __future__ import annotations
 
 import nats
+from heddle.services.dispatcher.ready import ready_consumer
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.broker.streams import ensure_consumer
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.timefmt import parse
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from services.dispatcher.ready import ready_consumer
-from services.embedded_nats import EmbeddedNats
-from shared import names
-from shared.resources import ensure_resources
-from shared.settings import Settings
-from shared.streams import ensure_consumer
-from shared.timefmt import parse
 from tests.support.stack import StackFactory, step_of
 
 FANOUT = 6

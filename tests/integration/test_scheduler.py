@@ -7,9 +7,10 @@ import asyncio
 import itertools
 from datetime import timedelta
 
-from shared import names
-from shared.cron_plan import scheduled_run_id
-from shared.timefmt import parse
+from heddle.shared.core.cron_plan import scheduled_run_id
+from heddle.shared.wire import names
+from heddle.shared.wire.timefmt import parse
+
 from tests.support.scheduling import MIN, T0, Env
 from tests.support.scheduling import env as env  # the fixture
 from tests.support.stack import StackFactory

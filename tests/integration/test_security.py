@@ -16,14 +16,14 @@ from pathlib import Path
 import aiohttp
 import nats
 import pytest
+from heddle.services.local.embedded_nats import free_port
+from heddle.shared.broker import nats_permissions as perms
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import Heartbeat, StepFinished, StepSpec, SubmitRun, encode
+from heddle.shared.wire.timefmt import now_rfc3339
 
-from services.embedded_nats import free_port
-from shared import names
-from shared import nats_permissions as perms
-from shared.contracts import Heartbeat, StepFinished, StepSpec, SubmitRun, encode
-from shared.resources import ensure_resources
-from shared.settings import Settings
-from shared.timefmt import now_rfc3339
 from tests.support import nats_clients
 from tests.support.nats_clients import LoggedIn
 from tests.support.stack import Stack, StackFactory, step_of

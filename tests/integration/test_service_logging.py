@@ -1,14 +1,14 @@
-"""The last line a service's NATS connection logs as it closes (shared/nats_io.py), on a real
+"""The last line a service's NATS connection logs as it closes (shared/broker/nats_io.py), on a real
 nats-server: the messages and bytes it carried, both ways. The shape of every log line:
 tests/unit/shared/test_service_logging.py."""
 
 from __future__ import annotations
 
 import nats
+from heddle.shared.broker.nats_io import close
+from heddle.shared.runtime.service import setup_logging
+from heddle.shared.runtime.settings import Settings
 
-from shared.nats_io import close
-from shared.service import setup_logging
-from shared.settings import Settings
 from tests.support.service_logs import logged as logged  # the fixture
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import time
 
-from shared import names
+from heddle.shared.wire import names
+
 from tests.support.logs import all_lines, texts
 from tests.support.stack import Stack, StackFactory
 

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from heddle.services.runner_agent.isolation import LOCK_DIR, StepUserError, hold_step_uid
+from heddle.shared.runtime.settings import step_uid_range
 
-from services.runner_agent.isolation import LOCK_DIR, StepUserError, hold_step_uid
-from shared.settings import step_uid_range
 from tests.support.container_privileges import container_runner_prefix
 from tests.support.stack import REPO, StackFactory, step_of, until
 from tests.support.step_uids import AS_ROOT, own_step_uids, shared_dir
@@ -26,7 +26,7 @@ from tests.support.step_uids import AS_ROOT, own_step_uids, shared_dir
 
 HOLD = """
 import sys, time
-from services.runner_agent.isolation import hold_step_uid
+from heddle.services.runner_agent.isolation import hold_step_uid
 hold_step_uid(int(sys.argv[1]), directory=sys.argv[2])
 print("held", flush=True)
 time.sleep(60)
@@ -68,7 +68,7 @@ def test_a_second_runner_with_the_same_step_uid_does_not_start() -> None:
         "HEDDLE_NATS_URL": "nats://127.0.0.1:1",
         "PYTHONPATH": str(REPO),
     }
-    argv = [*container_runner_prefix(), sys.executable, "-m", "services.cli", "runner"]
+    argv = [*container_runner_prefix(), sys.executable, "-m", "heddle.services.cli", "runner"]
     with held_elsewhere(uid, LOCK_DIR):
         out = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=30)
     assert out.returncode == 2, out

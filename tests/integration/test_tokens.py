@@ -8,11 +8,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from heddle.shared.core.tokens import new_token, token_hash, token_record_decoder
+from heddle.shared.wire import names
+from heddle.shared.wire.errors import TokenFileError
 from nats.aio.client import Client
 
-from shared import names
-from shared.errors import TokenFileError
-from shared.tokens import new_token, token_hash, token_record_decoder
 from tests.support.cli import heddle
 from tests.support.gateway_apps import Gateway, call, make_token, root, status_becomes
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+from heddle.services.local.embedded_nats import free_port
 
 from bench.procfs import descendants, process_exists
-from services.embedded_nats import free_port
 from tests.support.stack import REPO
 from tests.support.step_uids import own_step_uids
 from tests.support.up import wait_http
@@ -35,7 +35,7 @@ def start_up(
     env["PYTHONPATH"] = str(REPO)
     # As root, each runner holds a step uid on this machine: a range of this worker's own.
     env["HEDDLE_STEP_UIDS"] = own_step_uids()
-    argv = [sys.executable, "-m", "services.cli", "up", "--port", str(port)]
+    argv = [sys.executable, "-m", "heddle.services.cli", "up", "--port", str(port)]
     argv += ["--runners", str(runners), "--data-dir", str(data), "--nats-port", str(nats_port)]
     argv += ["--dispatchers", str(dispatchers), "--orchestrators", str(orchestrators)]
     proc = subprocess.Popen(
@@ -197,7 +197,7 @@ async def test_up_refuses_a_busy_port(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "services.cli",
+                "heddle.services.cli",
                 "up",
                 "--port",
                 str(free_port()),

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import nats
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.services.orchestrator.retention import Retention
+from heddle.shared.broker.buckets import open_bucket
+from heddle.shared.broker.kv_reads import read_current
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import RunSummary, encode
 from nats.js import JetStreamContext
 
-from services.embedded_nats import EmbeddedNats
-from services.orchestrator.retention import Retention
-from shared import names
-from shared.buckets import open_bucket
-from shared.contracts import RunSummary, encode
-from shared.kv_reads import read_current
 from tests.support.gateway_apps import Gateway, GatewayClient, call, root
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway

@@ -14,7 +14,7 @@ async def heddle(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "services.cli",
+        "heddle.services.cli",
         *args,
         cwd=REPO,
         env={"PATH": "/usr/bin:/bin", **(env or {})},

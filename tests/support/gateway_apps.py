@@ -15,12 +15,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
+from heddle.services.gateway.app import Gateway as GatewayService
+from heddle.services.local.embedded_nats import EmbeddedNats, free_port
+from heddle.shared.core.tokens import new_token
+from heddle.shared.runtime.settings import Settings
 from yarl import URL
-
-from services.embedded_nats import EmbeddedNats, free_port
-from services.gateway.app import Gateway as GatewayService
-from shared.settings import Settings
-from shared.tokens import new_token
 
 FLOW = {"name": "flow", "steps": [{"id": "a", "command": "true"}]}
 Answer = AbstractAsyncContextManager[aiohttp.ClientResponse]

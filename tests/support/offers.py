@@ -6,14 +6,14 @@ import asyncio
 import time
 from pathlib import Path
 
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepReady, assign_reply_decoder, encode, event_decoder
+from heddle.shared.wire.timefmt import from_epoch
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from shared import names
-from shared.contracts import StepReady, assign_reply_decoder, encode, event_decoder
-from shared.resources import ensure_resources
-from shared.settings import Settings
-from shared.timefmt import from_epoch
 from tests.support.stack import Stack, StackFactory
 
 

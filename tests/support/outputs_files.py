@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from services.runner_agent.outputs_file import OutputsFile
+from heddle.services.runner_agent.outputs_file import OutputsFile
 
 
 def no_outputs_directory() -> None:

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import RunRecord, StepRecord, encode
 
-from shared import names
-from shared.contracts import RunRecord, StepRecord, encode
 from tests.support.stack import Stack
 
 Events = list[tuple[str, dict[str, Any]]]

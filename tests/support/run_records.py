@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepFinished
+from heddle.shared.wire.timefmt import from_epoch
 from nats.aio.client import Client
-
-from shared import names
-from shared.contracts import StepFinished
-from shared.timefmt import from_epoch
 
 T0 = 1_800_000_000.0
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from services.orchestrator.state import Policy, RunState
-from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
-from shared.timefmt import from_epoch
+from heddle.services.orchestrator.state import Policy, RunState
+from heddle.shared.wire.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
+from heddle.shared.wire.timefmt import from_epoch
 
 T0 = 1_700_000_000.0
 RUN = "run-1"

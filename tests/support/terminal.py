@@ -53,7 +53,7 @@ async def heddle(
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "services.cli",
+            "heddle.services.cli",
             *args,
             cwd=cwd,
             env=cli_env(**(env or {})),

@@ -1,14 +1,13 @@
-"""`heddle up`'s plan (services/up.py), without starting anything: the processes it would
+"""`heddle up`'s plan (services/local/up.py), without starting anything: the processes it would
 start, their names and their metrics ports, and the counts it refuses. `heddle up` itself:
 tests/integration/test_up.py."""
 
 from __future__ import annotations
 
 import pytest
-
-from services.cli import main as cli_main
-from services.up import plan
-from shared.settings import Settings
+from heddle.services.cli.main import main as cli_main
+from heddle.services.local.up import plan
+from heddle.shared.runtime.settings import Settings
 
 
 def test_up_plans_several_dispatchers_each_named_as_the_one_dispatcher_user() -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from heddle.services.cli import documents, render, watch
+from heddle.services.cli.commands import COMMANDS
+from heddle.services.cli.main import parser
 from rich.console import Console
 
-from services.cli import parser
-from services.client import documents, render, watch
-from services.client.commands import COMMANDS
 from tests.support.stack import REPO
 from tests.support.workflows import DEMO_YAML, FAILING
 

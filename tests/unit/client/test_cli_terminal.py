@@ -1,5 +1,5 @@
 """Where step-made text is printed on a terminal its control characters are shown as `cat -v`
-shows them, without I/O (services/client/terminal.py): only a terminal gets the escaped form,
+shows them, without I/O (services/cli/terminal.py): only a terminal gets the escaped form,
 and the live view escapes a step's reason. Against `cat -v` itself and through a real stack:
 tests/integration/test_cli_terminal.py."""
 
@@ -9,10 +9,10 @@ import io
 import os
 from typing import Any
 
+from heddle.services.cli import watch
+from heddle.services.cli.terminal import for_output
 from rich.console import Console
 
-from services.client import watch
-from services.client.terminal import for_output
 from tests.support.terminal import RAW, SHOWN
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from services.dispatcher.pool import Pool
-from shared.contracts import RunnerInfo
+from heddle.services.dispatcher.pool import Pool
+from heddle.shared.wire.contracts import RunnerInfo
 
 
 def info(name: str, status: str = "idle", jobs: int = 0, run: str | None = None) -> RunnerInfo:

@@ -5,8 +5,8 @@ own. Real requests to gateways, and the attack that was found: tests/integration
 from __future__ import annotations
 
 import pytest
+from heddle.services.gateway.origin import cross_origin_refusal, same_origin
 
-from services.gateway.origin import cross_origin_refusal, same_origin
 from tests.support.origins import EVIL, HOST, JSON, NO_CORS, OWN, PAGE
 
 ALLOWED = [

@@ -4,8 +4,8 @@ nats-server's consumer (RunIndex): tests/integration/test_run_index.py."""
 
 from __future__ import annotations
 
-from services.gateway.run_index import RunList
-from shared.contracts import RunRecord
+from heddle.services.gateway.run_index import RunList
+from heddle.shared.wire.contracts import RunRecord
 
 
 def run(run_id: str, minute: int, status: str = "running") -> RunRecord:

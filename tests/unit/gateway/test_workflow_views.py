@@ -4,7 +4,7 @@ tests/integration/test_workflow_views.py."""
 
 from __future__ import annotations
 
-from services.gateway.grid import FinishedStates
+from heddle.services.gateway.grid import FinishedStates
 
 
 def test_finished_states_are_kept_by_steps_least_recently_used_first() -> None:

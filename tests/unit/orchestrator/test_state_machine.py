@@ -6,8 +6,7 @@ from collections.abc import Callable
 
 import msgspec
 import pytest
-
-from services.orchestrator.decisions import (
+from heddle.services.orchestrator.decisions import (
     Enqueue,
     Ignored,
     KillAttempt,
@@ -16,11 +15,12 @@ from services.orchestrator.decisions import (
     Requeued,
     ScheduleRetry,
 )
-from services.orchestrator.notes import transition_notes
-from services.orchestrator.state import Policy, RunState
-from shared.backoff import backoff_bounds
-from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
-from shared.timefmt import from_epoch
+from heddle.services.orchestrator.notes import transition_notes
+from heddle.services.orchestrator.state import Policy, RunState
+from heddle.shared.core.backoff import backoff_bounds
+from heddle.shared.wire.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
+from heddle.shared.wire.timefmt import from_epoch
+
 from tests.support.run_states import (
     RUN,
     T0,

@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import random
 
-from services.gateway import log_lines
-from services.gateway.log_lines import CURSOR_SPAN
-from services.runner_agent.chunks import chunk, cut_long_lines, has_long_line, split_long
-from shared.contracts import MAX_CHUNK_LINES, LogLine, chunk_texts, encode, log_line_decoder
+from heddle.services.gateway import log_lines
+from heddle.services.gateway.log_lines import CURSOR_SPAN
+from heddle.services.runner_agent.chunks import chunk, cut_long_lines, has_long_line, split_long
+from heddle.shared.wire.contracts import (
+    MAX_CHUNK_LINES,
+    LogLine,
+    chunk_texts,
+    encode,
+    log_line_decoder,
+)
 
 
 def line_by_line(block: bytes, limit: int) -> list[str]:
@@ -74,7 +80,7 @@ def test_chunks_are_slices_of_the_bytes_within_both_caps() -> None:
 
 
 def test_cursor_span_fits_a_chunk() -> None:
-    from shared.contracts import MAX_CHUNK_LINES
+    from heddle.shared.wire.contracts import MAX_CHUNK_LINES
 
     assert MAX_CHUNK_LINES < CURSOR_SPAN
     assert log_lines.start_of(0) == 0 and log_lines.start_of(CURSOR_SPAN - 1) == 1

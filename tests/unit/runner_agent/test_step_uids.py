@@ -6,16 +6,15 @@ runner's, and two runners' steps: tests/integration/test_step_uids.py."""
 from __future__ import annotations
 
 import pytest
-
-from services.runner_agent.isolation import (
+from heddle.services.runner_agent.isolation import (
     NO_HOME,
     StepUserError,
     runner_step_user,
     step_uid_for,
     step_uids_problem,
 )
-from shared.errors import SettingsError
-from shared.settings import Settings, step_uid_range
+from heddle.shared.runtime.settings import Settings, step_uid_range
+from heddle.shared.wire.errors import SettingsError
 
 DEFAULT = range(60600, 61100)
 

@@ -1,11 +1,11 @@
-"""shared/cron_plan.py: the slots a schedule fires between two times (a backfill's limit and its
+"""shared/core/cron_plan.py: the slots a schedule fires between two times (a backfill's limit and its
 cursor, catch-up off, paused spans, time zones) and the run ids derived from them."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from shared.cron_plan import keyed_run_id, plan, scheduled_run_id
+from heddle.shared.core.cron_plan import keyed_run_id, plan, scheduled_run_id
 
 T0 = datetime(2024, 1, 1, 0, 0, 30, tzinfo=UTC)
 MIN = timedelta(minutes=1)

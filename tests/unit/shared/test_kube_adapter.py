@@ -1,4 +1,4 @@
-"""shared/kube.py's configuration, with no API server: in a cluster only with the service host
+"""shared/kube/client.py's configuration, with no API server: in a cluster only with the service host
 and a token, and a clear error without any configuration. Against a small API server:
 tests/integration/test_kube_adapter.py."""
 
@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from shared import kube
+from heddle.shared.kube import client as kube
 
 
 def test_in_cluster_needs_the_service_host_and_a_token() -> None:

@@ -1,4 +1,4 @@
-"""shared/metrics.py's registries, without I/O: the Grafana dashboard (deploy/grafana) asks only
+"""shared/runtime/metrics.py's registries, without I/O: the Grafana dashboard (deploy/grafana) asks only
 for metrics some service exposes. Scraped from a real stack: tests/integration/test_metrics.py."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import re
 
-from shared.metrics import registry_for
+from heddle.shared.runtime.metrics import registry_for
+
 from tests.support.stack import REPO
 
 

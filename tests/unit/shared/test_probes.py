@@ -1,12 +1,11 @@
-"""What a service's readiness probe answers (shared/service.py, Health), without I/O: starting,
+"""What a service's readiness probe answers (shared/runtime/service.py, Health), without I/O: starting,
 ready, cut off from NATS, stopping. The probes asked of real processes, frozen and cut off:
 tests/fault/test_probes.py."""
 
 from __future__ import annotations
 
 import pytest
-
-from shared.service import Health
+from heddle.shared.runtime.health import Health
 
 
 class _Conn:

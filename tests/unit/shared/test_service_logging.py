@@ -1,4 +1,4 @@
-"""shared/service.py's structured logging, without I/O: one JSON object per line, the same shape
+"""shared/runtime/service.py's structured logging, without I/O: one JSON object per line, the same shape
 on the fast path of ``event`` (a state change) and through the logging module (warnings,
 errors). What closing a connection logs, on a real nats-server:
 tests/integration/test_service_logging.py."""
@@ -9,9 +9,9 @@ import logging
 import re
 
 import pytest
+from heddle.shared.runtime.service import event, setup_logging
+from heddle.shared.runtime.settings import Settings
 
-from shared.service import event, setup_logging
-from shared.settings import Settings
 from tests.support.service_logs import logged as logged  # the fixture
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")

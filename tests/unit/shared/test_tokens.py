@@ -1,10 +1,16 @@
-"""API tokens without I/O (shared/tokens.py): the roles each allows, a token's shape and hash,
+"""API tokens without I/O (shared/core/tokens.py): the roles each allows, a token's shape and hash,
 a token's text checked, a token request read. The token routes, a revocation seen by a second
 gateway and `heddle token`: tests/integration/test_tokens.py."""
 
 from __future__ import annotations
 
-from shared.tokens import allows, new_token, parse_token_request, token_hash, token_text_problem
+from heddle.shared.core.tokens import (
+    allows,
+    new_token,
+    parse_token_request,
+    token_hash,
+    token_text_problem,
+)
 
 
 def test_roles_tokens_and_requests() -> None:
