@@ -170,6 +170,7 @@ async def test_a_step_holds_no_credential_and_nats_refuses_it(
         "HEDDLE_STEP_ID",
         "HEDDLE_ATTEMPT",
         "HEDDLE_OUTPUTS",  # the path of the step's own outputs file
+        "HEDDLE_WORKDIR",  # the path of the step's own working directory
     }
     assert connect.startswith("refused:") and "Authorization Violation" in connect
 

@@ -231,10 +231,12 @@ class RunnerAgent:
                 await self._refuse(msg, f"heartbeat failed: {exc}")
                 return
         self.taken.add((ready.run_id, ready.step_id, ready.attempt, ready.ticket))
-        answer: tuple[Msg, bytes] | None = (msg, self._accepted())
+        accepted = self._accepted()
+        answer: tuple[Msg, bytes] | None = (msg, accepted)
         self._said("accepted", ready)
         if failpoints.active("runner.after_accept"):
-            await msg.respond(answer[1])
+            assert self.nc is not None  # connected in start(), before the subscription
+            await msg.respond(accepted)
             answer = None
             await self.nc.flush()  # the acceptance reaches the dispatcher, then we die
             failpoints.hit("runner.after_accept")
@@ -244,7 +246,7 @@ class RunnerAgent:
         # it has run for a moment (attempt.py).
         await attempt.start(answer=answer)
         attempt.task = asyncio.create_task(self._run(attempt))
-        self.registration.soon()
+        self._registration_soon()
 
     async def _go_on(self, done: Attempt, ready: StepReady) -> str:
         """Start ``ready``, the continuation of ``done``, which just succeeded without
@@ -301,7 +303,12 @@ class RunnerAgent:
             r = attempt.ready
             log.exception("step %s/%s attempt %d not reported", r.run_id, r.step_id, r.attempt)
         failpoints.hit("runner.after_report")
-        self.registration.soon()
+        self._registration_soon()
+
+    def _registration_soon(self) -> None:
+        """The registry entry rewritten soon (busy or idle); made in start()."""
+        if self.registration is not None:
+            self.registration.soon()
 
     def _free(self, attempt: Attempt) -> None:
         if self.current is attempt:  # not its continuation, which holds the runner now
