@@ -44,7 +44,7 @@ COPY README.md ./
 COPY shared ./shared
 COPY services ./services
 RUN /opt/heddle/bin/pip install --no-deps . \
- && /opt/heddle/bin/python -c 'import kubernetes.client, services.cli' \
+ && /opt/heddle/bin/python -c 'import kubernetes.client, heddle.services.cli' \
  && /opt/heddle/bin/pip uninstall -y pip setuptools wheel
 
 # --- runtime: what both targets share ---------------------------------------------------------

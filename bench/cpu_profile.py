@@ -14,7 +14,7 @@ import time
 
 def main() -> int:
     out, service = sys.argv[1], sys.argv[2]
-    from services.cli import main as cli_main
+    from heddle.services.cli.main import main as cli_main
 
     profiler = cProfile.Profile(time.process_time)
     profiler.enable()

@@ -12,12 +12,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from heddle.shared.wire.contracts import TERMINAL_RUN
+
 from bench.probe import Probe, new_run_id
 from bench.procfs import ProcSample
 from bench.stack import BenchStack
 from bench.stats import percentile
 from bench.workloads import Workload
-from shared.contracts import TERMINAL_RUN
 
 Say = Callable[[str], None]
 

@@ -24,20 +24,19 @@ from typing import Any
 import aiohttp
 import msgspec
 import nats
-from nats.aio.client import Client
-from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
-
-from shared.contracts import TERMINAL_RUN
-from shared.names import (
+from heddle.shared.broker.nats_io import connect
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire.contracts import TERMINAL_RUN
+from heddle.shared.wire.names import (
     HEARTBEATS_BUCKET,
     LOG_SEQ_HEADER,
     LOGS_STREAM,
     RUNS_BUCKET,
     evt_step_kind,
 )
-from shared.nats_io import connect
-from shared.settings import Settings
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.api import DeliverPolicy
 
 
 def new_run_id(prefix: str) -> str:
@@ -263,7 +262,7 @@ class StepWatch:
     attempt's acceptance, by (step, attempt, "accepted"): its first heartbeat, or its
     outcome for a step that ended before it was announced, whichever was stored first.
     Either is stored just before the runner's answer leaves (with the outcome, for a short
-    step: docs/architecture.md, "Making an attempt known")."""
+    step: docs/latency.md, "Making an attempt known")."""
 
     def __init__(self) -> None:
         self.subs: list = []

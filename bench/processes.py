@@ -17,17 +17,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from heddle.services.local.nats_users import NatsUsers, write_private
+from heddle.shared.broker import nats_permissions as perms
+from heddle.shared.core.tokens import new_token
+
 from bench.procfs import descendants
-from services.nats_users import NatsUsers, write_private
-from shared import nats_permissions as perms
-from shared.tokens import new_token
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def service_argv(service: str) -> list[str]:
     """How a service is started: as ``heddle up`` does, ``python -m services.cli <service>``."""
-    return [sys.executable, "-m", "services.cli", service]
+    return [sys.executable, "-m", "heddle.services.cli", service]
 
 
 def service_env(

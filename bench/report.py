@@ -420,7 +420,7 @@ def versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             out[pkg] = "not installed"
     try:
-        from services.embedded_nats import find_binary
+        from heddle.services.local.embedded_nats import find_binary
 
         out["nats-server"] = _run([find_binary(), "--version"]).strip()
     except Exception:

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+from heddle.services.local.embedded_nats import EmbeddedNats, free_port
+from heddle.shared.broker import nats_permissions as perms
 
 from bench.probe import Probe
 from bench.processes import REPO, ServiceProcess, StackAuth, service_argv, service_env, stop_all
 from bench.procfs import ProcSample, launcher_of, proc_sample
 from bench.step_uids import StepUidBlock
-from services.embedded_nats import EmbeddedNats, free_port
-from shared import nats_permissions as perms
 
 # Services to run under cProfile on a CPU clock, e.g. HEDDLE_BENCH_CPROFILE=orchestrator,runner-0:
 # each writes bench/results/profiles/<service>.prof when it stops (read it with pstats).
@@ -31,7 +31,7 @@ PROFILES_DIR = REPO / "bench" / "results" / "profiles"
 # directory): the services' logs, to count what they did.
 KEEP = os.environ.get("HEDDLE_BENCH_KEEP", "") not in ("", "0")
 # The probe's own NATS user, in benchmark stacks only: it follows runs through ordered
-# consumers, which the read-only inspector may not create (shared/nats_permissions.py).
+# consumers, which the read-only inspector may not create (shared/broker/nats_permissions.py).
 API = perms.API
 PROBE = perms.User(
     "heddle-bench",

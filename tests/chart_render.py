@@ -12,8 +12,7 @@ from typing import Any
 
 import helm_python as helm
 import yaml
-
-from shared.settings import Settings
+from heddle.shared.runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART_DIR = ROOT / "deploy" / "helm" / "heddle"

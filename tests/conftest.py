@@ -10,11 +10,11 @@ from typing import Any
 
 import nats
 import pytest
+from heddle.services.local.embedded_nats import EmbeddedNats, free_port
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
 from nats.aio.client import Client
 
-from services.embedded_nats import EmbeddedNats, free_port
-from shared.resources import ensure_resources
-from shared.settings import Settings
 from tests.stack import Stack
 
 # Short intervals for every stack a test starts: nothing waits for the defaults.

@@ -1,5 +1,5 @@
 """A small Kubernetes API server for tests, over real HTTP on 127.0.0.1: the few endpoints the
-pod watch uses (shared/kube.py), answered as the API answers them.
+pod watch uses (shared/kube/client.py), answered as the API answers them.
 
 - ``GET /api/v1/namespaces/<ns>/pods?labelSelector=...``: a PodList with its
   ``metadata.resourceVersion``;

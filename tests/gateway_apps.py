@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web import BaseRunner
-
-from services.embedded_nats import EmbeddedNats
-from services.gateway.app import create_app
-from services.gateway.protocol import GatewayRunner
-from shared.settings import Settings
-from shared.tokens import new_token
+from heddle.services.gateway.app import create_app
+from heddle.services.gateway.protocol import GatewayRunner
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.core.tokens import new_token
+from heddle.shared.runtime.settings import Settings
 
 Gateway = Callable[..., Awaitable[TestClient]]
 FLOW = {"name": "flow", "steps": [{"id": "a", "command": "true"}]}

@@ -9,8 +9,8 @@ import pwd
 from collections.abc import AsyncIterator
 from typing import Any
 
-from services.runner_agent.isolation import StepUser
-from services.runner_agent.launcher import Launcher
+from heddle.services.runner_agent.isolation import StepUser
+from heddle.services.runner_agent.launcher import Launcher
 
 
 def step_user() -> StepUser:

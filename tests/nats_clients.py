@@ -8,9 +8,8 @@ import time
 from dataclasses import dataclass, field
 
 import nats
+from heddle.shared.broker import nats_permissions as perms
 from nats.aio.client import Client
-
-from shared import nats_permissions as perms
 
 
 @dataclass

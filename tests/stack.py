@@ -14,12 +14,12 @@ from typing import Any
 
 import aiohttp
 import nats
+from heddle.services.local.embedded_nats import EmbeddedNats, free_port
+from heddle.shared.broker import nats_permissions as perms
 from nats.aio.client import Client
 
 from bench.processes import REPO as REPO  # what tests import from here
 from bench.processes import ServiceProcess, StackAuth, service_argv, service_env, stop_all
-from services.embedded_nats import EmbeddedNats, free_port
-from shared import nats_permissions as perms
 
 Proc = ServiceProcess
 TERMINAL_RUN = {"succeeded", "failed", "cancelled"}

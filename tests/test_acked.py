@@ -1,4 +1,4 @@
-"""shared/acked.py against a real nats-server: acknowledgements matched to their messages,
+"""shared/broker/acked.py against a real nats-server: acknowledgements matched to their messages,
 the server's errors raised as nats-py types them, nothing left behind by a caller that stops
 waiting, and no wait for an acknowledgement that a dropped connection took with it."""
 
@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator
 
 import nats
 import pytest
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.wire.errors import AcknowledgementLost
 from nats.aio.client import Client
 from nats.js.errors import BadRequestError, KeyWrongLastSequenceError, NoStreamResponseError
 
-from services.embedded_nats import EmbeddedNats
-from shared.acked import AckedPublisher
-from shared.errors import AcknowledgementLost
 from tests.stack import freeze
 
 

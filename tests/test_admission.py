@@ -7,14 +7,14 @@ import itertools
 
 import msgspec
 import pytest
+from heddle.services.cli.render import runs_view
+from heddle.services.gateway.run_events import RunChanges
+from heddle.services.orchestrator.admission import Admission
+from heddle.services.orchestrator.decisions import Enqueue, PersistRun, PersistStep
+from heddle.services.orchestrator.state import RunState
+from heddle.shared.wire.contracts import AttemptRecord, RunRecord, StepSpec, SubmitRun
+from heddle.shared.wire.timefmt import from_epoch
 
-from services.client.render import runs_view
-from services.gateway.run_events import RunChanges
-from services.orchestrator.admission import Admission
-from services.orchestrator.decisions import Enqueue, PersistRun, PersistStep
-from services.orchestrator.state import RunState
-from shared.contracts import AttemptRecord, RunRecord, StepSpec, SubmitRun
-from shared.timefmt import from_epoch
 from tests.test_state_machine import POLICY, RUN, T0, finished, started
 
 DIAMOND = [("a", []), ("b", ["a"]), ("c", ["a"]), ("d", ["b", "c"])]

@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from heddle.shared.core.partitions import partition_of
+from heddle.shared.wire.timefmt import parse
 
-from shared.partitions import partition_of
-from shared.timefmt import parse
 from tests.conftest import StackFactory
 from tests.stack import Stack, step_of
 from tests.test_metrics import scrape, value

@@ -1,6 +1,6 @@
 """A runner's "accepted" leaves with the step's first report, in the same write: the
 outcome of a short step, the announcement of a longer one, and never later than a quarter
-of the dispatcher's wait (docs/architecture.md, "Answering with the first report").
+of the dispatcher's wait (docs/latency.md, "Answering with the first report").
 
 Each test plays the dispatcher against one real runner process: it sends the assignment
 itself and watches the answer, the events and a file the command writes as it ends.
@@ -12,13 +12,13 @@ import asyncio
 import time
 from pathlib import Path
 
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepReady, assign_reply_decoder, encode, event_decoder
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from shared import names
-from shared.contracts import StepReady, assign_reply_decoder, encode, event_decoder
-from shared.resources import ensure_resources
-from shared.settings import Settings
 from tests.conftest import StackFactory
 from tests.stack import Stack
 

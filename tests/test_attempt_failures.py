@@ -16,17 +16,16 @@ from pathlib import Path
 import msgspec
 import nats
 import pytest
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.services.runner_agent import outputs_file
+from heddle.services.runner_agent.attempt import Attempt, AttemptContext
+from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepFinished, StepReady
 from nats.aio.client import Client
 from nats.js.errors import KeyNotFoundError
-
-from services.embedded_nats import EmbeddedNats
-from services.runner_agent import outputs_file
-from services.runner_agent.attempt import Attempt, AttemptContext
-from shared import names
-from shared.acked import AckedPublisher
-from shared.contracts import StepFinished, StepReady
-from shared.resources import ensure_resources
-from shared.settings import Settings
 
 
 def step(command: str) -> StepReady:

@@ -1,4 +1,4 @@
-"""When an attempt is made known by a heartbeat (docs/architecture.md, "Making an attempt
+"""When an attempt is made known by a heartbeat (docs/latency.md, "Making an attempt
 known"): a short step writes none, its answer travelling with its outcome; a longer one
 writes its first before its answer; with every start reported at once, before its command
 starts. What that means when a runner dies under a step is tested here with real runner
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import nats
 import pytest
+from heddle.shared.core.partitions import partition_of
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
 
 from bench.procfs import group_members
-from shared import names
-from shared.partitions import partition_of
-from shared.settings import Settings
 from tests.conftest import StackFactory
 from tests.stack import Stack, step_of
 from tests.test_assign_answer import assign, one_runner

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from heddle.shared.core.backoff import backoff_bounds
+from heddle.shared.wire.timefmt import parse
 
 from bench.procfs import group_members
-from shared.backoff import backoff_bounds
-from shared.timefmt import parse
 from tests.conftest import StackFactory
 from tests.stack import step_of
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from heddle.services.gateway.app import create_app
+from heddle.services.gateway.auth import ROUTE_ROLES
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.core.tokens import new_token
+from heddle.shared.runtime.settings import Settings
 
-from services.embedded_nats import EmbeddedNats
-from services.gateway.app import create_app
-from services.gateway.auth import ROUTE_ROLES
-from shared.settings import Settings
-from shared.tokens import new_token
 from tests.gateway_apps import FLOW, Gateway, bearer, call, make_token, root
 from tests.gateway_apps import admin_file as admin_file  # fixtures
 from tests.gateway_apps import gateway as gateway

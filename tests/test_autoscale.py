@@ -9,8 +9,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
-from services.dispatcher.autoscale import (
+from heddle.services.dispatcher.autoscale import (
     Decision,
     Limits,
     Runner,

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from heddle.shared.wire.timefmt import parse
 
-from shared.timefmt import parse
 from tests import fake_kube as fk
 from tests.conftest import StackFactory
 from tests.stack import Stack, step_of, until

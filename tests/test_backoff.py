@@ -1,12 +1,11 @@
-"""shared/backoff.py: min(base * 2^(n-1), cap), jittered uniformly into its upper half."""
+"""shared/core/backoff.py: min(base * 2^(n-1), cap), jittered uniformly into its upper half."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
-
-from shared.backoff import backoff, backoff_bounds
+from heddle.shared.core.backoff import backoff, backoff_bounds
 
 ALMOST_ONE = 0.9999999
 

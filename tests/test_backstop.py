@@ -3,12 +3,12 @@ the one read it needs, a run's ready steps, is a plain function here)."""
 
 from __future__ import annotations
 
-from services.orchestrator.backstop import Backstop, Finding, LostAttempts
-from services.orchestrator.notes import transition_notes
-from services.orchestrator.state import Policy, RunState
-from services.orchestrator.watchdog import Beat
-from shared.contracts import StepSpec, SubmitRun
-from shared.timefmt import from_epoch
+from heddle.services.orchestrator.backstop import Backstop, Finding, LostAttempts
+from heddle.services.orchestrator.notes import transition_notes
+from heddle.services.orchestrator.state import Policy, RunState
+from heddle.services.orchestrator.watchdog import Beat
+from heddle.shared.wire.contracts import StepSpec, SubmitRun
+from heddle.shared.wire.timefmt import from_epoch
 
 T0 = 1_700_000_000.0
 P = 10.0  # the period: a silence limit

@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from heddle.services.gateway.keys import NATS
+from heddle.services.gateway.views import HEADER_ROOM, MAX_LISTED_PROBLEMS
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.broker.documents import INLINE_MAX
+from heddle.shared.core.validation import Limits, parse_run_request
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import SubmitRun, encode
+from heddle.shared.wire.json_depth import MAX_JSON_DEPTH
+from heddle.shared.wire.timefmt import now_rfc3339
 
-from services.embedded_nats import EmbeddedNats
-from services.gateway.keys import NATS
-from services.gateway.views import HEADER_ROOM, MAX_LISTED_PROBLEMS
-from shared import names
-from shared.contracts import SubmitRun, encode
-from shared.documents import INLINE_MAX
-from shared.json_depth import MAX_JSON_DEPTH
-from shared.timefmt import now_rfc3339
-from shared.validation import Limits, parse_run_request
 from tests.gateway_apps import FLOW, Gateway, bearer, call, root
 from tests.gateway_apps import admin_file as admin_file  # fixtures
 from tests.gateway_apps import gateway as gateway
@@ -161,7 +161,7 @@ async def test_a_workflow_over_the_payload_limit_is_413_and_not_written(
     assert (await call(gw, "GET", "/api/workflows/huge", token))[0] == 404
     status, body = await call(gw, "GET", "/api/workflows", token)
     assert (status, body["workflows"]) == (200, [])
-    # The same steps as a run are carried beside the submit command (shared/documents.py):
+    # The same steps as a run are carried beside the submit command (shared/broker/documents.py):
     # accepted (no orchestrator here: 202), the command small, the document in HEDDLE_DOCS.
     status, body = await post_json(gw, "/api/runs", token, {"steps": doc["steps"]})
     assert status == 202, body

@@ -1,5 +1,5 @@
 """Big workflows: a 5,000-wide fan-out and a 2,000-step chain accepted (their
-submit carried beside its command, shared/documents.py), run, and read back in pages through
+submit carried beside its command, shared/broker/documents.py), run, and read back in pages through
 the API over a real stack; and the paging API's behaviour over a gateway app and a real
 nats-server (runs written into heddle-runs as the orchestrator writes them)."""
 
@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from heddle.services.gateway import run_steps
+from heddle.services.gateway.keys import RESOURCES
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import RunRecord, StepRecord, encode
 
-from services.gateway import run_steps
-from services.gateway.keys import RESOURCES
-from shared import names
-from shared.contracts import RunRecord, StepRecord, encode
 from tests.conftest import StackFactory
 from tests.gateway_apps import Gateway, call, root
 from tests.gateway_apps import admin_file as admin_file  # fixtures

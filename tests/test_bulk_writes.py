@@ -4,16 +4,16 @@ real nats-server: every record lands, and a small run is left to the ordinary pa
 from __future__ import annotations
 
 import pytest
+from heddle.services.orchestrator.bulk_writes import CHECKPOINT, write_new_steps
+from heddle.services.orchestrator.decisions import PersistStep
+from heddle.services.orchestrator.state import Policy, RunState
+from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.broker.kv_reads import count_keys
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepSpec, SubmitRun, step_record_decoder
+from heddle.shared.wire.timefmt import from_epoch
 from nats.aio.client import Client
 
-from services.orchestrator.bulk_writes import CHECKPOINT, write_new_steps
-from services.orchestrator.decisions import PersistStep
-from services.orchestrator.state import Policy, RunState
-from shared import names
-from shared.acked import AckedPublisher
-from shared.contracts import StepSpec, SubmitRun, step_record_decoder
-from shared.kv_reads import count_keys
-from shared.timefmt import from_epoch
 from tests.test_group_commit import T0
 
 

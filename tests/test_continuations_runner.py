@@ -1,4 +1,4 @@
-"""A runner's continuations (docs/architecture.md, "Continuing a chain"): offered a step and
+"""A runner's continuations (docs/latency.md, "Continuing a chain"): offered a step and
 the one after it, it starts the second the moment the first succeeds without outputs, says
 so in the first one's outcome, and reports the second only after it. A real runner process
 and a real nats-server; the offers are sent as the orchestrator sends them."""
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import AssignReply, CancelAttempt, StepFinished, StepReady, encode
+from heddle.shared.wire.timefmt import from_epoch
 
-from shared import names
-from shared.contracts import AssignReply, CancelAttempt, StepFinished, StepReady, encode
-from shared.timefmt import from_epoch
 from tests.conftest import StackFactory
 from tests.stack import until
 
@@ -61,7 +61,7 @@ async def offered(nc, first: StepReady, then: StepReady, *, then_first: bool = F
             await asyncio.sleep(0.05)
             await nc.publish(subject, encode(then))
         answer = msgspec.json.decode((await asking).data, type=AssignReply)
-        # A runner just started on a busy machine may have stood still (shared/stalls.py).
+        # A runner just started on a busy machine may have stood still (shared/runtime/stalls.py).
         if answer.accepted or not (answer.reason or "").startswith("stale"):
             break
         await asyncio.sleep(0.2)

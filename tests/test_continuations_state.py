@@ -7,9 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 import msgspec
-
-from services.orchestrator.continuations import ANY_RUNNER, CONTINUATION_DEPTH
-from services.orchestrator.decisions import (
+from heddle.services.orchestrator.continuations import ANY_RUNNER, CONTINUATION_DEPTH
+from heddle.services.orchestrator.decisions import (
     AwaitHandoff,
     Continue,
     Enqueue,
@@ -17,9 +16,10 @@ from services.orchestrator.decisions import (
     PersistStep,
     ScheduleRetry,
 )
-from services.orchestrator.state import RunState
-from shared.contracts import StepFinished, step_record_decoder
-from shared.timefmt import from_epoch
+from heddle.services.orchestrator.state import RunState
+from heddle.shared.wire.contracts import StepFinished, step_record_decoder
+from heddle.shared.wire.timefmt import from_epoch
+
 from tests.test_state_machine import POLICY, RUN, T0, cancel, make, started
 
 CONTINUING = dataclasses.replace(POLICY, handoff=True, continuations=True)

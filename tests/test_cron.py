@@ -1,4 +1,4 @@
-"""shared/cron.py: 5-field expressions, IANA time zones and the slots between two times."""
+"""shared/core/cron.py: 5-field expressions, IANA time zones and the slots between two times."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-
-from shared.cron import schedule_problem, slots_between, timezone_problem
+from heddle.shared.core.cron import schedule_problem, slots_between, timezone_problem
 
 
 def utc(*args: int) -> datetime:
@@ -53,7 +52,7 @@ def test_valid_schedules(expr: str) -> None:
         ("* * * * 8", ["not a valid cron"]),
         ("*/0 * * * *", ["not a valid cron"]),
         ("a b c d e", ["not a valid cron"]),
-        # What croniter accepts and standard cron does not (shared/cron_fields.py).
+        # What croniter accepts and standard cron does not (shared/core/cron_fields.py).
         ("1-0 * * * *", ["minute field", "reversed"]),  # croniter: every minute
         ("* * 5-1 * *", ["day of month field", "reversed"]),
         ("0 0 * * FRI-MON", ["day of week field", "reversed"]),

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from heddle.services.gateway.origin import cross_origin_refusal, same_origin
 
-from services.gateway.origin import cross_origin_refusal, same_origin
 from tests.conftest import StackFactory
 from tests.gateway_apps import FLOW, Gateway, call, root
 from tests.gateway_apps import admin_file as admin_file  # fixtures
@@ -152,7 +152,7 @@ async def heddle(s: Stack, *args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "services.cli",
+        "heddle.services.cli",
         *args,
         cwd=REPO,
         env={"PATH": "/usr/bin:/bin", "HEDDLE_URL": s.base, "HEDDLE_TOKEN": s.admin_token},

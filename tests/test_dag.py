@@ -1,4 +1,4 @@
-"""shared/dag.py: structural problems, cycles, deterministic order, ready set, downstream."""
+"""shared/core/dag.py: structural problems, cycles, deterministic order, ready set, downstream."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import graphlib
 import random
 
 import pytest
-
-from shared.dag import (
+from heddle.shared.core.dag import (
     Graph,
     Readiness,
     acyclic,
@@ -16,7 +15,7 @@ from shared.dag import (
     structural_problems,
     topological_order,
 )
-from shared.errors import Problem
+from heddle.shared.wire.errors import Problem
 
 Deps = list[tuple[str, list[str]]]
 

@@ -15,8 +15,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from heddle.shared.runtime.settings import Settings
 
-from shared.settings import Settings
 from tests.chart_render import (
     CHART_DIR,
     CONTROL_PLANE,
@@ -410,7 +410,7 @@ def test_chart_settings_are_exactly_heddles_settings() -> None:
     in_schema = set(schema["properties"]["settings"]["properties"])
     expected = {camel(f) for f in SETTING_DEFAULTS if f not in NOT_CHART_SETTINGS}
     assert in_schema == expected, (
-        f"values.schema.json settings drifted from shared/settings.py: "
+        f"values.schema.json settings drifted from shared/runtime/settings.py: "
         f"missing {sorted(expected - in_schema)}, unknown {sorted(in_schema - expected)}"
     )
     values = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
@@ -570,7 +570,7 @@ def test_gateway_probes_and_port(default: Manifest) -> None:
 
 def test_every_service_is_probed_on_its_metrics_port(chart: helm.Chart, default: Manifest) -> None:
     # /healthz (live: the event loop answers) and /readyz (started, connected to NATS) are
-    # served beside /metrics (shared/metrics_http.py; tests/test_probes.py asks them).
+    # served beside /metrics (shared/runtime/metrics_http.py; tests/test_probes.py asks them).
     for key, (_, container) in default.heddle_containers().items():
         if key == "gateway":
             continue
@@ -819,7 +819,7 @@ def test_rbac_is_the_pod_watch_and_nothing_else(chart: helm.Chart, default: Mani
 
 
 def test_the_pod_watch_selects_exactly_the_runner_pods(chart: helm.Chart) -> None:
-    from services.orchestrator.pods import RUNNER_LABEL
+    from heddle.services.orchestrator.pods import RUNNER_LABEL
 
     for values in ({}, {"namePrefix": "blue-", "runners": {"replicas": 3}}):
         manifest = render(chart, values)

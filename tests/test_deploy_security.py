@@ -1,6 +1,7 @@
-"""The chart's security: the NATS users and permissions (the same as shared/nats_permissions.py),
-each workload's own password, the runner's privileges, the admin token, the Host names the
-gateway answers to, the NetworkPolicies, and the rendered users on a real nats-server."""
+"""The chart's security: the NATS users and permissions (the same as
+shared/broker/nats_permissions.py), each workload's own password, the runner's privileges, the
+admin token, the Host names the gateway answers to, the NetworkPolicies, and the rendered
+users on a real nats-server."""
 
 from __future__ import annotations
 
@@ -16,15 +17,16 @@ from typing import Any
 
 import helm_python as helm
 import pytest
+from heddle.services.local.embedded_nats import find_binary, free_port, port_open
+from heddle.services.runner_agent.isolation import runner_step_user
+from heddle.shared.broker import nats_accounts
+from heddle.shared.broker import nats_permissions as perms
+from heddle.shared.broker.nats_io import connect
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.core.hosts import AllowedHosts
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
 
-from services.embedded_nats import find_binary, free_port, port_open
-from services.runner_agent.isolation import runner_step_user
-from shared import names, nats_accounts
-from shared import nats_permissions as perms
-from shared.hosts import AllowedHosts
-from shared.nats_io import connect
-from shared.resources import ensure_resources
-from shared.settings import Settings
 from tests.chart_render import (
     ADMIN_SECRET,
     AUTH_SECRET,
@@ -51,7 +53,7 @@ def accounts(manifest: Manifest, prefix: str = "") -> dict[str, Any]:
 
 def authorization(manifest: Manifest, prefix: str = "") -> list[dict[str, Any]]:
     """Every user of the chart's NATS configuration, by name, each checked to be in the
-    account shared/nats_accounts.py puts it in."""
+    account shared/broker/nats_accounts.py puts it in."""
     users = nats_accounts.users_in(accounts(manifest, prefix))
     for user, (account, _) in users.items():
         assert account == nats_accounts.account_of(user), user
@@ -59,7 +61,7 @@ def authorization(manifest: Manifest, prefix: str = "") -> list[dict[str, Any]]:
 
 
 def test_nats_accounts_are_exactly_nats_accounts(default: Manifest) -> None:
-    """files/nats-accounts.json copies links() of shared/nats_accounts.py: any drift fails
+    """files/nats-accounts.json copies links() of shared/broker/nats_accounts.py: any drift fails
     here (regenerate it with `python -c 'import json; from shared import nats_accounts as a;
     print(json.dumps(a.links(), indent=2))'`)."""
     config = accounts(default)["accounts"]
@@ -82,7 +84,7 @@ def test_nats_accounts_are_exactly_nats_accounts(default: Manifest) -> None:
 def test_nats_users_are_exactly_nats_permissions(
     chart: helm.Chart, values: dict, runners: tuple[str, ...]
 ) -> None:
-    """templates/_nats.tpl copies shared/nats_permissions.py: any drift fails here."""
+    """templates/_nats.tpl copies shared/broker/nats_permissions.py: any drift fails here."""
     manifest = render(chart, values)
     prefix = values.get("namePrefix", "")
     users = authorization(manifest, prefix)
@@ -625,7 +627,7 @@ def test_nats_box_is_the_inspector_and_reaches_nats_only(chart: helm.Chart) -> N
     assert env["NATS_URL"] == f"nats://{name}:{port}"
     assert pod["automountServiceAccountToken"] is False
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
-    # The user it logs in as is read-only (shared/nats_permissions.py's inspector).
+    # The user it logs in as is read-only (shared/broker/nats_permissions.py's inspector).
     (inspector,) = [u for u in authorization(manifest) if u["user"] == perms.INSPECTOR]
     assert inspector["permissions"] == perms.permissions_for(perms.INSPECTOR).to_config()
     assert inspector["password"] == manifest.secret_data(USERS_SECRET)[perms.INSPECTOR]

@@ -1,4 +1,4 @@
-"""Several dispatchers (docs/architecture.md, "Several dispatchers"), as real processes: two
+"""Several dispatchers (docs/scaling.md, "Several dispatchers"), as real processes: two
 share the ready steps, never give one runner two steps at once, and one SIGKILLed mid-run
 leaves no step stuck: the ready steps it held come back to the other once their ack wait ends
 (HEDDLE_READY_ACK_WAIT, 2 s in the tests), and one stopped with SIGTERM (a rolling update)
@@ -19,9 +19,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from heddle.services.dispatcher.ready import ack_wait
+from heddle.shared.runtime.settings import Settings
 
-from services.dispatcher.ready import ack_wait
-from shared.settings import Settings
 from tests.conftest import FAST, StackFactory
 from tests.stack import Stack, until
 
@@ -40,7 +40,7 @@ def layered(ledger: Path, rng: random.Random, width: int = WIDTH) -> dict:
     """One step that opens the run, then LAYERS x ``width`` steps, each depending on two of
     the layer above: most sleep 0.05 s, one in five 0.6 s. Past the first step every step
     is of a run under way, so none waits behind another run's steps by design (docs/
-    architecture.md, "Runs under way first") when a kill's effects are timed."""
+    bursts.md, "Runs under way first") when a kill's effects are timed."""
     steps: list[dict] = [{"id": "open", "command": step_command(ledger, "0.05")}]
     for layer in range(LAYERS):
         for i in range(width):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from shared.settings import settings_table
+from heddle.shared.runtime.settings import settings_table
+
 from tests.stack import REPO
 
 SETTINGS_PAGE = REPO / "docs" / "settings.md"

@@ -6,13 +6,13 @@ import asyncio
 import contextlib
 import time
 
+from heddle.services.dispatcher.ready import LOOKAHEAD
+from heddle.shared.core.partitions import partition_of
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.timefmt import parse
 from nats.js.errors import NotFoundError
 
-from services.dispatcher.ready import LOOKAHEAD
-from shared import names
-from shared.partitions import partition_of
-from shared.settings import Settings
-from shared.timefmt import parse
 from tests.conftest import StackFactory
 from tests.stack import step_of
 
@@ -215,8 +215,8 @@ async def test_resubmitting_a_finished_run_after_a_restart_changes_nothing(
     stack: StackFactory,
 ) -> None:
 
-    from shared import names
-    from shared.contracts import StepSpec, SubmitRun, encode
+    from heddle.shared.wire import names
+    from heddle.shared.wire.contracts import StepSpec, SubmitRun, encode
 
     s = await stack(runners=1)
     done = await s.wait_run(

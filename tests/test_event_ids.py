@@ -4,10 +4,9 @@ crash) are both kept, for the state machine to choose from."""
 
 from __future__ import annotations
 
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepFinished, encode
 from nats.aio.client import Client
-
-from shared import names
-from shared.contracts import StepFinished, encode
 
 
 def finished(runner: str) -> StepFinished:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import aiohttp
 import nats
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.broker.buckets import open_bucket
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import LogLine, encode
 
-from services.embedded_nats import EmbeddedNats
-from shared import names
-from shared.buckets import open_bucket
-from shared.contracts import LogLine, encode
 from tests.gateway_apps import Gateway, bearer, root
 from tests.gateway_apps import admin_file as admin_file  # fixtures
 from tests.gateway_apps import gateway as gateway

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from services.embedded_nats import LISTEN_PORTS, free_port
+from heddle.services.local.embedded_nats import LISTEN_PORTS, free_port
 
 
 def test_ports_handed_out_together_are_distinct_free_and_below_the_ephemeral_range() -> None:

@@ -11,8 +11,8 @@ import signal
 from pathlib import Path
 
 import pytest
+from heddle.shared.wire import names
 
-from shared import names
 from tests.conftest import StackFactory
 from tests.stack import freeze, step_of
 

@@ -1,5 +1,5 @@
 """A runner that stood still (SIGSTOP, as a frozen pod or a paused machine would) refuses the
-assignments that waited for it through the stall (shared/stalls.py): their
+assignments that waited for it through the stall (shared/runtime/stalls.py): their
 offers were given up, and the step went to another runner meanwhile. Real processes."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import msgspec
 import nats.errors
 import pytest
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import AssignReply, encode
 
-from shared import names
-from shared.contracts import AssignReply, encode
 from tests.conftest import StackFactory
 from tests.stack import freeze, step_of
 from tests.test_lost_assignments import ready_once

@@ -1,12 +1,11 @@
-"""The collector pause around a big synchronous piece of work (shared/gc_pause.py)."""
+"""The collector pause around a big synchronous piece of work (shared/runtime/gc_pause.py)."""
 
 from __future__ import annotations
 
 import gc
 
 import pytest
-
-from shared.gc_pause import gc_paused
+from heddle.shared.runtime.gc_pause import gc_paused
 
 
 def test_the_collector_is_off_inside_and_as_it_was_after_even_on_an_error() -> None:

@@ -10,22 +10,21 @@ import logging
 
 import nats
 import pytest
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.services.orchestrator.actor import Create, RunActor
+from heddle.services.orchestrator.decisions import PersistRun
+from heddle.services.orchestrator.effects import EffectRunner
+from heddle.services.orchestrator.state import Policy, RunState
+from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.broker.resources import ensure_resources, stream_configs
+from heddle.shared.broker.streams import ensure_stream
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepFinished, StepSpec, StepStarted, SubmitRun, encode
+from heddle.shared.wire.timefmt import from_epoch
 from nats.aio.client import Client
 from nats.js.api import ConsumerConfig
 from nats.js.errors import KeyWrongLastSequenceError
-
-from services.embedded_nats import EmbeddedNats
-from services.orchestrator.actor import Create, RunActor
-from services.orchestrator.decisions import PersistRun
-from services.orchestrator.effects import EffectRunner
-from services.orchestrator.state import Policy, RunState
-from shared import names
-from shared.acked import AckedPublisher
-from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun, encode
-from shared.resources import ensure_resources, stream_configs
-from shared.settings import Settings
-from shared.streams import ensure_stream
-from shared.timefmt import from_epoch
 
 T0 = 1_800_000_000.0
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.dispatcher.hand import RECENT_FOR, WARY_AFTER_RECONNECT, Hand
+from heddle.services.dispatcher.hand import RECENT_FOR, WARY_AFTER_RECONNECT, Hand
 
 KEY = ("r1", "a", 1, 0)
 OTHER = ("r1", "b", 1, 0)

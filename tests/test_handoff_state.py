@@ -8,10 +8,10 @@ import dataclasses
 
 import msgspec
 import pytest
+from heddle.services.orchestrator.decisions import AwaitHandoff, Enqueue, PersistStep
+from heddle.services.orchestrator.state import RunState
+from heddle.shared.wire.contracts import RunRecord, StepRecord, step_record_decoder
 
-from services.orchestrator.decisions import AwaitHandoff, Enqueue, PersistStep
-from services.orchestrator.state import RunState
-from shared.contracts import RunRecord, StepRecord, step_record_decoder
 from tests.test_state_machine import POLICY, T0, cancel, finished, lost, make
 
 HANDOFF = dataclasses.replace(POLICY, handoff=True)

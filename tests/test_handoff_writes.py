@@ -7,20 +7,20 @@ from __future__ import annotations
 import asyncio
 
 import msgspec
+from heddle.services.orchestrator.actor import RunActor
+from heddle.services.orchestrator.effects import EffectRunner
+from heddle.services.orchestrator.handoff import Handoffs
+from heddle.services.orchestrator.state import Policy, RunState
+from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.broker.resources import stream_configs
+from heddle.shared.broker.streams import ensure_stream
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import AssignReply, StepFinished, StepSpec, SubmitRun, encode
+from heddle.shared.wire.timefmt import from_epoch
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from services.orchestrator.actor import RunActor
-from services.orchestrator.effects import EffectRunner
-from services.orchestrator.handoff import Handoffs
-from services.orchestrator.state import Policy, RunState
-from shared import names
-from shared.acked import AckedPublisher
-from shared.contracts import AssignReply, StepFinished, StepSpec, SubmitRun, encode
-from shared.resources import stream_configs
-from shared.settings import Settings
-from shared.streams import ensure_stream
-from shared.timefmt import from_epoch
 from tests.test_group_commit import finished
 
 T0 = 1_800_000_000.0

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from shared.errors import SettingsError
-from shared.hosts import DEFAULT_ALLOWED_HOSTS, AllowedHosts, host_of, host_patterns
-from shared.settings import Settings
+from heddle.shared.core.hosts import DEFAULT_ALLOWED_HOSTS, AllowedHosts, host_of, host_patterns
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire.errors import SettingsError
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,10 @@ from typing import Any
 import nats
 import pytest
 from aiohttp.test_utils import TestClient
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
 
-from services.embedded_nats import EmbeddedNats
-from shared import names
-from shared.settings import Settings
 from tests.gateway_apps import Gateway, call, root
 from tests.gateway_apps import admin_file as admin_file  # fixtures
 from tests.gateway_apps import gateway as gateway

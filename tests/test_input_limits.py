@@ -1,4 +1,4 @@
-"""The pure bounds on what a request may hold: JSON depth (shared/json_depth.py) and whole
+"""The pure bounds on what a request may hold: JSON depth (shared/wire/json_depth.py) and whole
 numbers in queries and headers (services/gateway/params.py)."""
 
 from __future__ import annotations
@@ -7,10 +7,9 @@ import json
 import time
 
 import pytest
-
-from services.gateway.params import MAX_DIGITS, parse_whole, whole_number
-from shared.errors import Problem
-from shared.json_depth import MAX_JSON_DEPTH, json_depth_exceeds
+from heddle.services.gateway.params import MAX_DIGITS, parse_whole, whole_number
+from heddle.shared.wire.errors import Problem
+from heddle.shared.wire.json_depth import MAX_JSON_DEPTH, json_depth_exceeds
 
 
 def nest(depth: int, inner: str = "") -> str:

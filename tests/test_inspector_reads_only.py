@@ -1,7 +1,7 @@
 """Every JetStream call that changes state, against every NATS user without the right to it,
-on a real nats-server with the configuration shared/nats_permissions.py generates: the server
+on a real nats-server with the configuration shared/broker/nats_permissions.py generates: the server
 refuses each one. The inspector in particular creates no consumer of any kind (a create's body
-can name a service's durable, make a durable or push to any subject: docs/architecture.md,
+can name a service's durable, make a durable or push to any subject: docs/security.md,
 "NATS users and permissions"), and its reads still work."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import nats
 import pytest
+from heddle.services.local.embedded_nats import EmbeddedNats, free_port
+from heddle.shared.broker import nats_permissions as perms
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
 from nats.js.api import ConsumerConfig
 
-from services.embedded_nats import EmbeddedNats, free_port
-from shared import names
-from shared import nats_permissions as perms
-from shared.resources import ensure_resources
-from shared.settings import Settings
 from tests.nats_clients import LoggedIn, login
 from tests.stack import SUPERUSER, SUPERUSER_PASSWORD, auth_with_superuser
 
@@ -245,7 +245,8 @@ async def test_the_inspector_still_reads(server: Server) -> None:
 async def test_no_reply_can_be_aimed_at_a_stream(server: Server) -> None:
     """A JetStream answer goes to the reply subject its request names, whatever the
     requester may publish: the inspector's reads and a runner's lookups and writes, their
-    answers aimed at a run record and at an event, store nothing (shared/nats_accounts.py)."""
+    answers aimed at a run record and at an event, store nothing
+    (shared/broker/nats_accounts.py)."""
     run_r1 = names.kv_subject(names.RUNS_BUCKET, names.run_key("r1"))
     event = names.evt("r1", "s", "finished", "runner-0")
     runs_stream = names.kv_stream(names.RUNS_BUCKET)

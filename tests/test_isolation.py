@@ -1,5 +1,5 @@
 """What a step gets from its runner (services/runner_agent/isolation.py) and the NATS
-permission table (shared/nats_permissions.py): pure, no server. The server's own refusals
+permission table (shared/broker/nats_permissions.py): pure, no server. The server's own refusals
 are in test_security.py."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ import os
 import pwd
 
 import pytest
-
-from services.runner_agent.isolation import (
+from heddle.services.runner_agent.isolation import (
     StepUser,
     StepUserError,
     make_undumpable,
     resolve_step_user,
     step_base_env,
 )
-from shared import names, nats_accounts
-from shared import nats_permissions as perms
+from heddle.shared.broker import nats_accounts
+from heddle.shared.broker import nats_permissions as perms
+from heddle.shared.wire import names
 
 PR_GET_DUMPABLE = 3
 

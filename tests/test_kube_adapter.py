@@ -1,4 +1,4 @@
-"""shared/kube.py with the real kubernetes client against a small API server on 127.0.0.1
+"""shared/kube/client.py with the real kubernetes client against a small API server on 127.0.0.1
 (tests/fake_kube.py): the list, the watch's events in order, bookmarks, a watch the server ends,
 an expired resource version (410), an API that is down or refuses the token, the node lookup,
 and a prompt stop."""
@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from heddle.shared.kube import client as kube
 
-from shared import kube
 from tests import fake_kube as fk
 
 

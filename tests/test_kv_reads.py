@@ -1,4 +1,4 @@
-"""Reading a bucket's current values (shared/kv_reads.py): a few keys in one batched direct
+"""Reading a bucket's current values (shared/broker/kv_reads.py): a few keys in one batched direct
 get, more (or a bucket without direct gets) in one replay, which waits for each message as
 long as the settings say: a broker that freezes in the middle of one fails the read within
 HEDDLE_NATS_TIMEOUT."""
@@ -12,14 +12,15 @@ from collections.abc import AsyncIterator
 
 import nats
 import pytest
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.broker import kv_reads
+from heddle.shared.broker.buckets import Bucket, open_bucket
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import RunRecord, StepRecord, encode
 from nats.aio.client import Client
 
-from services.embedded_nats import EmbeddedNats
-from shared import kv_reads, names
-from shared.buckets import Bucket, open_bucket
-from shared.contracts import RunRecord, StepRecord, encode
-from shared.resources import ensure_resources
-from shared.settings import Settings
 from tests.stack import freeze
 
 

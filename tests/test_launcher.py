@@ -10,9 +10,9 @@ import sys
 import time
 
 import pytest
+from heddle.services.runner_agent.launcher import LauncherError
+from heddle.services.runner_agent.process import StepProcess
 
-from services.runner_agent.launcher import LauncherError
-from services.runner_agent.process import StepProcess
 from tests.launchers import launched_as, step_user
 from tests.stack import REPO
 
@@ -139,7 +139,7 @@ async def test_the_launcher_has_a_session_of_its_own() -> None:
 
 HOLDERS = """
 import os, subprocess
-from services.runner_agent.isolation import kill_pipe_holders
+from heddle.services.runner_agent.isolation import kill_pipe_holders
 r, w = os.pipe()
 apart = subprocess.Popen(["sleep", "30"], pass_fds=(w,), start_new_session=True)
 beside = subprocess.Popen(["sleep", "30"], pass_fds=(w,))  # in this process's group

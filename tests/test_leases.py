@@ -14,15 +14,15 @@ from contextlib import asynccontextmanager
 
 import nats
 import pytest
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.services.orchestrator.leases import Leases
+from heddle.shared.broker.jetstream_api import ConsumerResetFailed
+from heddle.shared.broker.nats_io import close
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
 from nats.aio.client import Client
 
-from services.embedded_nats import EmbeddedNats
-from services.orchestrator.leases import Leases
-from shared import names
-from shared.jetstream_api import ConsumerResetFailed
-from shared.nats_io import close
-from shared.resources import ensure_resources
-from shared.settings import Settings
 from tests.stack import until
 
 TTL = 1.5

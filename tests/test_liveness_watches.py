@@ -8,12 +8,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.services.orchestrator.liveness import Liveness
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
 from nats.aio.client import Client
-
-from services.embedded_nats import EmbeddedNats
-from services.orchestrator.liveness import Liveness
-from shared.resources import ensure_resources
-from shared.settings import Settings
 
 
 async def until(check: Callable[[], bool], within: float = 5.0) -> None:

@@ -15,27 +15,28 @@ from typing import Any
 
 import nats
 import pytest
+from heddle.services.gateway import log_lines, log_tail
+from heddle.services.gateway.log_index import attempt_messages
+from heddle.services.gateway.log_lines import CURSOR_SPAN
+from heddle.services.gateway.log_reader import read_lines
+from heddle.services.gateway.log_tail import read_attempt
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.services.runner_agent.chunks import chunk, cut_long_lines, has_long_line, split_long
+from heddle.services.runner_agent.output import MSG_HEADER, LogPublisher
+from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import (
+    MAX_CHUNK_LINES,
+    LogLine,
+    chunk_texts,
+    encode,
+    log_line_decoder,
+)
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from services.embedded_nats import EmbeddedNats
-from services.gateway import log_lines, log_tail
-from services.gateway.log_index import attempt_messages
-from services.gateway.log_lines import CURSOR_SPAN
-from services.gateway.log_reader import read_lines
-from services.gateway.log_tail import read_attempt
-from services.runner_agent.chunks import (
-    chunk,
-    cut_long_lines,
-    has_long_line,
-    split_long,
-)
-from services.runner_agent.output import MSG_HEADER, LogPublisher
-from shared import names
-from shared.acked import AckedPublisher
-from shared.contracts import MAX_CHUNK_LINES, LogLine, chunk_texts, encode, log_line_decoder
-from shared.resources import ensure_resources
-from shared.settings import Settings
 from tests.conftest import StackFactory
 from tests.test_logs import all_lines, sse
 
@@ -373,7 +374,7 @@ async def test_http_cursors_tails_and_counts_over_chunks(stack: StackFactory) ->
 
 
 def test_cursor_span_fits_a_chunk() -> None:
-    from shared.contracts import MAX_CHUNK_LINES
+    from heddle.shared.wire.contracts import MAX_CHUNK_LINES
 
     assert MAX_CHUNK_LINES < CURSOR_SPAN
     assert log_lines.start_of(0) == 0 and log_lines.start_of(CURSOR_SPAN - 1) == 1

@@ -12,12 +12,12 @@ from typing import Any
 
 import aiohttp
 import pytest
+from heddle.services.orchestrator.notes import transition_notes
+from heddle.services.orchestrator.state import Policy, RunState
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import MAX_CHUNK_LINES, StepSpec, StepStarted, SubmitRun
+from heddle.shared.wire.timefmt import from_epoch, parse
 
-from services.orchestrator.notes import transition_notes
-from services.orchestrator.state import Policy, RunState
-from shared import names
-from shared.contracts import MAX_CHUNK_LINES, StepSpec, StepStarted, SubmitRun
-from shared.timefmt import from_epoch, parse
 from tests.conftest import StackFactory
 from tests.stack import Stack
 

@@ -11,14 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
+from heddle.services.dispatcher.ready import ready_consumer
+from heddle.shared.broker.streams import ensure_consumer
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepReady, encode
+from heddle.shared.wire.timefmt import from_epoch
 from nats.js.errors import NotFoundError
 
-from services.dispatcher.ready import ready_consumer
-from shared import names
-from shared.contracts import StepReady, encode
-from shared.settings import Settings
-from shared.streams import ensure_consumer
-from shared.timefmt import from_epoch
 from tests.conftest import StackFactory
 from tests.stack import Stack, step_of
 

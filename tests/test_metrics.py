@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable
 
 import aiohttp
+from heddle.services.local.up import plan
+from heddle.shared.runtime.metrics import registry_for
+from heddle.shared.runtime.settings import Settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.up import plan
-from shared.metrics import registry_for
-from shared.settings import Settings
 from tests.conftest import StackFactory
 from tests.stack import REPO, Stack
 from tests.test_scheduler import MIN, Env, env  # noqa: F401  (env is a fixture)

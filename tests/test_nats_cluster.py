@@ -20,14 +20,14 @@ from typing import Any
 
 import nats
 import pytest
+from heddle.services.local.embedded_nats import find_binary, free_port, port_open
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.broker.streams import ensure_stream
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.errors import ResourceMismatch
 from nats.js.api import StreamConfig
 
-from services.embedded_nats import find_binary, free_port, port_open
-from shared import names
-from shared.errors import ResourceMismatch
-from shared.resources import ensure_resources
-from shared.settings import Settings
-from shared.streams import ensure_stream
 from tests.conftest import FAST
 from tests.stack import SUPERUSER, SUPERUSER_PASSWORD, TERMINAL_RUN, Stack, auth_with_superuser
 

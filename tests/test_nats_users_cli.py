@@ -9,15 +9,16 @@ import stat
 from pathlib import Path
 
 import pytest
+from heddle.services.cli.main import main
+from heddle.services.local.embedded_nats import EmbeddedNats, free_port
+from heddle.shared.broker import nats_accounts
+from heddle.shared.broker import nats_permissions as perms
+from heddle.shared.broker.nats_io import connect
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.core.tokens import PREFIX, token_text_problem
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
 
-from services.cli import main
-from services.embedded_nats import EmbeddedNats, free_port
-from shared import names, nats_accounts
-from shared import nats_permissions as perms
-from shared.nats_io import connect
-from shared.resources import ensure_resources
-from shared.settings import Settings
-from shared.tokens import PREFIX, token_text_problem
 from tests.nats_clients import login
 
 USERS = ["dispatcher", "gateway", "inspector", "orchestrator"]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import AssignReply, StepReady, encode
 
-from shared import names
-from shared.contracts import AssignReply, StepReady, encode
 from tests.conftest import StackFactory
 from tests.test_lost_assignments import ready_once
 
@@ -23,7 +23,7 @@ async def offer(nc, ready: StepReady) -> AssignReply:  # type: ignore[no-untyped
     for _ in range(20):
         reply = await nc.request(names.runner_assign("runner-0"), encode(ready), timeout=5)
         answer = msgspec.json.decode(reply.data, type=AssignReply)
-        # A runner just started on a busy machine may have stood still (shared/stalls.py):
+        # A runner just started on a busy machine may have stood still (shared/runtime/stalls.py):
         # it refuses, and nothing is taken.
         if answer.accepted or not (answer.reason or "").startswith("stale"):
             return answer

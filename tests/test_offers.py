@@ -1,17 +1,16 @@
 """How an offer to a runner is read, against a real nats-server: the one reading that the
-dispatchers' offers and the orchestrator's handoffs share (shared/offers.py)."""
+dispatchers' offers and the orchestrator's handoffs share (shared/broker/offers.py)."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from heddle.shared.broker.offers import Answer, offer
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import AssignReply, encode
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-
-from shared import names
-from shared.contracts import AssignReply, encode
-from shared.offers import Answer, offer
 
 
 @pytest.fixture

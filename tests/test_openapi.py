@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from heddle.services.gateway.api_routes import OPERATIONS
+from heddle.services.gateway.app import create_app
+from heddle.services.gateway.auth import ROUTE_ROLES
+from heddle.services.gateway.openapi import document
+from heddle.shared.core.tokens import parse_token_request
+from heddle.shared.core.validation import Limits, parse_run_request, parse_workflow
+from heddle.shared.runtime.settings import Settings
 
-from services.gateway.api_routes import OPERATIONS
-from services.gateway.app import create_app
-from services.gateway.auth import ROUTE_ROLES
-from services.gateway.openapi import document
-from shared.settings import Settings
-from shared.tokens import parse_token_request
-from shared.validation import Limits, parse_run_request, parse_workflow
 from tests.gateway_apps import Gateway, call
 from tests.gateway_apps import admin_file as admin_file  # fixtures
 from tests.gateway_apps import gateway as gateway

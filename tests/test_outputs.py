@@ -1,10 +1,9 @@
-"""shared/outputs.py: the $HEDDLE_OUTPUTS file, GitHub's $GITHUB_OUTPUT format, every case."""
+"""shared/core/outputs.py: the $HEDDLE_OUTPUTS file, GitHub's $GITHUB_OUTPUT format, every case."""
 
 from __future__ import annotations
 
 import pytest
-
-from shared.outputs import OutputsError, parse_outputs
+from heddle.shared.core.outputs import OutputsError, parse_outputs
 
 LIMIT = 64 * 1024
 

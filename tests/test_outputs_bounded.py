@@ -102,8 +102,8 @@ async def test_a_step_writing_past_the_limit_is_killed_while_it_runs(
 
 WATCH_AS_STEP_USER = """
 import asyncio, os, sys
-from services.runner_agent.isolation import resolve_step_user
-from services.runner_agent.outputs_file import OutputsFile
+from heddle.services.runner_agent.isolation import resolve_step_user
+from heddle.services.runner_agent.outputs_file import OutputsFile
 
 
 async def main():

@@ -11,9 +11,9 @@ import termios
 from pathlib import Path
 
 import pytest
+from heddle.services.runner_agent import outputs_file
+from heddle.services.runner_agent.outputs_file import OutputsFile
 
-from services.runner_agent import outputs_file
-from services.runner_agent.outputs_file import OutputsFile
 from tests.stack import until
 
 
@@ -74,7 +74,7 @@ def queued(watcher: object) -> int:
 
 
 async def test_a_watched_file_s_writes_reach_its_callback_from_the_loop(tmp_path: Path) -> None:
-    from services.runner_agent import file_watch
+    from heddle.services.runner_agent import file_watch
 
     watcher = file_watch.running()
     assert watcher is not None and file_watch.running() is watcher  # one per loop
@@ -104,7 +104,7 @@ def test_the_runner_s_loop_uvloop_reads_the_watches_too(tmp_path: Path) -> None:
 async def test_a_watch_on_a_file_never_written_never_wakes_the_loop(tmp_path: Path) -> None:
     """Watches cost no system call once their directory is watched, and a file nobody writes
     queues nothing for the loop; a file renamed within the directory is still seen."""
-    from services.runner_agent import file_watch
+    from heddle.services.runner_agent import file_watch
 
     watcher = file_watch.running()
     assert watcher is not None

@@ -7,9 +7,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
-from services.orchestrator.ownership import Holder, assignment, moves
-from shared.partitions import partition_of
+from heddle.services.orchestrator.ownership import Holder, assignment, moves
+from heddle.shared.core.partitions import partition_of
 
 A, B, C = Holder("a", "1"), Holder("b", "1"), Holder("c", "1")
 

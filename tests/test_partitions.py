@@ -1,5 +1,5 @@
 """The partitions of the runs on a real server: the streams store each command and event
-with its run's partition (the same one shared/partitions.py computes), a partition's count
+with its run's partition (the same one shared/core/partitions.py computes), a partition's count
 cannot change under stored messages, and a consumer reset delivers again at once what a
 dead holder left unacknowledged."""
 
@@ -9,17 +9,16 @@ import asyncio
 
 import nats
 import pytest
-
-from services.embedded_nats import EmbeddedNats
-from shared import names
-from shared.errors import ResourceMismatch
-from shared.jetstream_api import reset_consumer
-from shared.kv_reads import read_current
-from shared.nats_io import close
-from shared.nats_types import AckPolicy, ConsumerConfig
-from shared.partitions import partition_of, subject_partition
-from shared.resources import ensure_resources
-from shared.settings import Settings
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.broker.jetstream_api import reset_consumer
+from heddle.shared.broker.kv_reads import read_current
+from heddle.shared.broker.nats_io import close
+from heddle.shared.broker.nats_types import AckPolicy, ConsumerConfig
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.core.partitions import partition_of, subject_partition
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.errors import ResourceMismatch
 
 
 async def test_stored_subjects_carry_the_partition_partition_of_computes(

@@ -8,8 +8,9 @@ import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from shared.cron_plan import scheduled_run_id
-from shared.timefmt import rfc3339
+from heddle.shared.core.cron_plan import scheduled_run_id
+from heddle.shared.wire.timefmt import rfc3339
+
 from tests.conftest import StackFactory
 from tests.stack import step_of
 

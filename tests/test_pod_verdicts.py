@@ -7,8 +7,8 @@ import copy
 from collections.abc import Callable
 
 import pytest
+from heddle.services.orchestrator import pods as p
 
-from services.orchestrator import pods as p
 from tests import fake_kube as fk
 
 

@@ -12,8 +12,8 @@ import time
 
 import aiohttp
 import pytest
+from heddle.shared.runtime.health import Health
 
-from shared.service import Health
 from tests.conftest import StackFactory
 from tests.stack import Stack
 

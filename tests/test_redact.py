@@ -1,14 +1,13 @@
-"""shared/redact.py, as a table: each text, and what of it must not survive redaction."""
+"""shared/core/redact.py, as a table: each text, and what of it must not survive redaction."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-
-from shared.redact import MARK, TOKEN_MARK, redact
-from shared.service import json_line
-from shared.tokens import new_token
+from heddle.shared.core.redact import MARK, TOKEN_MARK, redact
+from heddle.shared.core.tokens import new_token
+from heddle.shared.runtime.service import json_line
 
 # Fixed, so that every test worker collects the same parameters; shaped as new_token() makes.
 TOKEN = "hdl_Zm9vYmFy-LXh5ej_0123456789abcdefghijklmnopqrstu"

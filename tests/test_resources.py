@@ -9,12 +9,12 @@ import signal
 
 import nats
 import pytest
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.broker.resources import MIN_API_LEVEL, ensure_resources, require_server
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.errors import ResourceMismatch
 
-from services.embedded_nats import EmbeddedNats
-from shared import names
-from shared.errors import ResourceMismatch
-from shared.resources import MIN_API_LEVEL, ensure_resources, require_server
-from shared.settings import Settings
 from tests.stack import freeze
 
 

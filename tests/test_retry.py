@@ -1,11 +1,12 @@
-"""Re-running a failed run from its failure: POST /api/runs/{run}/retry (shared/retries.py)."""
+"""Re-running a failed run from its failure: POST /api/runs/{run}/retry (shared/core/retries.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from shared.contracts import AttemptRecord, RunRecord, StepRecord
-from shared.retries import refusal, retry_command, retry_run_id
+from heddle.shared.core.retries import refusal, retry_command, retry_run_id
+from heddle.shared.wire.contracts import AttemptRecord, RunRecord, StepRecord
+
 from tests.conftest import StackFactory
 from tests.stack import step_of
 from tests.test_cli import env_of, heddle

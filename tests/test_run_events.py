@@ -10,13 +10,13 @@ from typing import Any
 
 import aiohttp
 import nats
+from heddle.services.gateway.run_events import RunChanges
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.broker.buckets import open_bucket
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import RunRecord, StepRecord, encode
 from yarl import URL
 
-from services.embedded_nats import EmbeddedNats
-from services.gateway.run_events import RunChanges
-from shared import names
-from shared.buckets import open_bucket
-from shared.contracts import RunRecord, StepRecord, encode
 from tests.conftest import StackFactory
 from tests.gateway_apps import Gateway, bearer, root
 from tests.gateway_apps import admin_file as admin_file  # fixtures

@@ -8,13 +8,13 @@ import subprocess
 import sys
 
 import pytest
+from heddle.services.gateway.run_index import RunIndex, RunList
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.broker.buckets import open_bucket
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import RunRecord, encode
 from nats.aio.client import Client
 
-from services.embedded_nats import EmbeddedNats
-from services.gateway.run_index import RunIndex, RunList
-from shared import names
-from shared.buckets import open_bucket
-from shared.contracts import RunRecord, encode
 from tests.stack import REPO
 
 
@@ -101,8 +101,8 @@ async def test_the_index_follows_the_records_and_is_caught_up_to_each_request(
 WRITER = """
 import asyncio, sys
 import nats
-from shared import names
-from shared.contracts import RunRecord, encode
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import RunRecord, encode
 
 async def main():
     nc = await nats.connect(sys.argv[1])

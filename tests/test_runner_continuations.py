@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import msgspec
-
-from services.runner_agent.continuations import AttemptKey, Continuations
-from shared.contracts import StepReady
+from heddle.services.runner_agent.continuations import AttemptKey, Continuations
+from heddle.shared.wire.contracts import StepReady
 
 
 def ready(step: str, ticket: str, after: str = "", after_ticket: str = "") -> StepReady:

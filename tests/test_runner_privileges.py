@@ -62,7 +62,7 @@ async def test_a_step_user_s_steps_pass_outputs_time_out_and_cancel(stack: Stack
 
 HOLDERS = """
 import os, subprocess, sys
-from services.runner_agent.isolation import kill_pipe_holders
+from heddle.services.runner_agent.isolation import kill_pipe_holders
 uid, gid = int(sys.argv[1]), int(sys.argv[2])
 r, w = os.pipe()
 as_step = dict(user=uid, group=gid, extra_groups=[]) if os.geteuid() == 0 else {}
@@ -102,8 +102,8 @@ def test_a_lost_launcher_s_steps_are_found_and_killed_without_sys_ptrace() -> No
 
 MAKE_OUTPUTS = """
 import os, sys
-from services.runner_agent.isolation import resolve_step_user
-from services.runner_agent.outputs_file import OutputsFile
+from heddle.services.runner_agent.isolation import resolve_step_user
+from heddle.services.runner_agent.outputs_file import OutputsFile
 file = OutputsFile(resolve_step_user(sys.argv[1]))
 mode = os.stat(os.path.dirname(file.path)).st_mode & 0o7777
 print(os.fstat(file.fd).st_uid, oct(mode))

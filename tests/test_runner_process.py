@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from heddle.services.runner_agent.process import StepProcess
 
 from bench.procfs import group_members
-from services.runner_agent.process import StepProcess
 from tests.launchers import launched_as
 
 ENV = dict(os.environ)

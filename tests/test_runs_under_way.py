@@ -1,19 +1,19 @@
-"""The steps of runs under way go before the steps that open a run (docs/architecture.md,
+"""The steps of runs under way go before the steps that open a run (docs/bursts.md,
 "Runs under way first"), through the real services: one runner, a run under way and a
 second run whose opening steps were queued before the first one's next steps."""
 
 from __future__ import annotations
 
 import nats
+from heddle.services.dispatcher.ready import ready_consumer
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.broker.streams import ensure_consumer
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.timefmt import parse
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from services.dispatcher.ready import ready_consumer
-from services.embedded_nats import EmbeddedNats
-from shared import names
-from shared.resources import ensure_resources
-from shared.settings import Settings
-from shared.streams import ensure_consumer
-from shared.timefmt import parse
 from tests.conftest import StackFactory
 from tests.stack import step_of
 

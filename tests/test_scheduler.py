@@ -12,19 +12,20 @@ from typing import Any
 
 import nats
 import pytest
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.services.orchestrator.scheduler import Scheduler
+from heddle.shared.broker import registry
+from heddle.shared.broker.kv_reads import read_current
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.core.cron_plan import keyed_run_id, plan, scheduled_run_id
+from heddle.shared.core.validation import Limits, parse_workflow
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import SubmitRun, command_decoder
+from heddle.shared.wire.timefmt import parse
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from services.embedded_nats import EmbeddedNats
-from services.orchestrator.scheduler import Scheduler
-from shared import names, registry
-from shared.contracts import SubmitRun, command_decoder
-from shared.cron_plan import keyed_run_id, plan, scheduled_run_id
-from shared.kv_reads import read_current
-from shared.resources import ensure_resources
-from shared.settings import Settings
-from shared.timefmt import parse
-from shared.validation import Limits, parse_workflow
 from tests.conftest import StackFactory
 
 T0 = datetime(2024, 1, 1, 0, 0, 30, tzinfo=UTC)

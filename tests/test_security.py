@@ -1,6 +1,6 @@
 """The attacks Heddle must stop, each against a real stack: anonymous and out-of-role NATS
 clients, steps looking for keys, one runner speaking for another's attempt, and a submit
-that skips the gateway (docs/architecture.md, "Security"). The gateway's tokens, Host
+that skips the gateway (docs/security.md, "Security"). The gateway's tokens, Host
 check and form refusal are in test_auth.py."""
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from pathlib import Path
 import aiohttp
 import nats
 import pytest
+from heddle.services.local.embedded_nats import free_port
+from heddle.shared.broker import nats_permissions as perms
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import Heartbeat, StepFinished, StepSpec, SubmitRun, encode
+from heddle.shared.wire.timefmt import now_rfc3339
 
-from services.embedded_nats import free_port
-from shared import names
-from shared import nats_permissions as perms
-from shared.contracts import Heartbeat, StepFinished, StepSpec, SubmitRun, encode
-from shared.resources import ensure_resources
-from shared.settings import Settings
-from shared.timefmt import now_rfc3339
 from tests import nats_clients
 from tests.conftest import StackFactory
 from tests.nats_clients import LoggedIn
@@ -181,7 +181,7 @@ async def test_steps_run_as_the_step_user_where_the_runner_can_switch(
     """As root, steps run as HEDDLE_STEP_USER (spawned by the runner's step launcher) and
     can read neither the stack's key files nor the runner's environment; a runner that is
     not root runs them as itself, and its environment is still out of their reach, as it
-    is non-dumpable (docs/architecture.md)."""
+    is non-dumpable (docs/security.md)."""
     s = await stack(runners=1, HEDDLE_STEP_USER="nobody")
     assert s.auth is not None
     keys = s.auth.users.data_dir / "nats-users.json"

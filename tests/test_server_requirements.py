@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from heddle.services.local.embedded_nats import find_binary, free_port, port_open
+from heddle.shared.broker.resources import MIN_API_LEVEL, check_api_level
+from heddle.shared.wire.errors import NatsTooOld
 
-from services.embedded_nats import find_binary, free_port, port_open
-from shared.errors import NatsTooOld
-from shared.resources import MIN_API_LEVEL, check_api_level
 from tests.stack import REPO
 
 
@@ -41,7 +41,7 @@ def test_service_refuses_a_server_without_jetstream(tmp_path: Path, service: str
             PYTHONPATH=str(REPO),
         )
         done = subprocess.run(
-            [sys.executable, "-m", "services.cli", service],
+            [sys.executable, "-m", "heddle.services.cli", service],
             env=env,
             capture_output=True,
             text=True,

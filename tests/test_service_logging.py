@@ -1,4 +1,4 @@
-"""shared/service.py's structured logging: one JSON object per line, the same shape on the
+"""shared/runtime/service.py's structured logging: one JSON object per line, the same shape on the
 fast path of ``event`` (a state change) and through the logging module (warnings, errors)."""
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from collections.abc import Callable, Iterator
 
 import nats
 import pytest
-
-from shared.nats_io import close
-from shared.service import _EventStream, event, setup_logging
-from shared.settings import Settings
+from heddle.shared.broker.nats_io import close
+from heddle.shared.runtime.service import _EventStream, event, setup_logging
+from heddle.shared.runtime.settings import Settings
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 

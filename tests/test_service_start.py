@@ -1,5 +1,5 @@
 """A service process imports what it uses: nats-py's WebSocket transport needs aiohttp, which
-a service that serves no HTTP and dials NATS over TCP goes without (services/cli.py)."""
+a service that serves no HTTP and dials NATS over TCP goes without (services/cli/main.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from tests.stack import REPO
 
 PROBE = """
 import sys
-from services.cli import without_websocket_client
-from shared.settings import Settings
+from heddle.services.cli.main import without_websocket_client
+from heddle.shared.runtime.settings import Settings
 without_websocket_client({name!r}, Settings(**{settings!r}))
-import nats, shared.acked
+import nats, heddle.shared.broker.acked
 print(sys.modules.get("aiohttp") is not None)
 """
 

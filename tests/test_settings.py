@@ -1,13 +1,13 @@
-"""shared/settings.py: defaults, overrides from a mapping, and every problem in one error."""
+"""shared/runtime/settings.py: defaults, overrides from a mapping, and every problem in one
+error."""
 
 from __future__ import annotations
 
 from dataclasses import fields
 
 import pytest
-
-from shared.errors import SettingsError
-from shared.settings import Settings, env_name
+from heddle.shared.runtime.settings import Settings, env_name
+from heddle.shared.wire.errors import SettingsError
 
 
 def test_defaults() -> None:
@@ -177,8 +177,7 @@ def test_bad_numbers_and_a_bad_storage_are_listed_together() -> None:
 def test_the_event_loop_setting_picks_the_loop_each_service_runs_on() -> None:
 
     import uvloop
-
-    from shared.service import loop_factory
+    from heddle.shared.runtime.service import loop_factory
 
     assert loop_factory(Settings.from_env({"HEDDLE_EVENT_LOOP": "asyncio"})) is None
     factory = loop_factory(Settings())

@@ -1,12 +1,11 @@
-"""StallWatch (shared/stalls.py): when a moment follows a stall of the loop."""
+"""StallWatch (shared/runtime/stalls.py): when a moment follows a stall of the loop."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
-
-from shared.stalls import LoopStalls, StallWatch
+from heddle.shared.runtime.stalls import LoopStalls, StallWatch
 
 LIMIT = 1.0  # ticks every 0.25
 

@@ -7,8 +7,7 @@ from collections.abc import Callable
 
 import msgspec
 import pytest
-
-from services.orchestrator.decisions import (
+from heddle.services.orchestrator.decisions import (
     Enqueue,
     Ignored,
     KillAttempt,
@@ -17,10 +16,10 @@ from services.orchestrator.decisions import (
     Requeued,
     ScheduleRetry,
 )
-from services.orchestrator.state import Policy, RunState
-from shared.backoff import backoff_bounds
-from shared.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
-from shared.timefmt import from_epoch
+from heddle.services.orchestrator.state import Policy, RunState
+from heddle.shared.core.backoff import backoff_bounds
+from heddle.shared.wire.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
+from heddle.shared.wire.timefmt import from_epoch
 
 T0 = 1_700_000_000.0
 RUN = "run-1"
@@ -389,7 +388,7 @@ def test_children_queue_only_when_every_parent_succeeded() -> None:
 
 
 def test_a_step_with_no_dependencies_opens_its_run_however_often_it_is_queued() -> None:
-    """Steps of runs under way go before steps that open a run (docs/architecture.md): a
+    """Steps of runs under way go before steps that open a run (docs/bursts.md): a
     step opens its run when it depends on nothing, on its first attempt, a retry, a requeue
     or a restart's re-send alike."""
     state, effects = make([("a", [], 1), ("b", ["a"], 1)])

@@ -1,4 +1,4 @@
-"""shared/step_env.py and its checks in shared/validation.py: parameters, static env, the
+"""shared/core/step_env.py and its checks in shared/core/validation.py: parameters, static env, the
 variables a step gets, and the slot a manual run names (shared/cron_plan.named_slot)."""
 
 from __future__ import annotations
@@ -8,13 +8,10 @@ from datetime import UTC, datetime
 
 import msgspec
 import pytest
-
-from services.gateway.run_inputs import body_problems, trigger_inputs
-from services.runner_agent.process import step_env
-from shared.contracts import ParamSpec, SubmitRun, WorkflowSpec
-from shared.cron_plan import named_slot
-from shared.errors import InvalidWorkflow
-from shared.step_env import (
+from heddle.services.gateway.run_inputs import body_problems, trigger_inputs
+from heddle.services.runner_agent.process import step_env
+from heddle.shared.core.cron_plan import named_slot
+from heddle.shared.core.step_env import (
     MAX_VARIABLES_BYTES,
     output_env,
     param_env,
@@ -22,7 +19,9 @@ from shared.step_env import (
     resolve,
     step_variables,
 )
-from shared.validation import Limits, parse_run_request, parse_workflow, submit_problems
+from heddle.shared.core.validation import Limits, parse_run_request, parse_workflow, submit_problems
+from heddle.shared.wire.contracts import ParamSpec, SubmitRun, WorkflowSpec
+from heddle.shared.wire.errors import InvalidWorkflow
 
 STEPS = [{"id": "a", "command": "echo $HEDDLE_PARAM_REGION"}]
 

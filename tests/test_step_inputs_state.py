@@ -6,11 +6,10 @@ from __future__ import annotations
 import itertools
 
 import msgspec
-
-from services.orchestrator.decisions import Enqueue
-from services.orchestrator.state import Policy, RunState
-from shared.contracts import StepFinished, StepRecord, StepSpec, SubmitRun
-from shared.timefmt import from_epoch
+from heddle.services.orchestrator.decisions import Enqueue
+from heddle.services.orchestrator.state import Policy, RunState
+from heddle.shared.wire.contracts import StepFinished, StepRecord, StepSpec, SubmitRun
+from heddle.shared.wire.timefmt import from_epoch
 
 T0 = 1_700_000_000.0
 POLICY = Policy(retry_base=1.0, retry_cap=300.0, default_timeout=900.0)

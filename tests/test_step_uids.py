@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from services.runner_agent.isolation import (
+from heddle.services.runner_agent.isolation import (
     LOCK_DIR,
     NO_HOME,
     StepUserError,
@@ -24,8 +23,9 @@ from services.runner_agent.isolation import (
     step_uid_for,
     step_uids_problem,
 )
-from shared.errors import SettingsError
-from shared.settings import Settings, step_uid_range
+from heddle.shared.runtime.settings import Settings, step_uid_range
+from heddle.shared.wire.errors import SettingsError
+
 from tests.conftest import StackFactory
 from tests.container_privileges import container_runner_prefix
 from tests.stack import REPO, step_of, until
@@ -190,7 +190,7 @@ def test_heddle_up_refuses_runners_that_would_share_a_step_uid(
 
 HOLD = """
 import sys, time
-from services.runner_agent.isolation import hold_step_uid
+from heddle.services.runner_agent.isolation import hold_step_uid
 hold_step_uid(int(sys.argv[1]), directory=sys.argv[2])
 print("held", flush=True)
 time.sleep(60)
@@ -232,7 +232,7 @@ def test_a_second_runner_with_the_same_step_uid_does_not_start() -> None:
         "HEDDLE_NATS_URL": "nats://127.0.0.1:1",
         "PYTHONPATH": str(REPO),
     }
-    argv = [*container_runner_prefix(), sys.executable, "-m", "services.cli", "runner"]
+    argv = [*container_runner_prefix(), sys.executable, "-m", "heddle.services.cli", "runner"]
     with held_elsewhere(uid, LOCK_DIR):
         out = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=30)
     assert out.returncode == 2, out

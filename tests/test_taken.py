@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.runner_agent.taken import Taken
+from heddle.services.runner_agent.taken import Taken
 
 
 def test_an_attempt_taken_is_known_and_another_attempt_of_its_step_is_not() -> None:

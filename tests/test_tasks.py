@@ -1,11 +1,11 @@
-"""Stopping background tasks when a cancellation gets lost (shared/tasks.py)."""
+"""Stopping background tasks when a cancellation gets lost (shared/runtime/tasks.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-from shared.tasks import cancel_and_wait
+from heddle.shared.runtime.tasks import cancel_and_wait
 
 
 async def loses_its_first_cancellation(entered: asyncio.Event) -> None:

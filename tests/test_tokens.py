@@ -8,11 +8,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from nats.aio.client import Client
-
-from shared import names
-from shared.errors import TokenFileError
-from shared.tokens import (
+from heddle.shared.core.tokens import (
     allows,
     new_token,
     parse_token_request,
@@ -20,6 +16,10 @@ from shared.tokens import (
     token_record_decoder,
     token_text_problem,
 )
+from heddle.shared.wire import names
+from heddle.shared.wire.errors import TokenFileError
+from nats.aio.client import Client
+
 from tests.gateway_apps import Gateway, call, make_token, root, status_becomes
 from tests.gateway_apps import admin_file as admin_file  # fixtures
 from tests.gateway_apps import gateway as gateway

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from heddle.services.cli.main import main as cli_main
+from heddle.services.local.embedded_nats import free_port
+from heddle.services.local.up import plan
+from heddle.shared.runtime.settings import Settings
 
 from bench.procfs import descendants, process_exists
-from services.cli import main as cli_main
-from services.embedded_nats import free_port
-from services.up import plan
-from shared.settings import Settings
 from tests.stack import REPO
 from tests.test_e2e_basic import EXAMPLE
 from tests.test_step_uids import own_step_uids
@@ -39,7 +39,7 @@ def start_up(
     env["PYTHONPATH"] = str(REPO)
     # As root, each runner holds a step uid on this machine: a range of this worker's own.
     env["HEDDLE_STEP_UIDS"] = own_step_uids()
-    argv = [sys.executable, "-m", "services.cli", "up", "--port", str(port)]
+    argv = [sys.executable, "-m", "heddle.services.cli", "up", "--port", str(port)]
     argv += ["--runners", str(runners), "--data-dir", str(data), "--nats-port", str(nats_port)]
     argv += ["--dispatchers", str(dispatchers), "--orchestrators", str(orchestrators)]
     proc = subprocess.Popen(
@@ -247,7 +247,7 @@ async def test_up_refuses_a_busy_port(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "services.cli",
+                "heddle.services.cli",
                 "up",
                 "--port",
                 str(free_port()),

@@ -26,8 +26,8 @@ from typing import Any
 
 import aiohttp
 import pytest
+from heddle.services.local.embedded_nats import free_port
 
-from services.embedded_nats import free_port
 from tests.conftest import FAST
 from tests.stack import REPO, TERMINAL_RUN, step_of, until
 from tests.test_step_uids import AS_ROOT, own_step_uids, shared_dir
@@ -147,7 +147,7 @@ async def heddle_up(tmp_path: Path, runners: int, uids: range) -> AsyncIterator[
     data, output = tmp_path / "data", tmp_path / "up.out"
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
     env |= {**SETTINGS, "PYTHONPATH": str(REPO), "HEDDLE_STEP_UIDS": f"{uids[0]}-{uids[-1]}"}
-    argv = [sys.executable, "-m", "services.cli", "up", "--runners", str(runners)]
+    argv = [sys.executable, "-m", "heddle.services.cli", "up", "--runners", str(runners)]
     argv += ["--port", str(free_port()), "--nats-port", str(free_port()), "--data-dir", str(data)]
     with output.open("wb") as out:  # a file, not a pipe no one reads while the test runs
         proc = subprocess.Popen(

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from services.embedded_nats import free_port
-from services.supervisor import Child, Supervisor
+from heddle.services.local.embedded_nats import free_port
+from heddle.services.local.supervisor import Child, Supervisor
+
 from tests.stack import REPO
 from tests.test_cli_terminal import PWNED, RAW, SHOWN, heddle, open_terminal
 from tests.test_step_uids import own_step_uids
@@ -81,7 +82,16 @@ def start_up(cwd: Path, terminal: bool) -> Up:
     env["PYTHONPATH"] = str(REPO)
     # As root, each runner holds a step uid on this machine: a range of this worker's own.
     env["HEDDLE_STEP_UIDS"] = own_step_uids()
-    argv = [sys.executable, "-m", "services.cli", "up", "--port", str(port), "--runners", "1"]
+    argv = [
+        sys.executable,
+        "-m",
+        "heddle.services.cli",
+        "up",
+        "--port",
+        str(port),
+        "--runners",
+        "1",
+    ]
     argv += ["--nats-port", str(nats_port)]
     ours, theirs = open_terminal() if terminal else os.pipe()
     try:

@@ -1,14 +1,11 @@
-"""shared/validation.py: every problem in a workflow document, each located by its path."""
+"""shared/core/validation.py: every problem in a workflow document, each located by its path."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-
-from shared.contracts import RunRequest, StepSpec, SubmitRun, WorkflowSpec
-from shared.errors import InvalidWorkflow, Problem
-from shared.validation import (
+from heddle.shared.core.validation import (
     MAX_RETRIES,
     MAX_TIMEOUT,
     Limits,
@@ -17,6 +14,8 @@ from shared.validation import (
     submit_problems,
     workflow_problems,
 )
+from heddle.shared.wire.contracts import RunRequest, StepSpec, SubmitRun, WorkflowSpec
+from heddle.shared.wire.errors import InvalidWorkflow, Problem
 
 LIMITS = Limits()
 SMALL = Limits(max_steps=3, max_command_bytes=10)

@@ -13,24 +13,23 @@ import time
 from typing import Any
 
 import pytest
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.services.orchestrator.actor import Lost, RunActor, Silent
+from heddle.services.orchestrator.backstop import Backstop
+from heddle.services.orchestrator.effects import EffectRunner
+from heddle.services.orchestrator.liveness import Liveness
+from heddle.services.orchestrator.state import Policy, RunState
+from heddle.services.orchestrator.stored import ready_steps
+from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.broker.resources import Resources
+from heddle.shared.broker.stored_events import last_outcome
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import Heartbeat, StepFinished, StepSpec, SubmitRun, encode
+from heddle.shared.wire.errors import OutcomeUnknown
+from heddle.shared.wire.timefmt import from_epoch
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-
-from services.embedded_nats import EmbeddedNats
-from services.orchestrator.actor import Lost, RunActor, Silent
-from services.orchestrator.backstop import Backstop
-from services.orchestrator.effects import EffectRunner
-from services.orchestrator.liveness import Liveness
-from services.orchestrator.state import Policy, RunState
-from services.orchestrator.stored import ready_steps
-from shared import names
-from shared.acked import AckedPublisher
-from shared.contracts import Heartbeat, StepFinished, StepSpec, SubmitRun, encode
-from shared.errors import OutcomeUnknown
-from shared.resources import Resources
-from shared.settings import Settings
-from shared.stored_events import last_outcome
-from shared.timefmt import from_epoch
 
 T0 = 1_800_000_000.0
 RUN = "quiet"

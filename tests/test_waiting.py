@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from services.dispatcher.waiting import WaitingLine
+from heddle.services.dispatcher.waiting import WaitingLine
 
 pytestmark = pytest.mark.asyncio
 

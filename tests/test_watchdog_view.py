@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from services.orchestrator.state import Policy, RunState
-from services.orchestrator.watchdog import DEADLINE_SLACK, HeartbeatView
-from shared.contracts import Heartbeat, StepSpec, StepStarted, SubmitRun
+from heddle.services.orchestrator.state import Policy, RunState
+from heddle.services.orchestrator.watchdog import DEADLINE_SLACK, HeartbeatView
+from heddle.shared.wire.contracts import Heartbeat, StepSpec, StepStarted, SubmitRun
 
 LIMIT, KILL_GRACE = 0.6, 1.0
 

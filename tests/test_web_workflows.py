@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import RunnerPod, encode
 from playwright.async_api import Browser, Locator, expect
 
-from shared import names
-from shared.contracts import RunnerPod, encode
 from tests.conftest import StackFactory
 from tests.stack import Stack
 from tests.test_web import WAIT, open_page, shot, with_token

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from heddle.services.runner_agent.isolation import NO_HOME, StepUser
+from heddle.services.runner_agent.leftovers import TempSweep
+from heddle.services.runner_agent.process import StepProcess
+from heddle.services.runner_agent.workdir import Workdir, workdir_env
 
-from services.runner_agent.isolation import NO_HOME, StepUser
-from services.runner_agent.leftovers import TempSweep
-from services.runner_agent.process import StepProcess
-from services.runner_agent.workdir import Workdir, workdir_env
 from tests.conftest import StackFactory
 from tests.container_privileges import (
     container_runner_prefix,
@@ -71,7 +71,7 @@ def intact(outside: Path) -> bool:
 
 REMOVE = """
 import os, subprocess, sys
-from services.runner_agent.leftovers import remove
+from heddle.services.runner_agent.leftovers import remove
 parent, step = sys.argv[1], sys.argv[2]
 os.mkdir(os.path.join(parent, "victim"), 0o700)
 made = subprocess.run(["/bin/sh", "-c", step], cwd=os.path.join(parent, "victim"),
@@ -104,7 +104,7 @@ def test_the_temp_sweep_is_never_root_s_nor_another_uid_s() -> None:
 
 SWEEP = """
 import os, sys
-from services.runner_agent.leftovers import TempSweep
+from heddle.services.runner_agent.leftovers import TempSweep
 first, second, uid = sys.argv[1], sys.argv[2], int(sys.argv[3])
 os.setgroups([])  # the uid's alone, as the launcher (the interpreter is read as root)
 os.setresgid(uid, uid, uid)
@@ -147,7 +147,7 @@ def test_the_temp_sweep_removes_the_uid_s_own_entries_alone() -> None:
 
 PLACE = """
 import sys
-from services.runner_agent import workdir
+from heddle.services.runner_agent import workdir
 workdir.MEMORY_MIN_BYTES = int(sys.argv[1])
 print(workdir.Workdir(None).path)
 """

@@ -10,14 +10,14 @@ from typing import Any
 
 import nats
 from aiohttp.test_utils import TestClient
+from heddle.services.local.embedded_nats import EmbeddedNats
+from heddle.services.orchestrator.retention import Retention
+from heddle.shared.broker.buckets import open_bucket
+from heddle.shared.broker.kv_reads import read_current
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import RunSummary, encode
 from nats.js import JetStreamContext
 
-from services.embedded_nats import EmbeddedNats
-from services.orchestrator.retention import Retention
-from shared import names
-from shared.buckets import open_bucket
-from shared.contracts import RunSummary, encode
-from shared.kv_reads import read_current
 from tests.conftest import StackFactory
 from tests.gateway_apps import Gateway, call, root
 from tests.gateway_apps import admin_file as admin_file  # fixtures

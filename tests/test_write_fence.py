@@ -7,15 +7,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from heddle.services.orchestrator.actor import RunActor
+from heddle.services.orchestrator.effects import EffectRunner
+from heddle.services.orchestrator.state import Policy, RunState
+from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepSpec, SubmitRun
+from heddle.shared.wire.timefmt import from_epoch
 from nats.aio.client import Client
 
-from services.orchestrator.actor import RunActor
-from services.orchestrator.effects import EffectRunner
-from services.orchestrator.state import Policy, RunState
-from shared import names
-from shared.acked import AckedPublisher
-from shared.contracts import StepSpec, SubmitRun
-from shared.timefmt import from_epoch
 from tests.test_group_commit import T0, finished, record, writes
 
 

@@ -16,50 +16,44 @@ import time
 from typing import TYPE_CHECKING
 
 import msgspec
-
-from services.dispatcher.autoscale import ordinal_of
-from services.dispatcher.autoscaling import Autoscaling
-from services.dispatcher.checks import already_taken
-from services.dispatcher.hand import AttemptKey, Hand
-from services.dispatcher.pool import Pool
-from services.dispatcher.pool_feed import PoolFeed
-from services.dispatcher.ready import (
+from heddle.services.dispatcher.autoscale import ordinal_of
+from heddle.services.dispatcher.autoscaling import Autoscaling
+from heddle.services.dispatcher.checks import already_taken
+from heddle.services.dispatcher.hand import AttemptKey, Hand
+from heddle.services.dispatcher.pool import Pool
+from heddle.services.dispatcher.pool_feed import PoolFeed
+from heddle.services.dispatcher.ready import (
     HELD_LIMIT,
     LOOKAHEAD,
     ack_wait,
     ready_consumer,
     ready_durable,
 )
-from services.dispatcher.waiting import WaitingLine
-from shared import kube, names
-from shared.consume import Outcome, redelivered, settle
-from shared.contracts import (
-    AssignReply,
-    StepReady,
-    step_ready_decoder,
-)
-from shared.metrics import (
+from heddle.services.dispatcher.waiting import WaitingLine
+from heddle.shared.broker.consume import Outcome, redelivered, settle
+from heddle.shared.broker.nats_io import close, connect_until_ready
+from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.broker.offers import Answer, Offered, offer
+from heddle.shared.broker.pull import ContinuousPull
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.broker.streams import ensure_consumer
+from heddle.shared.kube import client as kube
+from heddle.shared.runtime.metrics import (
     READY_WAITING,
     RUNNERS,
     RUNNERS_BUSY,
     before_scrape,
     forget_before_scrape,
 )
-from shared.nats_io import close, connect_until_ready
-from shared.nats_types import (
-    NatsError,
-)
-from shared.offers import Answer, Offered, offer
-from shared.pull import ContinuousPull
-from shared.resources import ensure_resources
-from shared.service import event
-from shared.settings import Settings
-from shared.stalls import LoopStalls
-from shared.streams import ensure_consumer
-from shared.tasks import cancel_and_wait
+from heddle.shared.runtime.service import event
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.runtime.stalls import LoopStalls
+from heddle.shared.runtime.tasks import cancel_and_wait
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import AssignReply, StepReady, step_ready_decoder
 
 if TYPE_CHECKING:
-    from shared.nats_types import Client, KeyValue, Msg
+    from heddle.shared.broker.nats_types import Client, KeyValue, Msg
 
 log = logging.getLogger("heddle.dispatcher")
 
@@ -81,7 +75,7 @@ class Dispatcher:
         self._unplaced = {False: 0, True: 0}
         self._hand = Hand()
         # Half the acknowledgement wait: a message handled just after a longer stall may
-        # have gone to another dispatcher meanwhile (shared/stalls.py).
+        # have gone to another dispatcher meanwhile (shared/runtime/stalls.py).
         self.stalls = LoopStalls(ack_wait(settings) / 2)
         self._stopping = False
         self._pulls: dict[bool, ContinuousPull] = {}  # by kind, as _unplaced

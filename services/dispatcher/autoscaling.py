@@ -1,6 +1,6 @@
 """The dispatcher's autoscaling (``HEDDLE_AUTOSCALE=on``): every ``HEDDLE_AUTOSCALE_INTERVAL`` it
 shows autoscale.py (pure) the pool and the ready steps waiting, and applies the decision to the
-runner StatefulSets' scale subresource through shared/kube.py.
+runner StatefulSets' scale subresource through shared/kube/client.py.
 
 The chart runs one single-replica StatefulSet per runner (each runner its own NATS user, see
 deploy/README.md), ``<prefix>0 ... <prefix><max-1>``; runner ``<prefix>i`` is ordinal ``i`` of
@@ -20,13 +20,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from services.dispatcher.autoscale import Decision, Limits, Runner, View, decide, ordinal_of
-from services.dispatcher.pool import Pool
-from shared import kube
-from shared.metrics import AUTOSCALE_DECISIONS, AUTOSCALE_REPLICAS, child
-from shared.periodic import Periodic
-from shared.service import event
-from shared.settings import Settings
+from heddle.services.dispatcher.autoscale import Decision, Limits, Runner, View, decide, ordinal_of
+from heddle.services.dispatcher.pool import Pool
+from heddle.shared.kube import client as kube
+from heddle.shared.runtime.metrics import AUTOSCALE_DECISIONS, AUTOSCALE_REPLICAS, child
+from heddle.shared.runtime.periodic import Periodic
+from heddle.shared.runtime.service import event
+from heddle.shared.runtime.settings import Settings
 
 log = logging.getLogger("heddle.dispatcher")
 RESYNC = 60.0  # seconds between two reads of every StatefulSet's replicas

@@ -8,22 +8,22 @@ import logging
 from typing import TYPE_CHECKING
 
 import msgspec
-
-from shared import names, tickets
-from shared.contracts import (
+from heddle.shared.broker.kv_reads import last_value_matching, value_of
+from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.broker.stored_events import last_outcome
+from heddle.shared.core import tickets
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import (
     Heartbeat,
     StepFinished,
     StepReady,
     heartbeat_decoder,
     step_record_decoder,
 )
-from shared.errors import OutcomeUnknown
-from shared.kv_reads import last_value_matching, value_of
-from shared.nats_types import NatsError
-from shared.stored_events import last_outcome
+from heddle.shared.wire.errors import OutcomeUnknown
 
 if TYPE_CHECKING:
-    from shared.nats_types import JetStreamContext, KeyValue
+    from heddle.shared.broker.nats_types import JetStreamContext, KeyValue
 
 log = logging.getLogger("heddle.dispatcher")
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 
-from shared.contracts import RunnerInfo
+from heddle.shared.wire.contracts import RunnerInfo
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,15 +9,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import msgspec
-
-from services.dispatcher.pool import Pool
-from shared import names
-from shared.contracts import StepFinished, event_decoder, runner_info_decoder
-from shared.kv_watch import follow
-from shared.service import event
+from heddle.services.dispatcher.pool import Pool
+from heddle.shared.broker.kv_watch import follow
+from heddle.shared.runtime.service import event
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepFinished, event_decoder, runner_info_decoder
 
 if TYPE_CHECKING:
-    from shared.nats_types import KeyValue, Msg
+    from heddle.shared.broker.nats_types import KeyValue, Msg
 
 log = logging.getLogger("heddle.dispatcher")
 

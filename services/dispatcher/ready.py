@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from shared import names
-from shared.nats_types import AckPolicy, ConsumerConfig
-from shared.settings import Settings
+from heddle.shared.broker.nats_types import AckPolicy, ConsumerConfig
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
 
 # Ready steps fetched beyond the free runners: a runner that frees up finds its next step
 # already here, off the pull's round trip, and one pull request serves several steps. Few,

@@ -10,8 +10,7 @@ from typing import Any
 
 import msgspec
 from aiohttp import web
-
-from services.gateway.openapi import ERROR_MEANINGS, document
+from heddle.services.gateway.openapi import ERROR_MEANINGS, document
 
 STYLE = (
     "body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"

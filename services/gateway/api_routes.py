@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from services.gateway.api_types import (
+from heddle.services.gateway.api_types import (
     ID_SCHEMA_PATTERN,
     LogDump,
     NewToken,
@@ -35,18 +35,18 @@ from services.gateway.api_types import (
     WorkflowList,
     WorkflowRuns,
 )
-from services.gateway.grid import MAX_LIMIT as GRID_LIMIT
-from services.gateway.grid import MAX_STEPS as GRID_STEPS
-from services.gateway.log_reader import DEFAULT_TAIL, MAX_TAIL
-from services.gateway.run_steps import (
+from heddle.services.gateway.grid import MAX_LIMIT as GRID_LIMIT
+from heddle.services.gateway.grid import MAX_STEPS as GRID_STEPS
+from heddle.services.gateway.log_reader import DEFAULT_TAIL, MAX_TAIL
+from heddle.services.gateway.run_steps import (
     DEFAULT_PAGE,
     FULL_DOCUMENT_MAX,
     MAX_PAGE,
     STEP_STATUSES,
     STEPS_CHOICES,
 )
-from services.gateway.workflows import CURSOR_PATTERN
-from shared.contracts import RunRequest
+from heddle.services.gateway.workflows import CURSOR_PATTERN
+from heddle.shared.wire.contracts import RunRequest
 
 # (a JSON type, a media type, or a tuple of them for an answer of several; its meaning)
 Answer = tuple[type | str | tuple[type | str, ...] | None, str]

@@ -2,7 +2,7 @@
 
 The handlers build these and encode them; ``openapi.py`` generates the API's schema from the
 same types, so the document and the answers cannot drift apart. Unlike the wire structs
-(``shared/contracts.py``) nothing is left out: every field is in every answer, null when it
+(``shared/wire/contracts.py``) nothing is left out: every field is in every answer, null when it
 has no value, and every field is required in the schema.
 """
 
@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import msgspec
-from msgspec import UNSET, UnsetType
-
-from shared.contracts import (
+from heddle.shared.core.tokens import Role
+from heddle.shared.wire.contracts import (
     AttemptRecord,
     ParamSpec,
     RunStatus,
@@ -21,11 +20,11 @@ from shared.contracts import (
     StepStatus,
     WorkflowSpec,
 )
-from shared.names import ID_PATTERN
-from shared.tokens import Role
+from heddle.shared.wire.names import ID_PATTERN
+from msgspec import UNSET, UnsetType
 
 # An id as JSON Schema states it (``$`` for Python's ``\Z``), for the types only the
-# document uses; the gateway checks ids in shared/validation.py.
+# document uses; the gateway checks ids in shared/core/validation.py.
 ID_SCHEMA_PATTERN = ID_PATTERN.pattern.replace("\\Z", "$")
 Id = Annotated[str, msgspec.Meta(pattern=ID_SCHEMA_PATTERN)]
 

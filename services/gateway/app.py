@@ -8,8 +8,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
-
-from services.gateway import (
+from heddle.services.gateway import (
     api_page,
     auth,
     grid,
@@ -22,8 +21,8 @@ from services.gateway import (
     views,
     workflows,
 )
-from services.gateway import web as page
-from services.gateway.keys import (
+from heddle.services.gateway import web as page
+from heddle.services.gateway.keys import (
     METRICS,
     NATS,
     RESOURCES,
@@ -32,13 +31,12 @@ from services.gateway.keys import (
     TOKENS,
     GatewayResources,
 )
-from services.gateway.metrics import CONTENT_TYPE, Metrics
-from services.gateway.protocol import GatewayRunner
-from services.gateway.run_index import RunIndex
-from services.gateway.token_index import TokenIndex, read_token_file, seed_admin
-from shared import names
-from shared.nats_io import close, connect_until_ready
-from shared.nats_types import (
+from heddle.services.gateway.metrics import CONTENT_TYPE, Metrics
+from heddle.services.gateway.protocol import GatewayRunner
+from heddle.services.gateway.run_index import RunIndex
+from heddle.services.gateway.token_index import TokenIndex, read_token_file, seed_admin
+from heddle.shared.broker.nats_io import close, connect_until_ready
+from heddle.shared.broker.nats_types import (
     ConnectionClosedError,
     ConnectionReconnectingError,
     MaxPayloadError,
@@ -47,8 +45,9 @@ from shared.nats_types import (
     ServiceUnavailableError,
     StaleConnectionError,
 )
-from shared.resources import ensure_resources
-from shared.settings import Settings
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
 
 log = logging.getLogger("heddle.gateway")
 # What NATS raises when it is too slow, reconnecting or without JetStream for a moment

@@ -1,7 +1,7 @@
 """The gateway's checks on every request, in one middleware, in this order:
 
 1. **Host**: the Host header must name this gateway (``HEDDLE_ALLOWED_HOSTS``, see
-   shared/hosts.py), or 421. ``/healthz``, ``/readyz`` and ``/metrics`` skip it: probes and
+   shared/core/hosts.py), or 421. ``/healthz``, ``/readyz`` and ``/metrics`` skip it: probes and
    Prometheus address a pod by its IP, and those answers hold nothing worth a rebinding.
 2. **Same origin**: POST, PUT, PATCH and DELETE that a page on another origin could have
    sent get 403 (services/gateway/origin.py), with tokens or without.
@@ -22,14 +22,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-
-from services.gateway import slow_clients, views
-from services.gateway.keys import CALLER, SETTINGS, TOKENS
-from services.gateway.origin import STATE_CHANGING, cross_origin_refusal
-from services.gateway.params import sent_as_utf8
-from shared.hosts import AllowedHosts
-from shared.settings import Settings
-from shared.tokens import Role, allows
+from heddle.services.gateway import slow_clients, views
+from heddle.services.gateway.keys import CALLER, SETTINGS, TOKENS
+from heddle.services.gateway.origin import STATE_CHANGING, cross_origin_refusal
+from heddle.services.gateway.params import sent_as_utf8
+from heddle.shared.core.hosts import AllowedHosts
+from heddle.shared.core.tokens import Role, allows
+from heddle.shared.runtime.settings import Settings
 
 if TYPE_CHECKING:
     from aiohttp.typedefs import Middleware

@@ -19,14 +19,14 @@ from typing import cast
 
 import msgspec
 from aiohttp import web
-
-from services.gateway import views, workflows
-from services.gateway.api_types import GridRun, WorkflowGrid
-from services.gateway.keys import RESOURCES
-from services.gateway.params import query_int
-from shared import names, registry
-from shared.contracts import TERMINAL_RUN, RunSummary, StepStatus
-from shared.kv_reads import read_current
+from heddle.services.gateway import views, workflows
+from heddle.services.gateway.api_types import GridRun, WorkflowGrid
+from heddle.services.gateway.keys import RESOURCES
+from heddle.services.gateway.params import query_int
+from heddle.shared.broker import registry
+from heddle.shared.broker.kv_reads import read_current
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import TERMINAL_RUN, RunSummary, StepStatus
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100

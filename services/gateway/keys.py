@@ -6,17 +6,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-
-from services.gateway.metrics import Metrics
-from services.gateway.run_index import RunIndex
-from services.gateway.token_index import TokenIndex
-from shared.buckets import Bucket
-from shared.nats_types import Client
-from shared.settings import Settings
-from shared.tokens import TokenRecord
+from heddle.services.gateway.metrics import Metrics
+from heddle.services.gateway.run_index import RunIndex
+from heddle.services.gateway.token_index import TokenIndex
+from heddle.shared.broker.buckets import Bucket
+from heddle.shared.broker.nats_types import Client
+from heddle.shared.core.tokens import TokenRecord
+from heddle.shared.runtime.settings import Settings
 
 if TYPE_CHECKING:
-    from shared.nats_types import JetStreamContext
+    from heddle.shared.broker.nats_types import JetStreamContext
 
 
 @dataclass(frozen=True, slots=True)

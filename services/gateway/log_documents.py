@@ -17,16 +17,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-
-from services.gateway.log_lines import Line, encode_json
-from services.gateway.log_reader import replay
-from services.gateway.log_tail import StepTails, tail_lines
-from shared import names
-from shared.contracts import StepRecord
-from shared.nats_types import NatsError
+from heddle.services.gateway.log_lines import Line, encode_json
+from heddle.services.gateway.log_reader import replay
+from heddle.services.gateway.log_tail import StepTails, tail_lines
+from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepRecord
 
 if TYPE_CHECKING:
-    from shared.nats_types import JetStreamContext
+    from heddle.shared.broker.nats_types import JetStreamContext
 
 log = logging.getLogger("heddle.gateway")
 

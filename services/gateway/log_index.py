@@ -26,9 +26,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from services.gateway.log_lines import cursor_of, decode
-from shared import names
-from shared.nats_types import (
+from heddle.services.gateway.log_lines import cursor_of, decode
+from heddle.shared.broker.nats_types import (
     AckPolicy,
     ConsumerConfig,
     ConsumerInfo,
@@ -36,9 +35,10 @@ from shared.nats_types import (
     NotFoundError,
     RawStreamMsg,
 )
+from heddle.shared.wire import names
 
 if TYPE_CHECKING:
-    from shared.nats_types import JetStreamContext
+    from heddle.shared.broker.nats_types import JetStreamContext
 
 MSG_HEADER = names.LOG_MSG_HEADER
 

@@ -13,14 +13,13 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import msgspec
-
-from shared.contracts import chunk_texts, log_line_decoder
-from shared.names import LOG_SEQ_HEADER as SEQ_HEADER
-from shared.names import LOG_STREAM_HEADER as STREAM_HEADER
-from shared.timefmt import from_epoch
+from heddle.shared.wire.contracts import chunk_texts, log_line_decoder
+from heddle.shared.wire.names import LOG_SEQ_HEADER as SEQ_HEADER
+from heddle.shared.wire.names import LOG_STREAM_HEADER as STREAM_HEADER
+from heddle.shared.wire.timefmt import from_epoch
 
 if TYPE_CHECKING:
-    from shared.nats_types import Msg
+    from heddle.shared.broker.nats_types import Msg
 
 CURSOR_SPAN = 4096  # cursor = stream sequence * CURSOR_SPAN + index within the message
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -18,13 +18,13 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
-from services.gateway.log_index import forget, pull_consumer
-from services.gateway.log_lines import Clock, Line, parse_message, start_of
-from shared import names
-from shared.nats_types import ConsumerConfig, DeliverPolicy
+from heddle.services.gateway.log_index import forget, pull_consumer
+from heddle.services.gateway.log_lines import Clock, Line, parse_message, start_of
+from heddle.shared.broker.nats_types import ConsumerConfig, DeliverPolicy
+from heddle.shared.wire import names
 
 if TYPE_CHECKING:
-    from shared.nats_types import JetStreamContext, Msg
+    from heddle.shared.broker.nats_types import JetStreamContext, Msg
 
 log = logging.getLogger("heddle.gateway")
 

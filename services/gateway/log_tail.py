@@ -17,7 +17,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from services.gateway.log_index import (
+from heddle.services.gateway.log_index import (
     Stored,
     attempt_messages,
     holding,
@@ -27,13 +27,13 @@ from services.gateway.log_index import (
     nth_last,
     runner_at,
 )
-from services.gateway.log_lines import Line, cursor_of
-from services.gateway.log_reader import BATCH, read_lines, replay
-from shared import names
-from shared.contracts import StepRecord
+from heddle.services.gateway.log_lines import Line, cursor_of
+from heddle.services.gateway.log_reader import BATCH, read_lines, replay
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepRecord
 
 if TYPE_CHECKING:
-    from shared.nats_types import JetStreamContext
+    from heddle.shared.broker.nats_types import JetStreamContext
 
 SMALL_ATTEMPT = 8  # messages: an attempt this small is simply read whole
 

@@ -34,32 +34,30 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from aiohttp import web
-
-from services.gateway import sse
-from services.gateway.keys import RESOURCES
-from services.gateway.log_documents import dump_logs, write_step
-from services.gateway.log_index import last_cursor
-from services.gateway.log_lines import encode_json
-from services.gateway.log_reader import (
-    DEFAULT_TAIL,
-    DRAIN_WAIT,
-    KEEPALIVE,
-    MAX_TAIL,
-    Feed,
+from heddle.services.gateway import sse
+from heddle.services.gateway.keys import RESOURCES
+from heddle.services.gateway.log_documents import dump_logs, write_step
+from heddle.services.gateway.log_index import last_cursor
+from heddle.services.gateway.log_lines import encode_json
+from heddle.services.gateway.log_reader import DEFAULT_TAIL, DRAIN_WAIT, KEEPALIVE, MAX_TAIL, Feed
+from heddle.services.gateway.log_tail import locate_step
+from heddle.services.gateway.params import header_int, query_int
+from heddle.services.gateway.progress import StepProgress, step_progress
+from heddle.services.gateway.reads import (
+    get_run_record,
+    get_step_record,
+    step_document,
+    stored_when,
 )
-from services.gateway.log_tail import locate_step
-from services.gateway.params import header_int, query_int
-from services.gateway.progress import StepProgress, step_progress
-from services.gateway.reads import get_run_record, get_step_record, step_document, stored_when
-from services.gateway.views import bad_request, error_body, path_id
-from shared import names
-from shared.contracts import TERMINAL_STEP, StepRecord, step_record_decoder
-from shared.kv_changes import KeyChanges
-from shared.nats_types import NotFoundError
+from heddle.services.gateway.views import bad_request, error_body, path_id
+from heddle.shared.broker.kv_changes import KeyChanges
+from heddle.shared.broker.nats_types import NotFoundError
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import TERMINAL_STEP, StepRecord, step_record_decoder
 
 if TYPE_CHECKING:
-    from shared.buckets import Bucket
-    from shared.nats_types import JetStreamContext
+    from heddle.shared.broker.buckets import Bucket
+    from heddle.shared.broker.nats_types import JetStreamContext
 
 log = logging.getLogger("heddle.gateway")
 MAX_CURSOR = 2**63 - 1
@@ -155,7 +153,7 @@ async def follow_logs(
 ) -> web.StreamResponse:
     """Server-sent events: lines as they are stored, until the step is terminal and its
     last line was sent. The step's state comes from a subscription to its key in
-    heddle-runs (shared/kv_changes.py), read again after subscribing and at every
+    heddle-runs (shared/broker/kv_changes.py), read again after subscribing and at every
     keepalive (in case the connection dropped meanwhile)."""
     runs = request.app[RESOURCES].runs
     states = _StepStates(js, runs, run_id, step, subject)

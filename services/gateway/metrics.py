@@ -1,12 +1,11 @@
-"""The gateway's request counters and latencies, with prometheus-client (shared/metrics.py
+"""The gateway's request counters and latencies, with prometheus-client (shared/runtime/metrics.py
 defines them); ``GET /metrics`` on the API port serves them with the NATS reconnects and
 the process's own."""
 
 from __future__ import annotations
 
+from heddle.shared.runtime.metrics import HTTP_REQUESTS, HTTP_SECONDS, child, exposition
 from prometheus_client import CONTENT_TYPE_LATEST
-
-from shared.metrics import HTTP_REQUESTS, HTTP_SECONDS, child, exposition
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # A client may send any method name: those the API does not know share one label value.

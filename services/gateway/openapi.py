@@ -1,6 +1,6 @@
 """The HTTP API as an OpenAPI 3.1 document (``GET /openapi.json``).
 
-Bodies and answers are the msgspec types the gateway decodes (``shared/contracts.py``) and
+Bodies and answers are the msgspec types the gateway decodes (``shared/wire/contracts.py``) and
 answers with (``api_types.py``), turned into JSON Schema by ``msgspec.json.schema_components``;
 the operations are the table in ``api_routes.py``; who may call each comes from
 ``auth.ROUTE_ROLES``. tests/test_openapi.py checks that every route of the app is described,
@@ -12,12 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-from services.gateway.api_routes import OPERATIONS, Operation, Param
-from services.gateway.api_types import ID_SCHEMA_PATTERN, ErrorDoc
-from services.gateway.auth import HOST_FREE, ROUTE_ROLES, UNLISTED
-from shared.json_depth import MAX_JSON_DEPTH
-from shared.validation import MAX_RETRIES, MAX_TIMEOUT
+from heddle.services.gateway.api_routes import OPERATIONS, Operation, Param
+from heddle.services.gateway.api_types import ID_SCHEMA_PATTERN, ErrorDoc
+from heddle.services.gateway.auth import HOST_FREE, ROUTE_ROLES, UNLISTED
+from heddle.shared.core.validation import MAX_RETRIES, MAX_TIMEOUT
+from heddle.shared.wire.json_depth import MAX_JSON_DEPTH
 
 VERSION = "0.1.0"
 REF = "#/components/schemas/{name}"
@@ -175,7 +174,7 @@ def document() -> dict[str, Any]:
 
 
 ID = {"pattern": ID_SCHEMA_PATTERN}
-# What shared/validation.py checks of a workflow document, stated in its schema as well. The
+# What shared/core/validation.py checks of a workflow document, stated in its schema as well. The
 # wire structs stay unconstrained, so that the orchestrator can list every problem of a
 # submit that skipped the gateway rather than fail on the first.
 RULES: dict[str, dict[str, dict[str, Any]]] = {

@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 from aiohttp import web
-
-from services.gateway import views
-from shared.errors import Problem
+from heddle.services.gateway import views
+from heddle.shared.wire.errors import Problem
 
 MAX_DIGITS = 20  # every bound fits (2**63 has 19 digits); int() never sees a long string
 SHOWN = 40  # characters of a bad value repeated in the answer

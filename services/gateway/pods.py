@@ -6,11 +6,10 @@ is one whose agent never registered (crash-looping, not started yet) or left."""
 from __future__ import annotations
 
 import msgspec
-
-from services.gateway.api_types import PodDoc, RunnerDoc
-from shared.buckets import Bucket
-from shared.contracts import runner_pod_decoder
-from shared.kv_reads import read_current
+from heddle.services.gateway.api_types import PodDoc, RunnerDoc
+from heddle.shared.broker.buckets import Bucket
+from heddle.shared.broker.kv_reads import read_current
+from heddle.shared.wire.contracts import runner_pod_decoder
 
 
 async def pod_documents(pods_kv: Bucket, runners: list[RunnerDoc]) -> list[PodDoc]:

@@ -1,5 +1,5 @@
 """How far a run or step record has come (pure): the order of records read from two places
-that carry no common revision, a live subscription and a snapshot (shared/kv_changes.py).
+that carry no common revision, a live subscription and a snapshot (shared/broker/kv_changes.py).
 
 A step's record only moves forward: a later attempt, the same attempt queued again after a
 lost assignment, or a later status within the attempt. A run's moves from waiting to
@@ -8,7 +8,7 @@ under way, to cancelling, to terminal. Records of equal progress say the same th
 
 from __future__ import annotations
 
-from shared.contracts import TERMINAL_RUN, RunRecord, StepRecord
+from heddle.shared.wire.contracts import TERMINAL_RUN, RunRecord, StepRecord
 
 _STATUS_RANK = {
     "pending": 0,

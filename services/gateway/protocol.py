@@ -23,11 +23,10 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import BadStatusLine
-
-from services.gateway import views
-from services.gateway.keys import SETTINGS
-from services.gateway.slow_clients import ConnectionGuard, GuardedHandler, guarded_factory
-from shared.redact import redact
+from heddle.services.gateway import views
+from heddle.services.gateway.keys import SETTINGS
+from heddle.services.gateway.slow_clients import ConnectionGuard, GuardedHandler, guarded_factory
+from heddle.shared.core.redact import redact
 
 
 def describe(status: int, exc: BaseException | None, message: str | None) -> str:

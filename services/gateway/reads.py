@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from services.gateway.api_types import (
+from heddle.services.gateway.api_types import (
     Edge,
     Lease,
     Pool,
@@ -21,8 +21,9 @@ from services.gateway.api_types import (
     RunnerDoc,
     StepDocument,
 )
-from shared import names
-from shared.contracts import (
+from heddle.shared.broker.kv_reads import read_current, read_steps, stored_at, value_of
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import (
     RunnerInfo,
     RunRecord,
     StepRecord,
@@ -31,11 +32,10 @@ from shared.contracts import (
     runner_info_decoder,
     step_record_decoder,
 )
-from shared.kv_reads import read_current, read_steps, stored_at, value_of
-from shared.timefmt import from_epoch
+from heddle.shared.wire.timefmt import from_epoch
 
 if TYPE_CHECKING:
-    from shared.buckets import Bucket
+    from heddle.shared.broker.buckets import Bucket
 
 T = TypeVar("T")
 
@@ -50,7 +50,7 @@ async def get_step_record(runs_kv: Bucket, run_id: str, step_id: str) -> StepRec
     return step_record_decoder.decode(value) if value else None
 
 
-# A record seen put live (shared/kv_changes.py) is in the store a moment later: the server
+# A record seen put live (shared/broker/kv_changes.py) is in the store a moment later: the server
 # hands a publish to subscribers and to the stream's queue at once. Past this, the put
 # was refused (a stale owner's conditional write) and the store keeps what it had.
 STORED_WITHIN = 2.0  # seconds

@@ -1,17 +1,16 @@
 """``POST /api/runs/{run}/retry``: a failed or cancelled run again, from its failure
-(``shared/retries.py``). The orchestrator creates the retry and links both runs
+(``shared/core/retries.py``). The orchestrator creates the retry and links both runs
 (``retryOf`` on the new one, ``retriedBy`` on the old)."""
 
 from __future__ import annotations
 
 from aiohttp import web
-
-from services.gateway import views
-from services.gateway.keys import RESOURCES
-from services.gateway.reads import get_run_record
-from shared.kv_reads import read_steps
-from shared.retries import refusal, retry_command, retry_run_id
-from shared.timefmt import now_rfc3339
+from heddle.services.gateway import views
+from heddle.services.gateway.keys import RESOURCES
+from heddle.services.gateway.reads import get_run_record
+from heddle.shared.broker.kv_reads import read_steps
+from heddle.shared.core.retries import refusal, retry_command, retry_run_id
+from heddle.shared.wire.timefmt import now_rfc3339
 
 
 async def retry_run(request: web.Request) -> web.Response:

@@ -13,7 +13,7 @@ record is followed, which is what a client waiting for the end needs, at a cost 
 not grow with the run's steps.
 
 The changes come from a core subscription to the run's keys in heddle-runs
-(shared/kv_changes.py: no consumer on the server per client), taken before the opening
+(shared/broker/kv_changes.py: no consumer on the server per client), taken before the opening
 snapshot is read; a record is news only when it has come further than what the client was
 told (services/gateway/progress.py), so the two may arrive in any order. When the run record
 turns terminal, it and the step records are read once more, in one batched get, and their
@@ -30,25 +30,24 @@ from collections.abc import Callable
 
 import msgspec
 from aiohttp import web
-
-from services.gateway import sse
-from services.gateway.api_types import RunChange, RunEnd, StepChange
-from services.gateway.keys import RESOURCES
-from services.gateway.progress import RunProgress, StepProgress, run_progress, step_progress
-from services.gateway.reads import get_run_record, stored_when
-from services.gateway.run_steps import steps_choice
-from services.gateway.views import error, path_id
-from shared import names
-from shared.buckets import Bucket
-from shared.contracts import (
+from heddle.services.gateway import sse
+from heddle.services.gateway.api_types import RunChange, RunEnd, StepChange
+from heddle.services.gateway.keys import RESOURCES
+from heddle.services.gateway.progress import RunProgress, StepProgress, run_progress, step_progress
+from heddle.services.gateway.reads import get_run_record, stored_when
+from heddle.services.gateway.run_steps import steps_choice
+from heddle.services.gateway.views import error, path_id
+from heddle.shared.broker.buckets import Bucket
+from heddle.shared.broker.kv_changes import KeyChanges
+from heddle.shared.broker.kv_reads import read_run_and_steps, read_steps
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import (
     TERMINAL_RUN,
     RunRecord,
     StepRecord,
     run_record_decoder,
     step_record_decoder,
 )
-from shared.kv_changes import KeyChanges
-from shared.kv_reads import read_run_and_steps, read_steps
 
 KEEPALIVE = 15.0  # seconds between SSE comments while nothing happens (proxies, dead peers)
 

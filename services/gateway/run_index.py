@@ -24,16 +24,15 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 import msgspec
-
-from shared import names
-from shared.contracts import RunRecord, run_record_decoder
-from shared.kv_reads import read_current
-from shared.nats_types import DeliverPolicy, NatsError
-from shared.tasks import cancel_and_wait
+from heddle.shared.broker.kv_reads import read_current
+from heddle.shared.broker.nats_types import DeliverPolicy, NatsError
+from heddle.shared.runtime.tasks import cancel_and_wait
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import RunRecord, run_record_decoder
 
 if TYPE_CHECKING:
-    from shared.buckets import Bucket
-    from shared.nats_types import ConsumerInfo, JetStreamContext, Msg
+    from heddle.shared.broker.buckets import Bucket
+    from heddle.shared.broker.nats_types import ConsumerInfo, JetStreamContext, Msg
 
 log = logging.getLogger("heddle.gateway")
 CATCH_UP_WAIT = 2.0  # seconds a list waits at most for records stored before it was asked

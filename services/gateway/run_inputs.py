@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from services.gateway.params import sent_as_utf8
-from shared.contracts import WorkflowSpec
-from shared.cron_plan import named_slot
-from shared.errors import Problem
-from shared.step_env import resolve
-from shared.timefmt import rfc3339
+from heddle.services.gateway.params import sent_as_utf8
+from heddle.shared.core.cron_plan import named_slot
+from heddle.shared.core.step_env import resolve
+from heddle.shared.wire.contracts import WorkflowSpec
+from heddle.shared.wire.errors import Problem
+from heddle.shared.wire.timefmt import rfc3339
 
 TRIGGER_FIELDS = ("idempotencyKey", "params", "scheduledFor")
 MAX_KEY_CHARS = 256

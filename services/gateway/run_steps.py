@@ -13,17 +13,16 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, get_args
 
 from aiohttp import web
-
-from services.gateway import params, views
-from services.gateway.api_types import StepPage
-from services.gateway.keys import RESOURCES, SETTINGS
-from services.gateway.reads import get_run_record, run_document, step_documents
-from shared.contracts import TERMINAL_RUN, RunRecord, StepRecord, StepStatus
-from shared.errors import Problem
-from shared.kv_reads import read_steps
+from heddle.services.gateway import params, views
+from heddle.services.gateway.api_types import StepPage
+from heddle.services.gateway.keys import RESOURCES, SETTINGS
+from heddle.services.gateway.reads import get_run_record, run_document, step_documents
+from heddle.shared.broker.kv_reads import read_steps
+from heddle.shared.wire.contracts import TERMINAL_RUN, RunRecord, StepRecord, StepStatus
+from heddle.shared.wire.errors import Problem
 
 if TYPE_CHECKING:
-    from shared.buckets import Bucket
+    from heddle.shared.broker.buckets import Bucket
 
 FULL_DOCUMENT_MAX = 10_000  # steps a run document holds whole
 DEFAULT_PAGE = 100

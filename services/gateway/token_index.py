@@ -16,22 +16,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
-
-from shared.errors import TokenFileError
-from shared.kv_watch import follow
-from shared.nats_types import KeyWrongLastSequenceError, NatsTimeout, NoStreamResponseError
-from shared.tasks import cancel_and_wait
-from shared.timefmt import now_rfc3339
-from shared.tokens import (
+from heddle.shared.broker.kv_watch import follow
+from heddle.shared.broker.nats_types import (
+    KeyWrongLastSequenceError,
+    NatsTimeout,
+    NoStreamResponseError,
+)
+from heddle.shared.core.tokens import (
     ADMIN_NAME,
     TokenRecord,
     token_hash,
     token_record_decoder,
     token_text_problem,
 )
+from heddle.shared.runtime.tasks import cancel_and_wait
+from heddle.shared.wire.errors import TokenFileError
+from heddle.shared.wire.timefmt import now_rfc3339
 
 if TYPE_CHECKING:
-    from shared.nats_types import KeyValue
+    from heddle.shared.broker.nats_types import KeyValue
 
 log = logging.getLogger("heddle.gateway")
 START_WAIT = 10.0  # seconds the gateway waits for the first replay of the bucket

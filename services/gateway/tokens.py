@@ -12,20 +12,19 @@ import logging
 
 import msgspec
 from aiohttp import web
-
-from services.gateway import views
-from services.gateway.api_types import NewToken, TokenDoc, TokenList
-from services.gateway.keys import CALLER, RESOURCES, TOKENS
-from shared.nats_types import KeyNotFoundError, KeyWrongLastSequenceError
-from shared.service import event
-from shared.timefmt import now_rfc3339
-from shared.tokens import (
+from heddle.services.gateway import views
+from heddle.services.gateway.api_types import NewToken, TokenDoc, TokenList
+from heddle.services.gateway.keys import CALLER, RESOURCES, TOKENS
+from heddle.shared.broker.nats_types import KeyNotFoundError, KeyWrongLastSequenceError
+from heddle.shared.core.tokens import (
     TokenRecord,
     new_token,
     parse_token_request,
     token_hash,
     token_record_decoder,
 )
+from heddle.shared.runtime.service import event
+from heddle.shared.wire.timefmt import now_rfc3339
 
 log = logging.getLogger("heddle.gateway")
 REVOKE_TRIES = 5  # compare-and-set rounds against concurrent writers of the same record

@@ -9,22 +9,21 @@ from typing import Any
 
 import msgspec
 from aiohttp import web
-
-from services.gateway.api_types import ErrorDoc, ProblemDoc, StatusDoc, Submitted
-from services.gateway.keys import NATS, RESOURCES, SETTINGS
-from services.gateway.pods import pod_documents
-from services.gateway.reads import get_run_record, pool_document
-from shared import names
-from shared.contracts import TERMINAL_RUN, CancelRun, SubmitRun, encode
-from shared.documents import carried, drop_document, put_document
-from shared.errors import DocumentTooLarge, InvalidWorkflow, Problem
-from shared.gc_pause import gc_paused
-from shared.json_depth import MAX_JSON_DEPTH, json_depth_exceeds
-from shared.nats_types import NatsError, NatsTimeout
-from shared.settings import Settings
-from shared.step_env import inline_values
-from shared.timefmt import now_rfc3339
-from shared.validation import Limits, check_id, parse_run_request
+from heddle.services.gateway.api_types import ErrorDoc, ProblemDoc, StatusDoc, Submitted
+from heddle.services.gateway.keys import NATS, RESOURCES, SETTINGS
+from heddle.services.gateway.pods import pod_documents
+from heddle.services.gateway.reads import get_run_record, pool_document
+from heddle.shared.broker.documents import carried, drop_document, put_document
+from heddle.shared.broker.nats_types import NatsError, NatsTimeout
+from heddle.shared.core.step_env import inline_values
+from heddle.shared.core.validation import Limits, check_id, parse_run_request
+from heddle.shared.runtime.gc_pause import gc_paused
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import TERMINAL_RUN, CancelRun, SubmitRun, encode
+from heddle.shared.wire.errors import DocumentTooLarge, InvalidWorkflow, Problem
+from heddle.shared.wire.json_depth import MAX_JSON_DEPTH, json_depth_exceeds
+from heddle.shared.wire.timefmt import now_rfc3339
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
@@ -103,7 +102,7 @@ async def read_json(request: web.Request) -> Any:
     if json_depth_exceeds(raw):
         raise bad_request(too_deep)
     try:
-        with gc_paused():  # a big body's objects are no garbage (shared/gc_pause.py)
+        with gc_paused():  # a big body's objects are no garbage (shared/runtime/gc_pause.py)
             return msgspec.json.decode(raw)
     except RecursionError as exc:  # not reached when the check above is right; still a 400
         raise bad_request(too_deep) from exc

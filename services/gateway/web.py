@@ -23,22 +23,16 @@ from pathlib import Path
 from typing import get_args
 
 from aiohttp import web
-
-from services.gateway import views
-from services.gateway.api_types import RunList, RunListEntry
-from services.gateway.keys import RESOURCES, RUN_INDEX
-from services.gateway.params import whole_number
-from services.gateway.reads import run_facts
-from shared import names
-from shared.contracts import (
-    RunRecord,
-    RunStatus,
-    RunSummary,
-    run_summary_decoder,
-)
-from shared.errors import Problem
-from shared.kv_reads import value_of
-from shared.nats_types import KeyValue
+from heddle.services.gateway import views
+from heddle.services.gateway.api_types import RunList, RunListEntry
+from heddle.services.gateway.keys import RESOURCES, RUN_INDEX
+from heddle.services.gateway.params import whole_number
+from heddle.services.gateway.reads import run_facts
+from heddle.shared.broker.kv_reads import value_of
+from heddle.shared.broker.nats_types import KeyValue
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import RunRecord, RunStatus, RunSummary, run_summary_decoder
+from heddle.shared.wire.errors import Problem
 
 log = logging.getLogger("heddle.gateway")
 STATIC_DIR = Path(__file__).with_name("static")

@@ -1,7 +1,7 @@
 """HTTP handlers for registered workflows: the registry, triggers and run history.
 
 Registration writes the heddle-workflows bucket itself, by compare-and-set (see
-``shared/registry.py``): the answer carries the version, and two gateways registering at
+``shared/broker/registry.py``): the answer carries the version, and two gateways registering at
 once still get distinct versions. Runs are only ever created by the orchestrator, from a
 ``SubmitRun`` command; history is read from the index the orchestrator keeps
 (``hist.<workflow>.<run>`` in heddle-runs), one small entry per run, never the steps.
@@ -15,9 +15,8 @@ from typing import Any, cast
 
 import msgspec
 from aiohttp import web
-
-from services.gateway import run_inputs, views
-from services.gateway.api_types import (
+from heddle.services.gateway import run_inputs, views
+from heddle.services.gateway.api_types import (
     Edge,
     HistoryEntry,
     LastRun,
@@ -30,11 +29,16 @@ from services.gateway.api_types import (
     WorkflowRuns,
     WorkflowSummary,
 )
-from services.gateway.keys import RESOURCES, RUN_INDEX, SETTINGS
-from services.gateway.params import query_int
-from services.gateway.web import run_status
-from shared import names, registry
-from shared.contracts import (
+from heddle.services.gateway.keys import RESOURCES, RUN_INDEX, SETTINGS
+from heddle.services.gateway.params import query_int
+from heddle.services.gateway.web import run_status
+from heddle.shared.broker import registry
+from heddle.shared.broker.kv_reads import read_current
+from heddle.shared.core.cron import slots_between
+from heddle.shared.core.cron_plan import keyed_run_id, scheduled_run_id
+from heddle.shared.core.validation import parse_workflow
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import (
     RunRecord,
     RunSummary,
     SubmitRun,
@@ -42,12 +46,8 @@ from shared.contracts import (
     WorkflowVersion,
     run_summary_decoder,
 )
-from shared.cron import slots_between
-from shared.cron_plan import keyed_run_id, scheduled_run_id
-from shared.errors import DocumentTooLarge, InvalidWorkflow, Problem
-from shared.kv_reads import read_current
-from shared.timefmt import epoch, now_rfc3339, rfc3339
-from shared.validation import parse_workflow
+from heddle.shared.wire.errors import DocumentTooLarge, InvalidWorkflow, Problem
+from heddle.shared.wire.timefmt import epoch, now_rfc3339, rfc3339
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 1000

@@ -14,16 +14,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, assert_never
 
-from services.orchestrator.decisions import Effect
-from services.orchestrator.effects import Effects
-from services.orchestrator.state import HandoffAnswer, RunState
-from shared.consume import Outcome, settle
-from shared.contracts import StepFinished, StepStarted
-from shared.nats_types import KeyWrongLastSequenceError
-from shared.tasks import cancel_and_wait
+from heddle.services.orchestrator.decisions import Effect
+from heddle.services.orchestrator.effects import Effects
+from heddle.services.orchestrator.state import HandoffAnswer, RunState
+from heddle.shared.broker.consume import Outcome, settle
+from heddle.shared.broker.nats_types import KeyWrongLastSequenceError
+from heddle.shared.runtime.tasks import cancel_and_wait
+from heddle.shared.wire.contracts import StepFinished, StepStarted
 
 if TYPE_CHECKING:
-    from shared.nats_types import Msg
+    from heddle.shared.broker.nats_types import Msg
 
 log = logging.getLogger("heddle.orchestrator")
 BATCH_MAX = 256  # messages of one run decided and stored together

@@ -15,23 +15,38 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, assert_never
 
 import msgspec
-
-from services.orchestrator.actor import Admit, Cancel, HandedOff, Message, RetryTimer, RunActor
-from services.orchestrator.admission import Admission
-from services.orchestrator.consumers import PartitionConsumers
-from services.orchestrator.decisions import KillAttempt
-from services.orchestrator.effects import EffectRunner, Effects
-from services.orchestrator.handoff import Handoffs
-from services.orchestrator.leases import Leases, member_name
-from services.orchestrator.liveness import Liveness
-from services.orchestrator.pod_watch import PodWatch, wanted
-from services.orchestrator.state import HandoffAnswer, Policy, RunState
-from services.orchestrator.submissions import Submissions
-from services.orchestrator.workflows import WorkflowFeatures
-from shared import names
-from shared.acked import AckedPublisher
-from shared.consume import Outcome, too_early_for_good
-from shared.contracts import (
+from heddle.services.orchestrator.actor import (
+    Admit,
+    Cancel,
+    HandedOff,
+    Message,
+    RetryTimer,
+    RunActor,
+)
+from heddle.services.orchestrator.admission import Admission
+from heddle.services.orchestrator.consumers import PartitionConsumers
+from heddle.services.orchestrator.decisions import KillAttempt
+from heddle.services.orchestrator.effects import EffectRunner, Effects
+from heddle.services.orchestrator.handoff import Handoffs
+from heddle.services.orchestrator.leases import Leases, member_name
+from heddle.services.orchestrator.liveness import Liveness
+from heddle.services.orchestrator.pod_watch import PodWatch, wanted
+from heddle.services.orchestrator.state import HandoffAnswer, Policy, RunState
+from heddle.services.orchestrator.submissions import Submissions
+from heddle.services.orchestrator.workflows import WorkflowFeatures
+from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.broker.consume import Outcome, too_early_for_good
+from heddle.shared.broker.kv_reads import read_current, read_steps
+from heddle.shared.broker.nats_io import close, connect_until_ready
+from heddle.shared.broker.pull import Handler
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.core.partitions import partition_of, subject_partition
+from heddle.shared.core.validation import Limits
+from heddle.shared.runtime.metrics import LIVE_RUNS, WAITING_RUNS
+from heddle.shared.runtime.service import event
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import (
     TERMINAL_RUN,
     CancelRun,
     RetryDue,
@@ -42,19 +57,10 @@ from shared.contracts import (
     event_decoder,
     run_record_decoder,
 )
-from shared.kv_reads import read_current, read_steps
-from shared.metrics import LIVE_RUNS, WAITING_RUNS
-from shared.nats_io import close, connect_until_ready
-from shared.partitions import partition_of, subject_partition
-from shared.pull import Handler
-from shared.resources import ensure_resources
-from shared.service import event
-from shared.settings import Settings
-from shared.validation import Limits
 
 if TYPE_CHECKING:
-    from shared.buckets import Bucket
-    from shared.nats_types import Client, Msg
+    from heddle.shared.broker.buckets import Bucket
+    from heddle.shared.broker.nats_types import Client, Msg
 
 log = logging.getLogger("heddle.orchestrator")
 FINISHED_MEMORY = 50_000

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
-from services.orchestrator.state import RunState
-from services.orchestrator.watchdog import Beat
+from heddle.services.orchestrator.state import RunState
+from heddle.services.orchestrator.watchdog import Beat
 
 
 @dataclass(slots=True)

@@ -7,14 +7,14 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from services.orchestrator.decisions import Effect, PersistStep
-from shared import names
-from shared.contracts import encode
-from shared.kv_reads import count_keys
+from heddle.services.orchestrator.decisions import Effect, PersistStep
+from heddle.shared.broker.kv_reads import count_keys
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import encode
 
 if TYPE_CHECKING:
-    from shared.acked import AckedPublisher
-    from shared.nats_types import Client, JetStreamContext
+    from heddle.shared.broker.acked import AckedPublisher
+    from heddle.shared.broker.nats_types import Client, JetStreamContext
 
 log = logging.getLogger("heddle.orchestrator")
 ACK_TIMEOUT = 10.0  # seconds for an orchestrator's write to be acknowledged

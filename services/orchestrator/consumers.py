@@ -1,20 +1,20 @@
 """The durable consumers of the partitions an orchestrator holds: for each partition one on
 HEDDLE_CMD and one on HEDDLE_EVENTS, filtered on the partition's stored subjects, each read
-by a continuous pull (shared/pull.py)."""
+by a continuous pull (shared/broker/pull.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING
 
-from shared import names
-from shared.jetstream_api import reset_consumer
-from shared.nats_types import AckPolicy, ConsumerConfig, DeliverPolicy
-from shared.pull import ContinuousPull, Handler
-from shared.streams import ensure_consumer
+from heddle.shared.broker.jetstream_api import reset_consumer
+from heddle.shared.broker.nats_types import AckPolicy, ConsumerConfig, DeliverPolicy
+from heddle.shared.broker.pull import ContinuousPull, Handler
+from heddle.shared.broker.streams import ensure_consumer
+from heddle.shared.wire import names
 
 if TYPE_CHECKING:
-    from shared.nats_types import Client, JetStreamContext
+    from heddle.shared.broker.nats_types import Client, JetStreamContext
 
 # How many messages each partition's pulls ask for ahead, and how many the server lets be
 # unacknowledged: a partition may carry one huge fan-out alone.

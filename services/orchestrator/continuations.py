@@ -1,4 +1,4 @@
-"""Continuing a chain (docs/architecture.md): the steps a handed-off step takes along to its
+"""Continuing a chain (docs/latency.md): the steps a handed-off step takes along to its
 runner, what the runner's outcome makes of them, and what voids them. A part of the run's
 state machine (state.py), given the run's records (run_steps.py); pure: no I/O, no clock.
 """
@@ -6,10 +6,15 @@ state machine (state.py), given the run's records (run_steps.py); pure: no I/O, 
 from __future__ import annotations
 
 import msgspec
-
-from services.orchestrator.decisions import AwaitHandoff, Continue, Effect, KillAttempt, PersistStep
-from services.orchestrator.run_steps import RunSteps
-from shared.contracts import AttemptRecord, StepFinished, StepReady, StepRecord, encode
+from heddle.services.orchestrator.decisions import (
+    AwaitHandoff,
+    Continue,
+    Effect,
+    KillAttempt,
+    PersistStep,
+)
+from heddle.services.orchestrator.run_steps import RunSteps
+from heddle.shared.wire.contracts import AttemptRecord, StepFinished, StepReady, StepRecord, encode
 
 # How many steps of a chain a runner holds as continuations (Chains.prepare_next).
 CONTINUATION_DEPTH = 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.contracts import RunRecord, RunStatus, StepReady, StepRecord, StepStatus
+from heddle.shared.wire.contracts import RunRecord, RunStatus, StepReady, StepRecord, StepStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,7 @@ class Enqueue:
     # than through the dispatchers' stream (the runner whose success just readied it).
     handoff: str | None = None
     # A step with no dependencies: it opens its run, and the dispatchers serve the steps of
-    # runs under way before it (docs/architecture.md, "Runs under way first").
+    # runs under way before it (docs/bursts.md, "Runs under way first").
     opens: bool = False
 
 

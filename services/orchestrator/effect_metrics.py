@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.orchestrator.decisions import (
+from heddle.services.orchestrator.decisions import (
     AwaitHandoff,
     Effect,
     Enqueue,
@@ -14,8 +14,7 @@ from services.orchestrator.decisions import (
     Requeued,
     ScheduleRetry,
 )
-from shared.contracts import TERMINAL_RUN, StepRecord
-from shared.metrics import (
+from heddle.shared.runtime.metrics import (
     CONTINUATIONS,
     DISPATCH_SECONDS,
     REQUEUES,
@@ -25,6 +24,7 @@ from shared.metrics import (
     STEPS,
     child,
 )
+from heddle.shared.wire.contracts import TERMINAL_RUN, StepRecord
 
 # An attempt's command ran: it left one of these states for one of those.
 _RAN_FROM = frozenset({"queued", "running"})

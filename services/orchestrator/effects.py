@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, assert_never, cast
 
-from services.orchestrator.bulk_writes import ACK_TIMEOUT, write_new_steps
-from services.orchestrator.decisions import (
+from heddle.services.orchestrator.bulk_writes import ACK_TIMEOUT, write_new_steps
+from heddle.services.orchestrator.decisions import (
     AwaitHandoff,
     Continue,
     Effect,
@@ -35,25 +35,20 @@ from services.orchestrator.decisions import (
     Requeued,
     ScheduleRetry,
 )
-from services.orchestrator.effect_metrics import count
-from services.orchestrator.notes import transition_notes
-from shared import failpoints, names
-from shared.acked import AckedPublisher
-from shared.contracts import (
-    CancelAttempt,
-    LogLine,
-    RetryDue,
-    StepRecord,
-    encode,
-)
-from shared.kv_reads import last_value_matching
-from shared.nats_types import KeyWrongLastSequenceError, NatsError
-from shared.service import event
-from shared.timefmt import from_epoch
+from heddle.services.orchestrator.effect_metrics import count
+from heddle.services.orchestrator.notes import transition_notes
+from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.broker.kv_reads import last_value_matching
+from heddle.shared.broker.nats_types import KeyWrongLastSequenceError, NatsError
+from heddle.shared.runtime import failpoints
+from heddle.shared.runtime.service import event
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import CancelAttempt, LogLine, RetryDue, StepRecord, encode
+from heddle.shared.wire.timefmt import from_epoch
 
 if TYPE_CHECKING:
-    from services.orchestrator.handoff import Handoffs
-    from shared.nats_types import Client, JetStreamContext
+    from heddle.services.orchestrator.handoff import Handoffs
+    from heddle.shared.broker.nats_types import Client, JetStreamContext
 
 log = logging.getLogger("heddle.orchestrator")
 

@@ -9,7 +9,7 @@ waiting for its acknowledgement.
 The answer goes to the run's actor (``RunState.on_handoff_answer``): refused, the step goes to
 the dispatchers; unanswered, it goes to them marked to be looked for first. After a restart,
 an offer whose answer was lost is taken as unanswered once a runner would have answered
-(``AwaitHandoff``). Why and what it costs: docs/architecture.md, "Handing off".
+(``AwaitHandoff``). Why and what it costs: docs/latency.md, "Handing off".
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from services.orchestrator.decisions import AwaitHandoff, Continue, Effect, Enqueue
-from services.orchestrator.state import HandoffAnswer
-from shared import names
-from shared.contracts import encode
-from shared.metrics import CONTINUATIONS, HANDOFFS, child
-from shared.nats_types import NatsError
-from shared.offers import Answer, offer
-from shared.service import event
+from heddle.services.orchestrator.decisions import AwaitHandoff, Continue, Effect, Enqueue
+from heddle.services.orchestrator.state import HandoffAnswer
+from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.broker.offers import Answer, offer
+from heddle.shared.runtime.metrics import CONTINUATIONS, HANDOFFS, child
+from heddle.shared.runtime.service import event
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import encode
 
 if TYPE_CHECKING:
-    from shared.nats_types import Client
+    from heddle.shared.broker.nats_types import Client
 
 log = logging.getLogger("heddle.orchestrator")
 # Not reached, an offer never arrived: the dispatchers place the step as if refused.
@@ -95,7 +95,7 @@ class Handoffs:
 
     async def _continue(self, run_id: str, eff: Continue) -> None:
         """A plain publish: the runner answers nothing. Its outcome of the attempt this
-        follows says whether it started the continuation (docs/architecture.md)."""
+        follows says whether it started the continuation (docs/latency.md)."""
         ready = eff.ready
         try:
             await self.nc.publish(names.runner_assign(eff.runner), encode(ready))

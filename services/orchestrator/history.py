@@ -27,16 +27,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from services.orchestrator.decisions import Effect, PersistRun, PersistStep
-from services.orchestrator.effects import EffectRunner
-from services.orchestrator.state import RunState
-from shared import names
-from shared.contracts import TERMINAL_RUN, RunRecord, RunSummary, encode, run_summary_decoder
-from shared.nats_types import KeyNotFoundError
-from shared.tasks import cancel_and_wait
+from heddle.services.orchestrator.decisions import Effect, PersistRun, PersistStep
+from heddle.services.orchestrator.effects import EffectRunner
+from heddle.services.orchestrator.state import RunState
+from heddle.shared.broker.nats_types import KeyNotFoundError
+from heddle.shared.runtime.tasks import cancel_and_wait
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import (
+    TERMINAL_RUN,
+    RunRecord,
+    RunSummary,
+    encode,
+    run_summary_decoder,
+)
 
 if TYPE_CHECKING:
-    from shared.nats_types import JetStreamContext, KeyValue
+    from heddle.shared.broker.nats_types import JetStreamContext, KeyValue
 
 log = logging.getLogger("heddle.orchestrator.history")
 ACK_TIMEOUT = 10.0

@@ -28,14 +28,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import msgspec
-
-from services.orchestrator.ownership import Holder, live_holder, moves
-from shared.kv_watch import follow
-from shared.metrics import PARTITIONS_HELD
-from shared.nats_types import KeyValue, KeyWrongLastSequenceError, NatsError, NotFoundError
-from shared.service import event
-from shared.settings import Settings
-from shared.tasks import cancel_and_wait
+from heddle.services.orchestrator.ownership import Holder, live_holder, moves
+from heddle.shared.broker.kv_watch import follow
+from heddle.shared.broker.nats_types import (
+    KeyValue,
+    KeyWrongLastSequenceError,
+    NatsError,
+    NotFoundError,
+)
+from heddle.shared.runtime.metrics import PARTITIONS_HELD
+from heddle.shared.runtime.service import event
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.runtime.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.orchestrator")
 

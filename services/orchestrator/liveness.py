@@ -20,24 +20,23 @@ import logging
 import time
 
 import msgspec
-
-from services.orchestrator.actor import Heard, Lost, RunActor, Silent
-from services.orchestrator.backstop import Backstop
-from services.orchestrator.stored import ready_steps, stored_outcome
-from services.orchestrator.watchdog import HeartbeatView
-from shared import names
-from shared.contracts import heartbeat_decoder
-from shared.errors import OutcomeUnknown
-from shared.kv_reads import stored_at
-from shared.kv_watch import follow
-from shared.metrics import VERDICTS
-from shared.nats_types import KeyValue
-from shared.periodic import Periodic
-from shared.resources import Resources
-from shared.service import event
-from shared.settings import Settings
-from shared.tasks import cancel_and_wait
-from shared.timefmt import from_epoch
+from heddle.services.orchestrator.actor import Heard, Lost, RunActor, Silent
+from heddle.services.orchestrator.backstop import Backstop
+from heddle.services.orchestrator.stored import ready_steps, stored_outcome
+from heddle.services.orchestrator.watchdog import HeartbeatView
+from heddle.shared.broker.kv_reads import stored_at
+from heddle.shared.broker.kv_watch import follow
+from heddle.shared.broker.nats_types import KeyValue
+from heddle.shared.broker.resources import Resources
+from heddle.shared.runtime.metrics import VERDICTS
+from heddle.shared.runtime.periodic import Periodic
+from heddle.shared.runtime.service import event
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.runtime.tasks import cancel_and_wait
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import heartbeat_decoder
+from heddle.shared.wire.errors import OutcomeUnknown
+from heddle.shared.wire.timefmt import from_epoch
 
 log = logging.getLogger("heddle.orchestrator")  # its lines are the orchestrator's, like stored.py's
 

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.orchestrator.decisions import (
+from heddle.services.orchestrator.decisions import (
     Effect,
     KillAttempt,
     PersistStep,
     Requeued,
     ScheduleRetry,
 )
-from shared.contracts import StepRecord
+from heddle.shared.wire.contracts import StepRecord
 
 ACTIVE = ("queued", "running")
 CANCEL_REASON = "cancelled"

@@ -2,7 +2,7 @@
 orchestrator runs in a cluster (``HEDDLE_POD_WATCH=auto`` with an in-cluster service account,
 or ``HEDDLE_KUBECONFIG``).
 
-The API talk is shared/kube.py's and the judging pods.py's (pure); this module holds the I/O
+The API talk is shared/kube/client.py's and the judging pods.py's (pure); this module holds the I/O
 between them: each pod's record goes to ``heddle-pods`` (the gateway's ``GET /api/runners``
 shows it), and each verdict goes to the liveness path (``lost``), which fails the attempt the
 runner holds exactly as the watchdog fails a silent runner's, retries included. An API that
@@ -18,18 +18,18 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, assert_never
 
-from services.orchestrator.pods import PodJudge, PodVerdict
-from shared import kube
-from shared.contracts import RunnerPod, encode
-from shared.kv_reads import read_current
-from shared.nats_types import NatsError
-from shared.service import event
-from shared.settings import Settings
-from shared.tasks import cancel_and_wait
-from shared.timefmt import from_epoch
+from heddle.services.orchestrator.pods import PodJudge, PodVerdict
+from heddle.shared.broker.kv_reads import read_current
+from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.kube import client as kube
+from heddle.shared.runtime.service import event
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.runtime.tasks import cancel_and_wait
+from heddle.shared.wire.contracts import RunnerPod, encode
+from heddle.shared.wire.timefmt import from_epoch
 
 if TYPE_CHECKING:
-    from shared.buckets import Bucket
+    from heddle.shared.broker.buckets import Bucket
 
 log = logging.getLogger("heddle.orchestrator")
 

@@ -28,10 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from shared.contracts import RunnerPod
+from heddle.shared.wire.contracts import RunnerPod
 
 if TYPE_CHECKING:
-    from shared.kube import ChangeKind
+    from heddle.shared.kube.client import ChangeKind
 
 RUNNER_LABEL = "heddle/runner"  # the runner a pod runs (the chart sets it)
 RUNNER_CONTAINER = "runner"

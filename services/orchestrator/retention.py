@@ -27,9 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from services.orchestrator.history import summary_of
-from shared import names
-from shared.contracts import (
+from heddle.services.orchestrator.history import summary_of
+from heddle.shared.broker.kv_reads import read_current
+from heddle.shared.broker.nats_types import KeyNotFoundError
+from heddle.shared.core.cron_plan import slot_stamp
+from heddle.shared.runtime.periodic import Periodic
+from heddle.shared.runtime.service import event
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import (
     TERMINAL_RUN,
     RunRecord,
     RunSummary,
@@ -38,16 +43,11 @@ from shared.contracts import (
     run_summary_decoder,
     step_record_decoder,
 )
-from shared.cron_plan import slot_stamp
-from shared.kv_reads import read_current
-from shared.nats_types import KeyNotFoundError
-from shared.periodic import Periodic
-from shared.service import event
-from shared.timefmt import parse
+from heddle.shared.wire.timefmt import parse
 
 if TYPE_CHECKING:
-    from shared.buckets import Bucket
-    from shared.nats_types import JetStreamContext
+    from heddle.shared.broker.buckets import Bucket
+    from heddle.shared.broker.nats_types import JetStreamContext
 
 log = logging.getLogger("heddle.orchestrator.retention")
 CHUNK = 50  # runs deleted at once

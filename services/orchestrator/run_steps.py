@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shared.contracts import TERMINAL_STEP, RunRecord, StepReady, StepRecord
-from shared.dag import Graph, Readiness
-from shared.step_env import env_bytes, step_variables
+from heddle.shared.core.dag import Graph, Readiness
+from heddle.shared.core.step_env import env_bytes, step_variables
+from heddle.shared.wire.contracts import TERMINAL_STEP, RunRecord, StepReady, StepRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +25,7 @@ class Policy:
     # A success hands the first step it readies to the runner that succeeded (HEDDLE_HANDOFF).
     handoff: bool = False
     # A step handed to a runner takes its chain successor along, to run there as soon as it
-    # succeeds (HEDDLE_CONTINUE; docs/architecture.md, "Continuing a chain").
+    # succeeds (HEDDLE_CONTINUE; docs/latency.md, "Continuing a chain").
     continuations: bool = False
 
 

@@ -1,7 +1,7 @@
 """The cron scheduler: turns each due slot of each scheduled workflow into exactly one run.
 
 Every tick (``HEDDLE_CRON_TICK``) it reads the workflows' ``latest`` summaries and the cron
-cursors (two filtered replays), plans each unpaused schedule with ``shared/cron_plan.py``,
+cursors (two filtered replays), plans each unpaused schedule with ``shared/core/cron_plan.py``,
 and for each planned slot:
 
 1. claims it: ``kv.create("<workflow>.<slot>")`` in heddle-cron, which succeeds at most once
@@ -30,8 +30,15 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol, cast
 
-from shared import names, registry
-from shared.contracts import (
+from heddle.shared.broker import registry
+from heddle.shared.broker.kv_reads import read_current
+from heddle.shared.broker.nats_types import KeyWrongLastSequenceError
+from heddle.shared.core.cron_plan import plan, scheduled_run_id, slot_stamp
+from heddle.shared.runtime.metrics import CRON_SLOTS
+from heddle.shared.runtime.periodic import Periodic
+from heddle.shared.runtime.service import event
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import (
     CronCursor,
     CronSlot,
     SubmitRun,
@@ -41,17 +48,11 @@ from shared.contracts import (
     encode,
     workflow_latest_decoder,
 )
-from shared.cron_plan import plan, scheduled_run_id, slot_stamp
-from shared.kv_reads import read_current
-from shared.metrics import CRON_SLOTS
-from shared.nats_types import KeyWrongLastSequenceError
-from shared.periodic import Periodic
-from shared.service import event
-from shared.timefmt import now_rfc3339, parse, rfc3339
+from heddle.shared.wire.timefmt import now_rfc3339, parse, rfc3339
 
 if TYPE_CHECKING:
-    from shared.buckets import Bucket
-    from shared.nats_types import JetStreamContext
+    from heddle.shared.broker.buckets import Bucket
+    from heddle.shared.broker.nats_types import JetStreamContext
 
 log = logging.getLogger("heddle.orchestrator.scheduler")
 CHUNK = 200  # requests in flight at once
@@ -220,7 +221,7 @@ class Scheduler:
     ) -> None:
         """A submit per slot, pipelined; the stream keeps one per run (``Nats-Msg-Id``)."""
         spec = version.spec
-        # Every parameter of a scheduled workflow has a default (shared/validation.py).
+        # Every parameter of a scheduled workflow has a default (shared/core/validation.py).
         defaults = {p.name: p.default for p in spec.params if p.default is not None}
         futures = []
         for claim in claims:

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import msgspec
-
-from services.orchestrator.continuations import Chains
-from services.orchestrator.decisions import (
+from heddle.services.orchestrator.continuations import Chains
+from heddle.services.orchestrator.decisions import (
     AwaitHandoff,
     Effect,
     Ignored,
@@ -27,9 +26,10 @@ from services.orchestrator.decisions import (
     Requeued,
     ScheduleRetry,
 )
-from services.orchestrator.run_steps import Policy, RunSteps
-from services.orchestrator.transitions import StepTransitions, enqueue
-from shared.contracts import (
+from heddle.services.orchestrator.run_steps import Policy, RunSteps
+from heddle.services.orchestrator.transitions import StepTransitions, enqueue
+from heddle.shared.core.tickets import holds, new_ticket
+from heddle.shared.wire.contracts import (
     AttemptRecord,
     RunRecord,
     StepFinished,
@@ -37,8 +37,7 @@ from shared.contracts import (
     StepStarted,
     SubmitRun,
 )
-from shared.tickets import holds, new_ticket
-from shared.timefmt import from_epoch, parse
+from heddle.shared.wire.timefmt import from_epoch, parse
 
 __all__ = ["HandoffAnswer", "Policy", "RunState"]
 

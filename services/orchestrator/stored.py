@@ -8,13 +8,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from shared import names, tickets
-from shared.contracts import StepFinished
-from shared.nats_types import NatsError
-from shared.stored_events import last_outcome
+from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.broker.stored_events import last_outcome
+from heddle.shared.core import tickets
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepFinished
 
 if TYPE_CHECKING:
-    from shared.nats_types import JetStreamContext
+    from heddle.shared.broker.nats_types import JetStreamContext
 
 log = logging.getLogger("heddle.orchestrator")
 # nats-server lists at most this many subjects in one stream-info answer and pages the

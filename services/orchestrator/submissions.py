@@ -1,5 +1,5 @@
 """A run's submit, as the orchestrator takes it: checked with the gateway's rules, read
-from beside the command when it is carried (shared/documents.py), stored once however often
+from beside the command when it is carried (shared/broker/documents.py), stored once however often
 it is delivered, and announced (``heddle.run.stored.<run>``) once its records are written."""
 
 from __future__ import annotations
@@ -10,21 +10,26 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
-
-from services.orchestrator.actor import RunActor
-from services.orchestrator.state import Policy, RunState
-from shared import names
-from shared.consume import Outcome
-from shared.contracts import DocumentRef, SubmitRun, command_decoder, encode, run_record_decoder
-from shared.documents import DocumentGone, drop_document, read_document
-from shared.errors import Problem
-from shared.gc_pause import gc_paused
-from shared.nats_types import KeyWrongLastSequenceError, NatsError
-from shared.service import event
-from shared.validation import Limits, submit_problems
+from heddle.services.orchestrator.actor import RunActor
+from heddle.services.orchestrator.state import Policy, RunState
+from heddle.shared.broker.consume import Outcome
+from heddle.shared.broker.documents import DocumentGone, drop_document, read_document
+from heddle.shared.broker.nats_types import KeyWrongLastSequenceError, NatsError
+from heddle.shared.core.validation import Limits, submit_problems
+from heddle.shared.runtime.gc_pause import gc_paused
+from heddle.shared.runtime.service import event
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import (
+    DocumentRef,
+    SubmitRun,
+    command_decoder,
+    encode,
+    run_record_decoder,
+)
+from heddle.shared.wire.errors import Problem
 
 if TYPE_CHECKING:
-    from shared.nats_types import Client, JetStreamContext, KeyValue, Msg
+    from heddle.shared.broker.nats_types import Client, JetStreamContext, KeyValue, Msg
 
 log = logging.getLogger("heddle.orchestrator")
 
@@ -50,12 +55,12 @@ class Submissions:
         self.release = release  # the place of a run not made after all
 
     async def submit_carried(self, cmd: SubmitRun, ref: DocumentRef, msg: Msg) -> Outcome:
-        """A submit whose document is carried beside it (shared/documents.py): read, then
+        """A submit whose document is carried beside it (shared/broker/documents.py): read, then
         submitted as if it had come whole; its chunks are purged once the run is stored."""
         run_id = cmd.run_id
         try:
             document = await read_document(self.js, ref)
-            with gc_paused():  # a big run's objects are no garbage (shared/gc_pause.py)
+            with gc_paused():  # a big run's objects are no garbage (shared/runtime/gc_pause.py)
                 whole = command_decoder.decode(document)
         except DocumentGone as exc:
             if await self.stored(run_id):  # stored by an earlier delivery, then purged

@@ -7,19 +7,25 @@ clock.
 
 from __future__ import annotations
 
-from services.orchestrator.continuations import Chains
-from services.orchestrator.decisions import (
+from heddle.services.orchestrator.continuations import Chains
+from heddle.services.orchestrator.decisions import (
     Effect,
     Enqueue,
     PersistRun,
     PersistStep,
     ScheduleRetry,
 )
-from services.orchestrator.run_steps import RunSteps
-from shared.backoff import backoff
-from shared.contracts import AttemptRecord, StepFinished, StepReady, StepRecord, StepStatus
-from shared.dag import downstream
-from shared.timefmt import from_epoch
+from heddle.services.orchestrator.run_steps import RunSteps
+from heddle.shared.core.backoff import backoff
+from heddle.shared.core.dag import downstream
+from heddle.shared.wire.contracts import (
+    AttemptRecord,
+    StepFinished,
+    StepReady,
+    StepRecord,
+    StepStatus,
+)
+from heddle.shared.wire.timefmt import from_epoch
 
 
 def enqueue(step: StepRecord, ready: StepReady, handoff: str | None = None) -> Enqueue:

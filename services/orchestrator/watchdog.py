@@ -15,9 +15,9 @@ import math
 import time
 from dataclasses import dataclass
 
-from services.orchestrator.actor import Silent
-from services.orchestrator.state import RunState
-from shared.contracts import Heartbeat
+from heddle.services.orchestrator.actor import Silent
+from heddle.services.orchestrator.state import RunState
+from heddle.shared.wire.contracts import Heartbeat
 
 # A runner that stops reporting a running step is given this much beyond its timeout and
 # kill grace before the orchestrator's own deadline fails the attempt.

@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from services.orchestrator.effects import EffectRunner
-from services.orchestrator.history import RecordingEffects, RunHistory
-from services.orchestrator.retention import Retention
-from services.orchestrator.scheduler import Clock, ScaledClock, Scheduler, WallClock
-from services.orchestrator.state import RunState
-from shared import names
-from shared.resources import Resources
-from shared.settings import Settings
+from heddle.services.orchestrator.effects import EffectRunner
+from heddle.services.orchestrator.history import RecordingEffects, RunHistory
+from heddle.services.orchestrator.retention import Retention
+from heddle.services.orchestrator.scheduler import Clock, ScaledClock, Scheduler, WallClock
+from heddle.services.orchestrator.state import RunState
+from heddle.shared.broker.resources import Resources
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
 
 
 class _Actor(Protocol):

@@ -17,21 +17,27 @@ import socket
 from typing import TYPE_CHECKING
 
 import msgspec
-
-from services.runner_agent.attempt import Attempt, AttemptContext
-from services.runner_agent.continuations import AttemptKey, Continuations
-from services.runner_agent.isolation import (
+from heddle.services.runner_agent.attempt import Attempt, AttemptContext
+from heddle.services.runner_agent.continuations import AttemptKey, Continuations
+from heddle.services.runner_agent.isolation import (
     StepUser,
     make_undumpable,
     step_base_env,
     take_step_user,
 )
-from services.runner_agent.launcher import Launcher
-from services.runner_agent.registration import Registration
-from services.runner_agent.taken import Taken
-from shared import failpoints, names, tickets
-from shared.acked import NOT_STORED, AckedPublisher
-from shared.contracts import (
+from heddle.services.runner_agent.launcher import Launcher
+from heddle.services.runner_agent.registration import Registration
+from heddle.services.runner_agent.taken import Taken
+from heddle.shared.broker.acked import NOT_STORED, AckedPublisher
+from heddle.shared.broker.nats_io import close, connect_until_ready
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.core import tickets
+from heddle.shared.runtime import failpoints
+from heddle.shared.runtime.service import event
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.runtime.stalls import LoopStalls
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import (
     AssignReply,
     CancelAttempt,
     RunnerInfo,
@@ -40,15 +46,10 @@ from shared.contracts import (
     encode,
     step_ready_decoder,
 )
-from shared.nats_io import close, connect_until_ready
-from shared.resources import ensure_resources
-from shared.service import event
-from shared.settings import Settings
-from shared.stalls import LoopStalls
-from shared.timefmt import now_rfc3339
+from heddle.shared.wire.timefmt import now_rfc3339
 
 if TYPE_CHECKING:
-    from shared.nats_types import Client, Msg
+    from heddle.shared.broker.nats_types import Client, Msg
 
 log = logging.getLogger("heddle.runner")
 VERSION = "0.1.0"
@@ -202,7 +203,7 @@ class RunnerAgent:
         except msgspec.DecodeError as exc:  # its ValidationError too
             await self._refuse(msg, f"undecodable assignment: {exc}")
             return
-        if ready.after:  # a continuation (docs/architecture.md, "Continuing a chain")
+        if ready.after:  # a continuation (docs/latency.md, "Continuing a chain")
             self.continuations.hold(ready, self.current)
             return
         if (ready.run_id, ready.step_id, ready.attempt, ready.ticket) in self.taken:
@@ -212,7 +213,8 @@ class RunnerAgent:
             await self._refuse(msg, "shutting down" if self._stopping else "busy")
             return
         if stall := self.stalls.stall_before_now():
-            # It may have waited through the stall, and its offer been given up (shared/stalls.py).
+            # It may have waited through the stall, and its offer been given up
+            # (shared/runtime/stalls.py).
             reason = f"stale: this runner stood still for {stall:.1f}s"
             self._said("refused", ready, reason=reason)
             await self._refuse(msg, reason)
@@ -223,7 +225,7 @@ class RunnerAgent:
         self.jobs += 1
         if self.settings.started_report_delay == 0 or failpoints.active("runner.after_accept"):
             # Every start reported at once: the attempt is made known before its command
-            # starts, so a runner that dies at any point leaves a trace (docs/architecture.md).
+            # starts, so a runner that dies at any point leaves a trace (docs/latency.md).
             try:
                 await attempt.beats.beat()
             except NOT_STORED as exc:

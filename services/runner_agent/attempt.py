@@ -9,7 +9,7 @@ log's first note ("started on runner X (pid N)") and the started event, which mo
 to running. One that ends sooner is reported once, by its outcome, which carries the same
 start time and pid. The runner's answer to the dispatcher goes in the same write as the
 first report, and at the latest after a quarter of the dispatcher's wait: a short step
-costs its runner one write in all (docs/architecture.md).
+costs its runner one write in all (docs/latency.md).
 """
 
 from __future__ import annotations
@@ -22,25 +22,26 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
-from services.runner_agent.continuations import AttemptKey
-from services.runner_agent.heartbeats import Heartbeats
-from services.runner_agent.isolation import StepUser
-from services.runner_agent.launcher import Launcher, LauncherError
-from services.runner_agent.output import LogPublisher
-from services.runner_agent.outputs_file import OutputsFile
-from services.runner_agent.process import ProcessResult, StepProcess, step_env
-from services.runner_agent.workdir import Workdir
-from shared import failpoints, names
-from shared.acked import AckedPublisher
-from shared.contracts import Outcome, StepFinished, StepReady, StepStarted, encode
-from shared.metrics import ATTEMPTS
-from shared.nats_types import NatsError
-from shared.service import event
-from shared.settings import Settings
-from shared.timefmt import now_rfc3339
+from heddle.services.runner_agent.continuations import AttemptKey
+from heddle.services.runner_agent.heartbeats import Heartbeats
+from heddle.services.runner_agent.isolation import StepUser
+from heddle.services.runner_agent.launcher import Launcher, LauncherError
+from heddle.services.runner_agent.output import LogPublisher
+from heddle.services.runner_agent.outputs_file import OutputsFile
+from heddle.services.runner_agent.process import ProcessResult, StepProcess, step_env
+from heddle.services.runner_agent.workdir import Workdir
+from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.runtime import failpoints
+from heddle.shared.runtime.metrics import ATTEMPTS
+from heddle.shared.runtime.service import event
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import Outcome, StepFinished, StepReady, StepStarted, encode
+from heddle.shared.wire.timefmt import now_rfc3339
 
 if TYPE_CHECKING:
-    from shared.nats_types import Client, JetStreamContext, Msg
+    from heddle.shared.broker.nats_types import Client, JetStreamContext, Msg
 
 log = logging.getLogger("heddle.runner")
 REPORT_ACK_TIMEOUT = 5.0  # seconds at most before the outcome is sent again (deduplicated)
@@ -67,7 +68,7 @@ class Attempt:
     def __init__(self, ctx: AttemptContext, ready: StepReady, after: Attempt | None = None) -> None:
         self.ctx = ctx
         self.ready = ready
-        # A continuation (docs/architecture.md, "Continuing a chain"): the attempt it
+        # A continuation (docs/latency.md, "Continuing a chain"): the attempt it
         # follows, whose outcome must be stored before this one's events are sent (its
         # ``done``; not the attempt, or a chain would keep every attempt in memory), and
         # whose kill is this one's. Owed: the orchestrator waits for it as for an answer.
@@ -198,7 +199,7 @@ class Attempt:
         wait for or read: it only moves the step from queued to running for people to see,
         while the heartbeat already stored makes the attempt known to the watchdog, and the
         outcome (acknowledged, re-sent until it lands) tells the whole story if a started
-        event is ever lost (docs/architecture.md)."""
+        event is ever lost (docs/latency.md)."""
         ctx, ready, process, logs = self.ctx, self.ready, self.process, self.logs
         assert process is not None and logs is not None and self.started_at is not None
         started = StepStarted(

@@ -15,7 +15,7 @@ line of its own.
 
 from __future__ import annotations
 
-from shared.contracts import MAX_CHUNK_LINES
+from heddle.shared.wire.contracts import MAX_CHUNK_LINES
 
 MAX_CHUNK_BYTES = 64 * 1024  # of lines in one message (a longer line is a message of its own)
 

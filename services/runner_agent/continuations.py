@@ -1,4 +1,4 @@
-"""The continuations a runner holds (docs/architecture.md, "Continuing a chain").
+"""The continuations a runner holds (docs/latency.md, "Continuing a chain").
 
 A continuation follows one attempt as it was given to this runner, its ticket included, and
 no other: one made for an offer this runner refused would otherwise follow the same attempt
@@ -14,7 +14,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from shared.contracts import StepReady
+    from heddle.shared.wire.contracts import StepReady
 
 AttemptKey = tuple[str, str, int]  # run, step, attempt
 KEPT = 8  # early ones of attempts never offered here are forgotten, oldest first

@@ -1,4 +1,4 @@
-"""Keeping the runner's keys from its steps, and steps from each other (docs/architecture.md,
+"""Keeping the runner's keys from its steps, and steps from each other (docs/security.md,
 "Security").
 
 A step is the one thing Heddle runs that it does not trust. It gets an environment with no
@@ -26,9 +26,9 @@ import signal
 import stat
 from dataclasses import dataclass
 
-from services.runner_agent.file_ids import filesystem_ids
-from shared.errors import HeddleError
-from shared.settings import MAX_UID, Settings, step_uid_range
+from heddle.services.runner_agent.file_ids import filesystem_ids
+from heddle.shared.runtime.settings import MAX_UID, Settings, step_uid_range
+from heddle.shared.wire.errors import HeddleError
 
 log = logging.getLogger("heddle.runner")
 

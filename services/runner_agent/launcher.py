@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
-
-from services.runner_agent.isolation import kill_pipe_holders
-from services.runner_agent.launcher_main import HEADER, RECORD
-from shared.errors import HeddleError
+from heddle.services.runner_agent.isolation import kill_pipe_holders
+from heddle.services.runner_agent.launcher_main import HEADER, RECORD
+from heddle.shared.wire.errors import HeddleError
 
 log = logging.getLogger("heddle.runner")
 

@@ -35,15 +35,15 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from services.runner_agent.chunks import chunk, cut_long_lines, cut_point, split_long
-from shared import names
-from shared.acked import NOT_STORED
-from shared.contracts import LogLine, encode
-from shared.nats_types import NatsError
+from heddle.services.runner_agent.chunks import chunk, cut_long_lines, cut_point, split_long
+from heddle.shared.broker.acked import NOT_STORED
+from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import LogLine, encode
 
 if TYPE_CHECKING:
-    from shared.acked import AckedPublisher
-    from shared.nats_types import Client
+    from heddle.shared.broker.acked import AckedPublisher
+    from heddle.shared.broker.nats_types import Client
 
 log = logging.getLogger("heddle.runner")
 

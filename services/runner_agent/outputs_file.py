@@ -8,7 +8,7 @@ files) still has only what it wrote to the file read. Where steps run as another
 runner makes the file under the step user's filesystem ids (file_ids.py), so it is theirs
 from the start without CAP_CHOWN; the directory stays the runner's, sticky and not listable,
 so a step can find no other file there and remove none but its own. The contents are parsed
-by ``shared/outputs.py``.
+by ``shared/core/outputs.py``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import shutil
 import tempfile
 from collections.abc import Callable
 
-from services.runner_agent import file_watch, leftovers
-from services.runner_agent.file_ids import filesystem_ids
-from services.runner_agent.isolation import StepUser
-from shared.outputs import OutputsError, parse_outputs, size_problem
+from heddle.services.runner_agent import file_watch, leftovers
+from heddle.services.runner_agent.file_ids import filesystem_ids
+from heddle.services.runner_agent.isolation import StepUser
+from heddle.shared.core.outputs import OutputsError, parse_outputs, size_problem
 
 log = logging.getLogger("heddle.runner")
 _directory: str | None = None

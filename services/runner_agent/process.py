@@ -18,12 +18,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from services.runner_agent.isolation import StepUser
-from services.runner_agent.launcher import Launcher
-from services.runner_agent.launcher_main import spawn_step
-from services.runner_agent.workdir import entering, workdir_env
-from shared.contracts import Outcome
-from shared.step_env import passes
+from heddle.services.runner_agent.isolation import StepUser
+from heddle.services.runner_agent.launcher import Launcher
+from heddle.services.runner_agent.launcher_main import spawn_step
+from heddle.services.runner_agent.workdir import entering, workdir_env
+from heddle.shared.core.step_env import passes
+from heddle.shared.wire.contracts import Outcome
 
 log = logging.getLogger("heddle.runner")
 

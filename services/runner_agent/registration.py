@@ -16,12 +16,12 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from shared import names
-from shared.contracts import RunnerInfo, encode
-from shared.tasks import cancel_and_wait
+from heddle.shared.runtime.tasks import cancel_and_wait
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import RunnerInfo, encode
 
 if TYPE_CHECKING:
-    from shared.nats_types import Client, JetStreamContext
+    from heddle.shared.broker.nats_types import Client, JetStreamContext
 
 log = logging.getLogger("heddle.runner")
 REGISTRY_COALESCE = 0.1  # seconds

@@ -1,5 +1,5 @@
 """A step's working directory: fresh for each attempt, private to the step, and gone with
-everything in it before the runner takes another step (docs/architecture.md, "Security").
+everything in it before the runner takes another step (docs/security.md, "Security").
 
 Each attempt gets ``<base>/<holder>/work``. The base is the runner's, made once per process
 (in memory, under ``/dev/shm``, where it has room: on a disk-backed temporary directory each
@@ -31,10 +31,10 @@ import shutil
 import stat
 import tempfile
 
-from services.runner_agent import leftovers
-from services.runner_agent.file_ids import filesystem_ids
-from services.runner_agent.isolation import NO_HOME, StepUser
-from services.runner_agent.launcher import Launcher, LauncherError
+from heddle.services.runner_agent import leftovers
+from heddle.services.runner_agent.file_ids import filesystem_ids
+from heddle.services.runner_agent.isolation import NO_HOME, StepUser
+from heddle.services.runner_agent.launcher import Launcher, LauncherError
 
 log = logging.getLogger("heddle.runner")
 MEMORY_DIR = "/dev/shm"

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 import yaml
+from heddle.services.local.embedded_nats import free_port
 
-from services.embedded_nats import free_port
 from tests.containers.deployment import ROOT, Deployment
 from tests.containers.engine import Engine, default_cache_dir, start_engine
 from tests.containers.images import nats_image, python_base

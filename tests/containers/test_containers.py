@@ -11,9 +11,9 @@ import uuid
 from typing import Any
 
 import pytest
+from heddle.services.runner_agent.isolation import runner_step_user
+from heddle.shared.runtime.settings import Settings
 
-from services.runner_agent.isolation import runner_step_user
-from shared.settings import Settings
 from tests.chart_render import render
 from tests.containers.conftest import Deployment, note, run_cli
 from tests.containers.deployment import ROOT, step_of

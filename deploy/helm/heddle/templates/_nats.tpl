@@ -1,5 +1,5 @@
 {{/*
-NATS users and their permissions: a copy of shared/nats_permissions.py, which is the source of
+NATS users and their permissions: a copy of shared/broker/nats_permissions.py, which is the source of
 truth. A static server configuration cannot template a permission on the connecting user, so
 every runner gets a user of its own with its name written into its subjects.
 tests/test_deploy.py renders every user and compares it with permissions_for(user).to_config():
@@ -92,7 +92,7 @@ stream. Usage: include "heddle.nats.runner" "<runner name>" */}}
 {{- end -}}
 
 {{/* Reads only, and no consumer of any kind: a consumer create's body can name a service's
-consumer, be durable or push to any subject (see inspector() in shared/nats_permissions.py). */}}
+consumer, be durable or push to any subject (see inspector() in shared/broker/nats_permissions.py). */}}
 {{- define "heddle.nats.inspector" -}}
 {{- $publish := list "$JS.API.INFO" "$JS.API.STREAM.LIST" "$JS.API.STREAM.NAMES" "$JS.API.STREAM.INFO.*" "$JS.API.CONSUMER.LIST.*" "$JS.API.CONSUMER.NAMES.*" "$JS.API.CONSUMER.INFO.*.*" "$JS.API.DIRECT.GET.*" "$JS.API.DIRECT.GET.*.>" "$JS.API.STREAM.MSG.GET.*" -}}
 {{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "heddle.>" "$KV.>" "_INBOX.>" "_INBOX_inspector.>")) -}}
@@ -171,7 +171,7 @@ checksum/nats-password: {{ printf "%s:%s" $user (index (include "heddle.nats.pas
 The server's `accounts` block, as services/nats_users.NatsUsers.save writes it (NATS
 configuration takes JSON values): every user with its password and permissions in its account,
 nothing else, so a client without a user is refused. The accounts' exports and imports are
-files/nats-accounts.json, a copy of links() in shared/nats_accounts.py (the runners and the
+files/nats-accounts.json, a copy of links() in shared/broker/nats_accounts.py (the runners and the
 inspector in accounts of their own, so that no reply subject reaches a stream). toRawJson keeps
 `>` as it is (toJson writes \u003e, which the server's parser does not read).
 */}}

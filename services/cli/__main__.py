@@ -1,0 +1,5 @@
+import sys
+
+from heddle.services.cli.main import main
+
+sys.exit(main())

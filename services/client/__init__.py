@@ -1,1 +1,0 @@
-"""The `heddle` command line's client side: submit, follow and manage runs over the HTTP API."""

@@ -1,0 +1,98 @@
+"""The NATS users of a local Heddle (``heddle up``, the tests, the benchmark): passwords
+generated once per data dir and kept there, the server's configuration written from
+shared/broker/nats_permissions.py, and a ``nats`` CLI context for the inspector. Every file is
+the owner's alone (0600)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from heddle.shared.broker import nats_accounts
+from heddle.shared.broker import nats_permissions as perms
+
+PASSWORDS_FILE = "nats-users.json"
+CONFIG_FILE = "nats-auth.conf"
+CONTEXT_FILE = "nats-context.json"
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read, whole or not at all."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o600)  # an existing file keeps its mode through O_CREAT
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class NatsUsers:
+    data_dir: Path
+    passwords: dict[str, str]
+    extra: tuple[perms.User, ...] = ()  # users outside Heddle's roles (a test's own)
+
+    @classmethod
+    def load(cls, data_dir: Path, extra: tuple[perms.User, ...] = ()) -> NatsUsers:
+        """The data dir's users, with a password for every service and the inspector
+        (created on the first call, kept on later ones)."""
+        path = Path(data_dir) / PASSWORDS_FILE
+        passwords: dict[str, str] = {}
+        if path.exists():
+            passwords = json.loads(path.read_text())
+        users = cls(Path(data_dir), passwords, extra)
+        for user in (*perms.SERVICES, perms.INSPECTOR):
+            users.ensure(user)
+        return users
+
+    def ensure(self, user: str) -> bool:
+        """Give ``user`` a password if it has none; True if it is new."""
+        if user in self.passwords:
+            return False
+        perms.permissions_for(user)  # a user with no role is an error here, not at connect
+        self.passwords[user] = secrets.token_urlsafe(24)
+        return True
+
+    def ensure_runners(self, runners: list[str]) -> bool:
+        new = [self.ensure(perms.runner_user(r)) for r in runners]
+        return any(new)
+
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / CONFIG_FILE
+
+    def save(self) -> None:
+        """Write the passwords, the server's configuration and the inspector's context."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        write_private(self.data_dir / PASSWORDS_FILE, json.dumps(self.passwords, indent=2))
+        config = nats_accounts.server_config(self.passwords, self.extra)
+        # NATS configuration takes JSON values: `accounts: {...}`, included by the
+        # server's own file (services/local/embedded_nats.py).
+        text = "".join(f"{k}: {json.dumps(v, indent=2)}\n" for k, v in config.items())
+        write_private(self.config_path, text)
+
+    def save_context(self, url: str) -> Path:
+        """``nats --context <this file>``: the read-only inspector."""
+        path = self.data_dir / CONTEXT_FILE
+        context = {
+            "description": "Heddle's read-only inspector",
+            "url": url,
+            "user": perms.INSPECTOR,
+            "password": self.passwords[perms.INSPECTOR],
+        }
+        write_private(path, json.dumps(context, indent=2))
+        return path
+
+    def env(self, user: str) -> dict[str, str]:
+        """A service's environment for connecting as ``user``."""
+        return {"HEDDLE_NATS_USER": user, "HEDDLE_NATS_PASSWORD": self.passwords[user]}
+
+    def runner_env(self, runner: str) -> dict[str, str]:
+        return {"HEDDLE_RUNNER_NAME": runner, **self.env(perms.runner_user(runner))}

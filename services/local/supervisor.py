@@ -1,0 +1,84 @@
+"""`heddle up`'s processes: each started, its output prefixed with its name, started again
+when it crashes, and all stopped together (SIGTERM, then SIGKILL after a grace). On a
+terminal, a control character in their output (a step's text in a traceback) is shown as
+``cat -v`` shows it, not obeyed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from dataclasses import dataclass
+
+from heddle.services.cli.terminal import is_terminal, visible
+from heddle.shared.runtime.tasks import cancel_and_wait
+
+RESTART_DELAY = 1.0
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    proc: asyncio.subprocess.Process | None = None
+    pump: asyncio.Task | None = None
+    restarts: int = 0
+
+
+class Supervisor:
+    def __init__(self, children: list[Child], out=sys.stdout) -> None:
+        self.children = children
+        self.out = out
+        self.stopping = False
+        self.width = max(len(c.name) for c in children)
+        self.on_terminal = is_terminal(out)
+
+    def say(self, name: str, line: str) -> None:
+        shown = visible(line) if self.on_terminal else line
+        self.out.write(f"{name:>{self.width}} | {shown}\n")
+        self.out.flush()
+
+    async def _spawn(self, child: Child) -> None:
+        child.proc = await asyncio.create_subprocess_exec(
+            *child.argv,
+            env=child.env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            stdin=asyncio.subprocess.DEVNULL,
+        )
+        child.pump = asyncio.create_task(self._pump(child, child.proc))
+
+    async def _pump(self, child: Child, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        async for raw in proc.stdout:
+            self.say(child.name, raw.decode(errors="replace").rstrip("\n"))
+        code = await proc.wait()
+        if not self.stopping:
+            child.restarts += 1
+            self.say(child.name, f"exited with {code}; restarting in {RESTART_DELAY:g}s")
+            await asyncio.sleep(RESTART_DELAY)
+            if not self.stopping:
+                await self._spawn(child)
+
+    async def start(self) -> None:
+        for child in self.children:
+            await self._spawn(child)
+
+    async def stop(self, grace: float) -> None:
+        self.stopping = True
+        procs = [c.proc for c in self.children if c.proc and c.proc.returncode is None]
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+        waits = [asyncio.create_task(p.wait()) for p in procs]
+        if waits:
+            _, pending = await asyncio.wait(waits, timeout=grace)
+            for proc in procs:
+                if proc.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+        await cancel_and_wait(*(c.pump for c in self.children))

@@ -1,0 +1,275 @@
+"""`heddle up`: the whole system on one machine, each service its own process.
+
+Starts the embedded NATS server (unless HEDDLE_NATS_URL points at one), the orchestrator,
+one or more dispatchers, N runner agents and the gateway, prefixes each one's output with its name,
+restarts a service that crashes, and on Ctrl-C or SIGTERM stops them all, leaving nothing
+behind. What it keeps in its data dir is services/local/up_files.py's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from heddle.services.local.embedded_nats import EmbeddedNats, NatsServerError, port_open
+from heddle.services.local.nats_users import CONTEXT_FILE, NatsUsers
+from heddle.services.local.supervisor import Child, Supervisor
+from heddle.services.local.up_files import (
+    NATS_LOG,
+    NATS_STORE,
+    admin_token,
+    local_address,
+    make_private,
+    private_umask,
+    write_url,
+)
+from heddle.services.runner_agent.isolation import step_uids_problem
+from heddle.shared.broker import nats_permissions as perms
+from heddle.shared.runtime.settings import Settings
+
+# `up` is said once the gateway answers /readyz, so a submit sent on that line is taken.
+READY_POLL = 0.1
+SLOW_START = 30.0  # seconds before a gateway not yet ready is mentioned
+
+
+def service_argv(service: str) -> list[str]:
+    return [sys.executable, "-m", "heddle.services.cli", service]
+
+
+def runner_names(runners: int) -> list[str]:
+    return [f"runner-{i}" for i in range(runners)]
+
+
+def orchestrator_names(orchestrators: int) -> list[str]:
+    """``orchestrator``, then ``orchestrator-1`` ... for more (they share one NATS user)."""
+    return ["orchestrator", *(f"orchestrator-{i}" for i in range(1, orchestrators))]
+
+
+def dispatcher_names(dispatchers: int) -> list[str]:
+    """``dispatcher``, then ``dispatcher-1`` ... for more (they share one NATS user)."""
+    return ["dispatcher", *(f"dispatcher-{i}" for i in range(1, dispatchers))]
+
+
+def plan(
+    settings: Settings,
+    runners: int,
+    base_env: dict[str, str],
+    users: NatsUsers | None = None,
+    admin_token_file: Path | None = None,
+    dispatchers: int = 1,
+    orchestrators: int = 1,
+) -> list[Child]:
+    """The processes to start, in start order (the gateway last, once the rest is up). With
+    ``users`` (the embedded server), each connects as its own NATS user; every dispatcher as
+    the one dispatcher user, under a name of its own (HEDDLE_DISPATCHER_NAME)."""
+    env = {
+        **base_env,
+        **settings.to_env(),
+        "HEDDLE_NATS_URL": settings.nats_url,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+    def own(user: str) -> dict[str, str]:
+        return {**env, **(users.env(user) if users else {})}
+
+    children = [
+        Child(name, service_argv("orchestrator"), {**own(perms.ORCHESTRATOR), **named})
+        for name in orchestrator_names(orchestrators)
+        for named in ({"HEDDLE_ORCHESTRATOR_NAME": name},)
+    ]
+    for name in dispatcher_names(dispatchers):
+        env_d = {**own(perms.DISPATCHER), "HEDDLE_DISPATCHER_NAME": name}
+        children.append(Child(name, service_argv("dispatcher"), env_d))
+    for name in runner_names(runners):
+        runner_env = users.runner_env(name) if users else {"HEDDLE_RUNNER_NAME": name}
+        children.append(Child(name, service_argv("runner"), {**env, **runner_env}))
+    gateway_env = {**own(perms.GATEWAY), "HEDDLE_GATEWAY_PORT": str(settings.gateway_port)}
+    if admin_token_file is not None:
+        gateway_env["HEDDLE_ADMIN_TOKEN_FILE"] = str(admin_token_file)
+    children.append(Child("gateway", service_argv("gateway"), gateway_env))
+    ports = metrics_ports(settings.metrics_port, runners, dispatchers, orchestrators)
+    for child in children:
+        if child.name in ports:
+            child.env["HEDDLE_METRICS_PORT"] = str(ports[child.name])
+    return children
+
+
+def metrics_ports(
+    base: int, runners: int, dispatchers: int = 1, orchestrators: int = 1
+) -> dict[str, int]:
+    """With HEDDLE_METRICS_PORT=B, each process its own port from B: the orchestrator B,
+    the dispatcher B+1, the gateway B+2, runner-i B+3+i, then dispatcher-1 ... and
+    orchestrator-1 ... after the runners; with 0 (the default), none."""
+    if not base:
+        return {}
+    first, *more = dispatcher_names(dispatchers)
+    _, *others = orchestrator_names(orchestrators)
+    names = ["orchestrator", first, "gateway", *runner_names(runners), *more, *others]
+    return {name: base + i for i, name in enumerate(names)}
+
+
+def start_embedded_nats(data_dir: Path, port: int, runners: int) -> tuple[EmbeddedNats, NatsUsers]:
+    """The embedded nats-server with a user for every service and runner, kept in data_dir."""
+    users = NatsUsers.load(data_dir)
+    users.ensure_runners(runner_names(runners))
+    users.save()
+    nats = EmbeddedNats(
+        data_dir / NATS_STORE, port=port, log_file=data_dir / NATS_LOG, config=users.config_path
+    )
+    nats.start()
+    users.save_context(nats.url)
+    return nats, users
+
+
+def greeting(
+    settings: Settings,
+    where: str,
+    runners: int,
+    dispatchers: int,
+    token: tuple[Path | None, str] | None,
+    orchestrators: int = 1,
+    on_terminal: bool = False,
+) -> list[str]:
+    """What `heddle up` says once everything runs: where the page is, with its token only
+    ``on_terminal``: written to a file or a pipe, others (a step) could read it there."""
+    page = f"http://{settings.gateway_host}:{settings.gateway_port}/"
+    several = f", {dispatchers} dispatchers" if dispatchers > 1 else ""
+    several += f", {orchestrators} orchestrators" if orchestrators > 1 else ""
+    lines = [
+        f"up: {page} (NATS {settings.nats_url}, {where}, {runners} runners{several}); Ctrl-C stops"
+    ]
+    if token is not None and on_terminal:
+        # As Jupyter does: the page's address with the admin token, for this terminal only.
+        lines.append(f"open {page}?token={token[1]}")
+        lines.append(f'API token: {token[0]} (curl -H "Authorization: Bearer ...")')
+    elif token is not None:
+        lines.append(f"API token: {token[0]} (printed on a terminal only; the page takes ?token=)")
+    else:
+        lines.append("HEDDLE_AUTH=none: the API is open to anyone who reaches it")
+    ports = metrics_ports(settings.metrics_port, runners, dispatchers, orchestrators)
+    for name, port in ports.items():
+        lines.append(f"metrics: {name} http://{settings.metrics_host}:{port}/metrics")
+    return lines
+
+
+async def until_serving(
+    settings: Settings, stop: asyncio.Event, say: Callable[[str], None]
+) -> bool:
+    """Until the gateway answers its readiness probe (True), or ``stop`` is set first."""
+    import aiohttp  # only `up` needs an HTTP client: not imported with the CLI
+
+    url = local_address(settings.gateway_host, settings.gateway_port) + "/readyz"
+    slow_at = asyncio.get_running_loop().time() + SLOW_START
+    timeout = aiohttp.ClientTimeout(total=5)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        while not stop.is_set():
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with http.get(url) as resp:
+                    if resp.status == 200:
+                        return True
+            if slow_at and asyncio.get_running_loop().time() > slow_at:
+                say(f"the gateway is not ready after {SLOW_START:g} s; still waiting")
+                slow_at = 0.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), READY_POLL)
+    return False
+
+
+async def supervise(sup: Supervisor, settings: Settings, hello: list[str]) -> None:
+    """Run the services; say ``hello`` once the gateway serves; stop them on Ctrl-C or SIGTERM."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await sup.start()
+    if await until_serving(settings, stop, say=lambda line: sup.say("heddle", line)):
+        for line in hello:
+            sup.say("heddle", line)
+    await stop.wait()
+    sup.say("heddle", "stopping")
+    await sup.stop(settings.shutdown_grace + settings.kill_grace + 5)
+
+
+async def run_up(
+    settings: Settings,
+    runners: int,
+    data_dir: Path,
+    nats_port: int,
+    dispatchers: int = 1,
+    orchestrators: int = 1,
+) -> int:
+    nats: EmbeddedNats | None = None
+    users: NatsUsers | None = None
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        make_private(data_dir)  # and what an older Heddle left in it
+    except OSError as exc:
+        print(f"heddle up: cannot use {data_dir} as the data dir: {exc.strerror}", file=sys.stderr)
+        return 2
+    # As root, runner-i runs its steps as the i-th uid of HEDDLE_STEP_UIDS, its alone on this
+    # machine: said now rather than by each runner failing to start.
+    if problem := step_uids_problem(settings, runner_names(runners)):
+        print(f"heddle up: {problem}", file=sys.stderr)
+        return 2
+    if not os.environ.get("HEDDLE_NATS_URL"):
+        with private_umask():  # nats-server makes its store and log under the umask it gets
+            nats, users = start_embedded_nats(data_dir, nats_port, runners)
+        settings = Settings.from_env(nats_url=nats.url, gateway_port=settings.gateway_port)
+    auth = settings.auth != "none"
+    token_file, token = admin_token(data_dir) if auth else (None, "")
+    if port_open(settings.gateway_port):
+        if nats:
+            nats.stop()
+        print(
+            f"heddle up: port {settings.gateway_port} is already in use; pick another with --port",
+            file=sys.stderr,
+        )
+        return 2
+    where = f"data in {data_dir}" if nats else "external NATS"
+    token_shown = (token_file, token) if auth else None
+    on_terminal = sys.stdout.isatty()  # the only output the token is printed on
+    hello = greeting(settings, where, runners, dispatchers, token_shown, orchestrators, on_terminal)
+    if users is not None:
+        hello.append(f"inspect: nats --context {data_dir / CONTEXT_FILE} stream ls")
+    sup = Supervisor(
+        plan(settings, runners, dict(os.environ), users, token_file, dispatchers, orchestrators)
+    )
+    url_file = write_url(data_dir, local_address(settings.gateway_host, settings.gateway_port))
+    try:
+        await supervise(sup, settings, hello)
+    finally:
+        # Left behind, it would name a port anyone may listen on next: the CLI sends it a token.
+        url_file.unlink(missing_ok=True)
+        if nats:
+            nats.stop()
+    sup.say("heddle", "stopped")
+    return 0
+
+
+def main_up(
+    settings: Settings,
+    runners: int,
+    data_dir: str,
+    nats_port: int,
+    dispatchers: int = 1,
+    orchestrators: int = 1,
+) -> int:
+    try:
+        return asyncio.run(
+            run_up(
+                settings,
+                runners,
+                Path(data_dir).resolve(),
+                nats_port,
+                dispatchers,
+                orchestrators,
+            )
+        )
+    except NatsServerError as exc:
+        print(f"heddle up: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,230 @@
+"""Who may publish and subscribe where on Heddle's NATS server: one user per service, one per
+runner, and a read-only inspector. Pure: the table (the server configuration, which also puts
+each user in its account, is built in shared/broker/nats_accounts.py); the passwords live with
+whoever starts the server (services/local/nats_users.py for ``heddle up``, a Secret for the chart).
+
+Each user gets inboxes of its own (``_INBOX_<user>``, see ``inbox_prefix``): a request's reply
+and a JetStream acknowledgement reach only the user that asked, where a shared ``_INBOX.>``
+would let anyone allowed it read every reply. A runner's user names the runner in the subjects
+and keys it may write, so the server itself stops one runner speaking for another.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from heddle.shared.wire import names
+
+GATEWAY = "gateway"
+ORCHESTRATOR = "orchestrator"
+DISPATCHER = "dispatcher"
+INSPECTOR = "inspector"
+SERVICES = (GATEWAY, ORCHESTRATOR, DISPATCHER)
+RUNNER_PREFIX = "runner-"  # a runner's user is runner-<runner name>
+
+API = "$JS.API"
+ALL_KV_STREAMS = tuple(map(names.kv_stream, names.ALL_BUCKETS))
+ALL_STREAMS = (*names.ALL_STREAMS, *ALL_KV_STREAMS)
+
+
+@dataclass(frozen=True)
+class Permissions:
+    publish: tuple[str, ...]
+    subscribe: tuple[str, ...]
+    publish_deny: tuple[str, ...] = ()
+    subscribe_deny: tuple[str, ...] = ()
+    allow_responses: bool = False  # may answer a request it received (a runner's assignment)
+
+    def to_config(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "publish": _rule(self.publish, self.publish_deny),
+            "subscribe": _rule(self.subscribe, self.subscribe_deny),
+        }
+        if self.allow_responses:
+            out["allow_responses"] = True
+        return out
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    password: str
+    permissions: Permissions = field(compare=False)
+
+
+def _rule(allow: tuple[str, ...], deny: tuple[str, ...]) -> dict[str, list[str]]:
+    rule = {"allow": sorted(set(allow))}
+    if deny:
+        rule["deny"] = sorted(set(deny))
+    return rule
+
+
+def runner_user(runner: str) -> str:
+    return RUNNER_PREFIX + runner
+
+
+def inbox_prefix(user: str) -> str:
+    return f"_INBOX_{user}"
+
+
+def _inbox(user: str) -> str:
+    return inbox_prefix(user) + ".>"
+
+
+def info(*streams: str) -> tuple[str, ...]:
+    """Check the server and look a stream up (every service does at start)."""
+    return (
+        f"{API}.INFO",
+        f"{API}.STREAM.NAMES",  # which stream holds a subject (nats-py's subscribe asks)
+        *(f"{API}.STREAM.INFO.{s}" for s in streams),
+    )
+
+
+def keeps(*streams: str) -> tuple[str, ...]:
+    """Create a stream, or bring its configuration to the settings (shared/broker/resources.py)."""
+    return tuple(f"{API}.STREAM.{op}.{s}" for s in streams for op in ("CREATE", "UPDATE"))
+
+
+def reads(*streams: str) -> tuple[str, ...]:
+    """Read a stream's messages: gets, KV watches and replays, and durable pull consumers
+    (their acknowledgements and flow control included)."""
+    out: list[str] = list(info(*streams))
+    for s in streams:
+        out += [
+            f"{API}.DIRECT.GET.{s}",
+            f"{API}.DIRECT.GET.{s}.>",
+            f"{API}.STREAM.MSG.GET.{s}",
+            f"{API}.CONSUMER.CREATE.{s}",
+            f"{API}.CONSUMER.CREATE.{s}.>",
+            f"{API}.CONSUMER.DURABLE.CREATE.{s}.>",
+            f"{API}.CONSUMER.INFO.{s}.>",
+            f"{API}.CONSUMER.DELETE.{s}.>",
+            f"{API}.CONSUMER.MSG.NEXT.{s}.>",
+            f"$JS.ACK.{s}.>",
+            f"$JS.FC.{s}.>",
+        ]
+    return tuple(out)
+
+
+def kv_write(bucket: str, key: str = ">") -> str:
+    return names.kv_subject(bucket, key)
+
+
+def gateway() -> Permissions:
+    return Permissions(
+        publish=(
+            names.CMD_SUBMIT_ALL,
+            names.CMD_CANCEL_ALL,
+            names.DOC_ALL,  # a submit too large for its command (shared/broker/documents.py)
+            f"{API}.STREAM.PURGE.{names.DOCS_STREAM}",  # one whose submit was a duplicate
+            kv_write(names.WORKFLOWS_BUCKET),
+            kv_write(names.TOKENS_BUCKET),
+            *keeps(*ALL_STREAMS),
+            *info(*ALL_STREAMS),
+            *reads(names.LOGS_STREAM, *ALL_KV_STREAMS),
+        ),
+        subscribe=(
+            _inbox(GATEWAY),
+            names.run_stored("*"),
+            # A followed run's records as they are put (shared/broker/kv_changes.py).
+            names.kv_subject(names.RUNS_BUCKET, names.run_key("*")),
+            names.kv_subject(names.RUNS_BUCKET, names.steps_of_run("*")),
+        ),
+    )
+
+
+def orchestrator() -> Permissions:
+    """The owner of run state: every stream's keeper, the only writer of runs, cron and pods."""
+    return Permissions(
+        publish=(
+            names.CMD_SUBMIT_ALL,  # the cron scheduler's runs
+            names.CMD_TIMER_ALL,
+            names.SCHED_ALL,
+            names.STEP_READY_ALL,
+            names.LOG_ALL,  # the orchestrator's notes in a step's log
+            names.runner_cancel("*"),
+            names.runner_assign("*"),  # a successor handed to the runner that freed up
+            names.run_stored("*"),
+            kv_write(names.RUNS_BUCKET),
+            kv_write(names.CRON_BUCKET),
+            kv_write(names.PODS_BUCKET),  # the runner pods, as its pod watch sees them
+            kv_write(names.LEASES_BUCKET),  # orchestrators' membership and partitions
+            f"{API}.>",
+            "$JS.ACK.>",
+            "$JS.FC.>",
+        ),
+        subscribe=(_inbox(ORCHESTRATOR),),
+    )
+
+
+def dispatcher() -> Permissions:
+    buckets = (names.RUNNERS_BUCKET, names.HEARTBEATS_BUCKET, names.RUNS_BUCKET)
+    streams = (names.STEPS_STREAM, names.EVENTS_STREAM, *map(names.kv_stream, buckets))
+    return Permissions(
+        publish=(names.runner_assign("*"), *keeps(*streams), *reads(*streams)),
+        subscribe=(_inbox(DISPATCHER), names.EVT_FINISHED_ALL),
+    )
+
+
+def runner(name: str) -> Permissions:
+    """One runner: its own events, heartbeats and registry entry, its own assignments. It
+    reads no stream, so it never sees another attempt's ticket or command."""
+    return Permissions(
+        publish=(
+            names.evt("*", "*", "started", name),
+            names.evt("*", "*", "finished", name),
+            names.LOG_ALL,
+            kv_write(names.HEARTBEATS_BUCKET, names.heartbeat_key("*", "*", name)),
+            kv_write(names.RUNNERS_BUCKET, name),
+            *info(
+                names.EVENTS_STREAM,
+                names.LOGS_STREAM,
+                names.kv_stream(names.HEARTBEATS_BUCKET),
+                names.kv_stream(names.RUNNERS_BUCKET),
+            ),
+        ),
+        subscribe=(_inbox(runner_user(name)), f"heddle.runner.{name}.>"),
+        allow_responses=True,
+    )
+
+
+def inspector() -> Permissions:
+    """Read-only, for people with the ``nats`` CLI: list streams and consumers, get stored
+    messages (``nats stream get``, ``nats kv get``), subscribe to live subjects.
+
+    It creates no consumer of any kind. A consumer create can only be limited by its
+    subject, and the server takes the rest from the request's body: a legacy create names
+    in its body the consumer it makes or *updates* (a service's durable too), a named one
+    may be durable, and any of them may be a push consumer whose deliver subject the
+    server then publishes the stream to, whatever the creator may publish or subscribe to
+    (nats-server issue #8274). Subject permissions match whole tokens, so no name prefix
+    can be set aside for it either."""
+    return Permissions(
+        publish=(
+            f"{API}.INFO",
+            f"{API}.STREAM.LIST",
+            f"{API}.STREAM.NAMES",
+            f"{API}.STREAM.INFO.*",
+            f"{API}.CONSUMER.LIST.*",
+            f"{API}.CONSUMER.NAMES.*",
+            f"{API}.CONSUMER.INFO.*.*",
+            f"{API}.DIRECT.GET.*",
+            f"{API}.DIRECT.GET.*.>",  # the last message of a subject (a KV key)
+            f"{API}.STREAM.MSG.GET.*",
+        ),
+        subscribe=("heddle.>", "$KV.>", "_INBOX.>", _inbox(INSPECTOR)),
+    )
+
+
+def permissions_for(user: str) -> Permissions:
+    fixed = {
+        GATEWAY: gateway,
+        ORCHESTRATOR: orchestrator,
+        DISPATCHER: dispatcher,
+        INSPECTOR: inspector,
+    }
+    if user in fixed:
+        return fixed[user]()
+    if user.startswith(RUNNER_PREFIX):
+        return runner(user[len(RUNNER_PREFIX) :])
+    raise KeyError(f"no NATS role for user {user!r}")

@@ -1,0 +1,72 @@
+"""Re-running a run from its failure (``POST /api/runs/{run}/retry``): pure, no I/O.
+
+The retry is a new run of the same steps, parameters, env and slot. Steps that succeeded are
+carried over as succeeded, their succeeded attempt (and its outputs) with them, and do not
+run; the failed, skipped and cancelled ones run again from their first attempt. Its id is
+derived from the retried run's, so asking twice gives the same retry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from heddle.shared.wire.contracts import (
+    TERMINAL_RUN,
+    AttemptRecord,
+    RunRecord,
+    StepRecord,
+    StepSpec,
+    SubmitRun,
+)
+
+RETRYABLE = frozenset({"failed", "cancelled"})
+
+
+def retry_run_id(run_id: str) -> str:
+    """``<run>-retry``, shortened with a digest to stay within 64 characters."""
+    rid = f"{run_id}-retry"
+    if len(rid) <= 64:
+        return rid
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:8]
+    return f"{run_id[:40]}-{digest}-retry"
+
+
+def refusal(run: RunRecord) -> str | None:
+    """Why ``run`` cannot be retried (a 409), or None."""
+    if run.status in RETRYABLE:
+        return None
+    what = "still running" if run.status not in TERMINAL_RUN else run.status
+    return f"run {run.run_id!r} is {what}: only a failed or cancelled run can be retried"
+
+
+def retry_command(run: RunRecord, steps: list[StepRecord], submitted_at: str) -> SubmitRun:
+    """The submit of ``run``'s retry (``steps``: its step records, in any order)."""
+    ordered = sorted(steps, key=lambda s: s.index)
+    carried: dict[str, AttemptRecord] = {}
+    for s in ordered:
+        if s.status == "succeeded":
+            carried[s.id] = s.attempts[-1] if s.attempts else AttemptRecord(attempt=s.attempt)
+    return SubmitRun(
+        run_id=run.retried_by or retry_run_id(run.run_id),
+        steps=[
+            StepSpec(
+                id=s.id,
+                command=s.command,
+                depends_on=s.depends_on,
+                retries=s.retries,
+                timeout_seconds=s.timeout_seconds,
+                env=s.env,
+            )
+            for s in ordered
+        ],
+        submitted_at=submitted_at,
+        workflow_name=run.workflow_name,
+        version=run.version,
+        trigger="retry",
+        scheduled_for=run.scheduled_for,
+        scheduled_tz=run.scheduled_tz,
+        params=run.params,
+        env=run.env,
+        retry_of=run.run_id,
+        carried=carried,
+    )

@@ -1,0 +1,73 @@
+"""API tokens: roles, generation, hashing and the stored record. Pure logic, no I/O.
+
+A token is shown once, when it is made; only its sha256 is stored (in the heddle-tokens
+bucket, keyed by the token's name), so a copy of the bucket lets no one in. A token is long
+and random, so a plain, unsalted hash is enough: there is nothing to guess from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import Literal, cast, get_args
+
+import msgspec
+from heddle.shared.core.validation import check_id
+from heddle.shared.wire.contracts import FrozenWire
+from heddle.shared.wire.errors import Problem
+
+Role = Literal["viewer", "operator", "admin"]
+ROLES: tuple[Role, ...] = get_args(Role)  # lowest first: each role has the rights of those below
+PREFIX = "hdl_"  # recognisable in a leaked file or a secret scanner's report
+MIN_TOKEN_CHARS = 16  # a bootstrap token chosen by hand must still be hard to guess
+ADMIN_NAME = "admin"  # the record the bootstrap token file seeds
+
+
+class TokenRecord(FrozenWire, frozen=True):
+    name: str
+    role: Role
+    hash: str  # sha256 hex of the token
+    created_at: str
+    revoked: bool = False
+    revoked_at: str | None = None
+
+
+token_record_decoder = msgspec.json.Decoder(TokenRecord)
+
+
+def new_token() -> str:
+    return PREFIX + secrets.token_urlsafe(32)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def allows(has: Role, needs: Role) -> bool:
+    """Whether a token of role ``has`` may do what needs ``needs``."""
+    return ROLES.index(has) >= ROLES.index(needs)
+
+
+def token_text_problem(token: str) -> str | None:
+    """What is wrong with a token read from a file (never quoting it), or None."""
+    if not token:
+        return "the token is empty"
+    if any(c.isspace() for c in token) or not token.isprintable():
+        return "the token contains spaces or control characters"
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"the token is shorter than {MIN_TOKEN_CHARS} characters"
+    return None
+
+
+def parse_token_request(doc: object) -> tuple[str, Role] | list[Problem]:
+    """The name and role of ``POST /api/tokens``, or every problem with the document."""
+    if not isinstance(doc, dict):
+        return [Problem("", "the body must be a JSON object")]
+    problems = [Problem(k, f"unknown field {k!r}") for k in doc if k not in ("name", "role")]
+    name, role = doc.get("name"), doc.get("role")
+    check_id(name, "name", "token name", problems)
+    if role not in ROLES:
+        problems.append(Problem("role", f"role must be one of {', '.join(ROLES)}, not {role!r}"))
+    if problems:
+        return problems
+    return cast(str, name), cast(Role, role)  # as check_id and ROLES found them

@@ -1,0 +1,471 @@
+"""Every message and record that crosses a process boundary, as msgspec structs.
+
+JSON on the wire with camelCase names, so `nats sub` and `nats kv get` show what the HTTP API
+shows. Receivers ignore fields they do not know; new fields are optional, so old and new
+services can talk during an upgrade. Encoders and decoders are built once per process.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+StepStatus = Literal[
+    "pending", "queued", "running", "retrying", "succeeded", "failed", "skipped", "cancelled"
+]
+RunStatus = Literal["running", "succeeded", "failed", "cancelled"]
+TERMINAL_STEP: frozenset[StepStatus] = frozenset({"succeeded", "failed", "skipped", "cancelled"})
+TERMINAL_RUN: frozenset[RunStatus] = frozenset({"succeeded", "failed", "cancelled"})
+
+
+class Wire(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
+    """Base of every wire struct: camelCase JSON, defaults left out to keep payloads small."""
+
+
+class FrozenWire(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True, frozen=True):
+    """``Wire``, immutable: the base of the messages, which no one changes once made (a
+    frozen struct cannot derive from a mutable one)."""
+
+
+# ---- documents users write (HTTP) -------------------------------------------------------
+
+
+class StepSpec(Wire, forbid_unknown_fields=True):
+    id: str
+    command: str
+    depends_on: list[str] = []
+    retries: int = 0
+    timeout_seconds: float | None = None
+    env: dict[str, str] = {}  # static variables; over the workflow's (shared/core/step_env.py)
+
+
+class ParamSpec(Wire, forbid_unknown_fields=True):
+    """A parameter a workflow declares: a run gives it a value, or it takes the default (one
+    with no default must be given). Steps get it as ``HEDDLE_PARAM_<NAME>``."""
+
+    name: str
+    default: str | None = None
+    description: str | None = None
+
+
+class _Workflow(Wire, forbid_unknown_fields=True):
+    """The fields a workflow document and a run request share, in their order on the wire."""
+
+    steps: list[StepSpec]
+    name: str | None = None
+    schedule: str | None = None
+    timezone: str | None = None
+    catchup: bool = True
+    description: str | None = None
+
+
+class WorkflowSpec(_Workflow, forbid_unknown_fields=True):
+    params: list[ParamSpec] = []
+    env: dict[str, str] = {}  # static variables of every step
+
+
+class RunRequest(_Workflow, forbid_unknown_fields=True):
+    """Body of POST /api/runs: an inline workflow, optionally with a client-chosen run id.
+    Its ``params`` are the run's values (an object), or declarations as a workflow document
+    has them (a list), each then taking its default."""
+
+    params: list[ParamSpec] | dict[str, str] = []
+    env: dict[str, str] = {}  # static variables of every step
+    run_id: str | None = None
+    workflow_id: str | None = None  # the older route's name for runId
+
+
+# ---- commands (HEDDLE_CMD) ------------------------------------------------------------
+
+
+class Command(FrozenWire, tag_field="type", frozen=True):
+    pass
+
+
+class DocumentRef(FrozenWire, frozen=True):
+    """A document carried beside its command (``shared/broker/documents.py``): the chunks stored
+    on ``subject`` in HEDDLE_DOCS at ``seqs``, in order, ``size`` bytes in all."""
+
+    subject: str
+    seqs: list[int]
+    size: int
+    sha256: str
+
+
+class SubmitRun(Command, tag="submit", frozen=True):
+    run_id: str
+    steps: list[StepSpec]
+    submitted_at: str
+    workflow_name: str | None = None
+    version: int | None = None
+    trigger: str = "api"
+    scheduled_for: str | None = None
+    scheduled_tz: str | None = None  # the schedule's timezone (HEDDLE_SCHEDULED_TZ)
+    params: dict[str, str] = {}  # the run's parameter values, defaults applied
+    env: dict[str, str] = {}  # the workflow's static variables
+    # A retry of a failed or cancelled run (POST /api/runs/{run}/retry): the run it retries,
+    # and its steps that succeeded, each with its succeeded attempt (outputs included),
+    # carried over as succeeded: they do not run again.
+    retry_of: str | None = None
+    carried: dict[str, AttemptRecord] = {}
+    # A submit too large for one message: this command carries the run id alone, and the
+    # whole command (this field unset) is the document it names.
+    document: DocumentRef | None = None
+
+
+class CancelRun(Command, tag="cancel", frozen=True):
+    run_id: str
+    requested_at: str
+
+
+class RetryDue(Command, tag="timer", frozen=True):
+    """Fired by the server's message scheduler when a step's backoff is over."""
+
+    run_id: str
+    step_id: str
+    attempt: int
+
+
+AnyCommand = SubmitRun | CancelRun | RetryDue
+
+
+# ---- work (HEDDLE_STEPS and a runner's assign subject) ---------------------------------
+
+
+class StepReady(FrozenWire, frozen=True):
+    run_id: str
+    step_id: str
+    attempt: int
+    command: str
+    timeout_seconds: float
+    ready_at: str
+    # How often this attempt was queued again because its assignment was lost with the
+    # broker (services/orchestrator/backstop.py): part of the message id, nothing else.
+    requeue: int = 0
+    # The attempt's ticket: a random token only the orchestrator, the dispatcher and the
+    # runner given the attempt know. Its events and heartbeats carry it back, so no other
+    # runner can speak for the attempt (docs/security.md, "Security").
+    ticket: str = ""
+    # The step's own variables (parameters, slot, static env, upstream outputs:
+    # shared/core/step_env.py), set after the runner's environment is stripped of HEDDLE_*.
+    env: dict[str, str] = {}
+    # Handed to a runner first, which gave no answer: a runner may hold it, so the
+    # dispatcher looks for the attempt (its heartbeat, its outcome) before it offers it.
+    check: bool = False
+    # A continuation (docs/latency.md, "Continuing a chain"): run this attempt right
+    # after attempt ``after_attempt`` of step ``after`` succeeds on the runner holding it,
+    # if that one wrote no outputs. Empty: an offer to take now.
+    after: str = ""
+    after_attempt: int = 0
+    after_ticket: str = ""  # that attempt's: the continuation follows it as it was given
+    # This attempt's continuation, given with it to whichever runner a dispatcher gives it
+    # (the orchestrator does not know that runner yet); one with ``after`` set has none.
+    then: StepReady | None = None
+
+
+class AssignReply(FrozenWire, frozen=True):
+    accepted: bool
+    runner: str
+    reason: str | None = None
+    jobs: int = 0  # assignments this runner has accepted so far, this one included
+
+
+class CancelAttempt(FrozenWire, frozen=True):
+    run_id: str
+    step_id: str
+    attempt: int
+    reason: str
+    # The attempt's (StepReady.ticket): its runner kills it only on a cancel that carries
+    # it, so no one else who can reach the runner's subject can (docs/security.md).
+    ticket: str = ""
+
+
+# ---- lifecycle events from runners (HEDDLE_EVENTS) --------------------------------------
+
+
+class StepEvent(FrozenWire, tag_field="type", frozen=True, kw_only=True):
+    run_id: str
+    step_id: str
+    attempt: int
+    runner: str
+    ticket: str = ""  # the attempt's, from its assignment (StepReady.ticket)
+
+
+class StepStarted(StepEvent, tag="started", frozen=True, kw_only=True):
+    pid: int
+    started_at: str
+
+
+Outcome = Literal["succeeded", "failed", "timed_out", "cancelled"]
+
+
+class StepFinished(StepEvent, tag="finished", frozen=True, kw_only=True):
+    outcome: Outcome
+    finished_at: str
+    exit_code: int | None = None
+    reason: str | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    # When and as which process the command started (None if it could not be started): a
+    # step that ends within HEDDLE_STARTED_REPORT_DELAY has no started event to say so.
+    started_at: str | None = None
+    pid: int | None = None
+    # What a succeeded attempt wrote to $HEDDLE_OUTPUTS (shared/core/outputs.py); never a
+    # failed one's.
+    outputs: dict[str, str] = {}
+    # The step whose continuation (StepReady.after) this runner started at this success,
+    # its attempt the one it was given, and that attempt's ticket: the runner holds it now.
+    continued: str = ""
+    continued_ticket: str = ""
+
+
+AnyStepEvent = StepStarted | StepFinished
+
+
+# ---- KV values ------------------------------------------------------------------------
+
+
+class Heartbeat(FrozenWire, frozen=True):
+    runner: str
+    run_id: str
+    step_id: str
+    attempt: int
+    seq: int
+    pid: int | None = None
+    ticket: str = ""  # the attempt's, from its assignment (StepReady.ticket)
+
+
+class RunnerInfo(Wire):
+    name: str
+    status: Literal["idle", "busy"]
+    pid: int
+    version: str
+    started_at: str
+    seen_at: str
+    pod: str | None = None
+    node: str | None = None
+    run_id: str | None = None
+    step_id: str | None = None
+    attempt: int | None = None
+    jobs: int = 0
+
+
+class RunnerPod(Wire):
+    """A runner pod as the orchestrator's pod watch last saw it (``heddle-pods/<pod>``, in a
+    cluster only; services/orchestrator/pods.py reads it off the API's pod object)."""
+
+    name: str
+    runner: str  # the runner it runs: its heddle/runner label, else the pod's name
+    uid: str = ""
+    phase: str = "Unknown"  # Pending, Running, Succeeded, Failed, Unknown
+    node: str | None = None
+    ready: bool = False
+    restarts: int = 0
+    # Why it is not running, when it is not: Terminating, CrashLoopBackOff, Evicted ...
+    reason: str | None = None
+    last_termination: str | None = None  # the runner container's, e.g. "OOMKilled (exit 137)"
+    seen_at: str = ""
+
+
+class LogLine(FrozenWire, frozen=True):
+    """A JSON message of a step's log (HEDDLE_LOGS, ``heddle.log.<run>.<step>.<attempt>``):
+    the services' notes (docs/logs.md). The command's own output is in chunks of raw lines
+    instead (``chunk_texts``).
+
+    ``stream`` is heddle for the transitions the services write (stdout or stderr in the
+    JSON chunks of earlier versions). ``seq`` is the runner's number of the (first) line
+    within the attempt, 1, 2, 3 ...; the lines of a message follow it (seq + 1, ...); the
+    orchestrator's notes have seq 0. A single line has ``text``
+    (``{"stream","seq","text"}``), several have ``lines`` instead
+    (``{"stream","seq","lines":[...]}``). ``texts()`` gives the lines of either shape."""
+
+    stream: str
+    seq: int
+    text: str | None = None
+    lines: list[str] | None = None
+
+    def texts(self) -> list[str]:
+        if self.lines is not None:
+            return self.lines
+        return [self.text] if self.text is not None else []
+
+
+MAX_CHUNK_LINES = 4000  # lines in one log message at most: < CURSOR_SPAN (readers' cursors)
+
+
+def chunk_texts(body: bytes) -> list[str]:
+    """The lines of a chunk of a command's output: its body is the lines as the command
+    wrote them, newline-separated, without the last newline; invalid UTF-8 reads as U+FFFD
+    (a newline is never part of a sequence, so this is decoding line by line)."""
+    return body.decode("utf-8", errors="replace").split("\n")
+
+
+class AttemptRecord(Wire):
+    attempt: int
+    runner: str | None = None
+    pid: int | None = None  # the attempt's shell, which leads its process group
+    started_at: str | None = None
+    finished_at: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    outputs: dict[str, str] = {}  # the attempt's, if it succeeded
+
+
+class StepRecord(Wire):
+    id: str
+    command: str
+    index: int = 0  # position in the workflow document, for display order
+    depends_on: list[str] = []
+    retries: int = 0
+    timeout_seconds: float = 3600.0
+    status: StepStatus = "pending"
+    attempt: int = 0
+    runner: str | None = None
+    exit_code: int | None = None
+    queued_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    last_heartbeat_at: str | None = None
+    retry_at: str | None = None
+    reason: str | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    attempts: list[AttemptRecord] = []
+    requeues: int = 0  # the current attempt queued again after its assignment was lost
+    ticket: str = ""  # the current attempt's (StepReady.ticket); never shown by the API
+    env: dict[str, str] = {}  # the step's static variables (StepSpec.env)
+    # The runner the current attempt was handed to directly (the one whose success readied
+    # it), its answer not yet known: no ready message of it is in the stream.
+    offered_to: str | None = None
+
+    @property
+    def outputs(self) -> dict[str, str]:
+        """The outputs that count: the succeeded attempt's (the last), none otherwise."""
+        if self.status == "succeeded" and self.attempts:
+            return self.attempts[-1].outputs
+        return {}
+
+
+class RunRecord(Wire):
+    run_id: str
+    status: RunStatus
+    created_at: str
+    step_count: int
+    finished_at: str | None = None
+    cancel_requested: bool = False
+    workflow_name: str | None = None
+    version: int | None = None
+    trigger: str = "api"
+    scheduled_for: str | None = None
+    scheduled_tz: str | None = None
+    params: dict[str, str] = {}  # the values the run was given, defaults applied
+    env: dict[str, str] = {}  # the workflow's static variables
+    retry_of: str | None = None  # the run this one retries
+    retried_by: str | None = None  # the run that retries this one
+    # Held back while its orchestrator's runs under way are at their bound: every step
+    # pending until its turn (HEDDLE_MAX_RUNS_UNDER_WAY, services/orchestrator/admission.py).
+    waiting: bool = False
+
+    @property
+    def registered_workflow(self) -> str | None:
+        """The registered workflow whose history this run belongs to. An inline run may
+        carry any name, but only a trigger of a registered version (which sets ``version``)
+        enters that workflow's history, ``lastRun`` and retention count."""
+        return self.workflow_name if self.version is not None else None
+
+
+# ---- the workflow registry (heddle-workflows), cron state (heddle-cron), run history ----
+
+
+class WorkflowVersion(Wire):
+    """``<name>.v<version>``: one registered definition, created once and never changed."""
+
+    name: str
+    version: int
+    registered_at: str
+    digest: str  # sha256 of the canonical document: an identical one is not a new version
+    spec: WorkflowSpec
+
+
+class Pause(Wire):
+    """A closed interval during which a schedule was paused; its slots are never run."""
+
+    start: str
+    end: str
+
+
+class WorkflowLatest(Wire):
+    """``<name>.latest``: the newest version's summary plus the workflow-wide state (paused).
+    Small on purpose: listing workflows reads only these."""
+
+    name: str
+    version: int
+    registered_at: str
+    digest: str
+    step_count: int
+    schedule: str | None = None
+    timezone: str | None = None
+    catchup: bool = True
+    description: str | None = None
+    schedule_since: str | None = None  # registration of the version that began the schedule
+    paused: bool = False
+    paused_at: str | None = None
+    pauses: list[Pause] = []  # the most recent closed pauses, oldest first
+
+
+class CronCursor(Wire):
+    """``<name>.cursor`` in heddle-cron: every slot at or before ``through`` is handled."""
+
+    name: str
+    through: str
+    updated_at: str
+
+
+class CronSlot(Wire):
+    """``<name>.<slot>`` in heddle-cron: created at most once, by the scheduler that claims it."""
+
+    name: str
+    slot: str
+    run_id: str
+    version: int
+    claimed_at: str
+
+
+class RunSummary(Wire):
+    """``hist.<workflow>.<run>`` and ``last.<workflow>`` in heddle-runs: one run of a named
+    workflow as its history lists it, step counts included."""
+
+    run_id: str
+    workflow_name: str
+    status: RunStatus
+    created_at: str
+    step_count: int
+    counts: dict[str, int] = {}
+    version: int | None = None
+    trigger: str = "api"
+    scheduled_for: str | None = None
+    finished_at: str | None = None
+
+
+# ---- codecs, built once per process ---------------------------------------------------
+
+encode = msgspec.json.Encoder().encode
+command_decoder = msgspec.json.Decoder(AnyCommand)
+event_decoder = msgspec.json.Decoder(AnyStepEvent)
+step_ready_decoder = msgspec.json.Decoder(StepReady)
+assign_reply_decoder = msgspec.json.Decoder(AssignReply)
+cancel_attempt_decoder = msgspec.json.Decoder(CancelAttempt)
+heartbeat_decoder = msgspec.json.Decoder(Heartbeat)
+log_line_decoder = msgspec.json.Decoder(LogLine)
+runner_info_decoder = msgspec.json.Decoder(RunnerInfo)
+runner_pod_decoder = msgspec.json.Decoder(RunnerPod)
+step_record_decoder = msgspec.json.Decoder(StepRecord)
+run_record_decoder = msgspec.json.Decoder(RunRecord)
+run_request_decoder = msgspec.json.Decoder(RunRequest)
+workflow_spec_decoder = msgspec.json.Decoder(WorkflowSpec)
+workflow_version_decoder = msgspec.json.Decoder(WorkflowVersion)
+workflow_latest_decoder = msgspec.json.Decoder(WorkflowLatest)
+cron_cursor_decoder = msgspec.json.Decoder(CronCursor)
+cron_slot_decoder = msgspec.json.Decoder(CronSlot)
+run_summary_decoder = msgspec.json.Decoder(RunSummary)

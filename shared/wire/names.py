@@ -1,0 +1,326 @@
+"""Every NATS subject, stream, bucket and durable name Heddle uses, and their builders.
+
+No other module spells a subject literally, so `nats sub` users and the code agree.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Ids that appear inside subjects or keys: run, step, runner and workflow names.
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # \Z: no trailing newline
+
+# Streams
+CMD_STREAM = "HEDDLE_CMD"
+STEPS_STREAM = "HEDDLE_STEPS"
+EVENTS_STREAM = "HEDDLE_EVENTS"
+LOGS_STREAM = "HEDDLE_LOGS"
+# Documents too large to travel in their command (a big run's submit), in chunks.
+DOCS_STREAM = "HEDDLE_DOCS"
+
+# KV buckets
+WORKFLOWS_BUCKET = "heddle-workflows"
+RUNS_BUCKET = "heddle-runs"
+HEARTBEATS_BUCKET = "heddle-heartbeats"
+RUNNERS_BUCKET = "heddle-runners"
+CRON_BUCKET = "heddle-cron"
+TOKENS_BUCKET = "heddle-tokens"  # API token records by name: hashes, never tokens
+# The runner pods as the orchestrator's pod watch last saw them, by pod name (in a cluster).
+PODS_BUCKET = "heddle-pods"
+# The orchestrators' membership and who owns each partition of the runs (orchestrator/leases.py).
+LEASES_BUCKET = "heddle-leases"
+
+ALL_STREAMS = (CMD_STREAM, STEPS_STREAM, EVENTS_STREAM, LOGS_STREAM, DOCS_STREAM)
+ALL_BUCKETS = (
+    WORKFLOWS_BUCKET,
+    RUNS_BUCKET,
+    HEARTBEATS_BUCKET,
+    RUNNERS_BUCKET,
+    CRON_BUCKET,
+    TOKENS_BUCKET,
+    PODS_BUCKET,
+    LEASES_BUCKET,
+)
+
+# Durable consumers
+DISPATCHER_DURABLE = "dispatcher"
+# The dispatchers' consumer of the steps that open a run (``step_ready(..., opens=True)``),
+# served after those of runs under way (docs/bursts.md, "Runs under way first").
+DISPATCHER_OPENING_DURABLE = "dispatcher-opening"
+# The most partitions there may be (HEDDLE_PARTITIONS): each is two durable consumers and a
+# share of every orchestrator's watch.
+MAX_PARTITIONS = 64
+
+
+def orch_cmd_durable(partition: int) -> str:
+    return f"orchestrator-cmd-{partition}"
+
+
+def orch_events_durable(partition: int) -> str:
+    return f"orchestrator-events-{partition}"
+
+
+# Subjects. Commands and events are published as heddle.cmd.<kind>.<run> and
+# heddle.evt.<run>.<step>.<kind>.<runner>; their streams store each with the run's partition
+# appended (a subject transform, ``partitioned``), so that one
+# orchestrator's consumers take a partition's runs alone (docs/scaling.md, "Several
+# orchestrators"). Filters on a run's stored events end in ``>`` for that reason.
+CMD_ALL = "heddle.cmd.>"
+CMD_PUBLISHED = "heddle.cmd.*.*"
+CMD_SUBMIT_ALL = "heddle.cmd.submit.*"
+CMD_CANCEL_ALL = "heddle.cmd.cancel.*"
+# Retry timers: the schedule waits under heddle.sched.*, and fires into heddle.cmd.timer.*,
+# so the orchestrator's consumers (filtered on heddle.cmd.*.*.<partition>) see only fired timers.
+CMD_TIMER_ALL = "heddle.cmd.timer.*"
+SCHED_ALL = "heddle.sched.>"
+STEP_READY_ALL = "heddle.step.ready.>"
+# A step of a run under way, and a step that opens a run (no dependencies): disjoint, as
+# the work queue's consumers must be.
+STEP_READY_UNDER_WAY = "heddle.step.ready.*.*"
+OPENS_SUFFIX = ".opens"
+STEP_READY_OPENING = STEP_READY_UNDER_WAY + OPENS_SUFFIX
+EVT_ALL = "heddle.evt.>"
+EVT_PUBLISHED = "heddle.evt.*.*.*.*"
+# Core subscribers see the subject as published, without the partition.
+EVT_FINISHED_ALL = "heddle.evt.*.*.finished.*"
+
+
+# Which of a published pattern's wildcards is the run: what its partition is computed from.
+CMD_RUN_WILDCARD, EVT_RUN_WILDCARD, HEARTBEAT_RUN_WILDCARD = 2, 1, 1
+
+
+def partitioned(published: str, partitions: int, run_wildcard: int) -> str:
+    """A subject transform's destination: ``published`` as it was, the partition of its run
+    appended (nats-server's ``{{partition(n, k)}}``, ``shared/core/partitions.py``)."""
+    tokens, n = [], 0
+    for token in published.split("."):
+        if token == "*":
+            n += 1
+            token = f"{{{{wildcard({n})}}}}"
+        tokens.append(token)
+    return ".".join([*tokens, f"{{{{partition({partitions},{run_wildcard})}}}}"])
+
+
+def of_partition(published: str, partition: int) -> str:
+    """The stored subjects (or keys) of one partition: ``published`` with it appended."""
+    return f"{published}.{partition}"
+
+
+def cmd_of_partition(partition: int) -> str:
+    return of_partition(CMD_PUBLISHED, partition)
+
+
+def evt_of_partition(partition: int) -> str:
+    return of_partition(EVT_PUBLISHED, partition)
+
+
+def cmd_submit(run: str) -> str:
+    return f"heddle.cmd.submit.{run}"
+
+
+def cmd_cancel(run: str) -> str:
+    return f"heddle.cmd.cancel.{run}"
+
+
+# On each log message of a runner: its number among the attempt's runner messages, so a
+# reader counts the lines of chunks without reading them (services/gateway/log_index.py).
+LOG_MSG_HEADER = "Heddle-Msg"
+# A chunk of a command's output (raw lines as written, not JSON) names its stream and its
+# first line's number in these headers; notes (JSON) have neither (docs/logs.md).
+LOG_STREAM_HEADER = "Heddle-Stream"
+LOG_SEQ_HEADER = "Heddle-Seq"
+LOG_ALL = "heddle.log.>"
+RUNNER_ALL = "heddle.runner.>"
+DOC_ALL = "heddle.doc.>"
+
+
+def command_run(subject: str) -> str:
+    """The run a command's subject names (heddle.cmd.<kind>.<run>, stored or published)."""
+    return subject.split(".")[3]
+
+
+def cmd_timer(run: str) -> str:
+    """Where a run's retry timers fire (the step is in the body, RetryDue)."""
+    return f"heddle.cmd.timer.{run}"
+
+
+def sched_timer(run: str, step: str) -> str:
+    return f"heddle.sched.timer.{run}.{step}"
+
+
+def step_ready(run: str, step: str, opens: bool = False) -> str:
+    """Where a step's ready message goes: ``opens`` for a step with no dependencies, which
+    the dispatchers take after the steps of runs under way."""
+    base = f"heddle.step.ready.{run}.{step}"
+    return f"{base}{OPENS_SUFFIX}" if opens else base
+
+
+def ready_opens(subject: str) -> bool:
+    """Whether a ready message is of a step that opens its run."""
+    return subject.endswith(OPENS_SUFFIX)
+
+
+def evt(run: str, step: str, kind: str, runner: str) -> str:
+    """A runner's event about a step: kind is ``started`` or ``finished``. The kind is in the
+    subject so the dispatcher, which only needs outcomes, subscribes to those alone; the
+    runner is, so the server's permissions let a runner speak for itself alone."""
+    return f"heddle.evt.{run}.{step}.{kind}.{runner}"
+
+
+def stored_evt(run: str, step: str, kind: str, runner: str) -> str:
+    """A runner's events of one kind about a step as HEDDLE_EVENTS stores them (a filter)."""
+    return f"{evt(run, step, kind, runner)}.*"
+
+
+def evt_step_kind(run: str, step: str, kind: str) -> str:
+    """Every runner's stored events of one kind about a step (a filter on HEDDLE_EVENTS)."""
+    return f"heddle.evt.{run}.{step}.{kind}.>"
+
+
+def evt_runner(subject: str) -> str:
+    """The runner an event's subject names, as published or as stored (its sixth token)."""
+    return subject.split(".")[5]
+
+
+def log(run: str, step: str, attempt: int) -> str:
+    return f"heddle.log.{run}.{step}.{attempt}"
+
+
+def log_step_filter(run: str, step: str) -> str:
+    return f"heddle.log.{run}.{step}.*"
+
+
+def runner_assign(runner: str) -> str:
+    return f"heddle.runner.{runner}.assign"
+
+
+def runner_cancel(runner: str) -> str:
+    return f"heddle.runner.{runner}.cancel"
+
+
+def document(run: str, token: str) -> str:
+    """The subject of one document carried beside a command about ``run``: its chunks."""
+    return f"heddle.doc.{run}.{token}"
+
+
+def run_stored(run: str) -> str:
+    """Core subject the orchestrator announces a newly stored run on (gateway waits on it)."""
+    return f"heddle.notify.run.{run}"
+
+
+# Keys in heddle-runs
+def run_key(run: str) -> str:
+    return f"run.{run}"
+
+
+def step_key(run: str, step: str) -> str:
+    return f"step.{run}.{step}"
+
+
+def steps_of_run(run: str) -> str:
+    return f"step.{run}.*"
+
+
+def heartbeat_key(run: str, step: str, runner: str) -> str:
+    """Each runner writes its own key, so the server's permissions confine it to its own.
+    The bucket stores it with the run's partition appended (``partitioned``), so an
+    orchestrator watches its partitions' heartbeats alone; read it as ``stored_heartbeat``."""
+    return f"{run}.{step}.{runner}"
+
+
+HEARTBEAT_PUBLISHED = "*.*.*"
+
+
+def stored_heartbeat(run: str, step: str, runner: str) -> str:
+    """A runner's heartbeat key as the bucket stores it (a filter)."""
+    return f"{heartbeat_key(run, step, runner)}.*"
+
+
+def heartbeats_of_partition(partition: int) -> str:
+    return of_partition(HEARTBEAT_PUBLISHED, partition)
+
+
+def heartbeats_of_step(run: str, step: str) -> str:
+    return f"{run}.{step}.>"
+
+
+def heartbeats_of_run(run: str) -> str:
+    return f"{run}.>"
+
+
+def kv_subject(bucket: str, key: str) -> str:
+    return f"$KV.{bucket}.{key}"
+
+
+def kv_stream(bucket: str) -> str:
+    return f"KV_{bucket}"
+
+
+# Keys in heddle-runs: the per-workflow run history index (see services/orchestrator/history.py)
+def hist_key(workflow: str, run: str) -> str:
+    return f"hist.{workflow}.{run}"
+
+
+def hist_of_workflow(workflow: str) -> str:
+    return f"hist.{workflow}.*"
+
+
+HIST_ALL = "hist.*.*"
+
+
+def last_run_key(workflow: str) -> str:
+    return f"last.{workflow}"
+
+
+LAST_RUN_ALL = "last.*"
+
+
+# Keys in heddle-workflows
+def workflow_version_key(workflow: str, version: int) -> str:
+    return f"{workflow}.v{version}"
+
+
+def workflow_latest_key(workflow: str) -> str:
+    return f"{workflow}.latest"
+
+
+WORKFLOW_LATEST_ALL = "*.latest"
+
+
+# Keys in heddle-cron
+def cron_slot_key(workflow: str, slot_stamp: str) -> str:
+    return f"{workflow}.{slot_stamp}"
+
+
+def cron_cursor_key(workflow: str) -> str:
+    return f"{workflow}.cursor"
+
+
+CRON_CURSOR_ALL = "*.cursor"
+
+
+def log_run_filter(run: str) -> str:
+    return f"heddle.log.{run}.>"
+
+
+def evt_run_filter(run: str) -> str:
+    return f"heddle.evt.{run}.>"
+
+
+# Message ids (Nats-Msg-Id), so a re-sent command or event is stored once.
+def submit_msg_id(run: str) -> str:
+    return f"submit.{run}"
+
+
+def event_msg_id(kind: str, run: str, step: str, attempt: int, runner: str) -> str:
+    """A runner's event is stored once however often it is re-sent; two runners' events
+    about the same attempt (a redelivered assignment) are both kept, and the state machine
+    decides which one counts."""
+    return f"{kind}.{run}.{step}.{attempt}.{runner}"
+
+
+def ready_msg_id(run: str, step: str, attempt: int, requeue: int = 0) -> str:
+    """One ready message per attempt however often it is re-sent; an attempt queued again
+    after its assignment was lost gets a new one (the old id may still be remembered)."""
+    base = f"ready.{run}.{step}.{attempt}"
+    return f"{base}.r{requeue}" if requeue else base
