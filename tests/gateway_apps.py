@@ -15,7 +15,7 @@ from aiohttp.web import BaseRunner
 
 from services.embedded_nats import EmbeddedNats
 from services.gateway.app import create_app
-from services.gateway.protocol import GatewayRunner
+from services.gateway.http.protocol import GatewayRunner
 from shared.settings import Settings
 from shared.tokens import new_token
 

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from services.client.render import runs_view
-from services.gateway.run_events import RunChanges
+from services.gateway.handlers.run_events import RunChanges
 from services.orchestrator.admission import Admission
 from services.orchestrator.decisions import Enqueue, PersistRun, PersistStep
 from services.orchestrator.state import RunState

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from services.embedded_nats import EmbeddedNats
 from services.gateway.app import create_app
-from services.gateway.auth import ROUTE_ROLES
+from services.gateway.http.auth import ROUTE_ROLES
 from shared.settings import Settings
 from shared.tokens import new_token
 from tests.gateway_apps import FLOW, Gateway, bearer, call, make_token, root

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from services.gateway import run_steps
-from services.gateway.keys import RESOURCES
+from services.gateway.handlers import run_steps
+from services.gateway.http.keys import RESOURCES
 from shared import names
 from shared.contracts import RunRecord, StepRecord, encode
 from tests.conftest import StackFactory

@@ -559,8 +559,7 @@ def test_an_installed_package_carries_the_web_page(tmp_path: Path) -> None:
     [wheel] = out.glob("heddle-*.whl")
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-    shipped = {
-        f"services/gateway/static/{p.name}" for p in (ROOT / "services/gateway/static").iterdir()
-    }
+    static = "services/gateway/page/static"
+    shipped = {f"{static}/{p.name}" for p in (ROOT / static).iterdir()}
     assert shipped and shipped <= names
-    assert "services/gateway/web.py" in names
+    assert "services/gateway/page/web.py" in names

@@ -1,5 +1,5 @@
 """Requests a page on another origin could make a browser send (CSRF): the decision as a
-table (services/gateway/origin.py), then real requests to gateways with tokens on and off,
+table (services/gateway/http/origin.py), then real requests to gateways with tokens on and off,
 and the attack that was found, against a real stack with HEDDLE_AUTH=none: a page elsewhere
 cancelling a run and starting a workflow with ``fetch(..., {mode: "no-cors"})``."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from services.gateway.origin import cross_origin_refusal, same_origin
+from services.gateway.http.origin import cross_origin_refusal, same_origin
 from tests.conftest import StackFactory
 from tests.gateway_apps import FLOW, Gateway, call, root
 from tests.gateway_apps import admin_file as admin_file  # fixtures

@@ -1,5 +1,5 @@
 """The pure bounds on what a request may hold: JSON depth (shared/json_depth.py) and whole
-numbers in queries and headers (services/gateway/params.py)."""
+numbers in queries and headers (services/gateway/http/params.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from services.gateway.params import MAX_DIGITS, parse_whole, whole_number
+from services.gateway.http.params import MAX_DIGITS, parse_whole, whole_number
 from shared.errors import Problem
 from shared.json_depth import MAX_JSON_DEPTH, json_depth_exceeds
 

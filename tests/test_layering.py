@@ -100,7 +100,7 @@ PURE = (
     "services/dispatcher/waiting.py",
     "services/dispatcher/autoscale.py",
     "services/runner_agent/chunks.py",
-    "services/gateway/log_lines.py",
+    "services/gateway/reads/log_lines.py",
 )
 # What reaches a socket, a file, a process or a cluster.
 IO_MODULES = {"nats", "aiohttp", "kubernetes", "socket", "subprocess", "select", "selectors"}

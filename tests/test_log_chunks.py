@@ -19,11 +19,11 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from services.embedded_nats import EmbeddedNats
-from services.gateway import log_lines, log_tail
-from services.gateway.log_index import attempt_messages
-from services.gateway.log_lines import CURSOR_SPAN
-from services.gateway.log_reader import read_lines
-from services.gateway.log_tail import read_attempt
+from services.gateway.reads import log_lines, log_tail
+from services.gateway.reads.log_index import attempt_messages
+from services.gateway.reads.log_lines import CURSOR_SPAN
+from services.gateway.reads.log_reader import read_lines
+from services.gateway.reads.log_tail import read_attempt
 from services.runner_agent.chunks import (
     chunk,
     cut_long_lines,

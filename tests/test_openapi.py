@@ -9,10 +9,10 @@ from typing import Any
 
 import msgspec
 
-from services.gateway.api_routes import OPERATIONS
 from services.gateway.app import create_app
-from services.gateway.auth import ROUTE_ROLES
-from services.gateway.openapi import document
+from services.gateway.http.auth import ROUTE_ROLES
+from services.gateway.openapi.document import document
+from services.gateway.openapi.operations import OPERATIONS
 from shared.settings import Settings
 from shared.tokens import parse_token_request
 from shared.validation import Limits, parse_run_request, parse_workflow

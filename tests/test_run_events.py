@@ -13,7 +13,7 @@ import nats
 from yarl import URL
 
 from services.embedded_nats import EmbeddedNats
-from services.gateway.run_events import RunChanges
+from services.gateway.handlers.run_events import RunChanges
 from shared import names
 from shared.buckets import open_bucket
 from shared.contracts import RunRecord, StepRecord, encode

@@ -1,4 +1,4 @@
-"""services/gateway/run_index.py: the runs list's index, pure (RunList) and kept by a real
+"""services/gateway/reads/run_index.py: the runs list's index, pure (RunList) and kept by a real
 nats-server's consumer (RunIndex): built from the records there, updated as they change,
 caught up to each request."""
 
@@ -11,7 +11,7 @@ import pytest
 from nats.aio.client import Client
 
 from services.embedded_nats import EmbeddedNats
-from services.gateway.run_index import RunIndex, RunList
+from services.gateway.reads.run_index import RunIndex, RunList
 from shared import names
 from shared.buckets import open_bucket
 from shared.contracts import RunRecord, encode

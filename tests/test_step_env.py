@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from services.gateway.run_inputs import body_problems, trigger_inputs
+from services.gateway.handlers.run_inputs import body_problems, trigger_inputs
 from services.runner_agent.process import step_env
 from shared.contracts import ParamSpec, SubmitRun, WorkflowSpec
 from shared.cron_plan import named_slot

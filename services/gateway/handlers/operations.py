@@ -1,0 +1,40 @@
+"""What operators and their tools ask of the process: ``GET /healthz`` (alive),
+``GET /readyz`` (NATS answers) and ``GET /metrics`` (Prometheus, http/metrics.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from services.gateway.http.answers import error, json_response
+from services.gateway.http.keys import METRICS, NATS
+from services.gateway.http.metrics import CONTENT_TYPE
+from services.gateway.openapi.types import StatusDoc
+from shared.nats_types import NatsError
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return json_response(StatusDoc(status="ok"))
+
+
+async def readyz(request: web.Request) -> web.Response:
+    nc = request.app[NATS]
+    if not nc.is_connected:
+        return error(503, "NATS is not reachable")
+    try:
+        await asyncio.wait_for(nc.flush(), 2.0)
+    except (TimeoutError, NatsError) as exc:  # no pong in time, or the connection closed
+        return error(503, f"NATS is not answering: {exc}")
+    return json_response(StatusDoc(status="ready"))
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = await request.app[METRICS].render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+def setup_routes(app: web.Application) -> None:
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)

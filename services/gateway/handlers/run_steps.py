@@ -1,0 +1,115 @@
+"""A run's document and its steps in pages: ``GET /api/runs/{run}`` (``?steps=all|none``)
+and ``GET /api/runs/{run}/steps?offset=&limit=&status=``.
+
+A run of up to ``FULL_DOCUMENT_MAX`` steps is shown whole by default, as it always was. A
+bigger one (a 100,000-step document is tens of MB of JSON) is shown as its summary (the run,
+its counts, ``stepsIncluded: false``), and its steps are read in pages, in the workflow's
+order, filtered by state if asked. ``?steps=all`` on such a run is a 400 naming the pages.
+"""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from aiohttp import web
+
+from services.gateway.http import answers, inputs, params
+from services.gateway.http.keys import FINISHED_STEPS, RESOURCES, SETTINGS
+from services.gateway.openapi.types import StepPage
+from services.gateway.reads.finished import FinishedSteps
+from services.gateway.reads.runs import get_run_record, run_document, step_documents
+from shared.contracts import StepStatus
+from shared.errors import Problem
+
+FULL_DOCUMENT_MAX = 10_000  # steps a run document holds whole
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+STEP_STATUSES: tuple[str, ...] = get_args(StepStatus)
+STEPS_CHOICES = ("all", "none")
+
+
+def steps_choice(request: web.Request) -> str | None:
+    """``?steps=``: all, none, or None when absent (the run's size decides)."""
+    raw = request.query.get("steps")
+    if raw is not None and raw not in STEPS_CHOICES:
+        shown = raw[: params.SHOWN]
+        problem = Problem("steps", f"steps must be all or none, not {shown!r}")
+        raise answers.bad_request("invalid steps", [problem])
+    return raw
+
+
+async def get_run(request: web.Request, key: str = "run") -> web.Response:
+    run_id = inputs.path_id(request, key, "run id")
+    choice = steps_choice(request)
+    res = request.app[RESOURCES]
+    run = await get_run_record(res.runs, run_id)
+    if run is None:
+        return answers.error(404, f"run {run_id!r} not found")
+    big = run.step_count > FULL_DOCUMENT_MAX
+    if choice == "all" and big:
+        message = (
+            f"run {run_id!r} has {run.step_count} steps, more than a document holds "
+            f"({FULL_DOCUMENT_MAX}): read them in pages, GET /api/runs/{run_id}/steps"
+        )
+        return answers.error(400, message, [Problem("steps", "too many steps for one document")])
+    with_steps = choice == "all" or (choice is None and not big)
+    return answers.json_response(
+        await run_document(res.runs, res.heartbeats, run, with_steps=with_steps)
+    )
+
+
+async def get_run_legacy(request: web.Request) -> web.Response:
+    return await get_run(request, "id")
+
+
+def page_params(request: web.Request, max_steps: int) -> tuple[int, int, frozenset[str]]:
+    """``offset``, ``limit`` and ``status`` (comma-separated states), or a 400 naming every
+    problem."""
+    problems: list[Problem] = []
+    query = request.query
+    offset = params.whole_number("offset", query.get("offset"), 0, max_steps, problems)
+    limit = params.whole_number("limit", query.get("limit"), 1, MAX_PAGE, problems)
+    wanted: frozenset[str] = frozenset()
+    raw = query.get("status")
+    if raw is not None:
+        wanted = frozenset(raw.split(","))
+        unknown = sorted(wanted.difference(STEP_STATUSES))
+        if unknown or not raw:
+            shown = ", ".join(repr(u[: params.SHOWN]) for u in unknown) or "''"
+            message = f"status must be one or more of {', '.join(STEP_STATUSES)}, not {shown}"
+            problems.append(Problem("status", message))
+    if problems:
+        raise answers.bad_request(f"invalid {' and '.join(p.path for p in problems)}", problems)
+    return offset or 0, limit or DEFAULT_PAGE, wanted
+
+
+async def get_steps(request: web.Request) -> web.Response:
+    run_id = inputs.path_id(request, "run", "run id")
+    offset, limit, wanted = page_params(request, max(request.app[SETTINGS].max_steps, 1))
+    res = request.app[RESOURCES]
+    run = await get_run_record(res.runs, run_id)
+    if run is None:
+        return answers.error(404, f"run {run_id!r} not found")
+    steps = await request.app[FINISHED_STEPS].read(res.runs, run)
+    if wanted:
+        steps = [s for s in steps if s.status in wanted]
+    page = steps[offset : offset + limit]
+    after = offset + len(page)
+    return answers.json_response(
+        StepPage(
+            run_id=run_id,
+            step_count=run.step_count,
+            matching=len(steps),
+            offset=offset,
+            limit=limit,
+            next=after if after < len(steps) else None,
+            steps=await step_documents(res.heartbeats, run_id, page),
+        )
+    )
+
+
+def setup_routes(app: web.Application) -> None:
+    app[FINISHED_STEPS] = FinishedSteps()
+    app.router.add_get("/api/runs/{run}", get_run)
+    app.router.add_get("/api/runs/{run}/steps", get_steps)
+    app.router.add_get("/workflow/{id}", get_run_legacy)

@@ -1,0 +1,196 @@
+"""The gateway's checks on every request, in one middleware, in this order:
+
+1. **Host**: the Host header must name this gateway (``HEDDLE_ALLOWED_HOSTS``, see
+   shared/hosts.py), or 421. ``/healthz``, ``/readyz`` and ``/metrics`` skip it: probes and
+   Prometheus address a pod by its IP, and those answers hold nothing worth a rebinding.
+2. **Same origin**: POST, PUT, PATCH and DELETE that a page on another origin could have
+   sent get 403 (services/gateway/http/origin.py), with tokens or without.
+3. **No form posts**: POST, PUT, PATCH and DELETE with a form or text/plain content type
+   (what a page elsewhere can send without asking first) get 415, even with no body.
+4. **Token and role**: ``Authorization: Bearer <token>`` must name a token that exists and is
+   not revoked (else 401), whose role is at least the route's (else 403). The route table
+   below is the only place a route gets a role; a route missing from it needs admin.
+
+A request that passes 4 (or 1 to 3, with ``HEDDLE_AUTH=none``) takes its connection out of
+the bound on unauthenticated ones (services/gateway/http/slow_clients.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from services.gateway.http import slow_clients
+from services.gateway.http.answers import error
+from services.gateway.http.keys import CALLER, SETTINGS, TOKENS
+from services.gateway.http.origin import STATE_CHANGING, cross_origin_refusal
+from services.gateway.http.params import sent_as_utf8
+from shared.hosts import AllowedHosts
+from shared.settings import Settings
+from shared.tokens import Role, allows
+
+if TYPE_CHECKING:
+    from aiohttp.typedefs import Middleware
+
+log = logging.getLogger("heddle.gateway")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+OPEN = None  # a route anyone may call
+# (method, route) -> the least role that may call it. HEAD is checked as GET.
+ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
+    ("GET", "/"): OPEN,  # the page holds no data; its API calls carry the token
+    ("GET", "/static/{name}"): OPEN,
+    ("GET", "/healthz"): OPEN,
+    ("GET", "/readyz"): OPEN,
+    ("GET", "/metrics"): OPEN,  # or viewer, with HEDDLE_METRICS_AUTH=token
+    ("GET", "/openapi.json"): OPEN,  # the API's shape, the same for every deployment
+    ("GET", "/docs"): OPEN,
+    ("GET", "/api/runs"): "viewer",
+    ("GET", "/api/runs/{run}"): "viewer",
+    ("GET", "/api/runs/{run}/events"): "viewer",
+    ("GET", "/api/runs/{run}/steps"): "viewer",
+    ("GET", "/api/runs/{run}/steps/{step}"): "viewer",
+    ("GET", "/api/runs/{run}/steps/{step}/logs"): "viewer",
+    ("GET", "/api/runners"): "viewer",
+    ("GET", "/api/workflows"): "viewer",
+    ("GET", "/api/workflows/{name}"): "viewer",
+    ("GET", "/api/workflows/{name}/runs"): "viewer",
+    ("GET", "/api/workflows/{name}/grid"): "viewer",
+    ("GET", "/workflow/{id}"): "viewer",
+    ("GET", "/pods"): "viewer",
+    ("POST", "/api/runs/{run}/cancel"): "operator",
+    ("POST", "/api/runs/{run}/retry"): "operator",  # the run's own commands again
+    ("POST", "/api/workflows/{name}/runs"): "operator",
+    ("PATCH", "/api/workflows/{name}"): "operator",
+    ("POST", "/api/runs"): "admin",  # any command, run as it is written
+    ("POST", "/workflow"): "admin",
+    ("POST", "/api/workflows"): "admin",
+    ("POST", "/api/tokens"): "admin",
+    ("GET", "/api/tokens"): "admin",
+    ("POST", "/api/tokens/{name}/revoke"): "admin",
+}
+UNLISTED: Role = "admin"  # a route added without a role is not open by mistake
+NO_ROUTE: Role = "viewer"  # a 404 or 405 is told to any token holder, not to anyone
+HOST_FREE = frozenset({"/healthz", "/readyz", "/metrics"})
+FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data", "text/plain"})
+
+
+def route_of(request: web.Request) -> str | None:
+    """The matched route's pattern (``/api/runs/{run}``), or None if no route matched."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else None
+
+
+def required_role(method: str, route: str | None, settings: Settings) -> Role | None:
+    """The least role a request needs, or None if it is open."""
+    if route is None:
+        return NO_ROUTE
+    key = ("GET" if method == "HEAD" else method, route)
+    if key == ("GET", "/metrics") and settings.metrics_auth == "token":
+        return "viewer"
+    return ROUTE_ROLES.get(key, UNLISTED)
+
+
+def bearer(header: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None."""
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def _unauthorized(message: str, sent: bool) -> web.Response:
+    response = error(401, message)
+    response.headers["WWW-Authenticate"] = 'Bearer error="invalid_token"' if sent else "Bearer"
+    return response
+
+
+def _check_token(request: web.Request, needs: Role) -> web.Response | None:
+    """None if the request's token may call the route, else the answer that says why not.
+    The token itself is never put in an answer or a log."""
+    token = bearer(request.headers.get("Authorization"))
+    if token is None:
+        return _unauthorized("this needs a token: send Authorization: Bearer <token>", False)
+    if not sent_as_utf8(token):
+        return _unauthorized("the token is not UTF-8 text", True)
+    record = request.app[TOKENS].lookup(token)
+    if record is None:
+        return _unauthorized("unknown token", True)
+    if record.revoked:
+        return _unauthorized(f"token {record.name!r} was revoked", True)
+    if not allows(record.role, needs):
+        message = f"this needs the {needs} role; the token has {record.role}"
+        return error(403, message, needs=needs, role=record.role)
+    request[CALLER] = record
+    return None
+
+
+def _form_refused(request: web.Request) -> web.Response | None:
+    if request.method not in STATE_CHANGING or "Content-Type" not in request.headers:
+        return None
+    kind = request.content_type.lower()
+    if kind not in FORM_TYPES:
+        return None
+    return error(
+        415,
+        f"content type {kind} is refused on {request.method}: send application/json "
+        "(form and text bodies are refused, so that a page elsewhere cannot post here)",
+    )
+
+
+def _host_refused(request: web.Request, hosts: AllowedHosts) -> web.Response | None:
+    host = request.headers.get("Host")
+    if hosts.allows(host):
+        return None
+    # Bytes that were not UTF-8 shown escaped (\udcff), as the answer's JSON can hold them.
+    shown = (host or "")[:100].encode(errors="backslashreplace").decode()
+    return error(
+        421,
+        f"this gateway does not answer to host {shown!r}: add it to HEDDLE_ALLOWED_HOSTS",
+        host=shown,
+    )
+
+
+def _cross_origin_refused(request: web.Request, hosts: AllowedHosts) -> web.Response | None:
+    host = request.headers.get("Host")
+    own = host if hosts.allows(host) else None  # /metrics and the probes skip the Host check
+    reason = cross_origin_refusal(request.method, request.headers, own)
+    return None if reason is None else error(403, reason)
+
+
+def auth_middleware(settings: Settings) -> Middleware:
+    hosts = AllowedHosts(settings.allowed_hosts, settings.gateway_host)
+    tokens_on = settings.auth == "tokens"
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        route = route_of(request)
+        if route not in HOST_FREE:
+            refused = _host_refused(request, hosts)
+            if refused is not None:
+                return refused
+        refused = _cross_origin_refused(request, hosts) or _form_refused(request)
+        if refused is not None:
+            return refused
+        needs = required_role(request.method, route, request.app[SETTINGS])
+        if tokens_on and needs is not None:
+            refused = _check_token(request, needs)
+            if refused is not None:
+                return refused
+        if needs is not None or not tokens_on:
+            slow_clients.authenticated(request)
+        return await handler(request)
+
+    return guard
+
+
+def warn_if_open(settings: Settings) -> None:
+    if settings.auth == "none":
+        log.warning(
+            "HEDDLE_AUTH=none: authentication is off, anyone who reaches this gateway may "
+            "run any command through it"
+        )
