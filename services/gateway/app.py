@@ -1,5 +1,6 @@
-"""The gateway: Heddle's HTTP API. ``create_app(settings)`` builds it; the NATS connection
-lives in a cleanup context (connected before serving, drained after)."""
+"""The gateway: Heddle's HTTP API. ``create_app(settings)`` builds it: its state, its
+middleware and every declared route (``ROUTES``); the NATS connection lives in a cleanup
+context (connected before serving, drained after). ``Gateway`` starts and stops it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from services.gateway.handlers import (
 from services.gateway.http import auth, slow_clients
 from services.gateway.http.errors import errors_and_metrics
 from services.gateway.http.keys import (
+    FINISHED_STATES,
+    FINISHED_STEPS,
     METRICS,
     NATS,
     RESOURCES,
@@ -35,7 +38,11 @@ from services.gateway.http.keys import (
 from services.gateway.http.metrics import Metrics
 from services.gateway.http.protocol import GatewayRunner
 from services.gateway.openapi import page as api_page
+from services.gateway.openapi.page import PUBLISHED, Published
+from services.gateway.openapi.route import Route, register
 from services.gateway.page import web as page
+from services.gateway.page.web import SITE, Site
+from services.gateway.reads.finished import FinishedStates, FinishedSteps
 from services.gateway.reads.run_index import RunIndex
 from services.gateway.reads.token_index import TokenIndex, read_token_file, seed_admin
 from shared import names
@@ -46,20 +53,25 @@ from shared.settings import Settings
 log = logging.getLogger("heddle.gateway")
 
 
-def setup_routes(app: web.Application) -> None:
-    runs.setup_routes(app)  # POST /api/runs, GET /api/runs, POST /workflow
-    run_steps.setup_routes(app)  # /api/runs/{run}, .../steps (in pages), /workflow/{id}
-    run_events.setup_routes(app)  # /api/runs/{run}/events
-    logs.setup_routes(app)  # /api/runs/{run}/steps/{step} and .../logs
-    run_control.setup_routes(app)  # POST /api/runs/{run}/cancel and .../retry
-    runners.setup_routes(app)  # GET /api/runners, GET /pods
-    operations.setup_routes(app)  # /healthz, /readyz, /metrics
-    workflows.setup_routes(app)
-    triggers.setup_routes(app)  # POST /api/workflows/{name}/runs
-    history.setup_routes(app)  # GET /api/workflows/{name}/runs and .../grid
-    tokens.setup_routes(app)
-    page.setup_routes(app)  # the web page and its assets
-    api_page.setup_routes(app)  # /openapi.json and /docs
+# Every route the gateway serves: each declared once, in its handler's module, with its role
+# and what the OpenAPI document says of it (openapi/route.py). The document lists them by
+# tag, in this order within each.
+ROUTES: tuple[Route, ...] = (
+    *runs.ROUTES,
+    *run_steps.ROUTES,
+    *run_events.ROUTES,
+    *run_control.ROUTES,
+    *logs.ROUTES,
+    *runners.ROUTES,
+    *workflows.ROUTES,
+    *triggers.ROUTES,
+    *history.ROUTES,
+    *tokens.ROUTES,
+    *operations.ROUTES,
+    *api_page.ROUTES,
+    *page.ROUTES,
+)
+PUBLISHED_API = Published.of(ROUTES)  # /openapi.json and /docs, made once
 
 
 async def nats_context(app: web.Application) -> AsyncIterator[None]:
@@ -98,14 +110,18 @@ async def nats_context(app: web.Application) -> AsyncIterator[None]:
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[errors_and_metrics, auth.auth_middleware(settings)],
+        middlewares=[errors_and_metrics, auth.auth_middleware(settings, ROUTES)],
     )
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
     app[TOKENS] = TokenIndex()
+    app[FINISHED_STEPS] = FinishedSteps()  # for GET /api/runs/{run}/steps
+    app[FINISHED_STATES] = FinishedStates()  # for GET /api/workflows/{name}/grid
+    app[PUBLISHED] = PUBLISHED_API
+    app[SITE] = Site()
     app.on_response_prepare.append(slow_clients.close_unauthenticated)
     auth.warn_if_open(settings)
-    setup_routes(app)
+    register(app, ROUTES)
     app.cleanup_ctx.append(nats_context)
     return app
 

@@ -27,8 +27,9 @@ from services.gateway.handlers.workflows import unknown
 from services.gateway.http import answers, inputs
 from services.gateway.http.keys import FINISHED_STATES, RESOURCES
 from services.gateway.http.params import query_int
-from services.gateway.openapi.types import GridRun, WorkflowGrid, WorkflowRuns
-from services.gateway.reads.finished import FinishedStates, step_states
+from services.gateway.openapi.registry_types import GridRun, WorkflowGrid, WorkflowRuns
+from services.gateway.openapi.route import LIMIT, RUN_STATUS, WORKFLOW, Param, Route
+from services.gateway.reads.finished import MAX_STEPS, step_states
 from services.gateway.reads.workflows import history_entry
 from shared import names, registry
 from shared.contracts import RunSummary, run_summary_decoder
@@ -127,7 +128,51 @@ async def workflow_grid(request: web.Request) -> web.Response:
     )
 
 
-def setup_routes(app: web.Application) -> None:
-    app[FINISHED_STATES] = FinishedStates()
-    app.router.add_get("/api/workflows/{name}/runs", workflow_runs)
-    app.router.add_get("/api/workflows/{name}/grid", workflow_grid)
+# ---- routes ------------------------------------------------------------------------------
+
+BEFORE = Param(
+    "before",
+    "query",
+    {"type": "string", "pattern": CURSOR_PATTERN},
+    "Only runs older than this cursor: the `next` of the page before",
+)
+ROUTES = (
+    Route(
+        "GET",
+        "/api/workflows/{name}/runs",
+        workflow_runs,
+        operation_id="workflowRuns",
+        summary="A workflow's run history",
+        tag="workflows",
+        role="viewer",
+        answers={200: (WorkflowRuns, "Newest first; `next` pages back")},
+        params=(WORKFLOW, LIMIT, BEFORE, RUN_STATUS),
+        description="Every run kept is reachable: pass an answer's `next` as `before` for the "
+        "older runs, until `next` is null; `status` keeps the runs in that state alone, on "
+        "every page.",
+    ),
+    Route(
+        "GET",
+        "/api/workflows/{name}/grid",
+        workflow_grid,
+        operation_id="workflowGrid",
+        summary="A workflow's run history with each step's state",
+        tag="workflows",
+        role="viewer",
+        answers={200: (WorkflowGrid, "Runs newest first, each with its steps' states")},
+        params=(
+            WORKFLOW,
+            Param(
+                "limit",
+                "query",
+                {"type": "integer", "minimum": 1, "maximum": GRID_LIMIT},
+                f"How many runs (default {DEFAULT_LIMIT})",
+            ),
+            BEFORE,
+        ),
+        description="The history's page, as `GET /api/workflows/{name}/runs` pages it, with "
+        "`states` (step id to state) for each run; a run of more than "
+        f"{MAX_STEPS} steps has `states: null`. Finished runs' states are read once per "
+        "gateway and kept.",
+    ),
+)

@@ -10,6 +10,7 @@ from aiohttp import web
 from services.gateway.http.answers import error, json_response
 from services.gateway.http.keys import METRICS, NATS
 from services.gateway.http.metrics import CONTENT_TYPE
+from services.gateway.openapi.route import OPEN, Route
 from services.gateway.openapi.types import StatusDoc
 from shared.nats_types import NatsError
 
@@ -34,7 +35,40 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
-def setup_routes(app: web.Application) -> None:
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
+ROUTES = (
+    Route(
+        "GET",
+        "/healthz",
+        healthz,
+        operation_id="health",
+        summary="Is the process alive",
+        tag="operations",
+        role=OPEN,
+        answers={200: (StatusDoc, "Alive")},
+        offline=True,
+        host_free=True,
+    ),
+    Route(
+        "GET",
+        "/readyz",
+        readyz,
+        operation_id="ready",
+        summary="Can it serve: is NATS answering",
+        tag="operations",
+        role=OPEN,
+        answers={200: (StatusDoc, "Ready")},
+        host_free=True,
+    ),
+    Route(
+        "GET",
+        "/metrics",
+        metrics,
+        operation_id="metrics",
+        summary="Prometheus metrics",
+        tag="operations",
+        role=OPEN,  # or viewer, with HEDDLE_METRICS_AUTH=token (http/auth.py)
+        answers={200: ("text/plain", "The text exposition format")},
+        offline=True,
+        host_free=True,
+    ),
+)

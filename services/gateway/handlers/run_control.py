@@ -11,6 +11,7 @@ from aiohttp import web
 from services.gateway.http import answers, inputs
 from services.gateway.http.keys import RESOURCES
 from services.gateway.http.submit import submit
+from services.gateway.openapi.route import RUN, Route
 from services.gateway.openapi.types import Submitted
 from services.gateway.reads.runs import get_run_record
 from shared import names
@@ -58,6 +59,36 @@ async def retry_run(request: web.Request) -> web.Response:
     return await submit(request, cmd, chosen_id=True)
 
 
-def setup_routes(app: web.Application) -> None:
-    app.router.add_post("/api/runs/{run}/cancel", cancel_run)
-    app.router.add_post("/api/runs/{run}/retry", retry_run)
+ROUTES = (
+    Route(
+        "POST",
+        "/api/runs/{run}/cancel",
+        cancel_run,
+        operation_id="cancelRun",
+        summary="Cancel a run",
+        tag="runs",
+        role="operator",
+        answers={
+            200: (Submitted, "It was cancelled already"),
+            202: (Submitted, "Cancelling: running steps are stopped, the rest skipped"),
+        },
+        params=(RUN,),
+        errors={409: "The run finished already (`status` says how)"},
+    ),
+    Route(
+        "POST",
+        "/api/runs/{run}/retry",
+        retry_run,
+        operation_id="retryRun",
+        summary="Run a failed or cancelled run again from its failure",
+        tag="runs",
+        role="operator",  # the run's own commands again
+        answers={
+            201: (Submitted, "The retry, created: succeeded steps carried over, the rest run"),
+            200: (Submitted, "The run was retried already: its retry"),
+            202: (Submitted, "Accepted; the orchestrator had not confirmed it within the wait"),
+        },
+        params=(RUN,),
+        errors={409: "The run is still running or succeeded (`status` says which)"},
+    ),
+)

@@ -31,11 +31,12 @@ from collections.abc import Callable
 import msgspec
 from aiohttp import web
 
-from services.gateway.handlers.run_steps import steps_choice
+from services.gateway.handlers.run_steps import steps_choice, steps_param
 from services.gateway.http import sse
 from services.gateway.http.answers import error
 from services.gateway.http.inputs import path_id
 from services.gateway.http.keys import RESOURCES
+from services.gateway.openapi.route import RUN, Route
 from services.gateway.openapi.types import RunChange, RunEnd, StepChange
 from services.gateway.reads.progress import RunProgress, StepProgress, run_progress, step_progress
 from services.gateway.reads.runs import get_run_record, stored_when
@@ -192,5 +193,29 @@ async def _ended(runs: Bucket, run_id: str) -> tuple[RunRecord, list[StepRecord]
     return (run, steps) if run is not None and run.status in TERMINAL_RUN else None
 
 
-def setup_routes(app: web.Application) -> None:
-    app.router.add_get("/api/runs/{run}/events", run_events)
+ROUTES = (
+    Route(
+        "GET",
+        "/api/runs/{run}/events",
+        run_events,
+        operation_id="runEvents",
+        summary="A run's state changes, as they happen",
+        tag="runs",
+        role="viewer",
+        answers={
+            200: (
+                "text/event-stream",
+                "Server-sent events: the current state first, then `step` (StepChange) and "
+                "`run` (RunChange) events as they are stored, and a last `end` (RunEnd) when "
+                "the run is over",
+            )
+        },
+        params=(
+            RUN,
+            steps_param(
+                "all (the default): the steps' states and changes too; none: only the run's "
+                "and the end, for a client that waits for the run to end"
+            ),
+        ),
+    ),
+)

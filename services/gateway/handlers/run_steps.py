@@ -15,8 +15,8 @@ from aiohttp import web
 
 from services.gateway.http import answers, inputs, params
 from services.gateway.http.keys import FINISHED_STEPS, RESOURCES, SETTINGS
-from services.gateway.openapi.types import StepPage
-from services.gateway.reads.finished import FinishedSteps
+from services.gateway.openapi.route import RUN, Param, Route, id_param, links
+from services.gateway.openapi.types import RunDocument, StepPage
 from services.gateway.reads.runs import get_run_record, run_document, step_documents
 from shared.contracts import StepStatus
 from shared.errors import Problem
@@ -108,8 +108,76 @@ async def get_steps(request: web.Request) -> web.Response:
     )
 
 
-def setup_routes(app: web.Application) -> None:
-    app[FINISHED_STEPS] = FinishedSteps()
-    app.router.add_get("/api/runs/{run}", get_run)
-    app.router.add_get("/api/runs/{run}/steps", get_steps)
-    app.router.add_get("/workflow/{id}", get_run_legacy)
+# ---- routes ------------------------------------------------------------------------------
+
+_ONE_STATUS = "|".join(STEP_STATUSES)
+STATUS_LIST_PATTERN = f"^({_ONE_STATUS})(,({_ONE_STATUS}))*$"
+
+
+def steps_param(description: str) -> Param:
+    return Param("steps", "query", {"enum": list(STEPS_CHOICES)}, description)
+
+
+ROUTES = (
+    Route(
+        "GET",
+        "/api/runs/{run}",
+        get_run,
+        operation_id="getRun",
+        summary="A run with every step, or its summary",
+        tag="runs",
+        role="viewer",
+        answers={200: (RunDocument, "The run document; its summary if `stepsIncluded` is false")},
+        params=(
+            RUN,
+            steps_param(
+                f"all: every step and edge (a 400 past {FULL_DOCUMENT_MAX} steps); none: the "
+                f"summary. By default all up to {FULL_DOCUMENT_MAX} steps, none above"
+            ),
+        ),
+        links=links("$request.path.run", {"getSteps": "run"}),
+    ),
+    Route(
+        "GET",
+        "/api/runs/{run}/steps",
+        get_steps,
+        operation_id="getSteps",
+        summary="A run's steps in pages, in the workflow's order",
+        tag="runs",
+        role="viewer",
+        answers={200: (StepPage, "The steps matching the filter, from the offset")},
+        params=(
+            RUN,
+            Param(
+                "offset",
+                "query",
+                {"type": "integer", "minimum": 0},
+                "Matching steps to pass over (default 0)",
+            ),
+            Param(
+                "limit",
+                "query",
+                {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
+                f"How many (default {DEFAULT_PAGE})",
+            ),
+            Param(
+                "status",
+                "query",
+                {"type": "string", "pattern": STATUS_LIST_PATTERN},
+                "Only steps in these states, comma-separated",
+            ),
+        ),
+    ),
+    Route(
+        "GET",
+        "/workflow/{id}",
+        get_run_legacy,
+        operation_id="getRunLegacy",
+        summary="A run (older name)",
+        tag="legacy",
+        role="viewer",
+        answers={200: (RunDocument, "The run document")},
+        params=(id_param("id", "run's id"),),
+        deprecated=True,
+    ),
+)

@@ -7,6 +7,8 @@ from aiohttp import web
 
 from services.gateway.http.answers import json_response
 from services.gateway.http.keys import RESOURCES
+from services.gateway.openapi.route import Answer, Route
+from services.gateway.openapi.types import Pool
 from services.gateway.reads.pool import pod_documents, pool_document
 
 
@@ -17,6 +19,27 @@ async def get_runners(request: web.Request) -> web.Response:
     return json_response(pool)
 
 
-def setup_routes(app: web.Application) -> None:
-    app.router.add_get("/api/runners", get_runners)
-    app.router.add_get("/pods", get_runners)  # its older name
+POOL: Answer = (Pool, "Every runner and what it holds")
+ROUTES = (
+    Route(
+        "GET",
+        "/api/runners",
+        get_runners,
+        operation_id="listRunners",
+        summary="The runner pool",
+        tag="runners",
+        role="viewer",
+        answers={200: POOL},
+    ),
+    Route(
+        "GET",
+        "/pods",
+        get_runners,
+        operation_id="listPods",
+        summary="The runner pool (older name)",
+        tag="legacy",
+        role="viewer",
+        answers={200: POOL},
+        deprecated=True,
+    ),
+)

@@ -19,10 +19,18 @@ from services.gateway.http import answers, inputs
 from services.gateway.http.keys import RESOURCES, RUN_INDEX, SETTINGS
 from services.gateway.http.params import whole_number
 from services.gateway.http.submit import new_run_id, submit
-from services.gateway.openapi.types import RunList, RunListEntry
+from services.gateway.openapi.route import LIMIT, RUN_STATUS, Answer, Route, links
+from services.gateway.openapi.types import RunList, RunListEntry, Submitted
 from services.gateway.reads.runs import run_facts
 from shared import names
-from shared.contracts import RunRecord, RunStatus, RunSummary, SubmitRun, run_summary_decoder
+from shared.contracts import (
+    RunRecord,
+    RunRequest,
+    RunStatus,
+    RunSummary,
+    SubmitRun,
+    run_summary_decoder,
+)
 from shared.errors import InvalidWorkflow, Problem
 from shared.gc_pause import gc_paused
 from shared.kv_reads import value_of
@@ -108,8 +116,71 @@ async def _history_entry(kv: KeyValue, workflow: str, run_id: str) -> RunSummary
     return run_summary_decoder.decode(value) if value else None
 
 
-def setup_routes(app: web.Application) -> None:
-    r = app.router
-    r.add_post("/api/runs", create_run)
-    r.add_get("/api/runs", list_runs)
-    r.add_post("/workflow", create_run)  # its older name
+# ---- routes ------------------------------------------------------------------------------
+
+RUN_ID = "$response.body#/runId"
+RUN_LINKS = links(RUN_ID, {"getRun": "run", "cancelRun": "run", "retryRun": "run"})
+SUBMIT_LINKS = {
+    status: found
+    | {
+        "GetStep": {
+            "operationId": "getStep",
+            "parameters": {"run": RUN_ID, "step": "$request.body#/steps/0/id"},
+        }
+    }
+    for status, found in RUN_LINKS.items()
+}
+SUBMITTED: dict[int, Answer] = {
+    201: (Submitted, "Created and stored by the orchestrator"),
+    200: (Submitted, "A run with this id exists already: nothing was created"),
+    202: (
+        Submitted,
+        "Accepted; not confirmed within the wait, or carried beside its command (over 256 KiB)",
+    ),
+}
+SUBMIT_NOTE = (
+    "Every step's command is run as written, so submitting needs the admin role. A client "
+    "may choose the run id (`runId`): submitting it again answers 200 with that run."
+)
+
+ROUTES = (
+    Route(
+        "POST",
+        "/api/runs",
+        create_run,
+        operation_id="createRun",
+        summary="Submit a workflow to run now",
+        tag="runs",
+        role="admin",  # any command, run as it is written
+        answers=SUBMITTED,
+        body=RunRequest,
+        description=SUBMIT_NOTE,
+        links=SUBMIT_LINKS,
+        example={"runId": "hello-1", "steps": [{"id": "hello", "command": "echo hello"}]},
+    ),
+    Route(
+        "GET",
+        "/api/runs",
+        list_runs,
+        operation_id="listRuns",
+        summary="Runs, newest first",
+        tag="runs",
+        role="viewer",
+        answers={200: (RunList, "The newest runs")},
+        params=(LIMIT, RUN_STATUS),
+    ),
+    Route(
+        "POST",
+        "/workflow",
+        create_run,
+        operation_id="createRunLegacy",
+        summary="Submit a workflow (older name)",
+        tag="legacy",
+        role="admin",
+        answers=SUBMITTED,
+        body=RunRequest,
+        links=links(RUN_ID, {"getRunLegacy": "id"}),
+        deprecated=True,
+        description=SUBMIT_NOTE,
+    ),
+)

@@ -1,4 +1,4 @@
-"""HTTP handlers for API tokens (admin only, see http/auth.py): make one, list them, revoke one.
+"""HTTP handlers for API tokens (admin only): make one, list them, revoke one.
 
 A new token is in the answer to ``POST /api/tokens`` and nowhere else: the bucket keeps its
 hash, and no list or error shows it. Writes go to the heddle-tokens bucket by create and
@@ -15,7 +15,8 @@ from aiohttp import web
 
 from services.gateway.http import answers, inputs
 from services.gateway.http.keys import CALLER, RESOURCES, TOKENS
-from services.gateway.openapi.types import NewToken, TokenDoc, TokenList
+from services.gateway.openapi.registry_types import NewToken, TokenDoc, TokenList, TokenRequest
+from services.gateway.openapi.route import Route, id_param, links
 from shared.nats_types import KeyNotFoundError, KeyWrongLastSequenceError
 from shared.service import event
 from shared.timefmt import now_rfc3339
@@ -96,8 +97,41 @@ async def revoke_token(request: web.Request) -> web.Response:
     return busy
 
 
-def setup_routes(app: web.Application) -> None:
-    r = app.router
-    r.add_post("/api/tokens", create_token)
-    r.add_get("/api/tokens", list_tokens)
-    r.add_post("/api/tokens/{name}/revoke", revoke_token)
+ROUTES = (
+    Route(
+        "POST",
+        "/api/tokens",
+        create_token,
+        operation_id="createToken",
+        summary="Make an API token",
+        tag="tokens",
+        role="admin",
+        answers={201: (NewToken, "The token: shown once, never again")},
+        body=TokenRequest,
+        links=links("$response.body#/name", {"revokeToken": "name"}),
+        errors={409: "A token of that name exists already"},
+        example={"name": "ci", "role": "operator"},
+    ),
+    Route(
+        "GET",
+        "/api/tokens",
+        list_tokens,
+        operation_id="listTokens",
+        summary="API tokens (never their secrets)",
+        tag="tokens",
+        role="admin",
+        answers={200: (TokenList, "Every token")},
+        offline=True,
+    ),
+    Route(
+        "POST",
+        "/api/tokens/{name}/revoke",
+        revoke_token,
+        operation_id="revokeToken",
+        summary="Revoke an API token",
+        tag="tokens",
+        role="admin",
+        answers={200: (TokenDoc, "Revoked (or it was already)")},
+        params=(id_param("name", "token's name"),),
+    ),
+)

@@ -14,11 +14,14 @@ import msgspec
 from aiohttp import web
 
 from services.gateway.handlers import run_inputs
+from services.gateway.handlers.runs import RUN_LINKS
 from services.gateway.handlers.workflows import MAX_VERSION, unknown
 from services.gateway.http import answers, inputs
 from services.gateway.http.keys import RESOURCES
 from services.gateway.http.params import query_int
 from services.gateway.http.submit import new_run_id, submit
+from services.gateway.openapi.registry_types import TriggerRequest
+from services.gateway.openapi.route import VERSION, WORKFLOW, Param, Route
 from services.gateway.openapi.types import Submitted, Triggered
 from shared import registry
 from shared.contracts import SubmitRun
@@ -73,5 +76,33 @@ async def trigger_run(request: web.Request) -> web.Response:
     return answers.json_response(body, response.status)
 
 
-def setup_routes(app: web.Application) -> None:
-    app.router.add_post("/api/workflows/{name}/runs", trigger_run)
+ROUTES = (
+    Route(
+        "POST",
+        "/api/workflows/{name}/runs",
+        trigger_run,
+        operation_id="triggerRun",
+        summary="Run a registered workflow now",
+        tag="workflows",
+        role="operator",
+        answers={
+            201: (Triggered, "Created"),
+            200: (Triggered, "A run with this idempotency key exists already"),
+            202: (Triggered, "Accepted; not confirmed within the wait"),
+        },
+        params=(
+            WORKFLOW,
+            VERSION,
+            Param(
+                "Idempotency-Key",
+                "header",
+                {"type": "string", "minLength": 1, "maxLength": 256},
+                "Triggers with the same key make one run",
+            ),
+        ),
+        body=TriggerRequest,
+        body_required=False,
+        links=RUN_LINKS,
+        example={"idempotencyKey": "2026-12-01"},
+    ),
+)

@@ -16,7 +16,15 @@ from aiohttp import web
 from services.gateway.http import answers, inputs
 from services.gateway.http.keys import RESOURCES, RUN_INDEX, SETTINGS
 from services.gateway.http.params import query_int
-from services.gateway.openapi.types import PausedWorkflow, Registered, WorkflowList
+from services.gateway.openapi.registry_types import (
+    PatchWorkflow,
+    PausedWorkflow,
+    Registered,
+    RegisterRequest,
+    WorkflowDefinition,
+    WorkflowList,
+)
+from services.gateway.openapi.route import VERSION, WORKFLOW, Route, links
 from services.gateway.reads.workflows import definition_document, facts, summary_document
 from shared import names, registry
 from shared.contracts import RunSummary, run_summary_decoder
@@ -110,9 +118,75 @@ async def patch_workflow(request: web.Request) -> web.Response:
     return answers.json_response(PausedWorkflow(**facts(updated), paused_at=updated.paused_at))
 
 
-def setup_routes(app: web.Application) -> None:
-    r = app.router
-    r.add_post("/api/workflows", register_workflow)
-    r.add_get("/api/workflows", list_workflows)
-    r.add_get("/api/workflows/{name}", get_workflow)
-    r.add_patch("/api/workflows/{name}", patch_workflow)
+# ---- routes ------------------------------------------------------------------------------
+
+WORKFLOW_LINKS = links(
+    "$response.body#/name",
+    {
+        "getWorkflow": "name",
+        "patchWorkflow": "name",
+        "triggerRun": "name",
+        "workflowRuns": "name",
+        "workflowGrid": "name",
+    },
+)
+ROUTES = (
+    Route(
+        "POST",
+        "/api/workflows",
+        register_workflow,
+        operation_id="registerWorkflow",
+        summary="Register a workflow version",
+        tag="workflows",
+        role="admin",
+        answers={
+            201: (Registered, "A new version"),
+            200: (Registered, "The same document as the latest version: nothing changed"),
+        },
+        body=RegisterRequest,
+        links=WORKFLOW_LINKS,
+        example={
+            "name": "nightly",
+            "schedule": "0 6 * * *",
+            "timezone": "Europe/Paris",
+            "steps": [
+                {"id": "extract", "command": "echo extract"},
+                {"id": "load", "command": "echo load", "dependsOn": ["extract"], "retries": 2},
+            ],
+        },
+    ),
+    Route(
+        "GET",
+        "/api/workflows",
+        list_workflows,
+        operation_id="listWorkflows",
+        summary="Registered workflows",
+        tag="workflows",
+        role="viewer",
+        answers={200: (WorkflowList, "Each workflow's latest version and last run")},
+    ),
+    Route(
+        "GET",
+        "/api/workflows/{name}",
+        get_workflow,
+        operation_id="getWorkflow",
+        summary="A workflow's definition",
+        tag="workflows",
+        role="viewer",
+        answers={200: (WorkflowDefinition, "The latest version, or the one asked for")},
+        params=(WORKFLOW, VERSION),
+    ),
+    Route(
+        "PATCH",
+        "/api/workflows/{name}",
+        patch_workflow,
+        operation_id="patchWorkflow",
+        summary="Pause or resume its schedule",
+        tag="workflows",
+        role="operator",
+        answers={200: (PausedWorkflow, "The workflow as it is now")},
+        params=(WORKFLOW,),
+        body=PatchWorkflow,
+        example={"paused": True},
+    ),
+)

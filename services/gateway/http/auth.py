@@ -1,15 +1,17 @@
 """The gateway's checks on every request, in one middleware, in this order:
 
 1. **Host**: the Host header must name this gateway (``HEDDLE_ALLOWED_HOSTS``, see
-   shared/hosts.py), or 421. ``/healthz``, ``/readyz`` and ``/metrics`` skip it: probes and
-   Prometheus address a pod by its IP, and those answers hold nothing worth a rebinding.
+   shared/hosts.py), or 421. The routes declared ``host_free`` skip it (``/healthz``,
+   ``/readyz`` and ``/metrics``): probes and Prometheus address a pod by its IP, and those
+   answers hold nothing worth a rebinding.
 2. **Same origin**: POST, PUT, PATCH and DELETE that a page on another origin could have
    sent get 403 (services/gateway/http/origin.py), with tokens or without.
 3. **No form posts**: POST, PUT, PATCH and DELETE with a form or text/plain content type
    (what a page elsewhere can send without asking first) get 415, even with no body.
 4. **Token and role**: ``Authorization: Bearer <token>`` must name a token that exists and is
-   not revoked (else 401), whose role is at least the route's (else 403). The route table
-   below is the only place a route gets a role; a route missing from it needs admin.
+   not revoked (else 401), whose role is at least the route's (else 403). A route's role is
+   declared with the route, in its handler's module (``Route.role``, openapi/route.py), and
+   nowhere else; a route the app serves without a declaration needs admin.
 
 A request that passes 4 (or 1 to 3, with ``HEDDLE_AUTH=none``) takes its connection out of
 the bound on unauthenticated ones (services/gateway/http/slow_clients.py).
@@ -18,16 +20,17 @@ the bound on unauthenticated ones (services/gateway/http/slow_clients.py).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from services.gateway.http import slow_clients
 from services.gateway.http.answers import error
-from services.gateway.http.keys import CALLER, SETTINGS, TOKENS
+from services.gateway.http.keys import CALLER, TOKENS
 from services.gateway.http.origin import STATE_CHANGING, cross_origin_refusal
 from services.gateway.http.params import sent_as_utf8
+from services.gateway.openapi.route import Route
 from shared.hosts import AllowedHosts
 from shared.settings import Settings
 from shared.tokens import Role, allows
@@ -38,43 +41,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("heddle.gateway")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-OPEN = None  # a route anyone may call
-# (method, route) -> the least role that may call it. HEAD is checked as GET.
-ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
-    ("GET", "/"): OPEN,  # the page holds no data; its API calls carry the token
-    ("GET", "/static/{name}"): OPEN,
-    ("GET", "/healthz"): OPEN,
-    ("GET", "/readyz"): OPEN,
-    ("GET", "/metrics"): OPEN,  # or viewer, with HEDDLE_METRICS_AUTH=token
-    ("GET", "/openapi.json"): OPEN,  # the API's shape, the same for every deployment
-    ("GET", "/docs"): OPEN,
-    ("GET", "/api/runs"): "viewer",
-    ("GET", "/api/runs/{run}"): "viewer",
-    ("GET", "/api/runs/{run}/events"): "viewer",
-    ("GET", "/api/runs/{run}/steps"): "viewer",
-    ("GET", "/api/runs/{run}/steps/{step}"): "viewer",
-    ("GET", "/api/runs/{run}/steps/{step}/logs"): "viewer",
-    ("GET", "/api/runners"): "viewer",
-    ("GET", "/api/workflows"): "viewer",
-    ("GET", "/api/workflows/{name}"): "viewer",
-    ("GET", "/api/workflows/{name}/runs"): "viewer",
-    ("GET", "/api/workflows/{name}/grid"): "viewer",
-    ("GET", "/workflow/{id}"): "viewer",
-    ("GET", "/pods"): "viewer",
-    ("POST", "/api/runs/{run}/cancel"): "operator",
-    ("POST", "/api/runs/{run}/retry"): "operator",  # the run's own commands again
-    ("POST", "/api/workflows/{name}/runs"): "operator",
-    ("PATCH", "/api/workflows/{name}"): "operator",
-    ("POST", "/api/runs"): "admin",  # any command, run as it is written
-    ("POST", "/workflow"): "admin",
-    ("POST", "/api/workflows"): "admin",
-    ("POST", "/api/tokens"): "admin",
-    ("GET", "/api/tokens"): "admin",
-    ("POST", "/api/tokens/{name}/revoke"): "admin",
-}
 UNLISTED: Role = "admin"  # a route added without a role is not open by mistake
 NO_ROUTE: Role = "viewer"  # a 404 or 405 is told to any token holder, not to anyone
-HOST_FREE = frozenset({"/healthz", "/readyz", "/metrics"})
+# With HEDDLE_METRICS_AUTH=token, /metrics (declared open) needs a viewer's token.
+METRICS_ROUTE = ("GET", "/metrics")
+RouteKey = tuple[str, str]  # (method, route pattern)
 FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data", "text/plain"})
 
 
@@ -84,14 +55,21 @@ def route_of(request: web.Request) -> str | None:
     return resource.canonical if resource is not None else None
 
 
-def required_role(method: str, route: str | None, settings: Settings) -> Role | None:
-    """The least role a request needs, or None if it is open."""
+def route_roles(routes: Iterable[Route], settings: Settings) -> dict[RouteKey, Role | None]:
+    """Each declared route's least role, under these settings (None: open)."""
+    roles = {(r.method, r.path): r.role for r in routes}
+    if settings.metrics_auth == "token" and METRICS_ROUTE in roles:
+        roles[METRICS_ROUTE] = "viewer"
+    return roles
+
+
+def required_role(
+    method: str, route: str | None, roles: Mapping[RouteKey, Role | None]
+) -> Role | None:
+    """The least role a request needs, or None if it is open. HEAD is checked as GET."""
     if route is None:
         return NO_ROUTE
-    key = ("GET" if method == "HEAD" else method, route)
-    if key == ("GET", "/metrics") and settings.metrics_auth == "token":
-        return "viewer"
-    return ROUTE_ROLES.get(key, UNLISTED)
+    return roles.get(("GET" if method == "HEAD" else method, route), UNLISTED)
 
 
 def bearer(header: str | None) -> str | None:
@@ -162,21 +140,25 @@ def _cross_origin_refused(request: web.Request, hosts: AllowedHosts) -> web.Resp
     return None if reason is None else error(403, reason)
 
 
-def auth_middleware(settings: Settings) -> Middleware:
+def auth_middleware(settings: Settings, routes: Iterable[Route]) -> Middleware:
+    """The checks on every request, for an app that serves ``routes``."""
     hosts = AllowedHosts(settings.allowed_hosts, settings.gateway_host)
     tokens_on = settings.auth == "tokens"
+    routes = tuple(routes)
+    roles = route_roles(routes, settings)
+    host_free = frozenset(r.path for r in routes if r.host_free)
 
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         route = route_of(request)
-        if route not in HOST_FREE:
+        if route not in host_free:
             refused = _host_refused(request, hosts)
             if refused is not None:
                 return refused
         refused = _cross_origin_refused(request, hosts) or _form_refused(request)
         if refused is not None:
             return refused
-        needs = required_role(request.method, route, request.app[SETTINGS])
+        needs = required_role(request.method, route, roles)
         if tokens_on and needs is not None:
             refused = _check_token(request, needs)
             if refused is not None:

@@ -1,3 +1,4 @@
-"""The API described: the documents it answers with (types.py), its operations
-(operations.py), the OpenAPI document built from them (document.py), and that document served
-at ``GET /openapi.json`` and as a page at ``GET /docs`` (page.py)."""
+"""The API described: the documents it answers with (types.py, registry_types.py), the
+``Route`` record every route is declared with, beside its handler (route.py), the OpenAPI
+document built from those records (document.py), and that document served at
+``GET /openapi.json`` and as a page at ``GET /docs`` (page.py)."""

@@ -1,20 +1,21 @@
 """The HTTP API as an OpenAPI 3.1 document (``GET /openapi.json``).
 
 Bodies and answers are the msgspec types the gateway decodes (``shared/contracts.py``) and
-answers with (``types.py``), turned into JSON Schema by ``msgspec.json.schema_components``;
-the operations are the table in ``operations.py``; who may call each comes from
-``http/auth.ROUTE_ROLES``. tests/test_openapi.py checks that every route of the app is described,
-and CI fuzzes the running API against this document (Schemathesis, tests/test_api_fuzz.py).
+answers with (``types.py``, ``registry_types.py``), turned into JSON Schema by
+``msgspec.json.schema_components``; the operations, and who may call each, are the routes
+the app serves, as their handlers' modules declare them (route.py): ``document`` is given
+them. tests/test_openapi.py checks the document against the app's routes, and CI fuzzes the
+running API against it (Schemathesis, tests/test_api_fuzz.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, get_args
 
 import msgspec
 
-from services.gateway.http.auth import HOST_FREE, ROUTE_ROLES, UNLISTED
-from services.gateway.openapi.operations import OPERATIONS, Operation, Param
+from services.gateway.openapi.route import Param, Route, Tag
 from services.gateway.openapi.types import ID_SCHEMA_PATTERN, ErrorDoc
 from shared.json_depth import MAX_JSON_DEPTH
 from shared.validation import MAX_RETRIES, MAX_TIMEOUT
@@ -34,6 +35,7 @@ ERROR_MEANINGS = {
     503: "NATS is unreachable or too slow to answer; try again (Retry-After)",
 }
 BODY_ERRORS = (400, 408, 413, 415)
+TAGS: tuple[Tag, ...] = get_args(Tag)
 
 
 # One server-sent event, as a client's parser hands it over; ``data`` holds JSON.
@@ -77,16 +79,12 @@ def _param(p: Param) -> dict[str, Any]:
     }
 
 
-def _role(op: Operation) -> str | None:
-    return ROUTE_ROLES.get((op.method, op.path), UNLISTED)
-
-
-def error_statuses(op: Operation) -> set[int]:
-    """Every error status ``op`` may answer with, besides those its table entry names."""
+def error_statuses(op: Route) -> set[int]:
+    """Every error status ``op`` may answer with, besides those its declaration names."""
     found = set(op.errors) | {503}  # NATS may be slow for anything but the page and probes
-    if op.path not in HOST_FREE:
+    if not op.host_free:
         found.add(421)
-    if _role(op) is not None:
+    if op.role is not None:
         found |= {401, 403}
     if op.method in ("POST", "PATCH"):
         found.add(415)  # a form content type is refused even without a body
@@ -101,8 +99,8 @@ def error_statuses(op: Operation) -> set[int]:
     return found
 
 
-def _operation(op: Operation, schemas: dict[type, Any]) -> dict[str, Any]:
-    role = _role(op)
+def _operation(op: Route, schemas: dict[type, Any]) -> dict[str, Any]:
+    role = op.role
     doc: dict[str, Any] = {
         "operationId": op.operation_id,
         "summary": op.summary,
@@ -134,15 +132,17 @@ def _operation(op: Operation, schemas: dict[type, Any]) -> dict[str, Any]:
     return doc
 
 
-def document() -> dict[str, Any]:
-    """The whole OpenAPI document (pure: the same every time, for one version)."""
-    kinds = {k for op in OPERATIONS for k in _types(op)} | {ErrorDoc}
+def document(routes: Iterable[Route]) -> dict[str, Any]:
+    """The whole OpenAPI document of ``routes`` (pure: the same every time, for one version).
+    Operations are grouped by tag, in ``TAGS`` order, and in the order given within each."""
+    ordered_routes = sorted(routes, key=lambda op: TAGS.index(op.tag))
+    kinds = {k for op in ordered_routes for k in _types(op)} | {ErrorDoc}
     ordered = sorted(kinds, key=lambda t: t.__name__)
     refs, components = msgspec.json.schema_components(ordered, ref_template=REF)
     refine(components)
     schemas = dict(zip(ordered, refs, strict=True))
     paths: dict[str, dict[str, Any]] = {}
-    for op in OPERATIONS:
+    for op in ordered_routes:
         paths.setdefault(op.path, {})[op.method.lower()] = _operation(op, schemas)
     error = {"content": {"application/json": {"schema": schemas[ErrorDoc]}}}
     return {
@@ -206,7 +206,7 @@ def refine(components: dict[str, Any]) -> None:
                     option.update(rule)
 
 
-def _types(op: Operation) -> list[type]:
+def _types(op: Route) -> list[type]:
     found = [op.body] if isinstance(op.body, type) else []
     for kind, _ in op.answers.values():
         found += [k for k in (kind if isinstance(kind, tuple) else (kind,)) if isinstance(k, type)]

@@ -1,10 +1,13 @@
 """``GET /openapi.json`` and ``GET /docs``: the API document, and the same as a plain page.
 
-The page is rendered here from the document: no script, and nothing fetched from elsewhere.
+The app publishes the document of the routes it serves (``Published.of``, once per process);
+the page is rendered here from the document: no script, and nothing fetched from elsewhere.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
@@ -12,6 +15,7 @@ import msgspec
 from aiohttp import web
 
 from services.gateway.openapi.document import ERROR_MEANINGS, document
+from services.gateway.openapi.route import OPEN, Route
 
 STYLE = (
     "body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"
@@ -79,20 +83,53 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-DOCUMENT = document()
-ENCODED = msgspec.json.encode(DOCUMENT)
-PAGE = render(DOCUMENT).encode()
+@dataclass(frozen=True)
+class Published:
+    """The document of an app's routes, as served: JSON, and the page."""
+
+    json: bytes
+    page: bytes
+
+    @classmethod
+    def of(cls, routes: Iterable[Route]) -> Published:
+        doc = document(routes)
+        return cls(msgspec.json.encode(doc), render(doc).encode())
+
+
+PUBLISHED = web.AppKey("published_api", Published)
 
 
 async def openapi_json(request: web.Request) -> web.Response:
-    return web.Response(body=ENCODED, content_type="application/json")
+    return web.Response(body=request.app[PUBLISHED].json, content_type="application/json")
 
 
 async def docs_page(request: web.Request) -> web.Response:
     headers = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff"}
-    return web.Response(body=PAGE, content_type="text/html", charset="utf-8", headers=headers)
+    body = request.app[PUBLISHED].page
+    return web.Response(body=body, content_type="text/html", charset="utf-8", headers=headers)
 
 
-def setup_routes(app: web.Application) -> None:
-    app.router.add_get("/openapi.json", openapi_json)
-    app.router.add_get("/docs", docs_page)
+ROUTES = (
+    Route(
+        "GET",
+        "/openapi.json",
+        openapi_json,
+        operation_id="openapi",
+        summary="This document",
+        tag="operations",
+        role=OPEN,  # the API's shape, the same for every deployment
+        answers={200: ("application/json", "OpenAPI 3.1")},
+        offline=True,
+    ),
+    Route(
+        "GET",
+        "/docs",
+        docs_page,
+        operation_id="apiDocs",
+        summary="This document as a page",
+        tag="operations",
+        role=OPEN,
+        answers={200: ("text/html", "The operations, their parameters and answers")},
+        offline=True,
+    ),
+)

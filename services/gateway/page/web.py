@@ -17,6 +17,7 @@ from pathlib import Path
 from aiohttp import web
 
 from services.gateway.http.answers import error
+from services.gateway.openapi.route import OPEN, Param, Route
 
 log = logging.getLogger("heddle.gateway")
 STATIC_DIR = Path(__file__).with_name("static")
@@ -86,6 +87,8 @@ def _serve(request: web.Request, asset: Asset, cache: str) -> web.Response:
 
 
 class Site:
+    """The page and its assets, read when the app is made."""
+
     def __init__(self, directory: Path = STATIC_DIR) -> None:
         self.page: Asset | None = None
         self.assets: dict[str, Asset] = {}
@@ -94,21 +97,48 @@ class Site:
         else:  # an install without the package's data files: the API still works
             log.warning("no web page: %s/index.html is missing", directory)
 
-    async def index(self, request: web.Request) -> web.Response:
-        if self.page is None:
-            return error(404, "this gateway was installed without its web page")
-        return _serve(request, self.page, REVALIDATE)
 
-    async def static(self, request: web.Request) -> web.Response:
-        asset = self.assets.get(request.match_info["name"])
-        if asset is None:
-            raise web.HTTPNotFound()
-        versioned = request.query.get("v") == asset.version
-        return _serve(request, asset, IMMUTABLE if versioned else REVALIDATE)
+SITE = web.AppKey("site", Site)
 
 
-def setup_routes(app: web.Application) -> None:
-    site = Site()
-    r = app.router
-    r.add_get("/", site.index)
-    r.add_get("/static/{name}", site.static)
+async def index(request: web.Request) -> web.Response:
+    page = request.app[SITE].page
+    if page is None:
+        return error(404, "this gateway was installed without its web page")
+    return _serve(request, page, REVALIDATE)
+
+
+async def static(request: web.Request) -> web.Response:
+    asset = request.app[SITE].assets.get(request.match_info["name"])
+    if asset is None:
+        raise web.HTTPNotFound()
+    versioned = request.query.get("v") == asset.version
+    return _serve(request, asset, IMMUTABLE if versioned else REVALIDATE)
+
+
+ROUTES = (
+    Route(
+        "GET",
+        "/",
+        index,
+        operation_id="page",
+        summary="The web page",
+        tag="page",
+        role=OPEN,  # the page holds no data; its API calls carry the token
+        answers={200: ("text/html", "The page")},
+        offline=True,
+    ),
+    Route(
+        "GET",
+        "/static/{name}",
+        static,
+        operation_id="asset",
+        summary="The page's scripts and styles",
+        tag="page",
+        role=OPEN,
+        answers={200: ("application/octet-stream", "The file")},
+        params=(Param("name", "path", {"type": "string"}, "The file's name"),),
+        errors={404: "No such file"},
+        offline=True,
+    ),
+)

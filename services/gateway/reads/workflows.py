@@ -6,13 +6,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from services.gateway.openapi.types import (
-    Edge,
+from services.gateway.openapi.registry_types import (
     HistoryEntry,
     LastRun,
     WorkflowDefinition,
     WorkflowSummary,
 )
+from services.gateway.openapi.types import Edge
 from shared.contracts import RunRecord, RunSummary, WorkflowLatest, WorkflowVersion
 from shared.cron import slots_between
 from shared.timefmt import rfc3339
