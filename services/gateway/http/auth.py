@@ -20,7 +20,7 @@ the bound on unauthenticated ones (services/gateway/http/slow_clients.py).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -30,7 +30,7 @@ from services.gateway.http.answers import error
 from services.gateway.http.keys import CALLER, TOKENS
 from services.gateway.http.origin import STATE_CHANGING, cross_origin_refusal
 from services.gateway.http.params import sent_as_utf8
-from services.gateway.openapi.route import Route
+from services.gateway.openapi.route import Handler, Route
 from shared.hosts import AllowedHosts
 from shared.settings import Settings
 from shared.tokens import Role, allows
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from aiohttp.typedefs import Middleware
 
 log = logging.getLogger("heddle.gateway")
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 UNLISTED: Role = "admin"  # a route added without a role is not open by mistake
 NO_ROUTE: Role = "viewer"  # a 404 or 405 is told to any token holder, not to anyone

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from services.gateway.http.answers import error
 from services.gateway.http.inputs import payload_limit
 from services.gateway.http.keys import METRICS, SETTINGS
+from services.gateway.openapi.route import Handler
 from shared.nats_types import (
     ConnectionClosedError,
     ConnectionReconnectingError,
@@ -36,7 +36,6 @@ NATS_UNAVAILABLE = (
     ServiceUnavailableError,
 )
 RETRY_AFTER = "1"
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @web.middleware
