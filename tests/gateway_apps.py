@@ -13,7 +13,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web import BaseRunner
 from heddle.services.gateway.app import create_app
-from heddle.services.gateway.protocol import GatewayRunner
+from heddle.services.gateway.http.protocol import GatewayRunner
 from heddle.services.local.embedded_nats import EmbeddedNats
 from heddle.shared.core.tokens import new_token
 from heddle.shared.runtime.settings import Settings

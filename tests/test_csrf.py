@@ -1,5 +1,5 @@
 """Requests a page on another origin could make a browser send (CSRF): the decision as a
-table (services/gateway/origin.py), then real requests to gateways with tokens on and off,
+table (services/gateway/http/origin.py), then real requests to gateways with tokens on and off,
 and the attack that was found, against a real stack with HEDDLE_AUTH=none: a page elsewhere
 cancelling a run and starting a workflow with ``fetch(..., {mode: "no-cors"})``."""
 
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from heddle.services.gateway.origin import cross_origin_refusal, same_origin
+from heddle.services.gateway.http.origin import cross_origin_refusal, same_origin
 
 from tests.conftest import StackFactory
 from tests.gateway_apps import FLOW, Gateway, call, root

@@ -36,7 +36,7 @@ PURE_IN_SERVICES = (
     "heddle.services.dispatcher.waiting",
     "heddle.services.dispatcher.autoscale",
     "heddle.services.runner_agent.chunks",
-    "heddle.services.gateway.log_lines",
+    "heddle.services.gateway.reads.log_lines",
 )
 
 
@@ -108,14 +108,6 @@ def test_only_the_nats_edge_imports_nats_py() -> None:
     [
         ("heddle.shared.wire", ("heddle.shared.wire",)),
         ("heddle.shared.core", ("heddle.shared.wire", "heddle.shared.core")),
-        (
-            "heddle.shared.runtime",
-            ("heddle.shared.wire", "heddle.shared.core", "heddle.shared.runtime"),
-        ),
-        (
-            "heddle.shared.broker",
-            ("heddle.shared.wire", "heddle.shared.core", "heddle.shared.runtime", EDGE),
-        ),
         ("heddle.shared", ("heddle.shared",)),
     ],
 )

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from heddle.services.gateway.grid import FinishedStates
+from heddle.services.gateway.reads.finished import FinishedStates
 
 from tests.conftest import StackFactory
 from tests.stack import Stack

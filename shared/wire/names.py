@@ -123,7 +123,7 @@ def cmd_cancel(run: str) -> str:
 
 
 # On each log message of a runner: its number among the attempt's runner messages, so a
-# reader counts the lines of chunks without reading them (services/gateway/log_index.py).
+# reader counts the lines of chunks without reading them (services/gateway/reads/log_index.py).
 LOG_MSG_HEADER = "Heddle-Msg"
 # A chunk of a command's output (raw lines as written, not JSON) names its stream and its
 # first line's number in these headers; notes (JSON) have neither (docs/logs.md).
