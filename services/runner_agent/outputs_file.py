@@ -22,9 +22,10 @@ import shutil
 import tempfile
 from collections.abc import Callable
 
-from heddle.services.runner_agent import file_watch, leftovers
+from heddle.services.runner_agent import file_watch
 from heddle.services.runner_agent.file_ids import filesystem_ids
 from heddle.services.runner_agent.isolation import StepUser
+from heddle.services.runner_agent.workdir import remove_entries
 from heddle.shared.core.outputs import OutputsError, parse_outputs, size_problem
 
 log = logging.getLogger("heddle.runner")
@@ -146,15 +147,8 @@ def _remove_strays(run_as: StepUser) -> None:
             strays = [e.name for e in listing if e.path not in _open]
     except OSError:
         return
-    if not strays:
-        return
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        with filesystem_ids(run_as.uid, run_as.gid):
-            for name in strays:
-                leftovers.remove(fd, name)
-    finally:
-        os.close(fd)
+    if strays:
+        remove_entries(directory, strays, run_as)
 
 
 def _watched(

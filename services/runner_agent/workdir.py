@@ -118,18 +118,24 @@ def _rmdir(path: str) -> bool:
 
 def _remove_holder(holder: str, run_as: StepUser | None) -> bool:
     """Everything in ``holder`` removed with the step user's rights, then the holder."""
+    return remove_entries(holder, None, run_as) and _rmdir(holder)
+
+
+def remove_entries(directory: str, names: list[str] | None, run_as: StepUser | None) -> bool:
+    """``names`` in the runner's ``directory`` (every entry if None) removed with the step
+    user's rights (leftovers.remove, which follows no link); True once all are gone."""
     try:
-        fd = os.open(holder, leftovers.DIR_FLAGS)  # the runner's: read as the runner
+        fd = os.open(directory, leftovers.DIR_FLAGS)  # the runner's: read as the runner
     except FileNotFoundError:
         return True
     try:
-        names = os.listdir(fd)
+        todo = os.listdir(fd) if names is None else names
         ids = filesystem_ids(run_as.uid, run_as.gid) if run_as else contextlib.nullcontext()
         with ids:
-            gone = [leftovers.remove(fd, name) for name in names]  # every one tried
+            gone = [leftovers.remove(fd, name) for name in todo]  # every one tried
     finally:
         os.close(fd)
-    return all(gone) and _rmdir(holder)
+    return all(gone)
 
 
 def workdir_env(env: dict[str, str], path: str, run_as: StepUser | None) -> dict[str, str]:
