@@ -14,6 +14,10 @@ $(BIN)/heddle: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip 'setuptools>=77'
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# The type checker reads the code under the name it installs as (pyproject.toml, [tool.mypy]).
+	mkdir -p $(VENV)/typecheck/heddle
+	ln -sfn $(CURDIR)/shared $(VENV)/typecheck/heddle/shared
+	ln -sfn $(CURDIR)/services $(VENV)/typecheck/heddle/services
 	touch $@
 
 install: $(BIN)/heddle
@@ -36,7 +40,7 @@ test-tools:
 
 test: install test-tools  ## install, then run the whole test suite
 	$(BIN)/ruff check shared services tests bench
-	$(BIN)/mypy
+	MYPYPATH=$(VENV)/typecheck $(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 # The pure tests alone (tests/unit: no server, no process, no network), in one process.
@@ -52,7 +56,7 @@ test-containers: install
 lint: install
 	$(BIN)/ruff check shared services tests bench
 	$(BIN)/ruff format --check shared services tests bench
-	$(BIN)/mypy
+	MYPYPATH=$(VENV)/typecheck $(BIN)/mypy
 
 format: install
 	$(BIN)/ruff format shared services tests bench

@@ -262,7 +262,7 @@ class StepWatch:
     attempt's acceptance, by (step, attempt, "accepted"): its first heartbeat, or its
     outcome for a step that ended before it was announced, whichever was stored first.
     Either is stored just before the runner's answer leaves (with the outcome, for a short
-    step: docs/architecture.md, "Making an attempt known")."""
+    step: docs/latency.md, "Making an attempt known")."""
 
     def __init__(self) -> None:
         self.subs: list = []

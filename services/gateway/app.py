@@ -1,28 +1,31 @@
-"""The gateway: Heddle's HTTP API. ``create_app(settings)`` builds it; the NATS connection
-lives in a cleanup context (connected before serving, drained after)."""
+"""The gateway: Heddle's HTTP API. ``create_app(settings)`` builds it: its state, its
+middleware and every declared route (``ROUTES``); the NATS connection lives in a cleanup
+context (connected before serving, drained after). ``Gateway`` starts and stops it."""
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 from aiohttp import web
-from heddle.services.gateway import (
-    api_page,
-    auth,
-    grid,
+from heddle.services.gateway.handlers import (
+    history,
     logs,
-    retry,
+    operations,
+    run_control,
     run_events,
     run_steps,
-    slow_clients,
+    runners,
+    runs,
     tokens,
-    views,
+    triggers,
     workflows,
 )
-from heddle.services.gateway import web as page
-from heddle.services.gateway.keys import (
+from heddle.services.gateway.http import auth, slow_clients
+from heddle.services.gateway.http.errors import errors_and_metrics
+from heddle.services.gateway.http.keys import (
+    FINISHED_STATES,
+    FINISHED_STEPS,
     METRICS,
     NATS,
     RESOURCES,
@@ -31,115 +34,43 @@ from heddle.services.gateway.keys import (
     TOKENS,
     GatewayResources,
 )
-from heddle.services.gateway.metrics import CONTENT_TYPE, Metrics
-from heddle.services.gateway.protocol import GatewayRunner
-from heddle.services.gateway.run_index import RunIndex
-from heddle.services.gateway.token_index import TokenIndex, read_token_file, seed_admin
+from heddle.services.gateway.http.metrics import Metrics
+from heddle.services.gateway.http.protocol import GatewayRunner
+from heddle.services.gateway.openapi import page as api_page
+from heddle.services.gateway.openapi.page import PUBLISHED, Published
+from heddle.services.gateway.openapi.route import Route, register
+from heddle.services.gateway.page import web as page
+from heddle.services.gateway.page.web import SITE, Site
+from heddle.services.gateway.reads.finished import FinishedStates, FinishedSteps
+from heddle.services.gateway.reads.run_index import RunIndex
+from heddle.services.gateway.reads.token_index import TokenIndex, read_token_file, seed_admin
 from heddle.shared.broker.nats_io import close, connect_until_ready
-from heddle.shared.broker.nats_types import (
-    ConnectionClosedError,
-    ConnectionReconnectingError,
-    MaxPayloadError,
-    NoRespondersError,
-    OutboundBufferLimitError,
-    ServiceUnavailableError,
-    StaleConnectionError,
-)
 from heddle.shared.broker.resources import ensure_resources
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.wire import names
 
 log = logging.getLogger("heddle.gateway")
-# What NATS raises when it is too slow, reconnecting or without JetStream for a moment
-# (nats.errors.TimeoutError is a TimeoutError): a 503 with Retry-After, never a 500.
-NATS_UNAVAILABLE = (
-    TimeoutError,
-    ConnectionClosedError,
-    ConnectionReconnectingError,
-    NoRespondersError,
-    OutboundBufferLimitError,
-    StaleConnectionError,
-    ServiceUnavailableError,
+
+
+# Every route the gateway serves: each declared once, in its handler's module, with its role
+# and what the OpenAPI document says of it (openapi/route.py). The document lists them by
+# tag, in this order within each.
+ROUTES: tuple[Route, ...] = (
+    *runs.ROUTES,
+    *run_steps.ROUTES,
+    *run_events.ROUTES,
+    *run_control.ROUTES,
+    *logs.ROUTES,
+    *runners.ROUTES,
+    *workflows.ROUTES,
+    *triggers.ROUTES,
+    *history.ROUTES,
+    *tokens.ROUTES,
+    *operations.ROUTES,
+    *api_page.ROUTES,
+    *page.ROUTES,
 )
-RETRY_AFTER = "1"
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@web.middleware
-async def errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every error answers JSON that names the problem; every request is counted."""
-    t0 = time.perf_counter()
-    status = 500
-    try:
-        response = await handler(request)
-        status = response.status
-        return response
-    except web.HTTPException as exc:
-        status = exc.status
-        if exc.status == 408:  # the rest of the body may still come: end the connection
-            response = web.Response(status=408, body=exc.text, content_type="application/json")
-            response.force_close()
-            return response
-        if exc.status < 400 or exc.content_type == "application/json":
-            raise
-        message = exc.reason
-        if exc.status == 413:
-            message = (
-                f"request body too large: the limit is {request.app[SETTINGS].max_body_bytes} bytes"
-            )
-        elif exc.status == 404:
-            message = f"no route for {request.path}"
-        elif exc.status == 405:
-            message = f"method {request.method} not allowed on {request.path}"
-        response = views.error(exc.status, message)
-        for name in ("Allow", "Retry-After"):
-            if name in exc.headers:
-                response.headers[name] = exc.headers[name]
-        return response
-    except NATS_UNAVAILABLE as exc:  # slow or away: the client may try again
-        status = 503
-        log.warning("%s %s: NATS did not answer: %r", request.method, request.path, exc)
-        response = views.error(503, "NATS did not answer in time; try again")
-        response.headers["Retry-After"] = RETRY_AFTER
-        return response
-    except MaxPayloadError:  # a write no route measured first: too large, still not a 500
-        status = 413
-        limit = views.payload_limit(request)
-        return views.error(413, f"the document is larger than NATS accepts ({limit} bytes)")
-    except Exception:  # last resort: an unforeseen error is a JSON 500, logged with its trace
-        log.exception("%s %s failed", request.method, request.path)
-        return views.error(500, "internal error")
-    finally:
-        route = request.match_info.route.resource
-        name = route.canonical if route is not None else "unmatched"
-        request.app[METRICS].observe(request.method, name, status, time.perf_counter() - t0)
-
-
-async def metrics(request: web.Request) -> web.Response:
-    body = await request.app[METRICS].render()
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
-
-
-def setup_routes(app: web.Application) -> None:
-    r = app.router
-    r.add_post("/api/runs", views.create_run)
-    run_steps.setup_routes(app)  # /api/runs/{run}, .../steps (in pages), /workflow/{id}
-    run_events.setup_routes(app)  # /api/runs/{run}/events
-    logs.setup_routes(app)  # /api/runs/{run}/steps/{step} and .../logs
-    r.add_post("/api/runs/{run}/cancel", views.cancel_run)
-    retry.setup_routes(app)  # POST /api/runs/{run}/retry
-    r.add_get("/api/runners", views.get_runners)
-    r.add_get("/healthz", views.healthz)
-    r.add_get("/readyz", views.readyz)
-    r.add_get("/metrics", metrics)
-    workflows.setup_routes(app)
-    grid.setup_routes(app)  # GET /api/workflows/{name}/grid
-    tokens.setup_routes(app)
-    page.setup_routes(app)  # the web page, its assets, GET /api/runs
-    api_page.setup_routes(app)  # /openapi.json and /docs
-    # The route names older scripts use.
-    r.add_post("/workflow", views.create_run)
-    r.add_get("/pods", views.get_runners)
+PUBLISHED_API = Published.of(ROUTES)  # /openapi.json and /docs, made once
 
 
 async def nats_context(app: web.Application) -> AsyncIterator[None]:
@@ -178,14 +109,18 @@ async def nats_context(app: web.Application) -> AsyncIterator[None]:
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(
         client_max_size=settings.max_body_bytes,
-        middlewares=[errors_and_metrics, auth.auth_middleware(settings)],
+        middlewares=[errors_and_metrics, auth.auth_middleware(settings, ROUTES)],
     )
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
     app[TOKENS] = TokenIndex()
+    app[FINISHED_STEPS] = FinishedSteps()  # for GET /api/runs/{run}/steps
+    app[FINISHED_STATES] = FinishedStates()  # for GET /api/workflows/{name}/grid
+    app[PUBLISHED] = PUBLISHED_API
+    app[SITE] = Site()
     app.on_response_prepare.append(slow_clients.close_unauthenticated)
     auth.warn_if_open(settings)
-    setup_routes(app)
+    register(app, ROUTES)
     app.cleanup_ctx.append(nats_context)
     return app
 

@@ -5,7 +5,7 @@ Runs under way share the pool: with every run of a burst open at once, each free
 finds some run's next step, and every run ends near the end of the burst. Bounded, the
 runs begun end first and the later ones wait their turn, stored (``RunRecord.waiting``)
 with every step pending, so a client is answered at once and may cancel a waiting run
-(docs/architecture.md, "Runs under way, bounded").
+(docs/bursts.md, "Runs under way, bounded").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Continuing a chain (docs/architecture.md): the steps a handed-off step takes along to its
+"""Continuing a chain (docs/latency.md): the steps a handed-off step takes along to its
 runner, what the runner's outcome makes of them, and what voids them. A part of the run's
 state machine (state.py), given the run's records (run_steps.py); pure: no I/O, no clock.
 """

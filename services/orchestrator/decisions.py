@@ -44,7 +44,7 @@ class Enqueue:
     # than through the dispatchers' stream (the runner whose success just readied it).
     handoff: str | None = None
     # A step with no dependencies: it opens its run, and the dispatchers serve the steps of
-    # runs under way before it (docs/architecture.md, "Runs under way first").
+    # runs under way before it (docs/bursts.md, "Runs under way first").
     opens: bool = False
 
 

@@ -9,7 +9,7 @@ waiting for its acknowledgement.
 The answer goes to the run's actor (``RunState.on_handoff_answer``): refused, the step goes to
 the dispatchers; unanswered, it goes to them marked to be looked for first. After a restart,
 an offer whose answer was lost is taken as unanswered once a runner would have answered
-(``AwaitHandoff``). Why and what it costs: docs/architecture.md, "Handing off".
+(``AwaitHandoff``). Why and what it costs: docs/latency.md, "Handing off".
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class Handoffs:
 
     async def _continue(self, run_id: str, eff: Continue) -> None:
         """A plain publish: the runner answers nothing. Its outcome of the attempt this
-        follows says whether it started the continuation (docs/architecture.md)."""
+        follows says whether it started the continuation (docs/latency.md)."""
         ready = eff.ready
         try:
             await self.nc.publish(names.runner_assign(eff.runner), encode(ready))

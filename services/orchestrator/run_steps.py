@@ -25,7 +25,7 @@ class Policy:
     # A success hands the first step it readies to the runner that succeeded (HEDDLE_HANDOFF).
     handoff: bool = False
     # A step handed to a runner takes its chain successor along, to run there as soon as it
-    # succeeds (HEDDLE_CONTINUE; docs/architecture.md, "Continuing a chain").
+    # succeeds (HEDDLE_CONTINUE; docs/latency.md, "Continuing a chain").
     continuations: bool = False
 
 

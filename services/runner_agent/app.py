@@ -203,7 +203,7 @@ class RunnerAgent:
         except msgspec.DecodeError as exc:  # its ValidationError too
             await self._refuse(msg, f"undecodable assignment: {exc}")
             return
-        if ready.after:  # a continuation (docs/architecture.md, "Continuing a chain")
+        if ready.after:  # a continuation (docs/latency.md, "Continuing a chain")
             self.continuations.hold(ready, self.current)
             return
         if (ready.run_id, ready.step_id, ready.attempt, ready.ticket) in self.taken:
@@ -213,7 +213,8 @@ class RunnerAgent:
             await self._refuse(msg, "shutting down" if self._stopping else "busy")
             return
         if stall := self.stalls.stall_before_now():
-            # It may have waited through the stall, and its offer been given up (shared/runtime/stalls.py).
+            # It may have waited through the stall, and its offer been given up
+            # (shared/runtime/stalls.py).
             reason = f"stale: this runner stood still for {stall:.1f}s"
             self._said("refused", ready, reason=reason)
             await self._refuse(msg, reason)
@@ -224,7 +225,7 @@ class RunnerAgent:
         self.jobs += 1
         if self.settings.started_report_delay == 0 or failpoints.active("runner.after_accept"):
             # Every start reported at once: the attempt is made known before its command
-            # starts, so a runner that dies at any point leaves a trace (docs/architecture.md).
+            # starts, so a runner that dies at any point leaves a trace (docs/latency.md).
             try:
                 await attempt.beats.beat()
             except NOT_STORED as exc:
@@ -232,10 +233,12 @@ class RunnerAgent:
                 await self._refuse(msg, f"heartbeat failed: {exc}")
                 return
         self.taken.add((ready.run_id, ready.step_id, ready.attempt, ready.ticket))
-        answer: tuple[Msg, bytes] | None = (msg, self._accepted())
+        accepted = self._accepted()
+        answer: tuple[Msg, bytes] | None = (msg, accepted)
         self._said("accepted", ready)
         if failpoints.active("runner.after_accept"):
-            await msg.respond(answer[1])
+            assert self.nc is not None  # connected in start(), before the subscription
+            await msg.respond(accepted)
             answer = None
             await self.nc.flush()  # the acceptance reaches the dispatcher, then we die
             failpoints.hit("runner.after_accept")
@@ -245,7 +248,7 @@ class RunnerAgent:
         # it has run for a moment (attempt.py).
         await attempt.start(answer=answer)
         attempt.task = asyncio.create_task(self._run(attempt))
-        self.registration.soon()
+        self._registration_soon()
 
     async def _go_on(self, done: Attempt, ready: StepReady) -> str:
         """Start ``ready``, the continuation of ``done``, which just succeeded without
@@ -302,7 +305,12 @@ class RunnerAgent:
             r = attempt.ready
             log.exception("step %s/%s attempt %d not reported", r.run_id, r.step_id, r.attempt)
         failpoints.hit("runner.after_report")
-        self.registration.soon()
+        self._registration_soon()
+
+    def _registration_soon(self) -> None:
+        """The registry entry rewritten soon (busy or idle); made in start()."""
+        if self.registration is not None:
+            self.registration.soon()
 
     def _free(self, attempt: Attempt) -> None:
         if self.current is attempt:  # not its continuation, which holds the runner now

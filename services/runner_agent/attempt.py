@@ -9,7 +9,7 @@ log's first note ("started on runner X (pid N)") and the started event, which mo
 to running. One that ends sooner is reported once, by its outcome, which carries the same
 start time and pid. The runner's answer to the dispatcher goes in the same write as the
 first report, and at the latest after a quarter of the dispatcher's wait: a short step
-costs its runner one write in all (docs/architecture.md).
+costs its runner one write in all (docs/latency.md).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from heddle.services.runner_agent.launcher import Launcher, LauncherError
 from heddle.services.runner_agent.output import LogPublisher
 from heddle.services.runner_agent.outputs_file import OutputsFile
 from heddle.services.runner_agent.process import ProcessResult, StepProcess, step_env
+from heddle.services.runner_agent.workdir import Workdir
 from heddle.shared.broker.acked import AckedPublisher
 from heddle.shared.broker.nats_types import NatsError
 from heddle.shared.runtime import failpoints
@@ -36,7 +37,7 @@ from heddle.shared.runtime.metrics import ATTEMPTS
 from heddle.shared.runtime.service import event
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.wire import names
-from heddle.shared.wire.contracts import StepFinished, StepReady, StepStarted, encode
+from heddle.shared.wire.contracts import Outcome, StepFinished, StepReady, StepStarted, encode
 from heddle.shared.wire.timefmt import now_rfc3339
 
 if TYPE_CHECKING:
@@ -62,14 +63,16 @@ class AttemptContext:
 
 
 class Attempt:
+    done: asyncio.Event  # set once its outcome is stored (or it ends unreported)
+
     def __init__(self, ctx: AttemptContext, ready: StepReady, after: Attempt | None = None) -> None:
         self.ctx = ctx
         self.ready = ready
-        # A continuation (docs/architecture.md, "Continuing a chain"): the attempt it
+        # A continuation (docs/latency.md, "Continuing a chain"): the attempt it
         # follows, whose outcome must be stored before this one's events are sent (its
         # ``done``; not the attempt, or a chain would keep every attempt in memory), and
         # whose kill is this one's. Owed: the orchestrator waits for it as for an answer.
-        self._after_done = after.done if after is not None else None
+        self._after_done: asyncio.Event | None = after.done if after is not None else None
         self.after_key: AttemptKey | None = after.key if after is not None else None
         self._owes_known = after is not None
         self.then: StepReady | None = None  # this attempt's own continuation, if given one
@@ -77,6 +80,7 @@ class Attempt:
         self.logs: LogPublisher | None = None
         self.failure: str | None = None  # the command could not be started
         self.outputs_file: OutputsFile | None = None  # $HEDDLE_OUTPUTS
+        self.workdir: Workdir | None = None  # the command's, removed before the runner is free
         self.task: asyncio.Task | None = None
         self.done = asyncio.Event()
         self.beats = Heartbeats(
@@ -121,14 +125,17 @@ class Attempt:
             ctx.settings.log_line_max_bytes,
         )
         env = step_env(ctx.base_env, ready.run_id, ready.step_id, ready.attempt, ready.env)
+        what = "outputs file"
         try:
             # Bounded while written: past the limit, the step is killed at once.
             limit, kill = ctx.settings.outputs_max_bytes, partial(self.kill, "failed")
             self.outputs_file = OutputsFile(ctx.run_as, limit, kill)
             env["HEDDLE_OUTPUTS"] = self.outputs_file.path
+            what = "working directory"
+            self.workdir = Workdir(ctx.run_as)
         except OSError as exc:
-            log.warning("no outputs file for %s/%s: %s", ready.run_id, ready.step_id, exc)
-            self.failure = f"could not make the outputs file: {exc}"
+            log.warning("no %s for %s/%s: %s", what, ready.run_id, ready.step_id, exc)
+            self.failure = f"could not make the {what}: {exc}"
         process = self.process = StepProcess(
             ready.command,
             env,
@@ -138,6 +145,7 @@ class Attempt:
             sink=logs.write,
             run_as=ctx.run_as,
             launcher=ctx.launcher,
+            cwd=self.workdir.path if self.workdir is not None else None,
         )
         self.beats.start()
         if self.failure is not None:
@@ -191,7 +199,7 @@ class Attempt:
         wait for or read: it only moves the step from queued to running for people to see,
         while the heartbeat already stored makes the attempt known to the watchdog, and the
         outcome (acknowledged, re-sent until it lands) tells the whole story if a started
-        event is ever lost (docs/architecture.md)."""
+        event is ever lost (docs/latency.md)."""
         ctx, ready, process, logs = self.ctx, self.ready, self.process, self.logs
         assert process is not None and logs is not None and self.started_at is not None
         started = StepStarted(
@@ -234,6 +242,7 @@ class Attempt:
         finally:
             # Whatever broke, the runner is free and the heartbeats stop: an attempt that
             # could not report goes silent, and the watchdog judges it (never a wedged runner).
+            await self._tidy()
             free()
             self.beats.stop()
             if self.outputs_file is not None:  # not read: its file and watch go all the same
@@ -262,6 +271,7 @@ class Attempt:
             if self._answer_timer is not None:  # the answer goes with the outcome
                 self._answer_timer.cancel()
                 self._answer_timer = None
+        await self._tidy()  # before a continuation starts or the runner is free
         # When the command ended: before its continuation's start, which follows it.
         ended_at = now_rfc3339()
         if self._announcing is not None:
@@ -309,6 +319,11 @@ class Attempt:
         # trying to report (a broker that came back, an acknowledgement lost) is not silent.
         await self._report(finished)
 
+    async def _tidy(self) -> None:
+        workdir, self.workdir = self.workdir, None
+        if workdir is not None:
+            await workdir.remove(self.ctx.launcher)
+
     def _outputs(self, result: ProcessResult) -> dict[str, str] | str:
         """The outputs of a succeeded attempt, or why they fail it (outputs_file.py)."""
         file, self.outputs_file = self.outputs_file, None
@@ -349,9 +364,9 @@ class Attempt:
         within the silence limit, so a publish lost with a crashed broker is re-sent soon."""
         return min(REPORT_ACK_TIMEOUT, max(0.5, self.ctx.settings.silence_limit / 4))
 
-    def kill(self, outcome: str, reason: str) -> None:
+    def kill(self, outcome: Outcome, reason: str) -> None:
         if self.process is not None:
-            self.process.kill(outcome, reason)  # type: ignore[arg-type]
+            self.process.kill(outcome, reason)
 
     async def _report(self, finished: StepFinished) -> None:
         """Publish the outcome until it lands: an outcome is never lost to an outage."""

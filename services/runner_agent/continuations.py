@@ -1,4 +1,4 @@
-"""The continuations a runner holds (docs/architecture.md, "Continuing a chain").
+"""The continuations a runner holds (docs/latency.md, "Continuing a chain").
 
 A continuation follows one attempt as it was given to this runner, its ticket included, and
 no other: one made for an offer this runner refused would otherwise follow the same attempt

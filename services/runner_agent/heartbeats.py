@@ -5,7 +5,7 @@ heartbeat would. Any other answer (a step announced as running, an answer sent b
 step's first report, every answer when each start is reported at once) follows the first
 heartbeat, so whoever looks for the attempt after the answer (the dispatcher after a lost
 answer, the watchdog) finds it. Then one every ``HEDDLE_HEARTBEAT_INTERVAL`` until the
-outcome is stored (docs/architecture.md, "Making an attempt known").
+outcome is stored (docs/latency.md, "Making an attempt known").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Keeping the runner's keys from its steps, and steps from each other (docs/architecture.md,
+"""Keeping the runner's keys from its steps, and steps from each other (docs/security.md,
 "Security").
 
 A step is the one thing Heddle runs that it does not trust. It gets an environment with no
@@ -59,7 +59,7 @@ def make_undumpable() -> bool:
     (what ssh-agent does). False where the call is unavailable."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+        return bool(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 

@@ -73,14 +73,21 @@ class Launcher:
         self._ready()
 
     def spawn(
-        self, argv: list[str], env: dict[str, str], out_w: int, err_w: int, on_exit: ExitCallback
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        out_w: int,
+        err_w: int,
+        on_exit: ExitCallback,
+        cwd: str | None = None,
     ) -> int:
-        """The step's pid, spawned now; ``on_exit`` gets its exit code later. Raises
+        """The step's pid, spawned now; ``on_exit`` gets its exit code later. ``cwd``: a
+        directory the launcher makes (0700, the step user's) and starts the step in. Raises
         OSError or ValueError as ``posix_spawn`` would, LauncherError if no launcher
         answers."""
-        if "\0" in "".join((*argv, *env, *env.values())):  # one scan of the whole request
+        if "\0" in "".join((*argv, *env, *env.values(), cwd or "")):  # one scan of it all
             raise ValueError("embedded null byte")  # as posix_spawn says it
-        body = msgspec.json.encode({"argv": argv, "env": env})
+        body = msgspec.json.encode({"argv": argv, "env": env, "cwd": cwd})
         data = HEADER.pack(len(body)) + body
         for tries_left in (1, 0):
             sock = self._ready()

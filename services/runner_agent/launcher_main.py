@@ -3,7 +3,8 @@
 Started by the runner (services/runner_agent/launcher.py) as root with an empty environment
 and the runner's end of a socket pair as fd 3, it drops to the step user's ids for good,
 then serves requests: each a spawn of ``/bin/sh -c`` in a new session with the two pipes
-that came with it, answered with the pid; and reports each step's exit status once it has
+that came with it, in the working directory it makes for it (services/runner_agent/
+workdir.py), answered with the pid; and reports each step's exit status once it has
 killed what the step left and reaped it. One ``posix_spawn`` (a vfork) per step: dropping
 the ids in each step's own process would cost a fork of the runner or a second exec.
 
@@ -13,8 +14,10 @@ fork): after reaping the step the launcher SIGKILLs them all with one ``kill(-1)
 process it may signal but itself) and, as their subreaper, reaps them before it reports the
 exit. A timeout or a cancel (a ``signal`` request) SIGTERMs them all, and those left when the
 step has ended and the grace has passed are SIGKILLed. It kills them all when it starts too
-(what a lost launcher's steps left) and when the runner is gone. Elsewhere (a uid others
-may share) only the step's process group is killed.
+(what a lost launcher's steps left) and when the runner is gone. Then, each of those times,
+what the uid made at the top of /tmp, /var/tmp and /dev/shm is removed (leftovers.py): its
+files are its steps' alone, as its processes are. Elsewhere (a uid others may share) only
+the step's process group is killed, and no file.
 
 Standard library only, run with ``python -I -S``: it imports nothing of Heddle's, reads no
 environment and holds no credential. It is non-dumpable, so a step (same uid) can signal it
@@ -26,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import importlib.util
 import json
 import os
 import selectors
@@ -34,6 +38,8 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
+from types import ModuleType
 
 # kind, pid, value: b"R" ready (its uid), b"S" spawned, b"X" not (errno), b"E" exit code
 RECORD = struct.Struct("!cii")
@@ -124,7 +130,7 @@ def spawn(request: dict, fds: list[int]) -> bytes:
     """The answer to a spawn request: b"S" and the pid, or b"X" and why not."""
     try:
         out_w, err_w = fds
-        pid = spawn_step(request["argv"], request["env"], out_w, err_w)
+        pid = spawn_in(request.get("cwd"), request["argv"], request["env"], out_w, err_w)
     except OSError as exc:
         return RECORD.pack(b"X", 0, exc.errno or errno.EIO)
     except (ValueError, TypeError, KeyError):  # a malformed request
@@ -133,6 +139,20 @@ def spawn(request: dict, fds: list[int]) -> bytes:
         for fd in fds:
             os.close(fd)
     return RECORD.pack(b"S", pid, 0)
+
+
+def spawn_in(cwd: str | None, argv: list[str], env: dict[str, str], out_w: int, err_w: int) -> int:
+    """spawn_step in ``cwd``, made now as the step user (a fresh directory, or an error):
+    posix_spawn has no chdir, and this process is single-threaded, so it goes there itself
+    and back to / at once (never holding a directory that is about to be removed)."""
+    if cwd is None:
+        return spawn_step(argv, env, out_w, err_w)
+    os.mkdir(cwd, 0o700)
+    os.chdir(cwd)
+    try:
+        return spawn_step(argv, env, out_w, err_w)
+    finally:
+        os.chdir("/")
 
 
 def terminate(request: dict, steps: Steps) -> None:
@@ -145,9 +165,9 @@ def terminate(request: dict, steps: Steps) -> None:
         steps[pid] = time.monotonic() + float(request["grace"])
 
 
-def ended(pid: int, steps: Steps, sweep: bool) -> int:
+def ended(pid: int, steps: Steps, sweep: bool, tidy: Callable[[], None] | None = None) -> int:
     """The exit code of step ``pid``, which has ended, once what it left is killed and
-    reaped."""
+    reaped, and ``tidy`` has removed the files it left."""
     grace_until = steps.pop(pid)
     if not sweep or steps:  # a uid others may share, or (never so far) another step runs
         # A zombie keeps its group id: what the step left running in its group dies first.
@@ -159,10 +179,12 @@ def ended(pid: int, steps: Steps, sweep: bool) -> int:
         reap_children(grace_until)
     kill_all(signal.SIGKILL)
     reap_children(time.monotonic() + SWEEP_WAIT)
+    if tidy is not None:
+        tidy()
     return os.waitstatus_to_exitcode(status)
 
 
-def serve(sock: socket.socket, sweep: bool) -> None:
+def serve(sock: socket.socket, sweep: bool, tidy: Callable[[], None] | None = None) -> None:
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ, None)
     steps: Steps = {}
@@ -171,7 +193,7 @@ def serve(sock: socket.socket, sweep: bool) -> None:
             if key.data is not None:  # a step ended
                 sel.unregister(key.fd)
                 os.close(key.fd)
-                sock.sendall(RECORD.pack(b"E", key.data, ended(key.data, steps, sweep)))
+                sock.sendall(RECORD.pack(b"E", key.data, ended(key.data, steps, sweep, tidy)))
                 continue
             got = read_request(sock)
             if got is None:
@@ -192,21 +214,40 @@ def serve(sock: socket.socket, sweep: bool) -> None:
             sock.sendall(answer)
 
 
+def sibling(name: str) -> ModuleType:
+    """The module ``name`` beside this file, loaded by its path: run as a script with -I,
+    nothing of Heddle's is on sys.path (standard library only, as this one)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"heddle_launcher_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
     uid, gid, sweep = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:] == ["sweep"]
+    # Loaded before the switch: the step user may not read the interpreter's library.
+    leftovers = sibling("leftovers") if sweep else None
     drop_to(uid, gid, sweep)
-    if sweep:  # what a lost launcher's steps left: the runner holds the uid alone
+    tidy = None
+    if leftovers is not None:  # what a lost launcher's steps left: the uid is the runner's alone
         kill_all(signal.SIGKILL)
+        tidy = leftovers.TempSweep(uid).sweep
+        tidy()
     os.set_inheritable(3, False)  # no step may hold the socket
     sock = socket.socket(fileno=3)
     try:
         sock.sendall(RECORD.pack(b"R", os.getpid(), os.getuid()))
-        serve(sock, sweep)
+        serve(sock, sweep, tidy)
     except (BrokenPipeError, ConnectionResetError):
         pass  # the runner is gone
     finally:
         if sweep:  # nothing of its steps outlives the runner's launcher
             kill_all(signal.SIGKILL)
+            reap_children(time.monotonic() + SWEEP_WAIT)
+        if tidy is not None:
+            tidy()
 
 
 if __name__ == "__main__":

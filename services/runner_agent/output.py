@@ -26,7 +26,7 @@ most twice those amounts of one attempt are ever in flight.
 Every runner message carries a ``Heddle-Msg`` header, its number among the runner's
 messages of the attempt (1, 2, 3 ...). With the line numbers it lets a reader count an
 attempt's lines exactly from two messages, the orchestrator's notes included
-(services/gateway/log_index.py).
+(services/gateway/reads/log_index.py).
 """
 
 from __future__ import annotations

@@ -25,10 +25,12 @@ from collections.abc import Callable
 from heddle.services.runner_agent import file_watch
 from heddle.services.runner_agent.file_ids import filesystem_ids
 from heddle.services.runner_agent.isolation import StepUser
+from heddle.services.runner_agent.workdir import remove_entries
 from heddle.shared.core.outputs import OutputsError, parse_outputs, size_problem
 
 log = logging.getLogger("heddle.runner")
 _directory: str | None = None
+_open: set[str] = set()  # the outputs files of attempts not yet ended, by path
 # In memory: on a disk-backed /tmp (ext4, a container's overlay) making and removing a file
 # waits behind the journal's other writers, up to a quarter of a millisecond per step.
 MEMORY_DIR = "/dev/shm"
@@ -66,6 +68,7 @@ class OutputsFile:
         """``limit``: the file is watched, emptied as soon as it is found past the limit, and
         ``too_large`` told why (the attempt's reason) the first time."""
         self.path = os.path.join(_own_directory(run_as), secrets.token_hex(16))
+        self.run_as = run_as
         self.limit = limit
         self.too_large = too_large
         self.seen_size: int | None = None  # found past the limit while the step ran
@@ -77,6 +80,7 @@ class OutputsFile:
         else:
             with filesystem_ids(run_as.uid, run_as.gid):
                 self.fd = os.open(self.path, flags, 0o600)
+        _open.add(self.path)
         # The directory is watched, the runner's own (no step may read it).
         self._watch = _watched(watcher, self.path, self._changed)
 
@@ -125,6 +129,26 @@ class OutputsFile:
             os.close(fd)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+        _open.discard(self.path)
+        if fd is not None and self.run_as is not None:
+            _remove_strays(self.run_as)
+
+
+def _remove_strays(run_as: StepUser) -> None:
+    """What a step made beside its outputs file, under a name of its choosing, goes with its
+    attempt: a later step of the same uid could read it by that name. Removed as the step
+    user (leftovers.remove), never following a link; the directory holds no other attempt's
+    file but those in ``_open``."""
+    directory = _directory
+    if directory is None:
+        return
+    try:
+        with os.scandir(directory) as listing:
+            strays = [e.name for e in listing if e.path not in _open]
+    except OSError:
+        return
+    if strays:
+        remove_entries(directory, strays, run_as)
 
 
 def _watched(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from heddle.services.runner_agent.isolation import StepUser
 from heddle.services.runner_agent.launcher import Launcher
 from heddle.services.runner_agent.launcher_main import spawn_step
+from heddle.services.runner_agent.workdir import entering, workdir_env
 from heddle.shared.core.step_env import passes
 from heddle.shared.wire.contracts import Outcome
 
@@ -88,8 +89,11 @@ class StepProcess:
         sink: OutputSink | None = None,
         run_as: StepUser | None = None,
         launcher: Launcher | None = None,
+        cwd: str | None = None,
     ) -> None:
+        """``cwd``: the attempt's working directory (workdir.py), which the launcher makes."""
         self.command = command
+        self.cwd = cwd
         self.env = env
         self.run_as = run_as
         self.launcher = launcher  # spawns the command as run_as
@@ -203,9 +207,13 @@ class StepProcess:
         argv, env = ["/bin/sh", "-c", self.command], self.env
         if self.run_as is not None:
             env = self.run_as.env(env)
+        if self.cwd is not None:
+            env = workdir_env(env, self.cwd, self.run_as)
+            if self.launcher is None:  # a launcher goes there itself
+                argv = entering(self.cwd, argv)
         try:
             if self.launcher is not None:
-                self.pid = self.launcher.spawn(argv, env, out_w, err_w, self._exited_with)
+                self.pid = self.launcher.spawn(argv, env, out_w, err_w, self._exited_with, self.cwd)
             else:
                 self.pid = spawn_step(argv, env, out_w, err_w)
         except BaseException:
@@ -237,17 +245,18 @@ class StepProcess:
             if self._buffered >= MAX_BUFFERED and not self._paused:
                 self._paused = True  # the sink is behind: stop reading until it catches up
                 for pipe in self._pipes:
-                    self._loop.remove_reader(pipe)
+                    self._watching().remove_reader(pipe)
         else:
-            self._loop.remove_reader(fd)
+            self._watching().remove_reader(fd)
             del self._pipes[fd]
             os.close(fd)
         self._wake()
 
     def _on_exit(self) -> None:
-        loop, pid = self._loop, self.pid
-        loop.remove_reader(self._pidfd)
-        os.close(self._pidfd)
+        loop, pid, pidfd = self._watching(), self.pid, self._pidfd
+        assert pid is not None and pidfd is not None  # called by the pidfd's reader
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
         self._pidfd = None
         # The shell is a zombie until reaped, so its group id cannot be reused yet: whatever
         # it left running dies now, which also closes the pipes those processes held.
@@ -263,13 +272,19 @@ class StepProcess:
         """The shell was reaped (here, or by the launcher, which killed its group first)."""
         if self._exited:
             return
-        loop = self._loop
+        loop = self._watching()
         self.returncode = code
         self._exited = True
         for timer in self._timers:
             timer.cancel()
         self._timers.append(loop.call_later(DRAIN_TIMEOUT, self._drain_expired))
         self._wake()
+
+    def _watching(self) -> asyncio.AbstractEventLoop:
+        """The loop the process is watched on, set when it is spawned."""
+        loop = self._loop
+        assert loop is not None, "not spawned"
+        return loop
 
     def _drain_expired(self) -> None:
         self._drained = True
@@ -294,7 +309,7 @@ class StepProcess:
         if self.launcher is None or not self.launcher.terminate(self.pid, self.kill_grace):
             kill_group(self.pid, signal.SIGTERM)
         self._timers.append(
-            self._loop.call_later(self.kill_grace, kill_group, self.pid, signal.SIGKILL)
+            self._watching().call_later(self.kill_grace, kill_group, self.pid, signal.SIGKILL)
         )
 
 

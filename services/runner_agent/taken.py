@@ -4,7 +4,7 @@ An offer can come twice for one attempt: a dispatcher can be given a ready messa
 after another one placed it. The runner that took the attempt answers "accepted" again: it
 holds the attempt, or ran it and its outcome is on its way (re-sent until stored). Only
 under the same ticket: the same attempt queued again under a new one (a run rebuilt after
-its queued record was lost, docs/architecture.md, "Handing off") is another offer, since
+its queued record was lost, docs/latency.md, "Handing off") is another offer, since
 the outcome under the old ticket does not count.
 """
 

@@ -5,7 +5,7 @@ unsubscribe for its inactivity threshold: a gateway following hundreds of runs a
 them up until the server refused more ("maximum consumers limit reached"). A core
 subscription costs the server a subject match and nothing after it is closed. What it does
 not give is a revision: a reader takes its snapshot after subscribing and orders what the
-two deliver by the records' own progress (services/gateway/progress.py). A publish is seen
+two deliver by the records' own progress (services/gateway/reads/progress.py). A publish is seen
 as the server receives it, also one the stream then refuses (a stale owner's conditional
 write), so a reader's last word is always a stored read.
 """

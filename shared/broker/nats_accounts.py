@@ -92,9 +92,10 @@ def server_config(
     for account, linked in links().items():
         accounts[account] = {"users": [], **linked}
     accounts[HEDDLE]["jetstream"] = "enabled"
-    for u in [*users, *extra]:
+    placed = [(account_of(u.name), u) for u in users] + [(HEDDLE, u) for u in extra]
+    for account, u in placed:
         entry = {"user": u.name, "password": u.password, "permissions": u.permissions.to_config()}
-        accounts[HEDDLE if u in extra else account_of(u.name)]["users"].append(entry)
+        accounts[account]["users"].append(entry)
     return {"accounts": accounts}
 
 

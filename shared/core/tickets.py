@@ -1,6 +1,6 @@
 """An attempt's ticket (StepReady.ticket): drawn by the orchestrator when it queues the
 attempt, given by the dispatcher to the one runner it assigns, and returned in that runner's
-events and heartbeats, so no other runner can speak for the attempt (docs/architecture.md,
+events and heartbeats, so no other runner can speak for the attempt (docs/security.md,
 "Tickets"). Pure."""
 
 from __future__ import annotations

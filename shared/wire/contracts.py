@@ -145,7 +145,7 @@ class StepReady(FrozenWire, frozen=True):
     requeue: int = 0
     # The attempt's ticket: a random token only the orchestrator, the dispatcher and the
     # runner given the attempt know. Its events and heartbeats carry it back, so no other
-    # runner can speak for the attempt (docs/architecture.md, "Security").
+    # runner can speak for the attempt (docs/security.md, "Security").
     ticket: str = ""
     # The step's own variables (parameters, slot, static env, upstream outputs:
     # shared/core/step_env.py), set after the runner's environment is stripped of HEDDLE_*.
@@ -153,7 +153,7 @@ class StepReady(FrozenWire, frozen=True):
     # Handed to a runner first, which gave no answer: a runner may hold it, so the
     # dispatcher looks for the attempt (its heartbeat, its outcome) before it offers it.
     check: bool = False
-    # A continuation (docs/architecture.md, "Continuing a chain"): run this attempt right
+    # A continuation (docs/latency.md, "Continuing a chain"): run this attempt right
     # after attempt ``after_attempt`` of step ``after`` succeeds on the runner holding it,
     # if that one wrote no outputs. Empty: an offer to take now.
     after: str = ""
@@ -177,7 +177,7 @@ class CancelAttempt(FrozenWire, frozen=True):
     attempt: int
     reason: str
     # The attempt's (StepReady.ticket): its runner kills it only on a cancel that carries
-    # it, so no one else who can reach the runner's subject can (docs/architecture.md).
+    # it, so no one else who can reach the runner's subject can (docs/security.md).
     ticket: str = ""
 
 
@@ -211,7 +211,8 @@ class StepFinished(StepEvent, tag="finished", frozen=True, kw_only=True):
     # step that ends within HEDDLE_STARTED_REPORT_DELAY has no started event to say so.
     started_at: str | None = None
     pid: int | None = None
-    # What a succeeded attempt wrote to $HEDDLE_OUTPUTS (shared/core/outputs.py); never a failed one's.
+    # What a succeeded attempt wrote to $HEDDLE_OUTPUTS (shared/core/outputs.py); never a
+    # failed one's.
     outputs: dict[str, str] = {}
     # The step whose continuation (StepReady.after) this runner started at this success,
     # its attempt the one it was given, and that attempt's ticket: the runner holds it now.

@@ -45,7 +45,7 @@ ALL_BUCKETS = (
 # Durable consumers
 DISPATCHER_DURABLE = "dispatcher"
 # The dispatchers' consumer of the steps that open a run (``step_ready(..., opens=True)``),
-# served after those of runs under way (docs/architecture.md, "Runs under way first").
+# served after those of runs under way (docs/bursts.md, "Runs under way first").
 DISPATCHER_OPENING_DURABLE = "dispatcher-opening"
 # The most partitions there may be (HEDDLE_PARTITIONS): each is two durable consumers and a
 # share of every orchestrator's watch.
@@ -63,7 +63,7 @@ def orch_events_durable(partition: int) -> str:
 # Subjects. Commands and events are published as heddle.cmd.<kind>.<run> and
 # heddle.evt.<run>.<step>.<kind>.<runner>; their streams store each with the run's partition
 # appended (a subject transform, ``partitioned``), so that one
-# orchestrator's consumers take a partition's runs alone (docs/architecture.md, "Several
+# orchestrator's consumers take a partition's runs alone (docs/scaling.md, "Several
 # orchestrators"). Filters on a run's stored events end in ``>`` for that reason.
 CMD_ALL = "heddle.cmd.>"
 CMD_PUBLISHED = "heddle.cmd.*.*"
@@ -123,7 +123,7 @@ def cmd_cancel(run: str) -> str:
 
 
 # On each log message of a runner: its number among the attempt's runner messages, so a
-# reader counts the lines of chunks without reading them (services/gateway/log_index.py).
+# reader counts the lines of chunks without reading them (services/gateway/reads/log_index.py).
 LOG_MSG_HEADER = "Heddle-Msg"
 # A chunk of a command's output (raw lines as written, not JSON) names its stream and its
 # first line's number in these headers; notes (JSON) have neither (docs/logs.md).

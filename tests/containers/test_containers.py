@@ -85,10 +85,13 @@ def test_a_runner_killed_inside_its_container_mid_step_ends_its_attempt(
     assert status == 201, body
     step = deployment.wait_step(body["runId"], "long", {"running"})
     (container,) = deployment.containers(step["runner"])
-    killed = deployment.engine.docker(
-        "exec", "-u", "0", container, "python", "-c", KILL_RUNNER
-    ).stdout.split()
-    assert len(killed) == 1, killed
+    # The runner is the container's main process: its death stops the container, which may
+    # take the exec down with it (137) once it has said which pid it killed.
+    done = deployment.engine.docker(
+        "exec", "-u", "0", container, "python", "-c", KILL_RUNNER, check=False
+    )
+    killed = done.stdout.split()
+    assert done.returncode in (0, 137) and len(killed) == 1, (done.returncode, done.stderr)
     at = time.monotonic()
     run = deployment.wait_run(body["runId"], timeout=120)
     seconds = time.monotonic() - at

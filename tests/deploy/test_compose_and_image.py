@@ -559,12 +559,10 @@ def test_an_installed_package_carries_the_web_page(tmp_path: Path) -> None:
     [wheel] = out.glob("heddle-*.whl")
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-    shipped = {
-        f"heddle/services/gateway/static/{p.name}"
-        for p in (ROOT / "services/gateway/static").iterdir()
-    }
+    static = "services/gateway/page/static"
+    shipped = {f"heddle/{static}/{p.name}" for p in (ROOT / static).iterdir()}
     assert shipped and shipped <= names
-    assert "heddle/services/gateway/web.py" in names
+    assert "heddle/services/gateway/page/web.py" in names
     # One name of Heddle's own in site-packages, nothing generic beside it.
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"heddle"}, top

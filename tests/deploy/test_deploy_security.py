@@ -1,6 +1,7 @@
-"""The chart's security: the NATS users and permissions (the same as shared/broker/nats_permissions.py),
-each workload's own password, the runner's privileges, the admin token, the Host names the
-gateway answers to, the NetworkPolicies, and the rendered users on a real nats-server."""
+"""The chart's security: the NATS users and permissions (the same as
+shared/broker/nats_permissions.py), each workload's own password, the runner's privileges, the admin
+token, the Host names the gateway answers to, the NetworkPolicies, and the rendered users on a real
+nats-server."""
 
 from __future__ import annotations
 

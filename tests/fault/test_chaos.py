@@ -23,7 +23,7 @@ from tests.support.ledger import runs_per_attempt
 from tests.support.stack import Stack, StackFactory
 
 LAYERS, WIDTH, KILLS = 5, 40, 12
-CHAINS = 3  # the first columns are chains (docs/architecture.md, "Continuing a chain")
+CHAINS = 3  # the first columns are chains (docs/latency.md, "Continuing a chain")
 SERVICES = ["orchestrator", "dispatcher", "gateway"] + [f"runner-{i}" for i in range(4)]
 
 
@@ -106,7 +106,7 @@ async def test_a_run_survives_a_dozen_service_kills_and_runs_no_attempt_twice(
     once, where an attempt is made known before its command starts; by default a runner
     killed in a step's first moments leaves no trace, and the same attempt is offered
     again (test_attempt_known.py). With two dispatchers, each is killed twice, one of them
-    just after the other came back (docs/architecture.md, "Several dispatchers")."""
+    just after the other came back (docs/scaling.md, "Several dispatchers")."""
     s = await stack(runners=4, dispatchers=dispatchers, HEDDLE_STARTED_REPORT_DELAY="0")
     victims = SERVICES + [f"dispatcher-{i}" for i in range(1, dispatchers)]
     run, per_attempt, ran_steps, schedule = await chaos_run(s, tmp_path, victims, seed=seed)

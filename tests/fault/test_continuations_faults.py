@@ -1,4 +1,4 @@
-"""Continuing a chain when processes die (docs/architecture.md, "Continuing a chain"): a
+"""Continuing a chain when processes die (docs/latency.md, "Continuing a chain"): a
 runner SIGKILLed while it runs a continuation, and an orchestrator SIGKILLed while a chain
 goes on without it. Real processes; every step leaves a line in a ledger each time it runs,
 so the checks are about what ran, not only about what the run document says."""

@@ -1,4 +1,4 @@
-"""Several dispatchers (docs/architecture.md, "Several dispatchers"), as real processes: two
+"""Several dispatchers (docs/scaling.md, "Several dispatchers"), as real processes: two
 share the ready steps, never give one runner two steps at once, and one SIGKILLed mid-run
 leaves no step stuck: the ready steps it held come back to the other once their ack wait ends
 (HEDDLE_READY_ACK_WAIT, 2 s in the tests), and one stopped with SIGTERM (a rolling update)

@@ -274,7 +274,7 @@ async def test_broker_killed_mid_fan_out_every_step_still_succeeds_first_time(
     """nats-server SIGKILLed for 2 s in the middle of a busy fan-out, then started again
     on its store: the writes and acknowledgements of its last moments are lost, yet the run
     ends, and no step is failed by a false verdict or retried (steps may run twice:
-    at-least-once across a broker crash, docs/architecture.md)."""
+    at-least-once across a broker crash, docs/failures.md)."""
     s = await stack(runners=4, HEDDLE_HEARTBEAT_INTERVAL="0.5")
     run_id = await fan_out_under_way(s, tmp_path / "ran", 300)
     assert s.nats is not None

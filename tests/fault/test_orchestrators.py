@@ -1,4 +1,4 @@
-"""Several orchestrators (docs/architecture.md, "Several orchestrators"), as real processes:
+"""Several orchestrators (docs/scaling.md, "Several orchestrators"), as real processes:
 three orchestrators share the partitions of the runs, and with two dispatchers beside them,
 each of the five is SIGKILLed mid-run in turn (and started again). Every run ends, every
 step succeeds on its first attempt, and no attempt runs in two processes (the ledger of

@@ -1,6 +1,6 @@
 """A runner's "accepted" leaves with the step's first report, in the same write: the
 outcome of a short step, the announcement of a longer one, and never later than a quarter
-of the dispatcher's wait (docs/architecture.md, "Answering with the first report").
+of the dispatcher's wait (docs/latency.md, "Answering with the first report").
 
 Each test plays the dispatcher against one real runner process: it sends the assignment
 itself and watches the answer, the events and a file the command writes as it ends.

@@ -1,4 +1,4 @@
-"""When an attempt is made known by a heartbeat (docs/architecture.md, "Making an attempt
+"""When an attempt is made known by a heartbeat (docs/latency.md, "Making an attempt
 known"): a short step writes none, its answer travelling with its outcome; a longer one
 writes its first before its answer; with every start reported at once, before its command
 starts. What that means when a runner dies under a step is tested here with real runner

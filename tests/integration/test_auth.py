@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from heddle.services.gateway.app import create_app
-from heddle.services.gateway.auth import ROUTE_ROLES
+from heddle.services.gateway.app import ROUTES, create_app
+from heddle.services.gateway.http.auth import route_roles
 from heddle.services.local.embedded_nats import EmbeddedNats
 from heddle.shared.core.tokens import new_token
 from heddle.shared.runtime.settings import Settings
@@ -125,7 +125,9 @@ def test_every_route_has_a_role() -> None:
         for r in app.router.routes()
         if r.method != "HEAD" and r.resource is not None
     }
-    assert routes == set(ROUTE_ROLES), routes ^ set(ROUTE_ROLES)
+    roles = route_roles(ROUTES, Settings())
+    assert routes == set(roles), routes ^ set(roles)
+    assert set(roles.values()) == {None, "viewer", "operator", "admin"}
 
 
 async def test_a_route_without_a_role_needs_admin(

@@ -15,8 +15,9 @@ from typing import Any
 
 import nats
 import pytest
-from heddle.services.gateway.keys import NATS
-from heddle.services.gateway.views import HEADER_ROOM, MAX_LISTED_PROBLEMS
+from heddle.services.gateway.http.answers import MAX_LISTED_PROBLEMS
+from heddle.services.gateway.http.inputs import HEADER_ROOM
+from heddle.services.gateway.http.keys import NATS
 from heddle.services.local.embedded_nats import EmbeddedNats
 from heddle.shared.broker.documents import INLINE_MAX
 from heddle.shared.core.validation import Limits, parse_run_request
@@ -276,7 +277,7 @@ async def test_a_workflow_over_the_payload_limit_is_413_and_not_written(
 
 
 def submit_size(doc: dict[str, Any]) -> int:
-    """What the gateway will publish for ``doc`` (views.create_run), in bytes."""
+    """What the gateway will publish for ``doc`` (handlers/runs.create_run), in bytes."""
     req = parse_run_request(doc, Limits())
     cmd = SubmitRun(run_id=doc["runId"], steps=req.steps, submitted_at=now_rfc3339())
     return len(encode(cmd))

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from heddle.services.gateway import run_steps
-from heddle.services.gateway.keys import RESOURCES
+from heddle.services.gateway.handlers import run_steps
+from heddle.services.gateway.http.keys import RESOURCES
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import RunRecord, StepRecord, encode
 

@@ -1,5 +1,5 @@
 """A runner kills an attempt only on a cancel that carries the attempt's ticket, as it speaks
-for the attempt only with it (docs/architecture.md, "Tickets"): a cancel published to its
+for the attempt only with it (docs/security.md, "Tickets"): a cancel published to its
 subject by anyone else, with no ticket or another one, leaves the step running to its
 success, while the orchestrator's cancel (the API's) still kills it. Real services."""
 

@@ -1,7 +1,7 @@
 """Every JetStream call that changes state, against every NATS user without the right to it,
 on a real nats-server with the configuration shared/broker/nats_permissions.py generates: the server
 refuses each one. The inspector in particular creates no consumer of any kind (a create's body
-can name a service's durable, make a durable or push to any subject: docs/architecture.md,
+can name a service's durable, make a durable or push to any subject: docs/security.md,
 "NATS users and permissions"), and its reads still work."""
 
 from __future__ import annotations
@@ -243,9 +243,9 @@ async def test_the_inspector_still_reads(server: Server) -> None:
 
 
 async def test_no_reply_can_be_aimed_at_a_stream(server: Server) -> None:
-    """A JetStream answer goes to the reply subject its request names, whatever the
-    requester may publish: the inspector's reads and a runner's lookups and writes, their
-    answers aimed at a run record and at an event, store nothing (shared/broker/nats_accounts.py)."""
+    """A JetStream answer goes to the reply subject its request names, whatever the requester may
+    publish: the inspector's reads and a runner's lookups and writes, their answers aimed at a run
+    record and at an event, store nothing (shared/broker/nats_accounts.py)."""
     run_r1 = names.kv_subject(names.RUNS_BUCKET, names.run_key("r1"))
     event = names.evt("r1", "s", "finished", "runner-0")
     runs_stream = names.kv_stream(names.RUNS_BUCKET)

@@ -14,11 +14,11 @@ from typing import Any
 
 import nats
 import pytest
-from heddle.services.gateway import log_tail
-from heddle.services.gateway.log_index import attempt_messages
-from heddle.services.gateway.log_lines import CURSOR_SPAN
-from heddle.services.gateway.log_reader import read_lines
-from heddle.services.gateway.log_tail import read_attempt
+from heddle.services.gateway.reads import log_tail
+from heddle.services.gateway.reads.log_index import attempt_messages
+from heddle.services.gateway.reads.log_lines import CURSOR_SPAN
+from heddle.services.gateway.reads.log_reader import read_lines
+from heddle.services.gateway.reads.log_tail import read_attempt
 from heddle.services.local.embedded_nats import EmbeddedNats
 from heddle.services.runner_agent.output import MSG_HEADER, LogPublisher
 from heddle.shared.broker.acked import AckedPublisher

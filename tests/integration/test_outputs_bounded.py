@@ -20,7 +20,8 @@ from tests.support.container_privileges import (
 from tests.support.stack import Stack, StackFactory, step_of
 
 LIMIT = 65536
-WRITTEN = 200_000_000
+CHUNKS = 200  # of 1 MiB each, a few ms apart: a second or two in all, however fast memory is
+WRITTEN = CHUNKS * 1_048_576
 TOO_LARGE = re.compile(
     r"bad outputs: the outputs file is (\d+) bytes; the limit is 65536 \(HEDDLE_OUTPUTS_MAX_BYTES\)"
 )
@@ -76,8 +77,14 @@ async def test_a_step_writing_past_the_limit_is_killed_while_it_runs(
         " 2>/dev/null",
         shared,
     )
-    # 200 MB in 8 KiB writes, into memory: cut off long before the end.
-    flood = step("flood", f'yes x | head -c {WRITTEN} >> "$HEDDLE_OUTPUTS"', shared)
+    # 200 MiB into memory, paced so that the runner, even on a loaded machine, gets the CPU
+    # to see it long before the end (unpaced, the write can end before it runs at all).
+    flood = step(
+        "flood",
+        f"for i in $(seq {CHUNKS}); do yes x | head -c 1048576; sleep 0.005; done"
+        ' >> "$HEDDLE_OUTPUTS"',
+        shared,
+    )
     run_ids = [await s.submit({"steps": [one]}) for one in (burst, flood)]
     burst_run, flood_run = [await s.wait_run(run_id, timeout=60) for run_id in run_ids]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import aiohttp
 import nats
-from heddle.services.gateway.run_events import RunChanges
+from heddle.services.gateway.handlers.run_events import RunChanges
 from heddle.services.local.embedded_nats import EmbeddedNats
 from heddle.shared.broker.buckets import open_bucket
 from heddle.shared.wire import names

@@ -1,4 +1,4 @@
-"""services/gateway/run_index.py: the runs list's index kept by a real nats-server's consumer
+"""services/gateway/reads/run_index.py: the runs list's index kept by a real nats-server's consumer
 (RunIndex): built from the records there, updated as they change, caught up to each request.
 The index itself (RunList), without I/O: tests/unit/gateway/test_run_index.py."""
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from heddle.services.gateway.run_index import RunIndex
+from heddle.services.gateway.reads.run_index import RunIndex
 from heddle.services.local.embedded_nats import EmbeddedNats
 from heddle.shared.broker.buckets import open_bucket
 from heddle.shared.wire import names

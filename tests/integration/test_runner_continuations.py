@@ -1,4 +1,4 @@
-"""A runner's continuations (docs/architecture.md, "Continuing a chain"): offered a step and
+"""A runner's continuations (docs/latency.md, "Continuing a chain"): offered a step and
 the one after it, it starts the second the moment the first succeeds without outputs, says
 so in the first one's outcome, and reports the second only after it.
 

@@ -1,4 +1,4 @@
-"""The steps of runs under way go before the steps that open a run (docs/architecture.md,
+"""The steps of runs under way go before the steps that open a run (docs/bursts.md,
 "Runs under way first"), through the real services: one runner, a run under way and a
 second run whose opening steps were queued before the first one's next steps."""
 

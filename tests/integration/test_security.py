@@ -1,6 +1,6 @@
 """The attacks Heddle must stop, each against a real stack: anonymous and out-of-role NATS
 clients, steps looking for keys, one runner speaking for another's attempt, and a submit
-that skips the gateway (docs/architecture.md, "Security"). The gateway's tokens, Host
+that skips the gateway (docs/security.md, "Security"). The gateway's tokens, Host
 check and form refusal are in test_auth.py."""
 
 from __future__ import annotations
@@ -169,6 +169,7 @@ async def test_a_step_holds_no_credential_and_nats_refuses_it(
         "HEDDLE_STEP_ID",
         "HEDDLE_ATTEMPT",
         "HEDDLE_OUTPUTS",  # the path of the step's own outputs file
+        "HEDDLE_WORKDIR",  # the path of the step's own working directory
     }
     assert connect.startswith("refused:") and "Authorization Violation" in connect
 
@@ -179,7 +180,7 @@ async def test_steps_run_as_the_step_user_where_the_runner_can_switch(
     """As root, steps run as HEDDLE_STEP_USER (spawned by the runner's step launcher) and
     can read neither the stack's key files nor the runner's environment; a runner that is
     not root runs them as itself, and its environment is still out of their reach, as it
-    is non-dumpable (docs/architecture.md)."""
+    is non-dumpable (docs/security.md)."""
     s = await stack(runners=1, HEDDLE_STEP_USER="nobody")
     assert s.auth is not None
     keys = s.auth.users.data_dir / "nats-users.json"

@@ -1,7 +1,7 @@
 """A step's start is announced only if it outlives HEDDLE_STARTED_REPORT_DELAY: a short step
 is reported once, by its outcome, which carries its start time and pid; a longer one is
 seen running, with its started event and its log's first note, as soon as the delay has
-passed (docs/architecture.md, "Reporting a start")."""
+passed (docs/latency.md, "Reporting a start")."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"heddle.shared": ROOT / "shared", "heddle.services": ROOT / "services"}
 SERVICES = ("gateway", "orchestrator", "dispatcher", "runner_agent")
 EDGE = "heddle.shared.broker"
@@ -36,7 +36,7 @@ PURE_IN_SERVICES = (
     "heddle.services.dispatcher.waiting",
     "heddle.services.dispatcher.autoscale",
     "heddle.services.runner_agent.chunks",
-    "heddle.services.gateway.log_lines",
+    "heddle.services.gateway.reads.log_lines",
 )
 
 

@@ -164,7 +164,7 @@ def test_two_dispatchers_pools_share_a_runner_without_leasing_it_twice() -> None
 
 
 def test_a_runner_that_went_on_to_a_continuation_stays_busy() -> None:
-    """An outcome naming a continuation (docs/architecture.md, "Continuing a chain"): the
+    """An outcome naming a continuation (docs/latency.md, "Continuing a chain"): the
     runner holds that attempt now, leased or not, set aside or not."""
     pool = Pool()
     pool.update(info("a", jobs=3))
@@ -183,7 +183,7 @@ def test_a_runner_that_went_on_to_a_continuation_stays_busy() -> None:
 
 
 def test_a_continuation_named_by_an_outcome_that_overtook_the_acceptance_holds_the_runner() -> None:
-    """A step placed by a dispatcher carries its continuation (docs/architecture.md): its
+    """A step placed by a dispatcher carries its continuation (docs/latency.md): its
     runner's outcome, naming the continuation it went on to, can come before its acceptance."""
     pool = Pool()
     pool.update(info("a", jobs=3))

@@ -1,11 +1,11 @@
-"""services/gateway/origin.py: which requests a page on another origin could make a browser
+"""services/gateway/http/origin.py: which requests a page on another origin could make a browser
 send (CSRF) are refused, as a table of methods and headers; and which Origin is the gateway's
 own. Real requests to gateways, and the attack that was found: tests/integration/test_csrf.py."""
 
 from __future__ import annotations
 
 import pytest
-from heddle.services.gateway.origin import cross_origin_refusal, same_origin
+from heddle.services.gateway.http.origin import cross_origin_refusal, same_origin
 
 from tests.support.origins import EVIL, HOST, JSON, NO_CORS, OWN, PAGE
 

@@ -1,10 +1,10 @@
-"""services/gateway/run_index.py's RunList, the runs list's index, without I/O: newest first,
+"""services/gateway/reads/run_index.py's RunList, the runs list's index, without I/O: newest first,
 a record replaced only by a newer one, counts by status, removals. Kept by a real
 nats-server's consumer (RunIndex): tests/integration/test_run_index.py."""
 
 from __future__ import annotations
 
-from heddle.services.gateway.run_index import RunList
+from heddle.services.gateway.reads.run_index import RunList
 from heddle.shared.wire.contracts import RunRecord
 
 

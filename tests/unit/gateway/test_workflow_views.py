@@ -1,10 +1,10 @@
-"""The history grid's finished run states (services/gateway/grid.py), without I/O: kept by
+"""The history grid's finished run states (services/gateway/reads/finished.py), without I/O: kept by
 steps, the least recently used first. What the page's workflow views read from a real stack:
 tests/integration/test_workflow_views.py."""
 
 from __future__ import annotations
 
-from heddle.services.gateway.grid import FinishedStates
+from heddle.services.gateway.reads.finished import FinishedStates
 
 
 def test_finished_states_are_kept_by_steps_least_recently_used_first() -> None:

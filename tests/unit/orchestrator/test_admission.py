@@ -8,7 +8,7 @@ import itertools
 import msgspec
 import pytest
 from heddle.services.cli.render import runs_view
-from heddle.services.gateway.run_events import RunChanges
+from heddle.services.gateway.handlers.run_events import RunChanges
 from heddle.services.orchestrator.admission import Admission
 from heddle.services.orchestrator.decisions import Enqueue, PersistRun, PersistStep
 from heddle.services.orchestrator.state import RunState

@@ -313,7 +313,7 @@ def test_children_queue_only_when_every_parent_succeeded() -> None:
 
 
 def test_a_step_with_no_dependencies_opens_its_run_however_often_it_is_queued() -> None:
-    """Steps of runs under way go before steps that open a run (docs/architecture.md): a
+    """Steps of runs under way go before steps that open a run (docs/bursts.md): a
     step opens its run when it depends on nothing, on its first attempt, a retry, a requeue
     or a restart's re-send alike."""
     state, effects = make([("a", [], 1), ("b", ["a"], 1)])

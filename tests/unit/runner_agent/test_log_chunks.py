@@ -1,14 +1,14 @@
 """Step logs in chunks (docs/logs.md), without I/O: a runner's pipe read cut into chunks of
 whole lines (services/runner_agent/chunks.py) within both caps, each read back as the lines it
-holds, and the cursor span that fits a chunk (services/gateway/log_lines.py). Published, read
+holds, and the cursor span that fits a chunk (services/gateway/reads/log_lines.py). Published, read
 and served: tests/integration/test_log_chunks.py."""
 
 from __future__ import annotations
 
 import random
 
-from heddle.services.gateway import log_lines
-from heddle.services.gateway.log_lines import CURSOR_SPAN
+from heddle.services.gateway.reads import log_lines
+from heddle.services.gateway.reads.log_lines import CURSOR_SPAN
 from heddle.services.runner_agent.chunks import chunk, cut_long_lines, has_long_line, split_long
 from heddle.shared.wire.contracts import (
     MAX_CHUNK_LINES,

@@ -1,5 +1,5 @@
-"""shared/core/cron_plan.py: the slots a schedule fires between two times (a backfill's limit and its
-cursor, catch-up off, paused spans, time zones) and the run ids derived from them."""
+"""shared/core/cron_plan.py: the slots a schedule fires between two times (a backfill's limit and
+its cursor, catch-up off, paused spans, time zones) and the run ids derived from them."""
 
 from __future__ import annotations
 

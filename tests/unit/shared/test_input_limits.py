@@ -1,5 +1,5 @@
 """The pure bounds on what a request may hold: JSON depth (shared/wire/json_depth.py) and whole
-numbers in queries and headers (services/gateway/params.py)."""
+numbers in queries and headers (services/gateway/http/params.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from heddle.services.gateway.params import MAX_DIGITS, parse_whole, whole_number
+from heddle.services.gateway.http.params import MAX_DIGITS, parse_whole, whole_number
 from heddle.shared.wire.errors import Problem
 from heddle.shared.wire.json_depth import MAX_JSON_DEPTH, json_depth_exceeds
 

@@ -1,5 +1,5 @@
-"""shared/kube/client.py's configuration, with no API server: in a cluster only with the service host
-and a token, and a clear error without any configuration. Against a small API server:
+"""shared/kube/client.py's configuration, with no API server: in a cluster only with the service
+host and a token, and a clear error without any configuration. Against a small API server:
 tests/integration/test_kube_adapter.py."""
 
 from __future__ import annotations

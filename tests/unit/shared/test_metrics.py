@@ -1,5 +1,6 @@
-"""shared/runtime/metrics.py's registries, without I/O: the Grafana dashboard (deploy/grafana) asks only
-for metrics some service exposes. Scraped from a real stack: tests/integration/test_metrics.py."""
+"""shared/runtime/metrics.py's registries, without I/O: the Grafana dashboard (deploy/grafana) asks
+only for metrics some service exposes. Scraped from a real stack:
+tests/integration/test_metrics.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What a service's readiness probe answers (shared/runtime/service.py, Health), without I/O: starting,
-ready, cut off from NATS, stopping. The probes asked of real processes, frozen and cut off:
-tests/fault/test_probes.py."""
+"""What a service's readiness probe answers (shared/runtime/service.py, Health), without I/O:
+starting, ready, cut off from NATS, stopping. The probes asked of real processes, frozen and cut
+off: tests/fault/test_probes.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""shared/runtime/service.py's structured logging, without I/O: one JSON object per line, the same shape
-on the fast path of ``event`` (a state change) and through the logging module (warnings,
+"""shared/runtime/service.py's structured logging, without I/O: one JSON object per line, the same
+shape on the fast path of ``event`` (a state change) and through the logging module (warnings,
 errors). What closing a connection logs, on a real nats-server:
 tests/integration/test_service_logging.py."""
 

@@ -1,4 +1,5 @@
-"""shared/runtime/settings.py: defaults, overrides from a mapping, and every problem in one error."""
+"""shared/runtime/settings.py: defaults, overrides from a mapping, and every problem in one
+error."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import msgspec
 import pytest
-from heddle.services.gateway.run_inputs import body_problems, trigger_inputs
+from heddle.services.gateway.handlers.run_inputs import body_problems, trigger_inputs
 from heddle.services.runner_agent.process import step_env
 from heddle.shared.core.cron_plan import named_slot
 from heddle.shared.core.step_env import (

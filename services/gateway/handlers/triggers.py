@@ -1,0 +1,107 @@
+"""``POST /api/workflows/{name}/runs``: a registered workflow run now, its latest version or
+the one asked for, with the inputs of the trigger (run_inputs.py).
+
+Runs are only ever created by the orchestrator, from a ``SubmitRun`` command, sent by the one
+submit path (http/submit.py). A trigger with an idempotency key, or for a schedule's slot,
+names its run, so that triggering it again makes no second run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import msgspec
+from aiohttp import web
+from heddle.services.gateway.handlers import run_inputs
+from heddle.services.gateway.handlers.runs import RUN_LINKS
+from heddle.services.gateway.handlers.workflows import MAX_VERSION, unknown
+from heddle.services.gateway.http import answers, inputs
+from heddle.services.gateway.http.keys import RESOURCES
+from heddle.services.gateway.http.params import query_int
+from heddle.services.gateway.http.submit import new_run_id, submit
+from heddle.services.gateway.openapi.registry_types import TriggerRequest
+from heddle.services.gateway.openapi.route import VERSION, WORKFLOW, Param, Route
+from heddle.services.gateway.openapi.types import Submitted, Triggered
+from heddle.shared.broker import registry
+from heddle.shared.core.cron_plan import keyed_run_id, scheduled_run_id
+from heddle.shared.wire.contracts import SubmitRun
+from heddle.shared.wire.timefmt import now_rfc3339
+
+
+async def trigger_run(request: web.Request) -> web.Response:
+    name = inputs.path_id(request, "name", "workflow name")
+    version = query_int(request, "version", 1, MAX_VERSION, None)
+    body: Any = {}
+    if request.can_read_body:
+        body = await inputs.read_json(request)
+    problems = run_inputs.body_problems(body)
+    if problems:
+        return answers.error(400, "invalid request", problems)
+    kv = request.app[RESOURCES].workflows
+    if version is None:
+        current = await registry.get_latest(kv, name)
+        if current is None:
+            return unknown(name)
+        version = current[0].version
+    stored = await registry.get_version(kv, name, version)
+    if stored is None:
+        return unknown(name, version) if await registry.get_latest(kv, name) else unknown(name)
+    spec = stored.spec
+    given = run_inputs.trigger_inputs(body, request.headers.get("Idempotency-Key"), spec)
+    if given.problems:
+        return answers.error(400, "invalid request", given.problems)
+    key = given.key
+    if given.slot is not None:  # one run per slot, whoever starts it (cron or a person)
+        run_id = scheduled_run_id(name, given.slot)
+    else:
+        run_id = keyed_run_id(name, key) if key is not None else new_run_id()
+    cmd = SubmitRun(
+        run_id=run_id,
+        steps=spec.steps,
+        submitted_at=now_rfc3339(),
+        workflow_name=name,
+        version=version,
+        trigger="api",
+        scheduled_for=given.scheduled_for,
+        scheduled_tz=(spec.timezone or "UTC") if given.slot is not None else None,
+        params=given.params,
+        env=spec.env,
+    )
+    response = await submit(request, cmd, chosen_id=key is not None or given.slot is not None)
+    if response.status >= 300:
+        return response
+    answer = msgspec.json.decode(cast(bytes, response.body), type=Submitted)  # json_response's
+    body = Triggered(**msgspec.structs.asdict(answer), workflow=name, version=version)
+    return answers.json_response(body, response.status)
+
+
+ROUTES = (
+    Route(
+        "POST",
+        "/api/workflows/{name}/runs",
+        trigger_run,
+        operation_id="triggerRun",
+        summary="Run a registered workflow now",
+        tag="workflows",
+        role="operator",
+        answers={
+            201: (Triggered, "Created"),
+            200: (Triggered, "A run with this idempotency key exists already"),
+            202: (Triggered, "Accepted; not confirmed within the wait"),
+        },
+        params=(
+            WORKFLOW,
+            VERSION,
+            Param(
+                "Idempotency-Key",
+                "header",
+                {"type": "string", "minLength": 1, "maxLength": 256},
+                "Triggers with the same key make one run",
+            ),
+        ),
+        body=TriggerRequest,
+        body_required=False,
+        links=RUN_LINKS,
+        example={"idempotencyKey": "2026-12-01"},
+    ),
+)

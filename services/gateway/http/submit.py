@@ -1,0 +1,90 @@
+"""The one submit path: a run's command sent to the orchestrator, and the answer that says
+whether it stored it (``POST /api/runs``, a retry, a registered workflow's trigger)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+
+from aiohttp import web
+from heddle.services.gateway.http.answers import json_response
+from heddle.services.gateway.http.inputs import payload_limit
+from heddle.services.gateway.http.keys import NATS, RESOURCES, SETTINGS
+from heddle.services.gateway.openapi.types import Submitted
+from heddle.services.gateway.reads.runs import get_run_record
+from heddle.shared.broker.documents import carried, drop_document, put_document
+from heddle.shared.broker.nats_types import NatsTimeout
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import SubmitRun, encode
+
+
+def new_run_id() -> str:
+    # Sortable by creation time, unique without coordination.
+    return f"{int(time.time() * 1000):x}-{secrets.token_hex(4)}"
+
+
+async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -> web.Response:
+    """Send a submit command; answer 201 once the orchestrator stored the run, 200 if it
+    existed already, 202 if the orchestrator did not confirm in time (it will create it) or
+    the run is carried beside its command (too big to wait for).
+    A run id the client chose is looked up too: the stream's duplicate window (120 s)
+    and the orchestrator's memory of finished runs are both shorter than a run's life. The
+    look-up goes with the command, not before it (a round trip less before the run starts):
+    the orchestrator stores nothing for a run that exists, and a record this command
+    created is told from an older one by its creation time. A big run is looked up first,
+    so that no document is stored for a run that exists."""
+    nc = request.app[NATS]
+    res = request.app[RESOURCES]
+    settings = request.app[SETTINGS]
+    payload = encode(cmd)
+    limit = payload_limit(request)
+    run_id = cmd.run_id
+    ref = None
+    big = carried(len(payload), limit)
+    if chosen_id and big:
+        existing = await get_run_record(res.runs, run_id)
+        if existing is not None:
+            return json_response(Submitted(run_id=run_id, status=existing.status, created=False))
+    if big:  # the command names its document
+        ref = await put_document(res.js, run_id, payload, limit)
+        payload = encode(
+            SubmitRun(run_id=run_id, steps=[], submitted_at=cmd.submitted_at, document=ref)
+        )
+    stored = await nc.subscribe(names.run_stored(run_id), max_msgs=1)
+    looked_up = None
+    if chosen_id and not big:
+        looked_up = asyncio.ensure_future(get_run_record(res.runs, run_id))
+        looked_up.add_done_callback(_retrieved)
+    try:
+        ack = await res.js.publish(
+            names.cmd_submit(run_id), payload, headers={"Nats-Msg-Id": names.submit_msg_id(run_id)}
+        )
+        if looked_up is not None:
+            existing = await looked_up
+            if existing is not None and existing.created_at != cmd.submitted_at:
+                status = existing.status
+                return json_response(Submitted(run_id=run_id, status=status, created=False))
+        if ack.duplicate and ref is not None:
+            await drop_document(res.js, ref)  # the orchestrator never sees this command
+        if ack.duplicate and (existing := await get_run_record(res.runs, run_id)) is not None:
+            return json_response(Submitted(run_id=run_id, status=existing.status, created=False))
+        if ref is not None:
+            # A big run takes the orchestrator longer to store than a client should wait:
+            # its command is durable now, and that is the answer.
+            return json_response(Submitted(run_id=run_id, status="accepted"), 202)
+        try:
+            await stored.next_msg(timeout=settings.submit_confirm_timeout)
+        except (NatsTimeout, TimeoutError):
+            return json_response(Submitted(run_id=run_id, status="accepted"), 202)
+    finally:
+        await stored.unsubscribe()
+        if looked_up is not None and not looked_up.done():
+            looked_up.cancel()  # the publish failed: its answer is not needed
+    return json_response(Submitted(run_id=run_id, status="running", created=True), 201)
+
+
+def _retrieved(task: asyncio.Future) -> None:
+    """A look-up left behind by a failed publish: its failure is not a stray warning."""
+    if not task.cancelled():
+        task.exception()

@@ -1,0 +1,145 @@
+"""The documents of what the gateway itself keeps: registered workflows (heddle-workflows)
+and API tokens (heddle-tokens), with the request bodies that change them, as msgspec structs,
+in the same manner as types.py (every field in every answer, null when it has no value).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from heddle.services.gateway.openapi.types import Doc, Edge, Id
+from heddle.shared.core.tokens import Role
+from heddle.shared.wire.contracts import ParamSpec, RunStatus, StepSpec, StepStatus, WorkflowSpec
+from msgspec import UNSET, UnsetType
+
+# ---- registered workflows -----------------------------------------------------------------
+
+
+class Registered(Doc):
+    name: str
+    version: int
+    created: bool
+
+
+class LastRun(Doc):
+    run_id: str
+    status: RunStatus
+    created_at: str
+
+
+class WorkflowFacts(Doc):
+    name: str
+    version: int
+    registered_at: str
+    schedule: str | None
+    timezone: str | None
+    catchup: bool
+    paused: bool
+    step_count: int
+    description: str | None
+
+
+class WorkflowSummary(WorkflowFacts, kw_only=True):
+    last_run: LastRun | None
+    recent: list[LastRun]  # its newest runs, newest first (at most 10)
+    # The schedule's next three slots after now, UTC; empty without a schedule or paused
+    next_fires: list[str]
+
+
+class WorkflowList(Doc):
+    workflows: list[WorkflowSummary]
+
+
+class PausedWorkflow(WorkflowFacts, kw_only=True):
+    paused_at: str | None
+
+
+class WorkflowDefinition(WorkflowFacts, kw_only=True):
+    latest_version: int
+    params: list[ParamSpec]
+    env: dict[str, str]
+    steps: list[StepSpec]  # as registered: fields at their default are left out
+    edges: list[Edge]
+    # The workflow's, whichever version is read: as in its list entry
+    recent: list[LastRun]  # its newest runs, newest first (at most 10)
+    next_fires: list[str]  # the schedule's next three slots after now, UTC
+
+
+class HistoryEntry(Doc):
+    run_id: str
+    status: RunStatus
+    version: int | None
+    trigger: str
+    scheduled_for: str | None
+    created_at: str
+    finished_at: str | None
+    counts: dict[str, int]
+
+
+class WorkflowRuns(Doc):
+    workflow: str
+    runs: list[HistoryEntry]
+    next: str | None  # pass as ``before`` for the older runs; null on the oldest page
+
+
+class GridRun(HistoryEntry, kw_only=True):
+    # Each step's state; null for a run of more steps than the grid shows
+    states: dict[str, StepStatus] | None
+
+
+class WorkflowGrid(Doc):
+    """A workflow's runs by steps: the history page with every step's state."""
+
+    workflow: str
+    steps: list[str]  # the rows: the latest version's steps in order, then others seen
+    runs: list[GridRun]  # the columns, newest first
+    next: str | None
+
+
+# ---- API tokens ---------------------------------------------------------------------------
+
+
+class TokenDoc(Doc):
+    name: str
+    role: Role
+    created_at: str
+    revoked: bool
+    revoked_at: str | None
+
+
+class TokenList(Doc):
+    tokens: list[TokenDoc]
+
+
+class NewToken(Doc):
+    """The one answer that holds a token's secret."""
+
+    name: str
+    role: Role
+    token: str
+    created_at: str
+
+
+# ---- request bodies the gateway checks by hand (their schema for the document) ------------
+
+
+class RegisterRequest(WorkflowSpec, kw_only=True, forbid_unknown_fields=True):
+    """A workflow document to register: one with a name."""
+
+    name: Id
+
+
+class PatchWorkflow(Doc, forbid_unknown_fields=True):
+    paused: bool
+
+
+class TriggerRequest(Doc, forbid_unknown_fields=True):
+    idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=256)] | UnsetType = UNSET
+    params: dict[str, str] | UnsetType = UNSET  # values of declared params
+    scheduled_for: str | UnsetType = UNSET  # the slot a manual run is for
+
+
+class TokenRequest(Doc, forbid_unknown_fields=True):
+    name: Id
+    role: Role

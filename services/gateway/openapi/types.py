@@ -1,0 +1,285 @@
+"""The documents the HTTP API answers with, as msgspec structs.
+
+The handlers build these and encode them; ``document.py`` generates the API's schema from the
+same types, so the document and the answers cannot drift apart. Unlike the wire structs
+(``shared/wire/contracts.py``) nothing is left out: every field is in every answer, null when it
+has no value, and every field is required in the schema.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from heddle.shared.wire.contracts import AttemptRecord, RunStatus, StepStatus
+from heddle.shared.wire.names import ID_PATTERN
+
+# An id as JSON Schema states it (``$`` for Python's ``\Z``), for the types only the
+# document uses; the gateway checks ids in shared/core/validation.py.
+ID_SCHEMA_PATTERN = ID_PATTERN.pattern.replace("\\Z", "$")
+Id = Annotated[str, msgspec.Meta(pattern=ID_SCHEMA_PATTERN)]
+
+
+class Doc(msgspec.Struct, rename="camel", kw_only=True):
+    """Base of every answer: camelCase JSON, every field present."""
+
+
+# ---- errors -------------------------------------------------------------------------------
+
+
+class ProblemDoc(Doc):
+    path: str  # where in the request, e.g. ``steps[3].id`` or a query parameter's name
+    message: str
+
+
+class ErrorDoc(Doc):
+    """Every 4xx and 5xx: ``error`` says what is wrong; ``problems`` lists each problem when
+    there are several places to fix."""
+
+    error: str
+    problems: list[ProblemDoc] | msgspec.UnsetType = msgspec.UNSET
+    status: str | msgspec.UnsetType = msgspec.UNSET  # a finished run's, on a 409
+    needs: str | msgspec.UnsetType = msgspec.UNSET  # the role a 403 asks for
+    role: str | msgspec.UnsetType = msgspec.UNSET  # the caller's role, on a 403
+    host: str | msgspec.UnsetType = msgspec.UNSET  # the Host refused, on a 421
+    # Problems past the first MAX_LISTED_PROBLEMS, counted, not listed.
+    problems_not_listed: int | msgspec.UnsetType = msgspec.UNSET
+
+
+class StatusDoc(Doc):
+    status: str
+
+
+# ---- runs ---------------------------------------------------------------------------------
+
+
+class Submitted(Doc):
+    """A run asked for: 201 created, 200 it existed already, 202 accepted (not yet stored)."""
+
+    run_id: str
+    status: str
+    created: bool | msgspec.UnsetType = msgspec.UNSET
+
+
+class Triggered(Submitted, kw_only=True):
+    workflow: str
+    version: int
+
+
+class Edge(Doc):
+    from_: str = msgspec.field(name="from")
+    to: str
+
+
+class StepDocument(Doc):
+    id: str
+    command: str
+    depends_on: list[str]
+    status: StepStatus
+    attempt: int
+    runner: str | None
+    exit_code: int | None
+    started_at: str | None
+    finished_at: str | None
+    last_heartbeat_at: str | None
+    stdout_tail: str
+    stderr_tail: str
+    reason: str | None
+    retries: int
+    timeout_seconds: float
+    queued_at: str | None
+    requeues: int
+    retry_at: str | None
+    attempts: list[AttemptRecord]
+    env: dict[str, str]  # the step's static variables (over the workflow's)
+    outputs: dict[str, str]  # what its succeeded attempt wrote to $HEDDLE_OUTPUTS
+
+
+class RunFacts(Doc):
+    """What the run document and the runs list share: the run record's fields."""
+
+    run_id: str
+    status: RunStatus
+    created_at: str
+    finished_at: str | None
+    cancel_requested: bool
+    workflow_name: str | None
+    version: int | None
+    trigger: str
+    scheduled_for: str | None
+    scheduled_tz: str | None  # the schedule's timezone, with scheduledFor
+    # Waiting for its turn: its orchestrator's runs under way are at their bound
+    # (HEDDLE_MAX_RUNS_UNDER_WAY); every step is pending until then.
+    waiting: bool
+
+
+class RunDocument(RunFacts, kw_only=True):
+    params: dict[str, str]  # the parameter values the run was given, defaults applied
+    env: dict[str, str]  # the workflow's static variables
+    retry_of: str | None  # the run this one retries
+    retried_by: str | None  # the run that retries this one
+    counts: dict[str, int]
+    step_count: int
+    # False for the summary (``?steps=none``, and by default for a run of more steps than a
+    # document holds): ``steps`` and ``edges`` are then empty; GET .../steps reads pages.
+    steps_included: bool
+    steps: list[StepDocument]
+    edges: list[Edge]
+
+
+class StepPage(Doc):
+    """GET /api/runs/{run}/steps: the steps matching ``status`` (all if none is given), in
+    the workflow's order, from ``offset``; ``next`` is the offset of the next page, if any."""
+
+    run_id: str
+    step_count: int  # the run's, whatever the filter
+    matching: int  # steps matching the filter
+    offset: int
+    limit: int
+    next: int | None
+    steps: list[StepDocument]
+
+
+class RunListEntry(RunFacts, kw_only=True):
+    step_count: int
+    counts: dict[str, int] | None  # a registered workflow's runs only, once summarised
+
+
+class RunList(Doc):
+    runs: list[RunListEntry]
+    total: int
+    matching: int
+    limit: int
+
+
+# ---- a run's events (GET /api/runs/{run}/events, server-sent) -----------------------------
+
+
+class StepChange(Doc):
+    """``event: step``: a step's new state."""
+
+    step_id: str
+    status: StepStatus
+    attempt: int
+    runner: str | None
+    exit_code: int | None
+    reason: str | None
+    started_at: str | None
+    finished_at: str | None
+    retry_at: str | None
+
+
+class RunChange(Doc):
+    """``event: run``: the run's new state."""
+
+    run_id: str
+    status: RunStatus
+    finished_at: str | None
+    cancel_requested: bool
+    waiting: bool
+
+
+class RunEnd(Doc):
+    """``event: end``: the run is over; the stream ends after it."""
+
+    run_id: str
+    status: RunStatus
+    finished_at: str | None
+    counts: dict[str, int]
+
+
+# ---- logs ---------------------------------------------------------------------------------
+
+
+class LineDoc(msgspec.Struct):
+    """One log line (``services/gateway/log_lines.Line``)."""
+
+    cursor: int
+    attempt: int
+    seq: int
+    stream: str
+    time: str
+    text: str
+
+
+class AttemptLogs(Doc):
+    attempt: int
+    line_count: int
+    truncated: bool
+    lines: list[LineDoc]
+    expired: bool | msgspec.UnsetType = msgspec.UNSET  # lines that ran are gone
+
+
+class StepWithLogs(StepDocument, kw_only=True):
+    run_id: str
+    logs: list[AttemptLogs]
+    logs_cursor: int
+    logs_expired: bool
+
+
+class LogDump(Doc):
+    run_id: str
+    step_id: str
+    status: StepStatus
+    attempt: int
+    lines: list[LineDoc]
+    cursor: int
+    logs_expired: bool
+
+
+# ---- the runner pool ----------------------------------------------------------------------
+
+
+class RunnerDoc(Doc):
+    name: str
+    pod: str | None
+    node: str | None
+    pid: int
+    status: Literal["idle", "busy"]
+    run_id: str | None
+    step_id: str | None
+    attempt: int | None
+    version: str
+    started_at: str
+    last_seen_at: str
+    seconds_since_seen: float | None
+    # When the held step's current attempt started (its queued time before its start is
+    # reported); null while idle
+    held_since: str | None
+
+
+class Lease(Doc):
+    runner: str
+    run_id: str | None
+    step_id: str | None
+
+
+class PodDoc(Doc):
+    """A runner pod, as the orchestrator's pod watch last saw it (in a cluster), with what its
+    runner's registry entry says."""
+
+    name: str
+    runner: str  # the runner it runs (its heddle/runner label)
+    phase: str  # Pending, Running, Succeeded, Failed, Unknown
+    node: str | None
+    ready: bool
+    restarts: int
+    reason: str | None  # why it is not running: Terminating, CrashLoopBackOff, Evicted ...
+    last_termination: str | None  # the runner container's last end, e.g. OOMKilled (exit 137)
+    seen_at: str  # when the pod watch last saw it change
+    # Whether its runner is in the registry: false for a pod whose agent never registered
+    # (crash-looping, say) or left it
+    registered: bool
+    status: Literal["idle", "busy"] | None  # its runner's, null when not registered
+    run_id: str | None  # the step its runner holds
+    step_id: str | None
+    attempt: int | None
+
+
+class Pool(Doc):
+    total: int
+    available: int
+    leased: list[Lease]
+    runners: list[RunnerDoc]
+    # The runner pods, in a cluster whose orchestrator watches them; empty elsewhere
+    pods: list[PodDoc]

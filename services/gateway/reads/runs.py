@@ -1,0 +1,132 @@
+"""Reading a run for the HTTP API: its records, and the run document, from KV.
+
+A run is read with one filtered replay of its step keys (not a get per step), plus one of
+its heartbeat keys for the live ``lastHeartbeatAt`` of running steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from heddle.services.gateway.openapi.types import Edge, RunDocument, RunFacts, StepDocument
+from heddle.shared.broker.kv_reads import read_current, read_steps, stored_at, value_of
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import (
+    RunRecord,
+    StepRecord,
+    heartbeat_decoder,
+    run_record_decoder,
+    step_record_decoder,
+)
+from heddle.shared.wire.timefmt import from_epoch
+
+if TYPE_CHECKING:
+    from heddle.shared.broker.buckets import Bucket
+
+T = TypeVar("T")
+
+
+async def get_run_record(runs_kv: Bucket, run_id: str) -> RunRecord | None:
+    value = await value_of(runs_kv, names.run_key(run_id))
+    return run_record_decoder.decode(value) if value else None
+
+
+async def get_step_record(runs_kv: Bucket, run_id: str, step_id: str) -> StepRecord | None:
+    value = await value_of(runs_kv, names.step_key(run_id, step_id))
+    return step_record_decoder.decode(value) if value else None
+
+
+# A record seen put live (shared/broker/kv_changes.py) is in the store a moment later: the server
+# hands a publish to subscribers and to the stream's queue at once. Past this, the put
+# was refused (a stale owner's conditional write) and the store keeps what it had.
+STORED_WITHIN = 2.0  # seconds
+
+
+async def stored_when(
+    read: Callable[[], Awaitable[T | None]], done: Callable[[T], bool]
+) -> T | None:
+    """The record ``read`` returns once ``done`` holds for it; None if it does not within
+    STORED_WITHIN."""
+    deadline = time.monotonic() + STORED_WITHIN
+    delay = 0.0005  # the store usually trails the live message by well under a millisecond
+    while True:
+        rec = await read()
+        if rec is not None and done(rec):
+            return rec
+        if time.monotonic() > deadline:
+            return None
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+def step_document(step: StepRecord, heartbeat_at: float | None) -> StepDocument:
+    beat = step.last_heartbeat_at
+    if heartbeat_at is not None and step.status in ("queued", "running"):
+        beat = from_epoch(heartbeat_at)
+    return StepDocument(
+        id=step.id,
+        command=step.command,
+        depends_on=step.depends_on,
+        status=step.status,
+        attempt=step.attempt,
+        runner=step.runner,
+        exit_code=step.exit_code,
+        started_at=step.started_at,
+        finished_at=step.finished_at,
+        last_heartbeat_at=beat,
+        stdout_tail=step.stdout_tail,
+        stderr_tail=step.stderr_tail,
+        reason=step.reason,
+        retries=step.retries,
+        timeout_seconds=step.timeout_seconds,
+        queued_at=step.queued_at,
+        requeues=step.requeues,
+        retry_at=step.retry_at,
+        attempts=step.attempts,
+        env=step.env,
+        outputs=step.outputs,
+    )
+
+
+def run_facts(run: RunRecord) -> dict[str, Any]:
+    """The run record's fields as ``RunFacts`` names them (the document and the list)."""
+    return {f: getattr(run, f) for f in RunFacts.__struct_fields__}
+
+
+async def step_documents(hb_kv: Bucket, run_id: str, steps: list[StepRecord]) -> list[StepDocument]:
+    """``steps`` as the API shows them, with their runners' last heartbeats while live (one
+    replay of the run's heartbeat keys, only if one of them is)."""
+    live = any(s.status in ("queued", "running") for s in steps)
+    beats: dict[tuple[str, str], float] = {}  # (step, runner) -> stored at
+    if live:
+        for e in await read_current(hb_kv, names.heartbeats_of_run(run_id)):
+            hb = heartbeat_decoder.decode(e.value)
+            at = stored_at(e)
+            if at:
+                beats[hb.step_id, hb.runner] = at
+    return [step_document(s, beats.get((s.id, s.runner or ""))) for s in steps]
+
+
+async def run_document(
+    runs_kv: Bucket, hb_kv: Bucket, run: RunRecord, *, with_steps: bool = True
+) -> RunDocument:
+    """The run with its counts; with every step and edge, or (``with_steps`` False) none:
+    the summary, for a run too big for one document (its steps are read in pages)."""
+    steps = await read_steps(runs_kv, run)
+    shown = await step_documents(hb_kv, run.run_id, steps) if with_steps else []
+    return RunDocument(
+        **run_facts(run),
+        params=run.params,
+        env=run.env,
+        retry_of=run.retry_of,
+        retried_by=run.retried_by,
+        counts=dict(Counter(s.status for s in steps)),
+        step_count=run.step_count,
+        steps_included=with_steps,
+        steps=shown,
+        edges=[Edge(from_=p, to=s.id) for s in steps for p in s.depends_on] if with_steps else [],
+    )
