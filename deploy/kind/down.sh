@@ -8,7 +8,10 @@ set -euo pipefail
 CLUSTER="${CLUSTER:-heddle}"
 
 command -v kind >/dev/null 2>&1 || { echo "down.sh: kind is not on PATH" >&2; exit 1; }
-if kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+# Read whole before grep: `grep -q` in a pipe may exit before kind has written everything, and
+# kind's SIGPIPE would then fail the test under pipefail.
+clusters="$(kind get clusters 2>/dev/null || true)"
+if grep -qx "$CLUSTER" <<<"$clusters"; then
   kind delete cluster --name "$CLUSTER"
 else
   echo "down.sh: no kind cluster $CLUSTER" >&2
