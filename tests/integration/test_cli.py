@@ -1,7 +1,7 @@
 """The `heddle` client commands as subprocesses against a real stack: output, `--json`
 output and exit codes (0 done, 1 failed run, 2 usage, 3 cancelled, 4 refused or
 unreachable), and the completion scripts as bash reads them. The parts without I/O (file
-checks, views): tests/unit/client/test_cli.py."""
+checks, views): tests/unit/cli/test_cli.py."""
 
 from __future__ import annotations
 

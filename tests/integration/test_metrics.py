@@ -1,6 +1,7 @@
 """Metrics from every service, scraped over HTTP from a real stack and parsed as Prometheus
 would: they move with a run, with a saturated pool, and with a NATS outage; and the cron
-scheduler's, on a driven clock. The dashboard's metrics: tests/unit/shared/test_metrics.py."""
+scheduler's, on a driven clock. The dashboard's metrics:
+tests/unit/shared/runtime/test_metrics.py."""
 
 from __future__ import annotations
 

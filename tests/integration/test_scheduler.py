@@ -1,5 +1,5 @@
 """The cron scheduler on a driven clock against a real nats-server, and scheduled runs
-executing on real runners. The slots it plans: tests/unit/shared/test_cron_plan.py."""
+executing on real runners. The slots it plans: tests/unit/shared/core/test_cron_plan.py."""
 
 from __future__ import annotations
 

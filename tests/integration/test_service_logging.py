@@ -1,6 +1,6 @@
 """The last line a service's NATS connection logs as it closes (shared/broker/nats_io.py), on a real
 nats-server: the messages and bytes it carried, both ways. The shape of every log line:
-tests/unit/shared/test_service_logging.py."""
+tests/unit/shared/runtime/test_service_logging.py."""
 
 from __future__ import annotations
 
