@@ -17,7 +17,8 @@ import socket
 from typing import TYPE_CHECKING
 
 import msgspec
-from heddle.services.runner_agent.attempt import Attempt, AttemptContext
+from heddle.services.runner_agent.attempt import Attempt
+from heddle.services.runner_agent.attempt_context import AttemptContext
 from heddle.services.runner_agent.continuations import AttemptKey, Continuations
 from heddle.services.runner_agent.isolation import (
     StepUser,
@@ -78,7 +79,7 @@ class RunnerAgent:
         self.run_as: StepUser | None = None
         self.launcher: Launcher | None = None
         # Half the assignment timeout: one accepted before it is answered within a quarter
-        # of the timeout more (attempt.py), so in time.
+        # of the timeout more (first_report.py), so in time.
         self.stalls = LoopStalls(settings.assign_timeout / 2)
         self.taken = Taken()  # the attempts taken last: one offered again is not run again
         self.continuations = Continuations()  # those that came before their attempt's offer
@@ -245,7 +246,7 @@ class RunnerAgent:
         if failpoints.active("runner.answer_lost"):  # as if lost with a broker
             answer = None
         # The answer leaves with the step's first report: its outcome, or its start once
-        # it has run for a moment (attempt.py).
+        # it has run for a moment (first_report.py).
         await attempt.start(answer=answer)
         attempt.task = asyncio.create_task(self._run(attempt))
         self._registration_soon()
@@ -282,7 +283,7 @@ class RunnerAgent:
         self._said("accepted again", ready)
         current = self.current
         if current is not None and current.same(ready.run_id, ready.step_id, ready.attempt):
-            await current.answer_too(msg, self._accepted())
+            await current.first_report.answer_too(msg, self._accepted())
         else:
             await msg.respond(self._accepted())
 
