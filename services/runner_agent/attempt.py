@@ -22,7 +22,9 @@ from heddle.services.runner_agent.launcher import LauncherError
 from heddle.services.runner_agent.outcome_report import report, summary
 from heddle.services.runner_agent.output import LogPublisher
 from heddle.services.runner_agent.outputs_file import OutputsFile
-from heddle.services.runner_agent.process import ProcessResult, StepProcess, step_env
+from heddle.services.runner_agent.process import StepProcess
+from heddle.services.runner_agent.process_result import ProcessResult
+from heddle.services.runner_agent.step_environment import step_env
 from heddle.services.runner_agent.workdir import Workdir
 from heddle.shared.runtime import failpoints
 from heddle.shared.runtime.metrics import ATTEMPTS
