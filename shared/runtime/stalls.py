@@ -10,7 +10,7 @@ process could trust, but a process can tell that it stood still: a tick every qu
 limit that comes later than it should. What is handled while a tick is overdue by more than
 the limit, or within one tick of such a stall, is let go (a runner refuses the assignment,
 services/runner_agent/assignments.py; a dispatcher leaves the ready message to come back,
-services/dispatcher/app.py): letting go is always safe.
+services/dispatcher/placing.py): letting go is always safe.
 """
 
 from __future__ import annotations
