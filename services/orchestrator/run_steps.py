@@ -1,7 +1,7 @@
 """One run's records as the orchestrator holds them in memory, and what follows from them
 alone: which steps wait for which, which have outputs, and a step's ready message. The run's
 state machine (state.py) is made of this and of the parts that change it (transitions.py,
-continuations.py), each given this one object. Pure: no I/O, no clock.
+continuations.py, attempt_reports.py), each given this one object. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 The command runs as ``/bin/sh -c`` in a new session, so it and everything it starts share one
 process group. Killing is of the group (of the uid, where it is the runner's alone:
 launcher_main.py), SIGTERM, then SIGKILL after a grace. When the shell exits, whatever it
-left running is killed too: a step's processes do not outlive the step.
+left running is killed too: a step's processes do not outlive the step. What it ended with
+is made in process_result.py; its environment in step_environment.py.
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ import signal
 import sys
 import warnings
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 
 from heddle.services.runner_agent.isolation import StepUser
 from heddle.services.runner_agent.launcher import Launcher
 from heddle.services.runner_agent.launcher_main import spawn_step
+from heddle.services.runner_agent.process_result import ProcessResult, Tail, ended
 from heddle.services.runner_agent.workdir import entering, workdir_env
-from heddle.shared.core.step_env import passes
 from heddle.shared.wire.contracts import Outcome
 
 log = logging.getLogger("heddle.runner")
@@ -34,34 +34,6 @@ DRAIN_TIMEOUT = 2.0
 MAX_BUFFERED = 256 * 1024
 
 OutputSink = Callable[[str, bytes], Awaitable[None]]  # (stream name, raw bytes as read)
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessResult:
-    outcome: Outcome
-    exit_code: int | None
-    reason: str | None
-    stdout_tail: str
-    stderr_tail: str
-
-
-class Tail:
-    """The last ``limit`` bytes written to a stream."""
-
-    __slots__ = ("buf", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.buf = bytearray()
-
-    def add(self, data: bytes) -> None:
-        self.buf += data
-        if len(self.buf) > 2 * self.limit:
-            del self.buf[: len(self.buf) - self.limit]
-
-    def text(self) -> str:
-        data = bytes(self.buf[-self.limit :]) if self.limit else b""
-        return data.decode("utf-8", errors="replace").rstrip("\n")
 
 
 def kill_group(pgid: int, sig: int) -> bool:
@@ -185,21 +157,9 @@ class StepProcess:
             self._close_pipes()
             if not self._exited:  # cancelled: the group dies, the exit callback reaps
                 kill_group(pid, signal.SIGKILL)
-        code = self.returncode
-        stdout, stderr = tails["stdout"].text(), tails["stderr"].text()
-        if self._kill_reason:
-            outcome, reason = self._kill_reason
-            return ProcessResult(outcome, code, reason, stdout, stderr)
-        if code == 0:
-            return ProcessResult("succeeded", 0, None, stdout, stderr)
-        reason = (
-            f"exit code {code}"
-            if code is not None and code >= 0
-            else f"killed by signal {-code}"
-            if code is not None
-            else "no exit code"
+        return ended(
+            self._kill_reason, self.returncode, tails["stdout"].text(), tails["stderr"].text()
         )
-        return ProcessResult("failed", code, reason, stdout, stderr)
 
     def _spawn(self) -> None:
         out_r, out_w = os.pipe()  # both ends close-on-exec; dup2 onto 1 and 2 clears it
@@ -311,23 +271,6 @@ class StepProcess:
         self._timers.append(
             self._watching().call_later(self.kill_grace, kill_group, self.pid, signal.SIGKILL)
         )
-
-
-def step_env(
-    base: dict[str, str],
-    run_id: str,
-    step_id: str,
-    attempt: int,
-    variables: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """The step's environment: the runner's, already stripped of every credential
-    (isolation.step_base_env), then the step's own ``variables`` (its ready message's:
-    parameters, slot, static env, upstream outputs), then the run, step and attempt."""
-    env = dict(base)
-    if variables:
-        env.update((k, v) for k, v in variables.items() if passes(k))
-    env.update(HEDDLE_RUN_ID=run_id, HEDDLE_STEP_ID=step_id, HEDDLE_ATTEMPT=str(attempt))
-    return env
 
 
 def use_pidfd_child_watcher() -> None:

@@ -90,6 +90,21 @@ def _plain_step(step: object, limits: Limits) -> tuple[str, list[str]] | None:
     return None
 
 
+def _command_problem(command: object, limits: Limits) -> str | None:
+    """What is wrong with a step's command, if anything."""
+    if command is None:
+        return "missing required field"
+    if not isinstance(command, str):
+        return "command must be a string"
+    if not command.strip():
+        return "command is empty"
+    if "\x00" in command:  # no exec argument can hold one: it would fail only at run time
+        return "command holds a NUL byte (\\u0000)"
+    if len(command.encode()) > limits.max_command_bytes:
+        return f"command is {len(command.encode())} bytes; the limit is {limits.max_command_bytes}"
+    return None
+
+
 def _check_step(
     step: object, i: int, limits: Limits, problems: list[Problem]
 ) -> tuple[str, list[str]] | None:
@@ -103,23 +118,9 @@ def _check_step(
         problems.append(Problem(f"{path}.id", "missing required field"))
     else:
         check_id(step_id, f"{path}.id", "step id", problems)
-    command = step.get("command")
-    if command is None:
-        problems.append(Problem(f"{path}.command", "missing required field"))
-    elif not isinstance(command, str):
-        problems.append(Problem(f"{path}.command", "command must be a string"))
-    elif not command.strip():
-        problems.append(Problem(f"{path}.command", "command is empty"))
-    elif "\x00" in command:  # no exec argument can hold one: it would fail only at run time
-        problems.append(Problem(f"{path}.command", "command holds a NUL byte (\\u0000)"))
-    elif len(command.encode()) > limits.max_command_bytes:
-        problems.append(
-            Problem(
-                f"{path}.command",
-                f"command is {len(command.encode())} bytes; the limit is "
-                f"{limits.max_command_bytes}",
-            )
-        )
+    command_problem = _command_problem(step.get("command"), limits)
+    if command_problem is not None:
+        problems.append(Problem(f"{path}.command", command_problem))
     deps = step.get("dependsOn", [])
     dep_ids: list[str] = []
     if not isinstance(deps, list):
@@ -169,6 +170,25 @@ def check_schedule(doc: dict[str, Any], problems: list[Problem]) -> None:
         problems.append(Problem("catchup", "catchup must be true or false"))
 
 
+def _check_params(doc: dict[str, Any], inline: bool, problems: list[Problem]) -> None:
+    """A document's ``params``: declarations, or (``inline``) a run's values too; in a
+    scheduled workflow, each named one without a default, whatever else is wrong with the
+    list."""
+    params = doc["params"]
+    problems.extend(inline_problems(params) if inline else declaration_problems(params))
+    if doc.get("schedule") is not None and isinstance(params, list):
+        for i, decl in enumerate(params):
+            named = isinstance(decl, dict) and isinstance(decl.get("name"), str)
+            if named and "default" not in decl:
+                problems.append(
+                    Problem(
+                        f"params[{i}]",
+                        f"parameter {decl['name']!r} needs a default: a scheduled run "
+                        "gives no values",
+                    )
+                )
+
+
 def workflow_problems(
     doc: object,
     limits: Limits,
@@ -193,20 +213,7 @@ def workflow_problems(
         problems.append(Problem("description", "description must be a string"))
     check_schedule(doc, problems)
     if "params" in doc:
-        check = inline_problems if inline else declaration_problems
-        problems.extend(check(doc["params"]))
-        if doc.get("schedule") is not None and isinstance(doc["params"], list):
-            # Whatever else is wrong with the list, each named one without a default.
-            for i, decl in enumerate(doc["params"]):
-                named = isinstance(decl, dict) and isinstance(decl.get("name"), str)
-                if named and "default" not in decl:
-                    problems.append(
-                        Problem(
-                            f"params[{i}]",
-                            f"parameter {decl['name']!r} needs a default: a scheduled run "
-                            "gives no values",
-                        )
-                    )
+        _check_params(doc, inline, problems)
     if "env" in doc:
         problems.extend(env_problems(doc["env"], "env"))
     steps = doc.get("steps")

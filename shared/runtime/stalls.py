@@ -9,8 +9,8 @@ dispatcher. Acted on then, the step would run twice. A core message carries no t
 process could trust, but a process can tell that it stood still: a tick every quarter of the
 limit that comes later than it should. What is handled while a tick is overdue by more than
 the limit, or within one tick of such a stall, is let go (a runner refuses the assignment,
-services/runner_agent/app.py; a dispatcher leaves the ready message to come back,
-services/dispatcher/app.py): letting go is always safe.
+services/runner_agent/assignments.py; a dispatcher leaves the ready message to come back,
+services/dispatcher/placing.py): letting go is always safe.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ import nats
 import pytest
 from heddle.services.local.embedded_nats import EmbeddedNats
 from heddle.services.runner_agent import outputs_file
-from heddle.services.runner_agent.attempt import Attempt, AttemptContext
+from heddle.services.runner_agent.attempt import Attempt
+from heddle.services.runner_agent.attempt_context import AttemptContext
 from heddle.shared.broker.acked import AckedPublisher
 from heddle.shared.broker.resources import ensure_resources
 from heddle.shared.runtime.settings import Settings

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 from heddle.services.gateway.handlers.run_inputs import body_problems, trigger_inputs
-from heddle.services.runner_agent.process import step_env
+from heddle.services.runner_agent.step_environment import step_env
 from heddle.shared.core.cron_plan import named_slot
 from heddle.shared.core.step_env import (
     MAX_VARIABLES_BYTES,

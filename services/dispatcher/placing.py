@@ -1,0 +1,222 @@
+"""Placing a ready message: from its arrival in a dispatcher's hand to its settling, offered
+to free runners until one accepts it.
+
+A runner is reserved for it once one is free and (for a step that opens a run) no step of a
+run under way waits; it is touched while it waits, so it is not lost; it is looked for first
+where a runner may have it already (``check``); and it is given back when the dispatcher
+stops, or left when it may be another dispatcher's by now (held near its ack wait, or handled
+just after this process stood still). Its own module: one message's way to a runner, apart
+from the dispatcher around it (app.py: the connection, the pulls and their credit, the pool's
+feed, autoscaling, shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import msgspec
+from heddle.services.dispatcher.checks import already_taken
+from heddle.services.dispatcher.hand import AttemptKey, Hand
+from heddle.services.dispatcher.pool import Pool
+from heddle.services.dispatcher.ready import HELD_LIMIT, ack_wait
+from heddle.services.dispatcher.waiting import WaitingLine
+from heddle.shared.broker.consume import Outcome, redelivered, settle
+from heddle.shared.broker.offers import Answer, Offered, offer
+from heddle.shared.runtime.service import event
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.runtime.stalls import LoopStalls
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import AssignReply, StepReady, step_ready_decoder
+
+if TYPE_CHECKING:
+    from heddle.shared.broker.nats_types import Client, JetStreamContext, KeyValue, Msg
+
+log = logging.getLogger("heddle.dispatcher")
+
+
+class Placing:
+    """The ready messages in a dispatcher's hand, each on its way to a runner."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        instance: str,
+        pool: Pool,
+        line: WaitingLine,
+        hand: Hand,
+        stalls: LoopStalls,
+        recredit: Callable[[], int],
+        wake: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.settings = settings
+        self.instance = instance
+        self.pool = pool
+        self._line = line
+        self._hand = hand
+        self.stalls = stalls
+        self._recredit = recredit  # the pulls' credit set again (app.py)
+        self._wake = wake  # a runner taken or given back: the waiters and the pulls told
+        # Ready messages in hand that no runner is reserved for, of runs under way (False)
+        # and that open a run (True).
+        self.unplaced = {False: 0, True: 0}
+        self.inflight: set[asyncio.Task] = set()
+        self.stopping = False  # new messages go back at once, waiting ones are given back
+        self._nc: Client | None = None  # from connect
+        self._js: JetStreamContext | None = None
+        self._runs_kv: KeyValue | None = None
+
+    def connect(self, nc: Client, js: JetStreamContext, runs_kv: KeyValue) -> None:
+        """The connection offers go out on, and what a check reads."""
+        self._nc, self._js, self._runs_kv = nc, js, runs_kv
+
+    @property
+    def nc(self) -> Client:
+        """The NATS connection, made by the dispatcher's ``start``."""
+        if self._nc is None:
+            raise RuntimeError("the dispatcher is not started")
+        return self._nc
+
+    async def on_ready(self, msg: Msg) -> Outcome:
+        if self.stopping:
+            return Outcome.RETURNED  # to another dispatcher at once
+        self._count_unplaced(msg, 1)
+        self._recredit()  # before the pull tops itself up after this message
+        task = asyncio.create_task(self._assign(msg))
+        self.inflight.add(task)
+        task.add_done_callback(self.inflight.discard)
+        return Outcome.HELD  # settled by _assign once a runner accepted it
+
+    def _count_unplaced(self, msg: Msg, by: int) -> None:
+        self.unplaced[names.ready_opens(msg.subject)] += by
+
+    async def _assign(self, msg: Msg) -> None:
+        try:
+            ready = step_ready_decoder.decode(msg.data)
+        except msgspec.DecodeError as exc:
+            self._count_unplaced(msg, -1)
+            log.error("dropping undecodable ready message %s: %s", msg.subject, exc)
+            await settle(msg, Outcome.REFUSED)
+            return
+        # Redelivered because a dispatcher died between a runner's acceptance and its
+        # acknowledgement, or sent again by a broker that lost its consumer's state, or
+        # offered to a runner whose answer never came back: a runner may have it already.
+        key = (ready.run_id, ready.step_id, ready.attempt, ready.requeue)
+        if key in self._hand:
+            # Another copy is being offered right now; this one is left unacknowledged and
+            # comes back, if ever, once that one is placed (and then is checked).
+            self._count_unplaced(msg, -1)
+            return
+        check = self._hand.take(key, time.monotonic()) or redelivered(msg) or ready.check
+        try:
+            await self._place(msg, ready, check)
+        finally:
+            self._hand.drop(key, time.monotonic())
+
+    async def _place(self, msg: Msg, ready: StepReady, check: bool) -> None:
+        """Offer the step to free runners until one accepts it; settle it without one if a
+        runner has it already (``check``: looked for first) or this dispatcher stops."""
+        offered = False
+        key = (ready.run_id, ready.step_id, ready.attempt, ready.requeue)
+        while True:
+            if check:
+                check = False
+                assert self._js is not None and self._runs_kv is not None  # connected first
+                if await already_taken(self._js, self._runs_kv, ready):
+                    await self._unplace(msg, ready, Outcome.DONE, "already taken")
+                    return
+            name = await self._reserve(msg, key, opening=names.ready_opens(msg.subject))
+            if name is None:
+                # Back to the stream at once, for another dispatcher (a rolling update), or
+                # for this one's successor.
+                await self._unplace(msg, ready, Outcome.RETURNED, "given back")
+                return
+            if why := self._held_past(key):
+                # The server may have given it to another dispatcher, which may be offering
+                # it now: it comes back, if it is still anyone's, after its ack wait.
+                self.pool.unreserve(name)
+                await self._wake()
+                await self._unplace(msg, ready, Outcome.LEFT, f"left: {why}")
+                return
+            self._count_unplaced(msg, -1)
+            if offered:  # a full ack wait for this offer too
+                await settle(msg, Outcome.WAITING)
+                self._hand.touch(key, time.monotonic())
+            offered = True
+            answer = await self._offer(msg, ready, name)
+            if answer is Answer.ACCEPTED:
+                return
+            self._count_unplaced(msg, 1)
+            # Unanswered, the request may have arrived and only the answer been lost.
+            check = answer is Answer.UNANSWERED
+
+    def _held_past(self, key: AttemptKey) -> str | None:
+        """Why a ready message in hand may no longer be this dispatcher's to offer: held
+        near its ack wait since it was last touched, or handled just after this process
+        stood still; None if it is."""
+        if stall := self.stalls.stall_before_now():
+            return f"this dispatcher stood still for {stall:.1f}s"
+        held = self._hand.held_since_touch(key, time.monotonic())
+        if held >= ack_wait(self.settings) * HELD_LIMIT:
+            return f"held {held:.1f}s since it was last touched"
+        return None
+
+    async def _reserve(self, msg: Msg, key: AttemptKey, opening: bool) -> str | None:
+        """A free runner, reserved for this message, once there is one and (for a step that
+        opens a run) no step of a run under way waits for it; None if this dispatcher stops
+        first. The message is touched while it waits, so it is not lost."""
+        touch_every = ack_wait(self.settings) / 3
+        # Timed from the last touch, not from the last wake: a pool that turns over often
+        # wakes a waiter often, and the message must still be touched.
+        touch_at = time.monotonic() + touch_every
+        woken = False
+        while (name := self._free_runner(opening)) is None:
+            if self.stopping:
+                return None
+            if (left := touch_at - time.monotonic()) <= 0:
+                await settle(msg, Outcome.WAITING)  # waiting for a runner, not lost
+                now = time.monotonic()
+                self._hand.touch(key, now)
+                touch_at = now + touch_every
+                continue
+            # Woken and beaten to the runner: the front of the line again.
+            woken = await self._line.wait(left, front=woken, opening=opening)
+        return name
+
+    def _free_runner(self, opening: bool) -> str | None:
+        """A free runner reserved, unless the step opens a run and a step of a run under
+        way waits: then the free runners wake those."""
+        if opening and self._line.under_way:
+            self._line.wake(len(self.pool.free()))
+            return None
+        return self.pool.reserve()
+
+    async def _offer(self, msg: Msg, ready: StepReady, name: str) -> Answer:
+        """Offer the step to the reserved runner ``name``; on acceptance, lease it and
+        settle the message."""
+        offered = await offer(self.nc, name, msg.data, self.settings.assign_timeout)
+        match offered:
+            case Offered(answer=Answer.UNREACHED | Answer.UNANSWERED, error=error):
+                self._said("runner did not answer", ready, runner=name, error=error)
+                self.pool.refused(name, silent=True)
+            case Offered(answer=Answer.REFUSED):
+                self.pool.refused(name, silent=False)
+            case Offered(answer=Answer.ACCEPTED, reply=AssignReply(jobs=jobs)):
+                self.pool.accepted(name, ready.run_id, ready.step_id, ready.attempt, jobs)
+                await self._wake()
+                await settle(msg, Outcome.DONE)
+                self._said("assigned", ready, runner=name, attempt=ready.attempt)
+        return offered.answer
+
+    async def _unplace(self, msg: Msg, ready: StepReady, outcome: Outcome, what: str) -> None:
+        """Settle a ready message in hand that no runner will be given here."""
+        self._count_unplaced(msg, -1)
+        self._said(what, ready, attempt=ready.attempt)
+        await settle(msg, outcome)
+
+    def _said(self, what: str, ready: StepReady, **fields: object) -> None:
+        """An event about a ready step in this dispatcher's hand."""
+        event(log, what, dispatcher=self.instance, run=ready.run_id, step=ready.step_id, **fields)

@@ -1,0 +1,65 @@
+"""A new run's records, made from its submit command: the run, its steps in their order,
+and, for a retried run, the steps that succeeded there carried over.
+
+Its own module: what a run is made of when it is submitted is decided once, apart from the
+transitions that follow (state.py queues its first steps from these records). Pure: no I/O,
+no clock.
+"""
+
+from __future__ import annotations
+
+from heddle.services.orchestrator.run_steps import Policy
+from heddle.shared.wire.contracts import AttemptRecord, RunRecord, StepRecord, SubmitRun
+
+
+def new_records(
+    cmd: SubmitRun, policy: Policy, admitted: bool
+) -> tuple[RunRecord, list[StepRecord]]:
+    """The run's record and its steps', every step pending; not ``admitted`` (the runs under
+    way at their bound), the run is stored waiting."""
+    run = RunRecord(
+        run_id=cmd.run_id,
+        status="running",
+        created_at=cmd.submitted_at,
+        step_count=len(cmd.steps),
+        workflow_name=cmd.workflow_name,
+        version=cmd.version,
+        trigger=cmd.trigger,
+        scheduled_for=cmd.scheduled_for,
+        scheduled_tz=cmd.scheduled_tz,
+        params=dict(cmd.params),
+        env=dict(cmd.env),
+        waiting=not admitted,
+    )
+    steps = [
+        StepRecord(
+            id=s.id,
+            command=s.command,
+            index=i,
+            depends_on=list(s.depends_on),
+            retries=s.retries,
+            timeout_seconds=s.timeout_seconds or policy.default_timeout,
+            env=dict(s.env),
+        )
+        for i, s in enumerate(cmd.steps)
+    ]
+    if cmd.retry_of is not None:
+        run.retry_of = cmd.retry_of
+        for step in steps:
+            done = cmd.carried.get(step.id)
+            if done is not None:
+                _carry_over(step, done, cmd.retry_of)
+    return run, steps
+
+
+def _carry_over(step: StepRecord, done: AttemptRecord, run_id: str) -> None:
+    """A step of a retried run that succeeded there: succeeded here too, with the attempt
+    that succeeded (and its outputs), and not run again."""
+    step.status = "succeeded"
+    step.attempt = done.attempt
+    step.attempts = [done]
+    step.runner = done.runner
+    step.started_at = done.started_at
+    step.finished_at = done.finished_at
+    step.exit_code = done.exit_code
+    step.reason = f"succeeded in run {run_id}; not run again"
