@@ -26,6 +26,8 @@ PURE_IN_SERVICES = (
     "heddle.services.orchestrator.run_steps",
     "heddle.services.orchestrator.transitions",
     "heddle.services.orchestrator.continuations",
+    "heddle.services.orchestrator.attempt_reports",
+    "heddle.services.orchestrator.new_run",
     "heddle.services.orchestrator.decisions",
     "heddle.services.orchestrator.watchdog",
     "heddle.services.orchestrator.pods",
@@ -36,6 +38,8 @@ PURE_IN_SERVICES = (
     "heddle.services.dispatcher.waiting",
     "heddle.services.dispatcher.autoscale",
     "heddle.services.runner_agent.chunks",
+    "heddle.services.runner_agent.process_result",
+    "heddle.services.runner_agent.step_environment",
     "heddle.services.gateway.reads.log_lines",
 )
 
