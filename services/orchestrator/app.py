@@ -15,14 +15,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, assert_never
 
 import msgspec
-from heddle.services.orchestrator.actor import (
-    Admit,
-    Cancel,
-    HandedOff,
-    Message,
-    RetryTimer,
-    RunActor,
-)
+from heddle.services.orchestrator.actor import RunActor
 from heddle.services.orchestrator.admission import Admission
 from heddle.services.orchestrator.consumers import PartitionConsumers
 from heddle.services.orchestrator.decisions import KillAttempt
@@ -30,6 +23,13 @@ from heddle.services.orchestrator.effects import EffectRunner, Effects
 from heddle.services.orchestrator.handoff import Handoffs
 from heddle.services.orchestrator.leases import Leases, member_name
 from heddle.services.orchestrator.liveness import Liveness
+from heddle.services.orchestrator.messages import (
+    Admit,
+    Cancel,
+    HandedOff,
+    Message,
+    RetryTimer,
+)
 from heddle.services.orchestrator.pod_watch import PodWatch, wanted
 from heddle.services.orchestrator.state import HandoffAnswer, Policy, RunState
 from heddle.services.orchestrator.submissions import Submissions

@@ -20,8 +20,9 @@ import logging
 import time
 
 import msgspec
-from heddle.services.orchestrator.actor import Heard, Lost, RunActor, Silent
+from heddle.services.orchestrator.actor import RunActor
 from heddle.services.orchestrator.backstop import Backstop
+from heddle.services.orchestrator.messages import Heard, Lost, Silent
 from heddle.services.orchestrator.stored import ready_steps, stored_outcome
 from heddle.services.orchestrator.watchdog import HeartbeatView
 from heddle.shared.broker.kv_reads import stored_at
