@@ -36,6 +36,7 @@ from heddle.services.orchestrator.decisions import (
     ScheduleRetry,
 )
 from heddle.services.orchestrator.effect_metrics import count
+from heddle.services.orchestrator.messages import Mailboxes, RetryTimer
 from heddle.services.orchestrator.notes import transition_notes
 from heddle.shared.broker.acked import AckedPublisher
 from heddle.shared.broker.kv_reads import last_value_matching
@@ -76,7 +77,7 @@ class EffectRunner:
         nc: Client,
         js: JetStreamContext,
         acked: AckedPublisher,
-        local_timer: Callable[[str, str, int, float], None] | None = None,
+        runs: Mailboxes | None = None,
         handoffs: Handoffs | None = None,
         lease: WriteLease | None = None,
     ) -> None:
@@ -84,9 +85,10 @@ class EffectRunner:
         self.js = js
         self.acked = acked  # every write here is acknowledged: memory is ahead of KV
         # The server's schedule fires up to ~250 ms late and survives restarts; a local
-        # timer fires on time while this process lives. Whichever comes first queues the
-        # attempt; the state machine ignores the other.
-        self.local_timer = local_timer
+        # timer (posted to the run at its time, ``post_at``) fires on time while this
+        # process lives. Whichever comes first queues the attempt; the state machine
+        # ignores the other.
+        self.runs = runs
         self.handoffs = handoffs  # sends what Enqueue hands to a runner, and its answer
         # Whether this orchestrator's lease is fresh. A process that stood still past it (a
         # pause) may have lost its runs to another holder: its writes wait until its lease
@@ -269,8 +271,8 @@ class EffectRunner:
             delay_ms=round(eff.delay * 1000),
         )
         batch.futures.append(await self.schedule_retry(run_id, step_id, attempt, eff.at))
-        if self.local_timer is not None:
-            self.local_timer(run_id, step_id, attempt, eff.at)
+        if self.runs is not None:
+            self.runs.post_at(run_id, RetryTimer(step_id, attempt), eff.at)
 
     async def _kill(self, batch: _Batch, eff: KillAttempt) -> None:
         """A core publish, not acknowledged: the state machine fences the attempt whether

@@ -24,8 +24,8 @@ import re
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import msgspec
 from heddle.services.orchestrator.ownership import Holder, live_holder, moves
@@ -45,8 +45,18 @@ log = logging.getLogger("heddle.orchestrator")
 
 MEMBER = "member."
 PART = "part."
-Take = Callable[[set[int]], Awaitable[None]]
-Give = Callable[[set[int], bool], Awaitable[None]]  # the partitions, and whether lost
+
+
+class PartitionOwner(Protocol):
+    """What the partitions this orchestrator takes and gives are handed to (partitions.py)."""
+
+    async def take(self, parts: set[int]) -> None:
+        """Just acquired: act on them. A take that raises is given back at once."""
+        ...
+
+    async def give(self, parts: set[int], lost: bool) -> None:
+        """Given away (``lost`` False: drain first) or lost (another may hold them now)."""
+        ...
 
 
 def member_name(settings: Settings) -> str:
@@ -73,15 +83,13 @@ class _Seen:
 
 
 class Leases:
-    def __init__(
-        self, kv: KeyValue, settings: Settings, name: str, on_take: Take, on_give: Give
-    ) -> None:
+    def __init__(self, kv: KeyValue, settings: Settings, name: str) -> None:
         self.kv = kv
         self.ttl = settings.lease_ttl
         self.partitions = settings.partitions
         self.me = Holder(name, secrets.token_hex(4))
         self.held: set[int] = set()
-        self._on_take, self._on_give = on_take, on_give
+        self._owner: PartitionOwner | None = None  # from start
         self._members: dict[str, _Seen] = {}
         self._parts: dict[int, _Seen] = {}
         self._member_revision = 0
@@ -108,8 +116,10 @@ class Leases:
         renewal, self._renewal = self._renewal, asyncio.Event()
         renewal.set()  # wakes every writer waiting on this one
 
-    async def start(self) -> None:
-        """Join, and make the first moves once the bucket's current keys are read."""
+    async def start(self, owner: PartitionOwner) -> None:
+        """Join, and make the first moves once the bucket's current keys are read: every
+        partition taken or given from now on is handed to ``owner``."""
+        self._owner = owner
         self._watch = self._watching()
         await self._join()
         await self._caught_up.wait()
@@ -182,7 +192,7 @@ class Leases:
             lost = {p for p in self.held if self._holder(p) != self.me}
             if lost:
                 event(log, "partitions lost", partitions=sorted(lost), to="another holder")
-                await self._lose(lost)
+                await self._release(lost, lost=True)
             alive = self._alive()
             # A key naming this life that it no longer holds (it lost it) is a stale claim.
             stale = Holder(self.me.name, "")
@@ -216,7 +226,7 @@ class Leases:
                 if revision is None:
                     # Judged silent and replaced: whatever this life held is another's now.
                     event(log, "partitions lost", partitions=sorted(self.held), to="judged silent")
-                    await self._lose(set(self.held))
+                    await self._release(set(self.held), lost=True)
                     await self._join()
                     return
                 # A renewal that timed out, applied after all once nats-py reconnected and
@@ -255,10 +265,11 @@ class Leases:
         got = {p for p in parts if await self._acquire(p)}
         if not got:
             return
+        assert self._owner is not None  # start's: no move is made before it
         self.held |= got
         PARTITIONS_HELD.set(len(self.held))
         try:
-            await self._on_take(got)
+            await self._owner.take(got)
         except Exception:  # any failure (a reset refused, a rebuild's odd answer) fails the take
             log.warning("taking partitions %s failed; giving them back", sorted(got), exc_info=True)
             await self._give(got)
@@ -291,9 +302,7 @@ class Leases:
         """Hand partitions back: their runs drained first, then their keys freed."""
         if not parts:
             return
-        self.held -= parts
-        PARTITIONS_HELD.set(len(self.held))
-        await self._on_give(parts, False)
+        await self._release(parts, lost=False)
         for p in parts:
             seen = self._parts.pop(p, None)
             if seen is not None and seen.holder == self.me:
@@ -303,10 +312,12 @@ class Leases:
                     log.warning("freeing partition %d failed: %s", p, exc)
         event(log, "partitions given", partitions=sorted(parts), held=len(self.held))
 
-    async def _lose(self, parts: set[int]) -> None:
+    async def _release(self, parts: set[int], lost: bool) -> None:
+        """No longer held: the owner lets their runs go (drained first unless ``lost``)."""
+        assert self._owner is not None  # start's: nothing is held before it
         self.held -= parts
         PARTITIONS_HELD.set(len(self.held))
-        await self._on_give(parts, True)
+        await self._owner.give(parts, lost)
 
     # ---- the watch ----
 

@@ -1,14 +1,19 @@
 """What a run's actor is told, besides the runners' events: each message is one input of the
-state machine (``RunActor._decide``)."""
+state machine (``RunActor._decide``), and ``Mailboxes`` is how the orchestrator's parts post
+one to a run by its id (``LiveRuns``, live_runs.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from heddle.services.orchestrator.decisions import Effect
 from heddle.services.orchestrator.state import HandoffAnswer
 from heddle.shared.wire.contracts import StepFinished, StepStarted
+
+if TYPE_CHECKING:
+    from heddle.shared.broker.nats_types import Msg
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,3 +93,17 @@ Message = (
     | HandedOff
     | Create
 )
+
+
+class Mailboxes(Protocol):
+    """The live runs' actors, by run id: a message for a run not live here (ended, or
+    another orchestrator's) goes nowhere."""
+
+    def post(self, run_id: str, message: Message, msg: Msg | None = None) -> bool:
+        """To the run's actor now, which settles ``msg`` once its effects are stored; False
+        if the run has no actor here."""
+        ...
+
+    def post_at(self, run_id: str, message: Message, at: float) -> None:
+        """To the run's actor at ``at`` (epoch seconds), if it is live here then."""
+        ...
