@@ -51,7 +51,7 @@ class Handoffs:
 
     def offer(self, run_id: str, effects: list[Effect]) -> None:
         """The offers and continuations among a batch's effects, sent right after their
-        records (effects.py)."""
+        records (effect_writes.py)."""
         for eff in effects:
             if isinstance(eff, Enqueue) and eff.handoff is not None:
                 self._track(asyncio.create_task(self._offer(run_id, eff, eff.handoff)))

@@ -1,5 +1,5 @@
-"""What registered workflows add to the orchestrator, behind one object so that ``app.py``
-needs only a few hooks: the run history index (fed by the effect runner), the cron
+"""What registered workflows add to the orchestrator, behind one object so that the
+orchestrator needs only a few hooks: the run history index (fed by the effect runner), the cron
 scheduler and the retention sweep (these two on the holder of partition 0: partitions.py)."""
 
 from __future__ import annotations
