@@ -11,12 +11,22 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, assert_never
 
 from heddle.services.orchestrator.decisions import Effect
 from heddle.services.orchestrator.effects import Effects
-from heddle.services.orchestrator.state import HandoffAnswer, RunState
+from heddle.services.orchestrator.messages import (
+    Admit,
+    Cancel,
+    Create,
+    HandedOff,
+    Heard,
+    Lost,
+    Message,
+    RetryTimer,
+    Silent,
+)
+from heddle.services.orchestrator.state import RunState
 from heddle.shared.broker.consume import Outcome, settle
 from heddle.shared.broker.nats_types import KeyWrongLastSequenceError
 from heddle.shared.runtime.tasks import cancel_and_wait
@@ -27,85 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("heddle.orchestrator")
 BATCH_MAX = 256  # messages of one run decided and stored together
-
-
-@dataclass(frozen=True, slots=True)
-class Silent:
-    """The watchdog's verdict on one attempt."""
-
-    step_id: str
-    attempt: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Heard:
-    """A heartbeat of the attempt's own runner, as the server stored it (``stored_at``,
-    shown as the step's last heartbeat)."""
-
-    step_id: str
-    attempt: int
-    runner: str
-    stored_at: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Lost:
-    """The backstop's finding on one queued attempt (services/orchestrator/backstop.py)."""
-
-    step_id: str
-    attempt: int
-    requeue: int  # the attempt's requeues when it was found lost
-
-
-@dataclass(frozen=True, slots=True)
-class RetryTimer:
-    step_id: str
-    attempt: int
-
-
-@dataclass(frozen=True, slots=True)
-class Cancel:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Admit:
-    """A waiting run's turn to be under way (admission.py)."""
-
-
-@dataclass(frozen=True, slots=True)
-class HandedOff:
-    """What the runner a queued attempt was handed to answered (handoff.py)."""
-
-    step_id: str
-    attempt: int
-    requeue: int
-    runner: str
-    answer: HandoffAnswer
-
-
-@dataclass(frozen=True, slots=True)
-class Create:
-    """A new run's first message: store it, then announce it (the gateway waits for that)."""
-
-    effects: list[Effect]
-    announce: Callable[[str], Awaitable[None]]
-    exists: Callable[[str], Awaitable[bool]]
-
-
-Message = (
-    StepStarted
-    | StepFinished
-    | Silent
-    | Lost
-    | Heard
-    | RetryTimer
-    | Cancel
-    | Admit
-    | HandedOff
-    | Create
-)
 
 
 class RunActor:

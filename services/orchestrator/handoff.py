@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from heddle.services.orchestrator.decisions import AwaitHandoff, Continue, Effect, Enqueue
+from heddle.services.orchestrator.messages import HandedOff, Mailboxes
 from heddle.services.orchestrator.state import HandoffAnswer
 from heddle.shared.broker.nats_types import NatsError
 from heddle.shared.broker.offers import Answer, offer
@@ -39,21 +39,19 @@ ANSWERS: dict[Answer, HandoffAnswer] = {
     Answer.UNREACHED: "refused",
     Answer.UNANSWERED: "unanswered",
 }
-# (run, step, attempt, requeue, runner, answer): posted to the run's actor.
-Answered = Callable[[str, str, int, int, str, HandoffAnswer], None]
 
 
 class Handoffs:
-    def __init__(self, nc: Client, answer_within: float, answered: Answered) -> None:
+    def __init__(self, nc: Client, answer_within: float, runs: Mailboxes) -> None:
         self.nc = nc
         self.answer_within = answer_within  # HEDDLE_ASSIGN_TIMEOUT, as a dispatcher waits
-        self.answered = answered
+        self.runs = runs  # each answer goes to its run's actor, if the run is live here
         self._offers: set[asyncio.Task] = set()
         self._timers: set[asyncio.TimerHandle] = set()
 
     def offer(self, run_id: str, effects: list[Effect]) -> None:
         """The offers and continuations among a batch's effects, sent right after their
-        records (effects.py)."""
+        records (effect_writes.py)."""
         for eff in effects:
             if isinstance(eff, Enqueue) and eff.handoff is not None:
                 self._track(asyncio.create_task(self._offer(run_id, eff, eff.handoff)))
@@ -73,7 +71,7 @@ class Handoffs:
     def _later(self, run_id: str, step: str, attempt: int, requeue: int, runner: str) -> None:
         def fire() -> None:
             self._timers.discard(handle)
-            self.answered(run_id, step, attempt, requeue, runner, "unanswered")
+            self.runs.post(run_id, HandedOff(step, attempt, requeue, runner, "unanswered"))
 
         handle = asyncio.get_running_loop().call_later(self.answer_within, fire)
         self._timers.add(handle)
@@ -91,7 +89,9 @@ class Handoffs:
             attempt=ready.attempt,
             runner=runner,
         )
-        self.answered(run_id, ready.step_id, ready.attempt, ready.requeue, runner, answer)
+        self.runs.post(
+            run_id, HandedOff(ready.step_id, ready.attempt, ready.requeue, runner, answer)
+        )
 
     async def _continue(self, run_id: str, eff: Continue) -> None:
         """A plain publish: the runner answers nothing. Its outcome of the attempt this

@@ -11,8 +11,9 @@ deletes its member key (compare-and-set: a member that renewed meanwhile keeps i
 takes its partitions. A holder acts only while its last successful renewal was sent less
 than the lease's time ago (``fresh``), so it stops before any observer can have judged it
 silent. An outage is not a death: after a reconnect or a watch restart, silence counts from
-when the view has caught up again. ``ownership.py`` decides the moves; this module does the
-I/O.
+when the view has caught up again. ``lease_view.py`` keeps what the watch shows,
+``ownership.py`` decides the moves; this module does the I/O, and hands the partitions it
+takes and gives to its owner (partitions.py).
 """
 
 from __future__ import annotations
@@ -24,10 +25,16 @@ import re
 import secrets
 import socket
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from typing import Protocol
 
 import msgspec
+from heddle.services.orchestrator.lease_view import (
+    MEMBER,
+    PART,
+    LeaseView,
+    holder_of,
+    lease_value,
+)
 from heddle.services.orchestrator.ownership import Holder, live_holder, moves
 from heddle.shared.broker.kv_watch import follow
 from heddle.shared.broker.nats_types import (
@@ -43,10 +50,17 @@ from heddle.shared.runtime.tasks import cancel_and_wait
 
 log = logging.getLogger("heddle.orchestrator")
 
-MEMBER = "member."
-PART = "part."
-Take = Callable[[set[int]], Awaitable[None]]
-Give = Callable[[set[int], bool], Awaitable[None]]  # the partitions, and whether lost
+
+class PartitionOwner(Protocol):
+    """What the partitions this orchestrator takes and gives are handed to (partitions.py)."""
+
+    async def take(self, parts: set[int]) -> None:
+        """Just acquired: act on them. A take that raises is given back at once."""
+        ...
+
+    async def give(self, parts: set[int], lost: bool) -> None:
+        """Given away (``lost`` False: drain first) or lost (another may hold them now)."""
+        ...
 
 
 def member_name(settings: Settings) -> str:
@@ -57,38 +71,18 @@ def member_name(settings: Settings) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", name)[:64]
 
 
-class Lease(msgspec.Struct, frozen=True):
-    name: str
-    life: str
-
-
-_decode = msgspec.json.Decoder(Lease).decode
-
-
-@dataclass(slots=True)
-class _Seen:
-    holder: Holder
-    revision: int
-    at: float  # monotonic time of receipt
-
-
 class Leases:
-    def __init__(
-        self, kv: KeyValue, settings: Settings, name: str, on_take: Take, on_give: Give
-    ) -> None:
+    def __init__(self, kv: KeyValue, settings: Settings, name: str) -> None:
         self.kv = kv
         self.ttl = settings.lease_ttl
         self.partitions = settings.partitions
         self.me = Holder(name, secrets.token_hex(4))
         self.held: set[int] = set()
-        self._on_take, self._on_give = on_take, on_give
-        self._members: dict[str, _Seen] = {}
-        self._parts: dict[int, _Seen] = {}
+        self._owner: PartitionOwner | None = None  # from start
+        self.view = LeaseView(self.ttl)  # the bucket as this orchestrator has seen it
         self._member_revision = 0
         self._renewed_at = -float("inf")
         self._renewal = asyncio.Event()  # set (and replaced) at each renewal
-        self._caught_up = asyncio.Event()
-        self._whole_since = float("inf")  # when the view last caught up (start, reconnect)
         self._lock = asyncio.Lock()  # one move at a time: a take never overlaps a give
         self._watch: asyncio.Task[None] | None = None
         self._looping: asyncio.Task[None] | None = None
@@ -108,11 +102,13 @@ class Leases:
         renewal, self._renewal = self._renewal, asyncio.Event()
         renewal.set()  # wakes every writer waiting on this one
 
-    async def start(self) -> None:
-        """Join, and make the first moves once the bucket's current keys are read."""
+    async def start(self, owner: PartitionOwner) -> None:
+        """Join, and make the first moves once the bucket's current keys are read: every
+        partition taken or given from now on is handed to ``owner``."""
+        self._owner = owner
         self._watch = self._watching()
         await self._join()
-        await self._caught_up.wait()
+        await self.view.caught_up.wait()
         await self.step()
         self._looping = asyncio.create_task(self._loop(), name="leases")
 
@@ -136,12 +132,12 @@ class Leases:
 
     def disconnected(self) -> None:
         """Cut off from the server: no moves, and nobody judged, until caught up again."""
-        self._caught_up.clear()
+        self.view.caught_up.clear()
 
     def reconnected(self) -> None:
         """Back: a fresh watch, as the old one's consumer may have gone with the server
         without a word (nats-py's ordered consumer sees nothing for seconds)."""
-        self._caught_up.clear()
+        self.view.caught_up.clear()
         if self._watch is not None:
             self._watch.cancel()
             self._watch = self._watching()
@@ -149,19 +145,13 @@ class Leases:
     def _watching(self) -> asyncio.Task[None]:
         watch = follow(
             self.kv,
-            self._on_entry,
+            self.view.on_entry,
             what="leases",
             log=log,
-            on_caught_up=self._whole,
-            on_restart=self._caught_up.clear,
+            on_caught_up=self.view.whole,
+            on_restart=self.view.caught_up.clear,
         )
         return asyncio.create_task(watch, name="leases watch")
-
-    def _whole(self) -> None:
-        # An outage is not a death: silence counts from when the view is whole again, since
-        # neither the replay nor a renewal sent before the outage says when a member last spoke.
-        self._whole_since = time.monotonic()
-        self._caught_up.set()
 
     async def _loop(self) -> None:
         while True:
@@ -177,18 +167,18 @@ class Leases:
         async with self._lock:
             if time.monotonic() - self._renewed_at >= self.ttl / 3:
                 await self._renew()
-            if not self._caught_up.is_set():
+            if not self.view.caught_up.is_set():
                 return
-            lost = {p for p in self.held if self._holder(p) != self.me}
+            lost = {p for p in self.held if self.view.holder(p) != self.me}
             if lost:
                 event(log, "partitions lost", partitions=sorted(lost), to="another holder")
-                await self._lose(lost)
-            alive = self._alive()
+                await self._release(lost, lost=True)
+            alive = self.view.alive()
             # A key naming this life that it no longer holds (it lost it) is a stale claim.
             stale = Holder(self.me.name, "")
             holders = {
                 p: stale if s.holder == self.me and p not in self.held else s.holder
-                for p, s in self._parts.items()
+                for p, s in self.view.parts.items()
             }
             wanted = moves(self.me, alive, holders, self.partitions)
             if wanted.give:
@@ -200,13 +190,13 @@ class Leases:
 
     async def _join(self) -> None:
         sent = time.monotonic()
-        value = msgspec.json.encode(Lease(self.me.name, self.me.life))
+        value = lease_value(self.me)
         self._member_revision = await self.kv.put(MEMBER + self.me.name, value)
         self._renewed(sent)
         event(log, "joined", orchestrator=self.me.name, life=self.me.life)
 
     async def _renew(self) -> None:
-        key, value = MEMBER + self.me.name, msgspec.json.encode(Lease(self.me.name, self.me.life))
+        key, value = MEMBER + self.me.name, lease_value(self.me)
         for _ in range(2):  # a second try with the revision adopted below
             sent = time.monotonic()
             try:
@@ -216,7 +206,7 @@ class Leases:
                 if revision is None:
                     # Judged silent and replaced: whatever this life held is another's now.
                     event(log, "partitions lost", partitions=sorted(self.held), to="judged silent")
-                    await self._lose(set(self.held))
+                    await self._release(set(self.held), lost=True)
                     await self._join()
                     return
                 # A renewal that timed out, applied after all once nats-py reconnected and
@@ -230,35 +220,28 @@ class Leases:
         """The member key's revision while it still names this life, else None."""
         try:
             entry = await self.kv.get(MEMBER + self.me.name)
-            lease = _decode(entry.value or b"")
+            holder = holder_of(entry.value or b"")
         except (NotFoundError, msgspec.DecodeError):  # deleted (declared gone), or not a lease
             return None
-        return entry.revision if Holder(lease.name, lease.life) == self.me else None
+        return entry.revision if holder == self.me else None
 
     # ---- partitions ----
 
-    def _holder(self, p: int) -> Holder | None:
-        seen = self._parts.get(p)
-        return seen.holder if seen else None
-
-    def _alive(self) -> set[str]:
-        now, whole = time.monotonic(), self._whole_since
-        return {n for n, s in self._members.items() if now - max(s.at, whole) < self.ttl}
-
     async def _take(self, parts: set[int]) -> None:
-        alive = self._alive()  # as it is now: the watch may have moved since the moves
-        gone = {h.name for p in parts if (h := self._holder(p)) and h.name not in alive}
+        alive = self.view.alive()  # as it is now: the watch may have moved since the moves
+        gone = {h.name for p in parts if (h := self.view.holder(p)) and h.name not in alive}
         for name in gone - {self.me.name}:
-            member = self._members.get(name)
+            member = self.view.members.get(name)
             if member is not None and not await self._declare_gone(name, member.revision):
-                parts = {p for p in parts if (h := self._holder(p)) is None or h.name != name}
+                parts = {p for p in parts if (h := self.view.holder(p)) is None or h.name != name}
         got = {p for p in parts if await self._acquire(p)}
         if not got:
             return
+        assert self._owner is not None  # start's: no move is made before it
         self.held |= got
         PARTITIONS_HELD.set(len(self.held))
         try:
-            await self._on_take(got)
+            await self._owner.take(got)
         except Exception:  # any failure (a reset refused, a rebuild's odd answer) fails the take
             log.warning("taking partitions %s failed; giving them back", sorted(got), exc_info=True)
             await self._give(got)
@@ -268,14 +251,14 @@ class Leases:
             await self.kv.delete(MEMBER + name, last=revision)
         except NatsError:  # it renewed meanwhile (a compare-and-set that failed): alive
             return False
-        self._members.pop(name, None)
+        self.view.members.pop(name, None)
         event(log, "orchestrator gone", orchestrator=name, silent_for_s=self.ttl)
         return True
 
     async def _acquire(self, p: int) -> bool:
-        value = msgspec.json.encode(Lease(self.me.name, self.me.life))
-        seen = self._parts.get(p)
-        if seen is not None and live_holder(seen.holder, self.me, self._alive()):
+        value = lease_value(self.me)
+        seen = self.view.parts.get(p)
+        if seen is not None and live_holder(seen.holder, self.me, self.view.alive()):
             return False  # a live member took it since the moves were decided
         try:
             if seen is None:
@@ -284,18 +267,16 @@ class Leases:
                 revision = await self.kv.update(f"{PART}{p}", value, last=seen.revision)
         except KeyWrongLastSequenceError:
             return False  # another took it first
-        self._parts[p] = _Seen(self.me, revision, time.monotonic())
+        self.view.took(p, self.me, revision)
         return True
 
     async def _give(self, parts: set[int]) -> None:
         """Hand partitions back: their runs drained first, then their keys freed."""
         if not parts:
             return
-        self.held -= parts
-        PARTITIONS_HELD.set(len(self.held))
-        await self._on_give(parts, False)
+        await self._release(parts, lost=False)
         for p in parts:
-            seen = self._parts.pop(p, None)
+            seen = self.view.parts.pop(p, None)
             if seen is not None and seen.holder == self.me:
                 try:
                     await self.kv.delete(f"{PART}{p}", last=seen.revision)
@@ -303,31 +284,9 @@ class Leases:
                     log.warning("freeing partition %d failed: %s", p, exc)
         event(log, "partitions given", partitions=sorted(parts), held=len(self.held))
 
-    async def _lose(self, parts: set[int]) -> None:
+    async def _release(self, parts: set[int], lost: bool) -> None:
+        """No longer held: the owner lets their runs go (drained first unless ``lost``)."""
+        assert self._owner is not None  # start's: nothing is held before it
         self.held -= parts
         PARTITIONS_HELD.set(len(self.held))
-        await self._on_give(parts, True)
-
-    # ---- the watch ----
-
-    async def _on_entry(self, entry: KeyValue.Entry) -> None:
-        key, revision = entry.key, entry.revision or 0
-        if key.startswith(MEMBER):
-            self._seen(self._members, key[len(MEMBER) :], entry, revision)
-        elif key.startswith(PART) and key[len(PART) :].isdigit():
-            self._seen(self._parts, int(key[len(PART) :]), entry, revision)
-
-    @staticmethod
-    def _seen(table: dict, key: object, entry: KeyValue.Entry, revision: int) -> None:
-        known = table.get(key)
-        if known is not None and known.revision >= revision:
-            return  # older than what this process wrote or saw
-        if entry.operation in ("DEL", "PURGE") or not entry.value:
-            table.pop(key, None)
-            return
-        try:
-            lease = _decode(entry.value)
-        except msgspec.DecodeError:
-            log.warning("undecodable lease %s", entry.key)
-            return
-        table[key] = _Seen(Holder(lease.name, lease.life), revision, time.monotonic())
+        await self._owner.give(parts, lost)

@@ -5,8 +5,8 @@ it has to notice. Heartbeats arrive through a watch on heddle-heartbeats into th
 watchdog's view; two periodic jobs turn what that view (and the stream) shows into
 messages for the runs: the watchdog's scan gives silence its verdict, and the backstop's
 look finds queued attempts nobody holds. ``watchdog.py`` and ``backstop.py`` decide; this
-module holds their I/O and their timing, apart from ``app.py``, which routes commands and
-events.
+module holds their I/O and their timing, apart from ``routing.py``, which routes commands
+and events.
 
 Its one rule: no verdict, and no look, until the watch has replayed the current
 heartbeats. A view that is behind (just started, just reconnected, a slow replay) would see
@@ -20,8 +20,9 @@ import logging
 import time
 
 import msgspec
-from heddle.services.orchestrator.actor import Heard, Lost, RunActor, Silent
+from heddle.services.orchestrator.actor import RunActor
 from heddle.services.orchestrator.backstop import Backstop
+from heddle.services.orchestrator.messages import Heard, Lost, Silent
 from heddle.services.orchestrator.stored import ready_steps, stored_outcome
 from heddle.services.orchestrator.watchdog import HeartbeatView
 from heddle.shared.broker.kv_reads import stored_at

@@ -2,12 +2,12 @@
 orchestrator runs in a cluster (``HEDDLE_POD_WATCH=auto`` with an in-cluster service account,
 or ``HEDDLE_KUBECONFIG``).
 
-The API talk is shared/kube/client.py's and the judging pods.py's (pure); this module holds the I/O
-between them: each pod's record goes to ``heddle-pods`` (the gateway's ``GET /api/runners``
-shows it), and each verdict goes to the liveness path (``lost``), which fails the attempt the
-runner holds exactly as the watchdog fails a silent runner's, retries included. An API that
-cannot be reached gives no verdict: it is logged once, the watch tries again, and the heartbeat
-watchdog stays the backstop.
+The API talk is shared/kube/client.py's and the judging pods.py's (pure); this module holds
+the I/O between them: each pod's record goes to ``heddle-pods`` (the gateway's
+``GET /api/runners`` shows it), and each verdict goes to the liveness path
+(``Liveness.runner_lost``), which fails the attempt the runner holds exactly as the watchdog
+fails a silent runner's, retries included. An API that cannot be reached gives no verdict: it
+is logged once, the watch tries again, and the heartbeat watchdog stays the backstop.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, assert_never
 
 from heddle.services.orchestrator.pods import PodJudge, PodVerdict
@@ -29,11 +28,10 @@ from heddle.shared.wire.contracts import RunnerPod, encode
 from heddle.shared.wire.timefmt import from_epoch
 
 if TYPE_CHECKING:
+    from heddle.services.orchestrator.liveness import Liveness
     from heddle.shared.broker.buckets import Bucket
 
 log = logging.getLogger("heddle.orchestrator")
-
-Lost = Callable[[str, str], Awaitable[None]]  # (runner, reason)
 
 
 def wanted(settings: Settings) -> bool:
@@ -44,10 +42,10 @@ def wanted(settings: Settings) -> bool:
 
 
 class PodWatch:
-    def __init__(self, settings: Settings, pods_kv: Bucket, lost: Lost) -> None:
+    def __init__(self, settings: Settings, pods_kv: Bucket, liveness: Liveness) -> None:
         self.settings = settings
         self.pods_kv = pods_kv
-        self.lost = lost
+        self.liveness = liveness  # fails the attempts a runner whose pod is gone holds
         self.judge = PodJudge()
         self.source: kube.PodSource | None = None
         self._task: asyncio.Task[None] | None = None
@@ -119,7 +117,7 @@ class PodWatch:
         event(
             log, "runner pod verdict", runner=verdict.runner, pod=verdict.pod, reason=verdict.reason
         )
-        await self.lost(verdict.runner, verdict.reason)
+        await self.liveness.runner_lost(verdict.runner, verdict.reason)
 
     async def _check_node(self, name: str) -> None:
         assert self.source is not None

@@ -1,11 +1,11 @@
 """What a runner pod's changes say about the runner inside it. Pure: no I/O, no clock.
 
 The orchestrator's pod watch (``pod_watch.py``) hands each pod object the Kubernetes API lists
-or streams (a plain dict, as the API sends it) to a ``PodJudge``. The judge answers with the
-pod as it now is (a ``RunnerPod`` record, for ``GET /api/runners``) and, when the runner in it
-is gone, a ``PodVerdict``: the attempt that runner holds fails now, as a silent runner's does,
-instead of after the heartbeat silence limit. A verdict is given for what is seen to happen
-while watching:
+or streams (a plain dict, as the API sends it; ``pod_objects.py`` reads it) to a
+``PodJudge``. The judge answers with the pod as it now is (a ``RunnerPod`` record, for
+``GET /api/runners``) and, when the runner in it is gone, a ``PodVerdict``: the attempt that
+runner holds fails now, as a silent runner's does, instead of after the heartbeat silence
+limit. A verdict is given for what is seen to happen while watching:
 
 - the pod is deleted (its DELETED event: its containers are gone), evicted or preempted
   ("runner pod runner-3-0 evicted");
@@ -28,24 +28,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from heddle.services.orchestrator.pod_objects import (
+    Pod,
+    deleted_reason,
+    evicted_reason,
+    is_evicted,
+    is_ready,
+    is_terminating,
+    node_not_ready,
+    node_of,
+    pod_name,
+    record,
+    runner_of,
+    terminations,
+    uid_of,
+)
 from heddle.shared.wire.contracts import RunnerPod
 
 if TYPE_CHECKING:
     from heddle.shared.kube.client import ChangeKind
-
-RUNNER_LABEL = "heddle/runner"  # the runner a pod runs (the chart sets it)
-RUNNER_CONTAINER = "runner"
-
-# A DisruptionTarget condition's reason (the API says why it deletes a pod) -> what happened.
-DISRUPTIONS = {
-    "EvictionByEvictionAPI": "evicted",
-    "PreemptionByScheduler": "preempted",
-    "DeletionByTaintManager": "deleted by the taint manager",
-    "DeletionByPodGC": "deleted by the pod garbage collector",
-    "TerminationByKubelet": "terminated by the kubelet",
-}
-
-Pod = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,149 +75,6 @@ class _Known:
     node_judged: bool = False
 
 
-# ---- reading a pod object ---------------------------------------------------------------------
-
-
-def _meta(pod: Pod) -> dict[str, Any]:
-    return pod.get("metadata") or {}
-
-
-def _status(pod: Pod) -> dict[str, Any]:
-    return pod.get("status") or {}
-
-
-def pod_name(pod: Pod) -> str:
-    return str(_meta(pod).get("name") or "")
-
-
-def runner_of(pod: Pod) -> str:
-    """The runner a pod runs: its heddle/runner label, else its name (a runner's default
-    name is its pod's)."""
-    return str((_meta(pod).get("labels") or {}).get(RUNNER_LABEL) or pod_name(pod))
-
-
-def is_ready(pod: Pod) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in _status(pod).get("conditions") or []
-    )
-
-
-def _containers(pod: Pod) -> list[dict[str, Any]]:
-    return list(_status(pod).get("containerStatuses") or [])
-
-
-@dataclass(frozen=True, slots=True)
-class Termination:
-    key: str  # one container run: its container id
-    container: str
-    reason: str
-    exit_code: int | None
-    finished_at: str
-
-    @property
-    def text(self) -> str:
-        return self.reason if self.exit_code is None else f"{self.reason} (exit {self.exit_code})"
-
-
-def terminations(pod: Pod) -> list[Termination]:
-    """Every container run of the pod that has ended, as its status shows them (the current
-    state and the last one), oldest first."""
-    out: dict[str, Termination] = {}
-    for cs in _containers(pod):
-        name = str(cs.get("name") or "")
-        for where in ("lastState", "state"):
-            t = (cs.get(where) or {}).get("terminated")
-            if not t:
-                continue
-            key = t.get("containerID") or f"{name}@{t.get('finishedAt') or cs.get('restartCount')}"
-            code = t.get("exitCode")
-            reason = t.get("reason") or ("Completed" if code == 0 else "Error")
-            out[f"{name}/{key}"] = Termination(
-                f"{name}/{key}",
-                name,
-                str(reason),
-                code if isinstance(code, int) else None,
-                str(t.get("finishedAt") or ""),
-            )
-    return sorted(out.values(), key=lambda t: t.finished_at)
-
-
-def is_evicted(pod: Pod) -> bool:
-    s = _status(pod)
-    return s.get("phase") == "Failed" and s.get("reason") == "Evicted"
-
-
-def _disruption(pod: Pod) -> str | None:
-    for c in _status(pod).get("conditions") or []:
-        if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
-            reason = str(c.get("reason") or "")
-            return DISRUPTIONS.get(reason, f"deleted ({reason})" if reason else "deleted")
-    return None
-
-
-def deleted_reason(pod: Pod) -> str:
-    name = pod_name(pod)
-    if is_evicted(pod):
-        return _evicted_reason(pod)
-    return f"runner pod {name} {_disruption(pod) or 'deleted'}"
-
-
-def _evicted_reason(pod: Pod) -> str:
-    message = str(_status(pod).get("message") or "").strip()
-    return f"runner pod {pod_name(pod)} evicted" + (f": {message}" if message else "")
-
-
-def _display_reason(pod: Pod) -> str | None:
-    """Why the pod is not running as it should, in the API's own word."""
-    if _meta(pod).get("deletionTimestamp"):
-        return "Terminating"
-    s = _status(pod)
-    if s.get("reason"):
-        return str(s["reason"])
-    for cs in _containers(pod):
-        state = cs.get("state") or {}
-        for kind in ("waiting", "terminated"):
-            reason = (state.get(kind) or {}).get("reason")
-            if reason:
-                return str(reason)
-    for c in s.get("conditions") or []:
-        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason"):
-            return str(c["reason"])
-    return None
-
-
-def record(pod: Pod, seen_at: str = "") -> RunnerPod:
-    """The pod as ``GET /api/runners`` shows it."""
-    s = _status(pod)
-    ends = [t for t in terminations(pod) if t.container == RUNNER_CONTAINER] or terminations(pod)
-    return RunnerPod(
-        name=pod_name(pod),
-        runner=runner_of(pod),
-        uid=str(_meta(pod).get("uid") or ""),
-        phase=str(s.get("phase") or "Unknown"),
-        node=(pod.get("spec") or {}).get("nodeName") or None,
-        ready=is_ready(pod),
-        restarts=sum(int(cs.get("restartCount") or 0) for cs in _containers(pod)),
-        reason=_display_reason(pod),
-        last_termination=ends[-1].text if ends else None,
-        seen_at=seen_at,
-    )
-
-
-def node_not_ready(node: dict[str, Any]) -> str | None:
-    """Why a node is not Ready (its Ready condition's message or reason), or None if it is."""
-    for c in (node.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            if c.get("status") == "True":
-                return None
-            return str(c.get("message") or c.get("reason") or f"Ready is {c.get('status')}")
-    return "it reports no Ready condition"
-
-
-# ---- the judge --------------------------------------------------------------------------------
-
-
 class PodJudge:
     """Remembers each runner pod it has seen (by name, with its uid), so that one termination
     gives one verdict and a list gives none."""
@@ -233,7 +91,7 @@ class PodJudge:
     def event(self, kind: ChangeKind, pod: Pod, seen_at: str = "") -> Judgement:
         """One watch event: ADDED, MODIFIED or DELETED."""
         name = pod_name(pod)
-        uid = str(_meta(pod).get("uid") or "")
+        uid = uid_of(pod)
         known = self._pods.get(name)
         if known is not None and uid and known.uid and known.uid != uid:
             known = None  # a new pod of the same name (a StatefulSet's replacement)
@@ -254,18 +112,12 @@ class PodJudge:
         known.terminations.update(t.key for t in ended)
         if is_evicted(pod) and not known.evicted:
             known.evicted = True
-            verdicts.append(PodVerdict(known.runner, name, _evicted_reason(pod)))
+            verdicts.append(PodVerdict(known.runner, name, evicted_reason(pod)))
         elif ended:
             verdicts.append(PodVerdict(known.runner, name, f"runner pod {name} {ended[-1].text}"))
         ready = is_ready(pod)
         check = None
-        if (
-            known.ready
-            and not ready
-            and now.node
-            and not verdicts
-            and not _meta(pod).get("deletionTimestamp")
-        ):
+        if known.ready and not ready and now.node and not verdicts and not is_terminating(pod):
             check = now.node
         if ready:
             known.node_judged = False
@@ -293,9 +145,9 @@ class PodJudge:
 
 def _known(pod: Pod) -> _Known:
     return _Known(
-        uid=str(_meta(pod).get("uid") or ""),
+        uid=uid_of(pod),
         runner=runner_of(pod),
-        node=(pod.get("spec") or {}).get("nodeName") or None,
+        node=node_of(pod),
         ready=is_ready(pod),
         terminations={t.key for t in terminations(pod)},
         evicted=is_evicted(pod),

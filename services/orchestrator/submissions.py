@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
-from heddle.services.orchestrator.actor import RunActor
 from heddle.services.orchestrator.state import Policy, RunState
 from heddle.shared.broker.consume import Outcome
 from heddle.shared.broker.documents import DocumentGone, drop_document, read_document
@@ -29,6 +27,7 @@ from heddle.shared.wire.contracts import (
 from heddle.shared.wire.errors import Problem
 
 if TYPE_CHECKING:
+    from heddle.services.orchestrator.live_runs import LiveRuns
     from heddle.shared.broker.nats_types import Client, JetStreamContext, KeyValue, Msg
 
 log = logging.getLogger("heddle.orchestrator")
@@ -42,17 +41,11 @@ class Submissions:
         runs_kv: KeyValue,
         limits: Limits,
         policy: Policy,
-        spawn: Callable[[RunState], RunActor],
-        known: Callable[[str], bool],
-        arrive: Callable[[str], bool],
-        release: Callable[[str], None],
+        runs: LiveRuns,
     ) -> None:
         self.nc, self.js, self.runs_kv = nc, js, runs_kv
         self.limits, self.policy = limits, policy
-        self.spawn = spawn  # the new run's actor
-        self.known = known  # a run live here, or finished lately
-        self.arrive = arrive  # under way at once, or waiting its turn (admission.py)
-        self.release = release  # the place of a run not made after all
+        self.runs = runs  # where the new run's actor lives
 
     async def submit_carried(self, cmd: SubmitRun, ref: DocumentRef, msg: Msg) -> Outcome:
         """A submit whose document is carried beside it (shared/broker/documents.py): read, then
@@ -95,19 +88,19 @@ class Submissions:
                 await drop_document(self.js, ref)
             return Outcome.REFUSED
         run_id = cmd.run_id
-        if self.known(run_id):
+        if self.runs.known(run_id):  # live here, or ended lately
             event(log, "duplicate submit", run=run_id)
             await self.nc.publish(names.run_stored(run_id), b"")
             if ref is not None:
                 await drop_document(self.js, ref)
             return Outcome.DONE
-        admitted = self.arrive(run_id)
+        admitted = self.runs.arrive(run_id)  # under way at once, or waiting its turn
         try:
             with gc_paused():
                 state, effects = RunState.new(cmd, self.policy, time.time(), admitted=admitted)
-            actor = self.spawn(state)
+            actor = self.runs.spawn(state)
         except BaseException:
-            self.release(run_id)
+            self.runs.free_place(run_id)  # not made after all
             raise
         retried = cmd.retry_of
 

@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from heddle.services.orchestrator.actor import Silent
+from heddle.services.orchestrator.messages import Silent
 from heddle.services.orchestrator.state import RunState
 from heddle.shared.wire.contracts import Heartbeat
 

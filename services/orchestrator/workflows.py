@@ -1,6 +1,6 @@
-"""What registered workflows add to the orchestrator, behind one object so that ``app.py``
-needs only a few hooks: the run history index (fed by the effect runner), the cron
-scheduler and the retention sweep."""
+"""What registered workflows add to the orchestrator, behind one object so that the
+orchestrator needs only a few hooks: the run history index (fed by the effect runner), the cron
+scheduler and the retention sweep (these two on the holder of partition 0: partitions.py)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,6 @@ class WorkflowFeatures:
             return actor.state if actor is not None else None
 
         self.history = RunHistory(res.js, runs_kv, live_state)
-        self.history.start()
         self.effects = RecordingEffects(effects, self.history)
         self.scheduler = Scheduler(
             res.js,
@@ -61,6 +60,10 @@ class WorkflowFeatures:
             is_live=lambda run_id: run_id in actors,
         )
         self.leading = False
+
+    def start(self) -> None:
+        """Start writing the run history (every orchestrator writes its own runs')."""
+        self.history.start()
 
     async def lead(self) -> None:
         """Start scheduling and retention: this orchestrator holds partition 0, and one

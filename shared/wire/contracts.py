@@ -253,7 +253,7 @@ class RunnerInfo(Wire):
 
 class RunnerPod(Wire):
     """A runner pod as the orchestrator's pod watch last saw it (``heddle-pods/<pod>``, in a
-    cluster only; services/orchestrator/pods.py reads it off the API's pod object)."""
+    cluster only; services/orchestrator/pod_objects.py reads it off the API's pod object)."""
 
     name: str
     runner: str  # the runner it runs: its heddle/runner label, else the pod's name

@@ -819,7 +819,7 @@ def test_rbac_is_the_pod_watch_and_nothing_else(chart: helm.Chart, default: Mani
 
 
 def test_the_pod_watch_selects_exactly_the_runner_pods(chart: helm.Chart) -> None:
-    from heddle.services.orchestrator.pods import RUNNER_LABEL
+    from heddle.services.orchestrator.pod_objects import RUNNER_LABEL
 
     for values in ({}, {"namePrefix": "blue-", "runners": {"replicas": 3}}):
         manifest = render(chart, values)

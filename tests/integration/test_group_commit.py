@@ -10,9 +10,10 @@ import logging
 import nats
 import pytest
 from heddle.services.local.embedded_nats import EmbeddedNats
-from heddle.services.orchestrator.actor import Create, RunActor
+from heddle.services.orchestrator.actor import RunActor
 from heddle.services.orchestrator.decisions import PersistRun
 from heddle.services.orchestrator.effects import EffectRunner
+from heddle.services.orchestrator.messages import Create
 from heddle.services.orchestrator.state import Policy, RunState
 from heddle.shared.broker.acked import AckedPublisher
 from heddle.shared.broker.resources import ensure_resources, stream_configs

@@ -10,6 +10,7 @@ import msgspec
 from heddle.services.orchestrator.actor import RunActor
 from heddle.services.orchestrator.effects import EffectRunner
 from heddle.services.orchestrator.handoff import Handoffs
+from heddle.services.orchestrator.messages import HandedOff, Message
 from heddle.services.orchestrator.state import Policy, RunState
 from heddle.shared.broker.acked import AckedPublisher
 from heddle.shared.broker.resources import stream_configs
@@ -40,10 +41,24 @@ class Runner:
         await msg.respond(encode(AssignReply(accepted=True, runner="r1", jobs=1)))
 
 
-async def handing_off(nc: Client, runner: Runner) -> tuple[RunActor, list[tuple]]:
+class Answers:
+    """The live runs' mailboxes, as the handoffs post to them: what each run is told."""
+
+    def __init__(self) -> None:
+        self.posted: list[tuple[str, Message]] = []
+
+    def post(self, run_id: str, message: Message, msg: Msg | None = None) -> bool:
+        self.posted.append((run_id, message))
+        return True
+
+    def post_at(self, run_id: str, message: Message, at: float) -> None:
+        self.post(run_id, message)
+
+
+async def handing_off(nc: Client, runner: Runner) -> tuple[RunActor, list[tuple[str, Message]]]:
     """A run a -> (b, c) whose a is running on r1, its actor storing through a handoff."""
-    answers: list[tuple] = []
-    handoffs = Handoffs(nc, 2.0, lambda *answer: answers.append(answer))
+    answers = Answers()
+    handoffs = Handoffs(nc, 2.0, answers)
     effects = EffectRunner(nc, nc.jetstream(), await AckedPublisher(nc).start(), handoffs=handoffs)
     cmd = SubmitRun(
         run_id="ho",
@@ -57,7 +72,7 @@ async def handing_off(nc: Client, runner: Runner) -> tuple[RunActor, list[tuple]
     state, created = RunState.new(cmd, Policy(handoff=True), T0, tickets=lambda: "")
     await effects.apply("ho", created, create_run=True)
     await nc.subscribe(names.runner_assign("r1"), cb=runner.on_offer)
-    return RunActor(state, effects, on_done=lambda actor: None), answers
+    return RunActor(state, effects, on_done=lambda actor: None), answers.posted
 
 
 def a_succeeded() -> StepFinished:
@@ -86,7 +101,7 @@ async def test_the_handed_off_record_is_written_before_its_predecessor_s(
     assert len(runner.offers) == 1 and '"stepId":"b"' in runner.offers[0]
     # A server that loses the end of the pipeline loses a's success with b's record.
     assert await sequence(heddle_nc, "b") < await sequence(heddle_nc, "a")
-    assert answers == [("ho", "b", 1, 0, "r1", "accepted")]
+    assert answers == [("ho", HandedOff("b", 1, 0, "r1", "accepted"))]
     await actor.stop()
 
 
@@ -108,5 +123,5 @@ async def test_the_offer_leaves_before_the_writes_are_stored_and_only_once(
         await ensure_stream(js, stream_configs(Settings())[names.STEPS_STREAM])
     await asyncio.wait_for(runner.applying, 10)
     assert runner.while_writing == [True], runner.while_writing
-    assert [a[1] for a in answers] == ["b"]
+    assert [a.step_id for _, a in answers if isinstance(a, HandedOff)] == ["b"]
     await actor.stop()

@@ -33,7 +33,8 @@ PARTITIONS = 6
 
 
 class Member:
-    """One orchestrator's view: the partitions its callbacks were told it holds."""
+    """One orchestrator's view: the partitions its leases told it it holds (the leases'
+    owner, as partitions.py is an orchestrator's)."""
 
     def __init__(self, kv, name: str) -> None:
         self.parts: set[int] = set()
@@ -41,7 +42,7 @@ class Member:
         self.moves: list[tuple[str, set[int]]] = []  # every take, give and loss, in turn
         self.failing = 0  # how many takes to come fail, as a consumer reset refused would
         settings = Settings(lease_ttl=TTL, partitions=PARTITIONS)
-        self.leases = Leases(kv, settings, name, self.take, self.give)
+        self.leases = Leases(kv, settings, name)
 
     async def take(self, parts: set[int]) -> None:
         assert not parts & self.parts, parts
@@ -73,8 +74,8 @@ async def two_sharing(nats_server: EmbeddedNats) -> AsyncIterator[tuple[Member, 
         res = await ensure_resources(nc, Settings(partitions=PARTITIONS))
         kv = res.kv[names.LEASES_BUCKET]
         a, b = Member(kv, "a"), Member(kv, "b")
-        await a.leases.start()
-        await b.leases.start()
+        await a.leases.start(a)
+        await b.leases.start(b)
         await until(lambda: split([a, b]), 5, "not shared out")
         yield a, b
         await a.leases.stop()
@@ -91,10 +92,10 @@ async def test_orchestrators_share_hand_over_and_take_from_the_silent(
         res = await ensure_resources(nc, Settings(partitions=PARTITIONS))
         kv = res.kv[names.LEASES_BUCKET]
         a, b, c = Member(kv, "a"), Member(kv, "b"), Member(kv, "c")
-        await a.leases.start()
+        await a.leases.start(a)
         assert a.parts == set(range(PARTITIONS))  # alone: everything, at once
-        await b.leases.start()
-        await c.leases.start()
+        await b.leases.start(b)
+        await c.leases.start(c)
         await until(lambda: split([a, b, c]), 5, "not shared out")
         assert a.lost == b.lost == c.lost == set()
         # A graceful stop: its partitions go to the others without waiting for the lease.
@@ -209,7 +210,7 @@ async def two_on_their_own_connections(
             connections.append(nc)
             kv = await nc.jetstream(timeout=timeout).key_value(names.LEASES_BUCKET)
             members.append(Member(kv, name))
-            await members[-1].leases.start()
+            await members[-1].leases.start(members[-1])
         a, b = members
         await until(lambda: split([a, b]), 5, "not shared out")
         yield a, b

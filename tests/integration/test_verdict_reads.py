@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 from heddle.services.local.embedded_nats import EmbeddedNats
-from heddle.services.orchestrator.actor import Lost, RunActor, Silent
+from heddle.services.orchestrator.actor import RunActor
 from heddle.services.orchestrator.backstop import Backstop
 from heddle.services.orchestrator.effects import EffectRunner
 from heddle.services.orchestrator.liveness import Liveness
+from heddle.services.orchestrator.messages import Lost, Silent
 from heddle.services.orchestrator.state import Policy, RunState
 from heddle.services.orchestrator.stored import ready_steps
 from heddle.shared.broker.acked import AckedPublisher

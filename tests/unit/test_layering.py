@@ -31,6 +31,7 @@ PURE_IN_SERVICES = (
     "heddle.services.orchestrator.decisions",
     "heddle.services.orchestrator.watchdog",
     "heddle.services.orchestrator.pods",
+    "heddle.services.orchestrator.pod_objects",
     "heddle.services.orchestrator.backstop",
     "heddle.services.orchestrator.ownership",
     "heddle.services.dispatcher.pool",

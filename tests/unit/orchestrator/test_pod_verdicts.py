@@ -1,5 +1,6 @@
-"""services/orchestrator/pods.py: what each pod event says about the runner in it (pure).
-Every kind of event, on a pod known and unknown, once and again."""
+"""services/orchestrator/pods.py: what each pod event says about the runner in it (pure),
+and pod_objects.py, what a pod object says. Every kind of event, on a pod known and unknown,
+once and again."""
 
 from __future__ import annotations
 
@@ -7,19 +8,20 @@ import copy
 from collections.abc import Callable
 
 import pytest
+from heddle.services.orchestrator import pod_objects as o
 from heddle.services.orchestrator import pods as p
 
 from tests.support import fake_kube as fk
 
 
-def judge_with(*runners: str, node: str = "node-a") -> tuple[p.PodJudge, dict[str, p.Pod]]:
+def judge_with(*runners: str, node: str = "node-a") -> tuple[p.PodJudge, dict[str, o.Pod]]:
     judge = p.PodJudge()
     made = {f"{r}-0": fk.runner_pod(r, node=node) for r in runners}
     judge.listed([copy.deepcopy(x) for x in made.values()])
     return judge, made
 
 
-def changed(pod: p.Pod, change: Callable[[p.Pod], None]) -> p.Pod:
+def changed(pod: o.Pod, change: Callable[[o.Pod], None]) -> o.Pod:
     change(pod)
     return copy.deepcopy(pod)
 
@@ -29,7 +31,7 @@ def changed(pod: p.Pod, change: Callable[[p.Pod], None]) -> p.Pod:
 
 def test_record_of_a_running_pod() -> None:
     pod = fk.runner_pod("runner-3", node="kind-worker")
-    rec = p.record(pod, "2026-11-02T10:00:00Z")
+    rec = o.record(pod, "2026-11-02T10:00:00Z")
     assert (rec.name, rec.runner, rec.phase, rec.node, rec.ready, rec.restarts) == (
         "runner-3-0",
         "runner-3",
@@ -44,9 +46,9 @@ def test_record_of_a_running_pod() -> None:
 
 def test_the_runner_is_the_label_else_the_pod_name() -> None:
     pod = fk.runner_pod("runner-3")
-    assert p.runner_of(pod) == "runner-3"
-    del pod["metadata"]["labels"][p.RUNNER_LABEL]
-    assert p.runner_of(pod) == "runner-3-0"
+    assert o.runner_of(pod) == "runner-3"
+    del pod["metadata"]["labels"][o.RUNNER_LABEL]
+    assert o.runner_of(pod) == "runner-3-0"
 
 
 @pytest.mark.parametrize(
@@ -60,13 +62,13 @@ def test_the_runner_is_the_label_else_the_pod_name() -> None:
     ],
 )
 def test_record_says_why_a_pod_is_not_running(
-    change: Callable[[p.Pod], None],
+    change: Callable[[o.Pod], None],
     reason: str | None,
     ready: bool,
     restarts: int,
     last: str | None,
 ) -> None:
-    rec = p.record(changed(fk.runner_pod("runner-0"), change))
+    rec = o.record(changed(fk.runner_pod("runner-0"), change))
     assert (rec.reason, rec.ready, rec.restarts, rec.last_termination) == (
         reason,
         ready,
@@ -84,12 +86,12 @@ def test_record_of_a_pod_not_scheduled() -> None:
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
         ],
     }
-    rec = p.record(pod)
+    rec = o.record(pod)
     assert (rec.phase, rec.node, rec.ready, rec.reason) == ("Pending", None, False, "Unschedulable")
 
 
 def test_a_bare_pod_object_reads_as_unknown() -> None:
-    rec = p.record({"metadata": {"name": "x"}})
+    rec = o.record({"metadata": {"name": "x"}})
     assert (rec.name, rec.runner, rec.phase, rec.ready, rec.restarts) == (
         "x",
         "x",
@@ -102,21 +104,21 @@ def test_a_bare_pod_object_reads_as_unknown() -> None:
 def test_terminations_are_keyed_by_container_run() -> None:
     pod = fk.runner_pod("runner-0")
     fk.terminate(pod)
-    (ended,) = p.terminations(pod)
+    (ended,) = o.terminations(pod)
     fk.restart(pod)
-    assert p.terminations(pod) == [ended]  # the same run, now as the last state
+    assert o.terminations(pod) == [ended]  # the same run, now as the last state
     fk.terminate(pod, "Error", 2)
-    both = p.terminations(pod)
+    both = o.terminations(pod)
     assert [t.text for t in both] == ["OOMKilled (exit 137)", "Error (exit 2)"]
 
 
 def test_a_termination_without_reason_or_id() -> None:
     pod = fk.runner_pod("runner-0")
     pod["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": 0}}
-    (t,) = p.terminations(pod)
+    (t,) = o.terminations(pod)
     assert t.text == "Completed (exit 0)"
     pod["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": 3}}
-    assert p.terminations(pod)[0].text == "Error (exit 3)"
+    assert o.terminations(pod)[0].text == "Error (exit 3)"
 
 
 @pytest.mark.parametrize(
@@ -139,7 +141,7 @@ def test_a_termination_without_reason_or_id() -> None:
     ],
 )
 def test_node_not_ready(conditions: list[dict[str, str]], why: str | None) -> None:
-    assert p.node_not_ready({"status": {"conditions": conditions}}) == why
+    assert o.node_not_ready({"status": {"conditions": conditions}}) == why
 
 
 # ---- verdicts -----------------------------------------------------------------------------------
@@ -328,13 +330,13 @@ def test_node_not_ready_fails_every_unready_pod_on_it_once() -> None:
 def test_no_node_question_for_a_pod_without_a_node_or_being_deleted() -> None:
     judge, made = judge_with("runner-0", "runner-1")
 
-    def unscheduled(x: p.Pod) -> None:
+    def unscheduled(x: o.Pod) -> None:
         x["spec"].pop("nodeName")
         fk.set_ready(x, False)
 
     assert judge.event("MODIFIED", changed(made["runner-0-0"], unscheduled)).check_node is None
 
-    def deleting(x: p.Pod) -> None:
+    def deleting(x: o.Pod) -> None:
         x["metadata"]["deletionTimestamp"] = "t"
         fk.set_ready(x, False)
 

@@ -1,0 +1,292 @@
+"""One pass of a batch's writes over NATS, pipelined (the effect runner, effects.py, makes
+passes until one is stored).
+
+Every effect of the batch is sent without waiting, in order, on one connection; then the
+acknowledgements are awaited together, so a batch costs one round trip, not one per write.
+
+How records get into effects, for group commit: a ``PersistStep`` or ``PersistRun`` holds the
+record itself, not a copy. A run's actor decides a whole batch of messages (actor.py) before
+any write goes out, and a record may change several times within it; each record is encoded
+once, at its last write in the batch (``_Batch.last_step_write``), as the batch left it.
+What each transition was is snapshotted into its effect when it is decided (``status``,
+``attempt``, ``reason``: decisions.py), for its log line and its notes. The actor decides
+nothing more until the batch is stored, so a write retried is the same record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, assert_never, cast
+
+from heddle.services.orchestrator.bulk_writes import ACK_TIMEOUT, write_new_steps
+from heddle.services.orchestrator.decisions import (
+    AwaitHandoff,
+    Continue,
+    Effect,
+    Enqueue,
+    Ignored,
+    KillAttempt,
+    PersistRun,
+    PersistStep,
+    Requeued,
+    ScheduleRetry,
+)
+from heddle.services.orchestrator.messages import Mailboxes, RetryTimer
+from heddle.shared.runtime.service import event
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import CancelAttempt, RetryDue, StepRecord, encode
+from heddle.shared.wire.timefmt import from_epoch
+
+if TYPE_CHECKING:
+    from heddle.shared.broker.acked import AckedPublisher
+    from heddle.shared.broker.nats_types import Client, JetStreamContext
+
+log = logging.getLogger("heddle.orchestrator")
+
+
+class EffectWrites:
+    def __init__(
+        self, nc: Client, js: JetStreamContext, acked: AckedPublisher, runs: Mailboxes | None
+    ) -> None:
+        self.nc, self.js = nc, js
+        self.acked = acked  # every write here is acknowledged: memory is ahead of KV
+        # The server's schedule fires up to ~250 ms late and survives restarts; a local
+        # timer (posted to the run at its time, ``post_at``) fires on time while this
+        # process lives. Whichever comes first queues the attempt; the state machine
+        # ignores the other.
+        self.runs = runs
+
+    async def once(
+        self, run_id: str, effects: list[Effect], create_run: bool, offers: Callable[[], None]
+    ) -> None:
+        """Every write of the batch sent, then every acknowledgement awaited; raises if one
+        failed (the caller writes the batch again, whole). ``offers`` sends the handoffs,
+        right after the records of the steps handed off, once however often it is called."""
+        batch = _Batch.of(run_id, effects, create_run)
+        try:
+            await self._write(batch, effects, offers)
+        except BaseException:
+            _abandon(batch.futures)  # written again whole: these answers are not awaited
+            raise
+
+    async def _write(
+        self, batch: _Batch, effects: list[Effect], offers: Callable[[], None]
+    ) -> None:
+        run_id, create_run = batch.run_id, batch.create_run
+        if create_run:
+            # The effects written are PersistSteps, by their index.
+            for i in await write_new_steps(self.nc, self.js, self.acked, run_id, effects):
+                batch.last_step_write.pop(cast(PersistStep, effects[i]).step.id, None)
+        if batch.handed:
+            await self._write_handed_off(batch, effects)
+            offers()
+        for i, eff in enumerate(effects):
+            match eff:
+                case PersistStep():
+                    await self._persist_step(batch, i, eff)
+                case PersistRun():
+                    await self._persist_run(batch, i, eff)
+                case Enqueue(handoff=None):
+                    await self._enqueue(batch, eff)
+                case Enqueue() | AwaitHandoff() | Continue():
+                    pass  # offered after its record (_write_handed_off), awaited once stored
+                case ScheduleRetry():
+                    await self._schedule(batch, eff)
+                case KillAttempt():
+                    await self._kill(batch, eff)
+                case Requeued():
+                    _log_requeued(run_id, eff)
+                case Ignored(step_id=step_id, reason=reason):
+                    event(log, "ignored", run=run_id, step=step_id, reason=reason)
+                case _:
+                    assert_never(eff)
+        await self._settle(batch.futures)
+
+    async def _persist_step(self, batch: _Batch, i: int, eff: PersistStep) -> None:
+        """Logs the transition; writes the record if this is its last write in the batch."""
+        step = eff.step
+        if step.id not in batch.last_step_write:
+            return  # stored in bulk with the new run
+        if eff.previous != eff.status:
+            event(
+                log,
+                "step",
+                run=batch.run_id,
+                step=step.id,
+                attempt=eff.attempt,
+                status=eff.status,
+                was=eff.previous,
+                reason=eff.reason,
+            )
+        if batch.last_step_write[step.id] == i and step.id not in batch.written:
+            await self._publish_step(batch, step)
+
+    async def _write_handed_off(self, batch: _Batch, effects: list[Effect]) -> None:
+        """The records of the steps handed off go first, and their offers right after
+        them, before their acknowledgements: a server that loses the end of a pipeline
+        loses the predecessor's record with them, and the rebuilt run offers the step to
+        the same runner again, which answers as it did (runner_agent/taken.py). So do the
+        records of continuations, prepared (their ticket) or started: a stored success
+        of the step they follow implies them."""
+        for i, eff in enumerate(effects):
+            if isinstance(eff, PersistStep) and eff.step.id in batch.handed:
+                if batch.last_step_write.get(eff.step.id) == i:
+                    await self._publish_step(batch, eff.step)
+                    batch.written.add(eff.step.id)
+
+    async def _publish_step(self, batch: _Batch, step: StepRecord) -> None:
+        subject = names.kv_subject(names.RUNS_BUCKET, names.step_key(batch.run_id, step.id))
+        batch.futures.append(await self.acked.publish(subject, encode(step)))
+
+    async def _persist_run(self, batch: _Batch, i: int, eff: PersistRun) -> None:
+        event(
+            log,
+            "run",
+            run=batch.run_id,
+            status=eff.status,
+            cancel_requested=eff.cancel_requested,
+            waiting=eff.waiting,
+        )
+        if i != batch.last_run_write:
+            return
+        headers = None
+        if batch.create_run:
+            # The run record commits a new run: stored at most once, and only once every
+            # step record is stored.
+            headers = {"Nats-Expected-Last-Subject-Sequence": "0"}
+            await self._settle(batch.futures)
+            batch.futures = []
+        subject = names.kv_subject(names.RUNS_BUCKET, names.run_key(batch.run_id))
+        batch.futures.append(await self.acked.publish(subject, encode(eff.run), headers=headers))
+
+    async def _enqueue(self, batch: _Batch, eff: Enqueue) -> None:
+        ready = eff.ready
+        msg_id = names.ready_msg_id(ready.run_id, ready.step_id, ready.attempt, ready.requeue)
+        batch.futures.append(
+            await self.acked.publish(
+                names.step_ready(ready.run_id, ready.step_id, eff.opens),
+                encode(ready),
+                headers={"Nats-Msg-Id": msg_id},
+            )
+        )
+
+    async def _schedule(self, batch: _Batch, eff: ScheduleRetry) -> None:
+        run_id, step_id, attempt = batch.run_id, eff.step_id, eff.attempt
+        event(
+            log,
+            "retry scheduled",
+            run=run_id,
+            step=step_id,
+            attempt=attempt,
+            delay_ms=round(eff.delay * 1000),
+        )
+        batch.futures.append(await self.schedule_retry(run_id, step_id, attempt, eff.at))
+        if self.runs is not None:
+            self.runs.post_at(run_id, RetryTimer(step_id, attempt), eff.at)
+
+    async def _kill(self, batch: _Batch, eff: KillAttempt) -> None:
+        """A core publish, not acknowledged: the state machine fences the attempt whether
+        or not its runner hears this."""
+        event(
+            log,
+            "kill attempt",
+            run=batch.run_id,
+            step=eff.step_id,
+            attempt=eff.attempt,
+            runner=eff.runner,
+            reason=eff.reason,
+        )
+        cancel = CancelAttempt(
+            run_id=batch.run_id,
+            step_id=eff.step_id,
+            attempt=eff.attempt,
+            reason=eff.reason,
+            ticket=eff.ticket,
+        )
+        await self.nc.publish(names.runner_cancel(eff.runner), encode(cancel))
+
+    @staticmethod
+    async def _settle(futures: list[asyncio.Future]) -> None:
+        """Wait for the acknowledgements of ``futures``; raise if one failed or is late."""
+        if not futures:
+            return
+        done, pending = await asyncio.wait(futures, timeout=ACK_TIMEOUT)
+        for fut in pending:
+            fut.cancel()
+        # Every failure retrieved, not only the first: the rest are not lost futures.
+        failed = [exc for exc in (fut.exception() for fut in done) if exc is not None]
+        if pending:
+            raise TimeoutError(f"{len(pending)} writes unacknowledged")
+        if failed:
+            raise failed[0]
+
+    async def schedule_retry(
+        self, run_id: str, step_id: str, attempt: int, at: float
+    ) -> asyncio.Future:
+        # The server holds the timer: it survives an orchestrator restart and fires once.
+        # One pending schedule per subject, so re-sending it after a restart replaces it.
+        return await self.acked.publish(
+            names.sched_timer(run_id, step_id),
+            encode(RetryDue(run_id=run_id, step_id=step_id, attempt=attempt)),
+            headers={
+                "Nats-Schedule": f"@at {from_epoch(at)}",
+                "Nats-Schedule-Target": names.cmd_timer(run_id),
+            },
+        )
+
+
+def _abandon(futures: list[asyncio.Future]) -> None:
+    for fut in futures:
+        if fut.done():
+            if not fut.cancelled():
+                fut.exception()
+        else:
+            fut.cancel()
+
+
+@dataclass(slots=True)
+class _Batch:
+    """One pass over a batch's effects: the index of each record's last write (a record
+    changed several times is written once, in its final state) and the acknowledgements
+    to wait for."""
+
+    run_id: str
+    create_run: bool
+    last_step_write: dict[str, int]
+    last_run_write: int
+    futures: list[asyncio.Future] = field(default_factory=list)
+    written: set[str] = field(default_factory=set)  # step records already sent in this pass
+    handed: set[str] = field(default_factory=set)  # steps offered to a runner directly
+
+    @classmethod
+    def of(cls, run_id: str, effects: list[Effect], create_run: bool) -> _Batch:
+        steps: dict[str, int] = {}
+        handed: set[str] = set()
+        last_run = -1
+        for i, e in enumerate(effects):
+            if isinstance(e, PersistStep):
+                steps[e.step.id] = i
+            elif isinstance(e, PersistRun):
+                last_run = i
+            elif isinstance(e, Enqueue) and e.handoff is not None:
+                handed.add(e.ready.step_id)
+            elif isinstance(e, Continue):
+                handed.add(e.ready.step_id)
+            elif isinstance(e, AwaitHandoff):
+                handed.add(e.step_id)
+        return cls(run_id, create_run, steps, last_run, handed=handed)
+
+
+def _log_requeued(run_id: str, eff: Requeued) -> None:
+    event(
+        log,
+        "step requeued",
+        run=run_id,
+        step=eff.step_id,
+        attempt=eff.attempt,
+        requeue=eff.requeue,
+        reason="no runner holds it and its ready message is gone",
+    )

@@ -1,0 +1,109 @@
+"""What a run's actor is told, besides the runners' events: each message is one input of the
+state machine (``RunActor._decide``), and ``Mailboxes`` is how the orchestrator's parts post
+one to a run by its id (``LiveRuns``, live_runs.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from heddle.services.orchestrator.decisions import Effect
+from heddle.services.orchestrator.state import HandoffAnswer
+from heddle.shared.wire.contracts import StepFinished, StepStarted
+
+if TYPE_CHECKING:
+    from heddle.shared.broker.nats_types import Msg
+
+
+@dataclass(frozen=True, slots=True)
+class Silent:
+    """The watchdog's verdict on one attempt."""
+
+    step_id: str
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Heard:
+    """A heartbeat of the attempt's own runner, as the server stored it (``stored_at``,
+    shown as the step's last heartbeat)."""
+
+    step_id: str
+    attempt: int
+    runner: str
+    stored_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """The backstop's finding on one queued attempt (services/orchestrator/backstop.py)."""
+
+    step_id: str
+    attempt: int
+    requeue: int  # the attempt's requeues when it was found lost
+
+
+@dataclass(frozen=True, slots=True)
+class RetryTimer:
+    step_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """A waiting run's turn to be under way (admission.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HandedOff:
+    """What the runner a queued attempt was handed to answered (handoff.py)."""
+
+    step_id: str
+    attempt: int
+    requeue: int
+    runner: str
+    answer: HandoffAnswer
+
+
+@dataclass(frozen=True, slots=True)
+class Create:
+    """A new run's first message: store it, then announce it (the gateway waits for that)."""
+
+    effects: list[Effect]
+    announce: Callable[[str], Awaitable[None]]
+    exists: Callable[[str], Awaitable[bool]]
+
+
+Message = (
+    StepStarted
+    | StepFinished
+    | Silent
+    | Lost
+    | Heard
+    | RetryTimer
+    | Cancel
+    | Admit
+    | HandedOff
+    | Create
+)
+
+
+class Mailboxes(Protocol):
+    """The live runs' actors, by run id: a message for a run not live here (ended, or
+    another orchestrator's) goes nowhere."""
+
+    def post(self, run_id: str, message: Message, msg: Msg | None = None) -> bool:
+        """To the run's actor now, which settles ``msg`` once its effects are stored; False
+        if the run has no actor here."""
+        ...
+
+    def post_at(self, run_id: str, message: Message, at: float) -> None:
+        """To the run's actor at ``at`` (epoch seconds), if it is live here then."""
+        ...
