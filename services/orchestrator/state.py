@@ -94,7 +94,7 @@ class RunState:
                 effects.extend(state.transitions.queue(step, 1, stamp))
             else:
                 effects.append(PersistStep(step, "new"))
-        # The run record goes last: it is the commit point of a new run (see effects.py).
+        # The run record goes last: it is the commit point of a new run (see effect_writes.py).
         effects.append(PersistRun(run))
         return state, effects
 
