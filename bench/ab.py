@@ -34,6 +34,13 @@ DRIVER = Path(__file__).with_name("ab_driver.py")
 READY_WITHIN = 120.0  # seconds for a stack to come up
 
 
+def interpreter(repo: Path) -> str:
+    """The checkout's own virtualenv's Python where it has one (``make install``): its package
+    is installed editable from that checkout, where another Python would import its own."""
+    own = repo / ".venv" / "bin" / "python"
+    return str(own) if own.exists() else sys.executable
+
+
 class Side:
     """A driver process, with a stack of the checkout at ``repo``."""
 
@@ -42,7 +49,7 @@ class Side:
         # Its source run from the checkout's own top folder, so ``bench`` is that checkout's.
         args = [workload, *(f"{k}={v}" for k, v in settings.items())]
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", DRIVER.read_text(), *args],
+            [interpreter(repo), "-c", DRIVER.read_text(), *args],
             cwd=repo,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
