@@ -162,3 +162,23 @@ def test_bench_ab_checks_its_settings(tmp_path: Path) -> None:
     proc = python_m("bench.ab", "--against", str(REPO), "--set-against", "LOG=1", timeout=30)
     assert proc.returncode == 2
     assert "'LOG=1': expected HEDDLE_NAME=VALUE" in proc.stderr
+
+
+def test_bench_expressions_times_every_figure() -> None:
+    proc = python_m(
+        *("bench.expressions", "--steps", "3", "--items", "2", "--rounds", "2", "--calls", "5"),
+        "--json",
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [r["figure"] for r in rows] == [
+        "compile a new text",
+        "compile a known text (cached)",
+        "scope of 3 steps",
+        "evaluate a when",
+        "evaluate a forEach of 2 items",
+        "a decision: scope and when",
+    ]
+    for r in rows:
+        assert r["unit"] == "µs/call" and r["heddle"]["n"] == 2 and r["heddle"]["min"] > 0

@@ -1,7 +1,8 @@
 """The code's layering, read from its imports, as prefix rules over the one installed package
 ``heddle``: the wire and the core import no other layer and do no I/O, only the NATS edge
-(``heddle.shared.broker``) imports nats-py, nothing in ``heddle.shared`` imports a service, no
-service imports another, and no import circle closes anywhere."""
+(``heddle.shared.broker``) imports nats-py, only ``heddle.shared.core.expressions`` the CEL
+library, nothing in ``heddle.shared`` imports a service, no service imports another, and no
+import circle closes anywhere."""
 
 from __future__ import annotations
 
@@ -106,6 +107,11 @@ def test_the_packages_installed_are_the_folders() -> None:
 def test_only_the_nats_edge_imports_nats_py() -> None:
     users = {m for m, p in MODULES.items() if any(i.split(".")[0] == "nats" for i in imports(p))}
     assert {m for m in users if not under(m, EDGE)} == set()
+
+
+def test_only_the_expressions_module_imports_the_cel_library() -> None:
+    users = {m for m, p in MODULES.items() if any(under(i, "cel_expr_python") for i in imports(p))}
+    assert users == {"heddle.shared.core.expressions"}
 
 
 @pytest.mark.parametrize(
