@@ -41,6 +41,7 @@ class Chains:
             only = parents[child_id]
             if (
                 child.status == "pending"
+                and child.when is None  # decided once its dependency has ended, not before
                 and child.attempt == 0
                 and len(only) == 1
                 and only[0] == step_id

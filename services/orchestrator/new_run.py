@@ -40,6 +40,8 @@ def new_records(
             retries=s.retries,
             timeout_seconds=s.timeout_seconds or policy.default_timeout,
             env=dict(s.env),
+            when=s.when,
+            allow_failure=s.allow_failure,
         )
         for i, s in enumerate(cmd.steps)
     ]

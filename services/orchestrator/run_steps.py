@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from heddle.shared.core.dag import Graph, Readiness
+from heddle.shared.core.dag import Graph, Readiness, upstream
+from heddle.shared.core.expressions import Scope, make_scope
 from heddle.shared.core.step_env import env_bytes, step_variables
 from heddle.shared.wire.contracts import TERMINAL_STEP, RunRecord, StepReady, StepRecord
 
@@ -48,7 +49,10 @@ class RunSteps:
         self.new_ticket = tickets
         self.terminal = sum(1 for s in steps if s.status in TERMINAL_STEP)
         self.succeeded = {s.id for s in steps if s.status == "succeeded"}
-        self.readiness = Readiness(self.graph, self.succeeded)
+        # Steps with a ``when``: decided once every parent has ended, however it ended.
+        self.conditional = {s.id for s in steps if s.when is not None}
+        ended = (s.id for s in steps if s.status in TERMINAL_STEP) if self.conditional else ()
+        self.readiness = Readiness(self.graph, self.succeeded, ended, self.conditional)
         # Succeeded steps with outputs, and for each step queued so far the steps upstream
         # of it that have outputs (computed once per step, from its parents').
         self.with_outputs = {s.id for s in steps if s.outputs}
@@ -122,6 +126,20 @@ class RunSteps:
                 acc = acc | carried if acc else carried
             memo[node] = acc
         return sorted(memo[step_id], key=self.graph.index.__getitem__)
+
+    def condition_scope(self, step_id: str) -> Scope:
+        """What a step's ``when`` reads: the run's parameters and facts, and the status and
+        outputs of every step upstream of it (one not ended yet, possible past a skipped
+        step, shows the status it has now)."""
+        run, steps = self.run, self.steps
+        return make_scope(
+            run.params,
+            {s: (steps[s].status, steps[s].outputs) for s in upstream(self.graph, step_id)},
+            run_id=run.run_id,
+            trigger=run.trigger,
+            scheduled_for=run.scheduled_for,
+            workflow=run.workflow_name or "",
+        )
 
     def stale(self, step: StepRecord, attempt: int, runner: str) -> str | None:
         """Why an event of ``attempt`` from ``runner`` does not count, if it does not."""

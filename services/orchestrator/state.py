@@ -28,7 +28,7 @@ from heddle.services.orchestrator.decisions import (
 )
 from heddle.services.orchestrator.new_run import new_records
 from heddle.services.orchestrator.run_steps import Policy, RunSteps
-from heddle.services.orchestrator.transitions import StepTransitions, enqueue
+from heddle.services.orchestrator.transitions import StepTransitions, enqueue, skip_reason
 from heddle.shared.core.tickets import holds, new_ticket
 from heddle.shared.wire.contracts import AttemptRecord, RunRecord, StepRecord, SubmitRun
 from heddle.shared.wire.timefmt import from_epoch, parse
@@ -89,24 +89,36 @@ class RunState:
         state = cls(run, steps, policy, rand, tickets)
         effects: list[Effect] = []
         stamp = from_epoch(now)
+        decided: set[str] = set()  # stored already by a decision that ended them
         for step in steps:
-            if state._due_to_queue(step):
-                effects.extend(state.transitions.queue(step, 1, stamp))
-            else:
+            if step.id in decided:
+                continue
+            due = state._start_due(step, stamp)
+            if due is None:
                 effects.append(PersistStep(step, "new"))
+            else:
+                effects.extend(due)
+                decided.update(e.step.id for e in due if isinstance(e, PersistStep))
+        # Every step may have ended already (skipped by its condition): the run ends with them,
+        # stored by the one record below.
+        state.transitions.maybe_finish(stamp)
         # The run record goes last: it is the commit point of a new run (see effect_writes.py).
         effects.append(PersistRun(run))
         return state, effects
 
-    def _due_to_queue(self, step: StepRecord) -> bool:
-        """Whether the step is due to be queued: pending, its dependencies succeeded, and
-        the run admitted and not cancelled."""
-        return (
-            step.status == "pending"
-            and not self.run.waiting
-            and not self.run.cancel_requested
-            and self.records.readiness.waiting(step.id) == 0
-        )
+    def _start_due(self, step: StepRecord, stamp: str) -> list[Effect] | None:
+        """The effects that start a step now due, or None if it is not: pending, the run
+        admitted and not cancelled, and its dependencies succeeded (queued), or, for a
+        conditional step, ended (decided: queued, skipped or failed)."""
+        run, readiness = self.run, self.records.readiness
+        if step.status != "pending" or run.waiting or run.cancel_requested:
+            return None
+        unsettled = readiness.unsettled(step.id)
+        if unsettled is None:
+            if readiness.waiting(step.id):
+                return None
+            return self.transitions.queue(step, step.attempt + 1, stamp)
+        return self.transitions.decide(step, stamp) if unsettled == 0 else None
 
     def admit(self, now: float) -> list[Effect]:
         """A waiting run's turn (services/orchestrator/admission.py): its first steps are
@@ -117,8 +129,7 @@ class RunState:
         stamp = from_epoch(now)
         effects: list[Effect] = []
         for step in self.steps.values():
-            if self._due_to_queue(step):
-                effects.extend(self.transitions.queue(step, step.attempt + 1, stamp))
+            effects.extend(self._start_due(step, stamp) or ())
         return [*effects, PersistRun(self.run), *self.transitions.maybe_finish(stamp)]
 
     # ---- the run's own findings ----
@@ -204,6 +215,17 @@ class RunState:
 
     # ---- recovery ----
 
+    def _ended_parent(self, step: StepRecord) -> StepRecord | None:
+        """A dependency that ended without success, for a plain pending step of a run going
+        on; that step should have been skipped with it."""
+        if step.status != "pending" or step.when is not None or self.run.cancel_requested:
+            return None
+        for parent_id in self.records.graph.parents[step.id]:
+            parent = self.steps[parent_id]
+            if parent.status in ("failed", "skipped", "cancelled"):
+                return parent
+        return None
+
     def resume(self, now: float) -> list[Effect]:
         """Effects that make a run rebuilt from KV whole again after a crash, wherever the
         crash fell between storing a transition and sending what it implies. Each one is
@@ -223,8 +245,14 @@ class RunState:
             elif step.status == "queued":
                 step.queued_at = step.queued_at or stamp
                 effects.append(enqueue(step, self.records.ready_message(step)[0]))
-            elif self._due_to_queue(step):
-                effects.extend(self.transitions.queue(step, step.attempt + 1, stamp))
+            elif (due := self._start_due(step, stamp)) is not None:
+                effects.extend(due)
+            elif (cause := self._ended_parent(step)) is not None:
+                # A dependency's end was stored, this step's skip not: the crash fell between.
+                effects.extend(
+                    self.transitions.terminate(step, "skipped", skip_reason(cause), stamp)
+                )
+                effects.extend(self.transitions.end_downstream(step, stamp))
             elif step.status == "retrying":
                 at = parse(step.retry_at).timestamp() if step.retry_at else now
                 effects.append(ScheduleRetry(step.id, step.attempt + 1, at, max(at - now, 0.0)))

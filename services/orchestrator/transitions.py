@@ -17,7 +17,12 @@ from heddle.services.orchestrator.decisions import (
 )
 from heddle.services.orchestrator.run_steps import RunSteps
 from heddle.shared.core.backoff import backoff
-from heddle.shared.core.dag import downstream
+from heddle.shared.core.dag import doomed
+from heddle.shared.core.expressions import (
+    ExpressionError,
+    compile_expression,
+    evaluate_condition,
+)
 from heddle.shared.wire.contracts import (
     AttemptRecord,
     StepFinished,
@@ -30,6 +35,12 @@ from heddle.shared.wire.timefmt import from_epoch
 
 def enqueue(step: StepRecord, ready: StepReady, handoff: str | None = None) -> Enqueue:
     return Enqueue(ready, handoff, opens=not step.depends_on)
+
+
+def skip_reason(cause: StepRecord) -> str:
+    """Why a step is skipped: ``cause``, a step it depends on, ended without success."""
+    how = "failed" if cause.status == "failed" else f"was {cause.status}"
+    return f"skipped because step {cause.id} {how}"
 
 
 def is_queued(step: StepRecord) -> bool:
@@ -110,12 +121,38 @@ class StepTransitions:
         if not self.records.run.cancel_requested:
             for child_id in ready:
                 child = self.records.steps[child_id]
-                if child.status == "pending":
-                    # Past an attempt a void continuation spent, if one did.
+                if child.status != "pending":
+                    continue
+                if child.when is not None:
+                    effects.extend(self.decide(child, stamp, handoff))
+                else:  # past an attempt a void continuation spent, if one did
                     effects.extend(self.queue(child, child.attempt + 1, stamp, handoff))
-                    if is_queued(child):
-                        handoff = None  # one runner, one step
+                if is_queued(child):
+                    handoff = None  # one runner, one step
         return effects + self.maybe_finish(stamp)
+
+    def decide(self, step: StepRecord, stamp: str, handoff: str | None = None) -> list[Effect]:
+        """A conditional step whose every dependency has ended: queued if its ``when`` holds,
+        skipped if not, failed if it cannot be evaluated; what ends it ends what it dooms."""
+        ended: list[StepRecord] = []
+        effects = self.decision(step, stamp, handoff, ended)
+        return effects + self.end_downstream(step, stamp) if ended else effects
+
+    def decision(
+        self, step: StepRecord, stamp: str, handoff: str | None, ended: list[StepRecord]
+    ) -> list[Effect]:
+        """``decide`` without what follows: a step it ends is added to ``ended``."""
+        try:
+            holds = evaluate_condition(
+                compile_expression(step.when or ""), self.records.condition_scope(step.id)
+            )
+        except ExpressionError as exc:
+            ended.append(step)
+            return self.terminate(step, "failed", f"when {exc.problem}", stamp)
+        if holds:
+            return self.queue(step, step.attempt + 1, stamp, handoff)
+        ended.append(step)
+        return self.terminate(step, "skipped", f"skipped: when {step.when!r} is false", stamp)
 
     def attempt_failed(
         self, step: StepRecord, reason: str, now: float, *, immediate: bool
@@ -150,17 +187,36 @@ class StepTransitions:
         return spent + self.fail(step, reason, stamp, step.status)
 
     def fail(self, step: StepRecord, reason: str, stamp: str, prev: str) -> list[Effect]:
-        """The step fails for good: every step downstream of it is skipped."""
+        """The step fails for good: every step downstream of it is skipped, but for one with
+        a condition, which is decided once all its dependencies have ended."""
         effects = self.terminate(step, "failed", reason, stamp, prev)
-        for victim_id, _parent in downstream(self.records.graph, step.id):
-            victim = self.records.steps[victim_id]
-            if victim.status == "pending":
-                effects.extend(
-                    self.terminate(
-                        victim, "skipped", f"skipped because step {step.id} failed", stamp
-                    )
-                )
-        return effects + self.maybe_finish(stamp)
+        return effects + self.end_downstream(step, stamp) + self.maybe_finish(stamp)
+
+    def end_downstream(self, origin: StepRecord, stamp: str) -> list[Effect]:
+        """``origin`` ended without success: the steps it dooms are skipped, and the
+        conditional steps whose dependencies have all ended now are decided (which may end
+        more, in turn)."""
+        records = self.records
+        steps, readiness = records.steps, records.readiness
+        effects: list[Effect] = []
+        ended = [origin]
+        while ended:
+            cause = ended.pop()
+            why = skip_reason(cause)
+            gone = [cause]
+            for victim_id, _parent in doomed(records.graph, cause.id, records.conditional):
+                victim = steps[victim_id]
+                if victim.status == "pending":
+                    effects.extend(self.terminate(victim, "skipped", why, stamp))
+                    gone.append(victim)
+            if not records.conditional or records.run.cancel_requested:
+                continue
+            for step in gone:
+                for child_id in readiness.end(step.id):
+                    child = steps[child_id]
+                    if child.status == "pending":
+                        effects.extend(self.decision(child, stamp, None, ended))
+        return effects
 
     def terminate(
         self,
@@ -184,7 +240,10 @@ class StepTransitions:
             return []
         if self.records.run.cancel_requested:
             self.records.run.status = "cancelled"
-        elif len(self.records.succeeded) == len(self.records.steps):
+        elif len(self.records.succeeded) == len(self.records.steps) or not any(
+            s.status == "failed" and not s.allow_failure for s in self.records.steps.values()
+        ):
+            # Skipped by a condition, or past a failure that was allowed: no harm done.
             self.records.run.status = "succeeded"
         else:
             self.records.run.status = "failed"

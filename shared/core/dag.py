@@ -4,7 +4,7 @@ breadth-first set of steps a failure makes impossible. No I/O."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 
 from heddle.shared.wire.errors import Problem
 
@@ -150,44 +150,89 @@ def topological_order(graph: Graph) -> list[str]:
 
 
 class Readiness:
-    """How many parents of each step have yet to succeed. A success makes its children
+    """How many parents of each step have yet to succeed, and of each conditional step (one
+    with a ``when``) how many have yet to end at all. A parent's end makes its children
     ready in O(children), where checking every parent of every child would make a
     1,000-wide join cost a million checks."""
 
-    __slots__ = ("_children", "_waiting")
+    __slots__ = ("_children", "_unsettled", "_waiting")
 
-    def __init__(self, graph: Graph, succeeded: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        succeeded: Iterable[str] = (),
+        ended: Iterable[str] = (),
+        conditional: Iterable[str] = (),
+    ) -> None:
         done = set(succeeded)
+        over = set(ended) | done
         self._children = graph.children
         self._waiting = {s: sum(1 for p in graph.parents[s] if p not in done) for s in graph.ids}
+        self._unsettled = {
+            s: sum(1 for p in graph.parents[s] if p not in over) for s in conditional
+        }
 
     def waiting(self, step: str) -> int:
         """Parents of ``step`` that have not succeeded."""
         return self._waiting[step]
 
+    def unsettled(self, step: str) -> int | None:
+        """Parents of a conditional ``step`` that have not ended; None for another step."""
+        return self._unsettled.get(step)
+
     def succeed(self, step: str) -> list[str]:
-        """Record that ``step`` succeeded (call it once per step): the children whose every
-        parent has now succeeded, in the order the user wrote them."""
+        """Record that ``step`` succeeded (call it once per step): the children now due, in
+        the order the user wrote them: a plain child once every parent has succeeded, a
+        conditional one once every parent has ended."""
         ready = []
-        waiting = self._waiting
+        waiting, unsettled = self._waiting, self._unsettled
         for child in self._children[step]:
             waiting[child] -= 1
-            if waiting[child] == 0:
+            if unsettled and child in unsettled:
+                unsettled[child] -= 1
+                if unsettled[child] == 0:
+                    ready.append(child)
+            elif waiting[child] == 0:
                 ready.append(child)
         return ready
 
+    def end(self, step: str) -> list[str]:
+        """Record that ``step`` ended without succeeding (once per step): the conditional
+        children whose every parent has now ended. A plain child is doomed instead."""
+        due = []
+        unsettled = self._unsettled
+        for child in self._children[step]:
+            if child in unsettled:
+                unsettled[child] -= 1
+                if unsettled[child] == 0:
+                    due.append(child)
+        return due
 
-def downstream(graph: Graph, origin: str) -> list[tuple[str, str]]:
-    """Every step reachable from ``origin``, breadth-first, each with the parent it was reached
-    from (the step whose failure or skip dooms it)."""
+
+def doomed(graph: Graph, origin: str, conditional: Container[str]) -> list[tuple[str, str]]:
+    """The steps a failure or skip of ``origin`` dooms, breadth-first, each with the parent it
+    was reached from: every step downstream that is reached without passing a conditional
+    one, which decides for itself once its parents have ended."""
     seen = {origin}
     out: list[tuple[str, str]] = []
     queue = deque([origin])
     while queue:
         node = queue.popleft()
         for child in graph.children[node]:
-            if child not in seen:
+            if child not in seen and child not in conditional:
                 seen.add(child)
                 out.append((child, node))
                 queue.append(child)
     return out
+
+
+def upstream(graph: Graph, step: str) -> list[str]:
+    """Every step ``step`` depends on, directly or not, in the order the user wrote them."""
+    seen: set[str] = set()
+    todo = list(graph.parents[step])
+    while todo:
+        node = todo.pop()
+        if node not in seen and node in graph.index:  # an unknown dependency is not a step
+            seen.add(node)
+            todo.extend(graph.parents[node])
+    return sorted(seen, key=graph.index.__getitem__)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+from heddle.shared.core.conditions import condition_problems, reference_problems
 from heddle.shared.core.dag import structural_problems
 from heddle.shared.core.step_env import (
     declaration_problems,
@@ -22,7 +23,16 @@ from heddle.shared.wire.contracts import RunRequest, SubmitRun, WorkflowSpec
 from heddle.shared.wire.errors import InvalidWorkflow, Problem
 from heddle.shared.wire.names import ID_PATTERN
 
-STEP_FIELDS = {"id", "command", "dependsOn", "retries", "timeoutSeconds", "env"}
+STEP_FIELDS = {
+    "id",
+    "command",
+    "dependsOn",
+    "retries",
+    "timeoutSeconds",
+    "env",
+    "when",
+    "allowFailure",
+}
 WORKFLOW_FIELDS = {
     "name",
     "steps",
@@ -148,6 +158,7 @@ def _check_step(
         )
     if "env" in step:
         problems.extend(env_problems(step["env"], f"{path}.env"))
+    problems.extend(condition_problems(step, path))
     if isinstance(step_id, str):
         return step_id, dep_ids
     return None
@@ -236,6 +247,7 @@ def workflow_problems(
         # dependency can spell.
         deps.append(checked if checked is not None else (f"\x00{i}", []))
     problems.extend(structural_problems(deps))
+    problems.extend(reference_problems(steps, deps))
     return problems
 
 

@@ -38,6 +38,10 @@ class StepSpec(Wire, forbid_unknown_fields=True):
     retries: int = 0
     timeout_seconds: float | None = None
     env: dict[str, str] = {}  # static variables; over the workflow's (shared/core/step_env.py)
+    # A CEL condition (shared/core/expressions.py), decided once every dependency has ended,
+    # whatever its outcome: false skips the step. Without it, every dependency must succeed.
+    when: str | None = None
+    allow_failure: bool = False  # its failure does not fail the run
 
 
 class ParamSpec(Wire, forbid_unknown_fields=True):
@@ -335,6 +339,8 @@ class StepRecord(Wire):
     requeues: int = 0  # the current attempt queued again after its assignment was lost
     ticket: str = ""  # the current attempt's (StepReady.ticket); never shown by the API
     env: dict[str, str] = {}  # the step's static variables (StepSpec.env)
+    when: str | None = None  # StepSpec.when
+    allow_failure: bool = False  # StepSpec.allow_failure
     # The runner the current attempt was handed to directly (the one whose success readied
     # it), its answer not yet known: no ready message of it is in the stream.
     offered_to: str | None = None

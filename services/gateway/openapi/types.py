@@ -93,6 +93,8 @@ class StepDocument(Doc):
     attempts: list[AttemptRecord]
     env: dict[str, str]  # the step's static variables (over the workflow's)
     outputs: dict[str, str]  # what its succeeded attempt wrote to $HEDDLE_OUTPUTS
+    when: str | None = None  # its condition (docs/workflows.md, "Conditions")
+    allow_failure: bool = False
 
 
 class RunFacts(Doc):

@@ -89,6 +89,8 @@ def step_document(step: StepRecord, heartbeat_at: float | None) -> StepDocument:
         attempts=step.attempts,
         env=step.env,
         outputs=step.outputs,
+        when=step.when,
+        allow_failure=step.allow_failure,
     )
 
 

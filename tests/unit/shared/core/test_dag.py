@@ -10,10 +10,11 @@ from heddle.shared.core.dag import (
     Graph,
     Readiness,
     acyclic,
-    downstream,
+    doomed,
     find_cycle,
     structural_problems,
     topological_order,
+    upstream,
 )
 from heddle.shared.wire.errors import Problem
 
@@ -224,7 +225,7 @@ def test_50000_step_chain_is_clean_and_ordered() -> None:
     order = topological_order(graph)
     assert order == [s for s, _ in deps]
     assert topological_order(graph) == order
-    reached = downstream(graph, "s0")
+    reached = doomed(graph, "s0", ())
     assert len(reached) == 49_999 and reached[-1] == ("s49999", "s49998")
 
 
@@ -242,7 +243,7 @@ def test_5000_wide_fan_out_and_join_is_clean_and_ordered() -> None:
     assert readiness.succeed("m4999") == ["join"]
 
 
-# ---- ready set and downstream -----------------------------------------------------------
+# ---- ready set and what a failure dooms ----------------------------------------------
 
 DIAMOND = [("a", []), ("b", ["a"]), ("c", ["a"]), ("d", ["b", "c"]), ("e", [])]
 
@@ -274,7 +275,7 @@ def test_readiness_resumes_from_the_steps_already_succeeded(
     assert [readiness.waiting(s) for s in "abcde"] == waiting
 
 
-def test_downstream_is_breadth_first_with_the_parent_reached_from() -> None:
+def test_doomed_is_breadth_first_with_the_parent_reached_from() -> None:
     deps = [
         ("a", []),
         ("b", ["a"]),
@@ -286,7 +287,7 @@ def test_downstream_is_breadth_first_with_the_parent_reached_from() -> None:
         ("other", []),
     ]
     # Depth-first would give b, d, f, g, c, e.
-    assert downstream(Graph(deps), "a") == [
+    assert doomed(Graph(deps), "a", ()) == [
         ("b", "a"),
         ("c", "a"),
         ("d", "b"),
@@ -305,8 +306,68 @@ def test_downstream_is_breadth_first_with_the_parent_reached_from() -> None:
         ("e", []),
     ],
 )
-def test_downstream_of_each_diamond_step(origin: str, expected: list[tuple[str, str]]) -> None:
-    assert downstream(Graph(DIAMOND), origin) == expected
+def test_doomed_of_each_diamond_step(origin: str, expected: list[tuple[str, str]]) -> None:
+    assert doomed(Graph(DIAMOND), origin, ()) == expected
+
+
+@pytest.mark.parametrize(
+    ("conditional", "expected"),
+    [
+        ({"b"}, [("c", "a"), ("d", "c")]),  # d is still doomed through c
+        ({"b", "c"}, []),  # a conditional step stops the doom; d waits for b and c
+        ({"d"}, [("b", "a"), ("c", "a")]),
+    ],
+)
+def test_a_conditional_step_is_not_doomed_nor_passed_through(
+    conditional: set[str], expected: list[tuple[str, str]]
+) -> None:
+    assert doomed(Graph(DIAMOND), "a", conditional) == expected
+
+
+def test_a_conditional_child_is_due_once_every_parent_has_ended_however() -> None:
+    readiness = Readiness(Graph(DIAMOND), conditional={"d"})
+    assert readiness.unsettled("d") == 2 and readiness.unsettled("b") is None
+    assert readiness.succeed("a") == ["b", "c"]
+    assert readiness.end("b") == []  # b failed: d still waits for c
+    assert readiness.unsettled("d") == 1
+    assert readiness.succeed("c") == ["d"]  # not ready by success alone: its parents ended
+
+
+def test_a_conditional_child_is_due_when_its_last_parent_fails() -> None:
+    readiness = Readiness(Graph(DIAMOND), conditional={"d"})
+    readiness.succeed("a")
+    assert readiness.succeed("b") == []
+    assert readiness.end("c") == ["d"]
+
+
+def test_ending_a_step_releases_no_plain_child() -> None:
+    readiness = Readiness(Graph(DIAMOND), conditional={"d"})
+    assert readiness.end("a") == []  # b and c are doomed instead (``doomed``)
+    assert readiness.waiting("b") == 1
+
+
+@pytest.mark.parametrize(
+    ("succeeded", "ended", "unsettled"),
+    [([], [], 2), (["a", "b"], [], 1), (["a"], ["b"], 1), (["a"], ["b", "c"], 0)],
+)
+def test_readiness_resumes_the_conditional_steps_from_those_ended(
+    succeeded: list[str], ended: list[str], unsettled: int
+) -> None:
+    readiness = Readiness(Graph(DIAMOND), succeeded, ended, conditional={"d"})
+    assert readiness.unsettled("d") == unsettled
+
+
+@pytest.mark.parametrize(
+    ("step", "expected"), [("a", []), ("b", ["a"]), ("d", ["a", "b", "c"]), ("e", [])]
+)
+def test_upstream_is_every_step_depended_on_in_document_order(
+    step: str, expected: list[str]
+) -> None:
+    assert upstream(Graph(DIAMOND), step) == expected
+
+
+def test_upstream_leaves_out_an_unknown_dependency() -> None:
+    assert upstream(Graph([("a", []), ("b", ["a", "ghost"])]), "b") == ["a"]
 
 
 def test_graph_indexes_roots_edges_and_children() -> None:
