@@ -86,6 +86,11 @@ class Dispatcher:
             prefix = settings.runner_statefulset_prefix
             self.pool.pack = lambda name: _or_first(ordinal_of(name, prefix))
 
+    @property
+    def nc(self) -> Client | None:
+        """The NATS connection once started: the readiness probe asks whether it is up."""
+        return self._nc
+
     async def start(self) -> None:
         self._nc = nc = await connect_until_ready(
             self.settings, f"heddle-{self.instance}", on_reconnect=self._reconnected

@@ -45,6 +45,7 @@ from heddle.services.gateway.reads.finished import FinishedStates, FinishedSteps
 from heddle.services.gateway.reads.run_index import RunIndex
 from heddle.services.gateway.reads.token_index import TokenIndex, read_token_file, seed_admin
 from heddle.shared.broker.nats_io import close, connect_until_ready
+from heddle.shared.broker.nats_types import Client
 from heddle.shared.broker.resources import ensure_resources
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.wire import names
@@ -134,6 +135,11 @@ class Gateway:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.runner: web.AppRunner | None = None
+
+    @property
+    def nc(self) -> Client | None:
+        """The app's NATS connection once it is up: the readiness probe asks whether it is."""
+        return self.runner.app.get(NATS) if self.runner is not None else None
 
     async def start(self) -> None:
         app = create_app(self.settings)

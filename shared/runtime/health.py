@@ -11,6 +11,10 @@ class Health:
     that the event loop answers at all is the proof."""
 
     def __init__(self, service: object) -> None:
+        # A service without ``nc`` would read as ready through any outage: refused here,
+        # where a rename would otherwise pass unseen.
+        if not hasattr(service, "nc"):
+            raise TypeError(f"{type(service).__name__} has no nc: its probe could not see NATS")
         self.service = service
         self.started = False
         self.stopping = False

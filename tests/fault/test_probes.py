@@ -14,7 +14,7 @@ import aiohttp
 
 from tests.support.stack import Stack, StackFactory
 
-SERVICES = ("orchestrator", "dispatcher", "runner-0")
+SERVICES = ("orchestrator", "dispatcher", "gateway", "runner-0")
 PROBE_TIMEOUT = 3.0  # the chart's timeoutSeconds
 
 

@@ -33,3 +33,23 @@ def test_health(started: bool, stopping: bool, nc: object, expected: tuple[bool,
     health = Health(_Service(nc))
     health.started, health.stopping = started, stopping
     assert health.ready() == expected
+
+
+def test_a_service_without_a_connection_to_ask_is_refused() -> None:
+    with pytest.raises(TypeError, match="has no nc"):
+        Health(object())
+
+
+def test_every_service_shows_its_probe_its_connection() -> None:
+    """Built, not started: each one's ``nc`` is there for the probe to ask (None until its
+    start connects)."""
+    from heddle.services.dispatcher.app import Dispatcher
+    from heddle.services.gateway.app import Gateway
+    from heddle.services.orchestrator.app import Orchestrator
+    from heddle.services.runner_agent.app import RunnerAgent
+    from heddle.shared.runtime.settings import Settings
+
+    for kind in (Gateway, Orchestrator, Dispatcher, RunnerAgent):
+        service = kind(Settings())
+        assert service.nc is None, kind
+        Health(service)
