@@ -86,7 +86,7 @@ class AttemptReports:
             )
         )
         effects: list[Effect] = [PersistStep(step, prev)]
-        if self.records.run.cancel_requested:
+        if self.records.halted(step):
             effects.append(KillAttempt(ev.runner, step.id, ev.attempt, "cancelled", ev.ticket))
         return effects
 

@@ -21,7 +21,7 @@ def new_records(
         run_id=cmd.run_id,
         status="running",
         created_at=cmd.submitted_at,
-        step_count=len(cmd.steps),
+        step_count=len(cmd.steps) + len(cmd.on_exit),
         workflow_name=cmd.workflow_name,
         version=cmd.version,
         trigger=cmd.trigger,
@@ -42,8 +42,9 @@ def new_records(
             env=dict(s.env),
             when=s.when,
             allow_failure=s.allow_failure,
+            on_exit=i >= len(cmd.steps),
         )
-        for i, s in enumerate(cmd.steps)
+        for i, s in enumerate([*cmd.steps, *cmd.on_exit])
     ]
     if cmd.retry_of is not None:
         run.retry_of = cmd.retry_of

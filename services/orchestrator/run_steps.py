@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from heddle.shared.core.dag import Graph, Readiness, upstream
 from heddle.shared.core.expressions import Scope, make_scope
-from heddle.shared.core.step_env import env_bytes, step_variables
+from heddle.shared.core.step_env import FAILED_STEPS, RUN_STATUS, env_bytes, step_variables
 from heddle.shared.wire.contracts import TERMINAL_STEP, RunRecord, StepReady, StepRecord
 
 
@@ -48,6 +48,9 @@ class RunSteps:
         self.rand = rand  # the retry backoff's jitter
         self.new_ticket = tickets
         self.terminal = sum(1 for s in steps if s.status in TERMINAL_STEP)
+        # Exit handlers (``onExit``): started once every other step has ended.
+        self.exits = [s.id for s in steps if s.on_exit]
+        self.main_left = sum(1 for s in steps if not s.on_exit and s.status not in TERMINAL_STEP)
         self.succeeded = {s.id for s in steps if s.status == "succeeded"}
         # Steps with a ``when``: decided once every parent has ended, however it ended.
         self.conditional = {s.id for s in steps if s.when is not None}
@@ -61,6 +64,33 @@ class RunSteps:
     @property
     def done(self) -> bool:
         return self.run.status != "running"
+
+    def ended(self, step: StepRecord) -> None:
+        """Count ``step`` as terminal (once, as it becomes so)."""
+        self.terminal += 1
+        if not step.on_exit:
+            self.main_left -= 1
+
+    def halted(self, step: StepRecord) -> bool:
+        """Whether the run's cancel stops ``step``: a first cancel stops the workflow's steps
+        and lets its exit handlers run, a second stops those too."""
+        run = self.run
+        return run.cancel_requested and (not step.on_exit or run.exit_cancelled)
+
+    def ending_as(self) -> str:
+        """What the run ends as without its exit handlers (``HEDDLE_RUN_STATUS``)."""
+        if self.run.cancel_requested:
+            return "cancelled"
+        failed = any(
+            s.status == "failed" and not s.allow_failure and not s.on_exit
+            for s in self.steps.values()
+        )
+        return "failed" if failed else "succeeded"
+
+    def exit_env(self) -> dict[str, str]:
+        """What an exit handler learns of the run, besides what every step does."""
+        failed = [s.id for s in self.steps.values() if s.status == "failed" and not s.on_exit]
+        return {RUN_STATUS: self.ending_as(), FAILED_STEPS: ",".join(failed)}
 
     def ready_message(
         self, step: StepRecord, attempt: int | None = None, *, ahead: bool = False
@@ -83,6 +113,8 @@ class RunSteps:
             step_env=step.env,
             outputs=[(s, self.steps[s].outputs) for s in upstream],
         )
+        if step.on_exit:
+            env = {**env, **self.exit_env()}
         ready = StepReady(
             run_id=run.run_id,
             step_id=step.id,
@@ -132,9 +164,12 @@ class RunSteps:
         outputs of every step upstream of it (one not ended yet, possible past a skipped
         step, shows the status it has now)."""
         run, steps = self.run, self.steps
+        seen = upstream(self.graph, step_id)
+        if steps[step_id].on_exit:  # every step of the workflow has ended: all are known
+            seen += [s for s, rec in steps.items() if not rec.on_exit]
         return make_scope(
             run.params,
-            {s: (steps[s].status, steps[s].outputs) for s in upstream(self.graph, step_id)},
+            {s: (steps[s].status, steps[s].outputs) for s in seen},
             run_id=run.run_id,
             trigger=run.trigger,
             scheduled_for=run.scheduled_for,

@@ -236,6 +236,7 @@ class Scheduler:
                 scheduled_tz=wf.timezone or "UTC",
                 params=defaults,
                 env=spec.env,
+                on_exit=spec.on_exit,
             )
             futures.append(
                 await self.js.publish_async(

@@ -93,7 +93,7 @@ class RunState:
         for step in steps:
             if step.id in decided:
                 continue
-            due = state._start_due(step, stamp)
+            due = state.transitions.start_if_due(step, stamp)
             if due is None:
                 effects.append(PersistStep(step, "new"))
             else:
@@ -101,24 +101,11 @@ class RunState:
                 decided.update(e.step.id for e in due if isinstance(e, PersistStep))
         # Every step may have ended already (skipped by its condition): the run ends with them,
         # stored by the one record below.
-        state.transitions.maybe_finish(stamp)
+        ends = state.transitions.maybe_finish(stamp)
+        effects.extend(e for e in ends if not isinstance(e, PersistRun))
         # The run record goes last: it is the commit point of a new run (see effect_writes.py).
         effects.append(PersistRun(run))
         return state, effects
-
-    def _start_due(self, step: StepRecord, stamp: str) -> list[Effect] | None:
-        """The effects that start a step now due, or None if it is not: pending, the run
-        admitted and not cancelled, and its dependencies succeeded (queued), or, for a
-        conditional step, ended (decided: queued, skipped or failed)."""
-        run, readiness = self.run, self.records.readiness
-        if step.status != "pending" or run.waiting or run.cancel_requested:
-            return None
-        unsettled = readiness.unsettled(step.id)
-        if unsettled is None:
-            if readiness.waiting(step.id):
-                return None
-            return self.transitions.queue(step, step.attempt + 1, stamp)
-        return self.transitions.decide(step, stamp) if unsettled == 0 else None
 
     def admit(self, now: float) -> list[Effect]:
         """A waiting run's turn (services/orchestrator/admission.py): its first steps are
@@ -129,7 +116,7 @@ class RunState:
         stamp = from_epoch(now)
         effects: list[Effect] = []
         for step in self.steps.values():
-            effects.extend(self._start_due(step, stamp) or ())
+            effects.extend(self.transitions.start_if_due(step, stamp) or ())
         return [*effects, PersistRun(self.run), *self.transitions.maybe_finish(stamp)]
 
     # ---- the run's own findings ----
@@ -194,31 +181,45 @@ class RunState:
         return holds(step.ticket, ticket)
 
     def cancel(self, now: float) -> list[Effect]:
-        if self.done or self.run.cancel_requested:
+        """A first cancel stops the workflow's steps, and its exit handlers run once they have
+        all ended; a second stops the exit handlers too. A run still waiting its turn never
+        began: its exit handlers are cancelled with the rest."""
+        run = self.run
+        if self.done:
             return []
-        self.run.cancel_requested = True
-        effects: list[Effect] = [PersistRun(self.run)]
+        if not run.cancel_requested:
+            run.cancel_requested = True
+            targets = [s for s in self.steps.values() if run.waiting or not s.on_exit]
+        elif self.records.exits and not run.exit_cancelled:
+            run.exit_cancelled = True
+            targets = [self.steps[s] for s in self.records.exits]
+        else:
+            return []
+        effects: list[Effect] = [PersistRun(run)]
         stamp = from_epoch(now)
-        for step in self.steps.values():
-            if step.status in ("pending", "queued", "retrying"):
-                # Handed to a runner, it may run there although it has not said so yet.
-                holder = step.runner or step.offered_to
-                if step.status == "queued" and holder:
-                    effects.append(
-                        KillAttempt(holder, step.id, step.attempt, "cancelled", step.ticket)
-                    )
-                effects.extend(self.transitions.terminate(step, "cancelled", "cancelled", stamp))
-            elif step.status == "running" and step.runner:
-                kill = KillAttempt(step.runner, step.id, step.attempt, "cancelled", step.ticket)
-                effects.append(kill)
+        for step in targets:
+            effects.extend(self._stop(step, stamp))
         return effects + self.transitions.maybe_finish(stamp)
+
+    def _stop(self, step: StepRecord, stamp: str) -> list[Effect]:
+        """A cancelled step: ended if it has not started, its attempt killed if it has."""
+        if step.status in ("pending", "queued", "retrying"):
+            effects: list[Effect] = []
+            # Handed to a runner, it may run there although it has not said so yet.
+            holder = step.runner or step.offered_to
+            if step.status == "queued" and holder:
+                effects.append(KillAttempt(holder, step.id, step.attempt, "cancelled", step.ticket))
+            return effects + self.transitions.terminate(step, "cancelled", "cancelled", stamp)
+        if step.status == "running" and step.runner:
+            return [KillAttempt(step.runner, step.id, step.attempt, "cancelled", step.ticket)]
+        return []
 
     # ---- recovery ----
 
     def _ended_parent(self, step: StepRecord) -> StepRecord | None:
         """A dependency that ended without success, for a plain pending step of a run going
         on; that step should have been skipped with it."""
-        if step.status != "pending" or step.when is not None or self.run.cancel_requested:
+        if step.status != "pending" or step.when is not None or self.records.halted(step):
             return None
         for parent_id in self.records.graph.parents[step.id]:
             parent = self.steps[parent_id]
@@ -234,8 +235,12 @@ class RunState:
         stamp = from_epoch(now)
         effects: list[Effect] = []
         if self.run.cancel_requested and not self.done:
-            self.run.cancel_requested = False  # cancel again: finishes what a crash cut short
+            # Cancelled again, as often as it was: finishes what a crash cut short.
+            twice = self.run.exit_cancelled
+            self.run.cancel_requested = self.run.exit_cancelled = False
             effects.extend(self.cancel(now))
+            if twice:
+                effects.extend(self.cancel(now))
         for step in self.steps.values():
             if step.status == "queued" and step.offered_to:
                 # Handed to a runner whose answer was lost with the previous owner: asked of
@@ -245,7 +250,7 @@ class RunState:
             elif step.status == "queued":
                 step.queued_at = step.queued_at or stamp
                 effects.append(enqueue(step, self.records.ready_message(step)[0]))
-            elif (due := self._start_due(step, stamp)) is not None:
+            elif (due := self.transitions.start_if_due(step, stamp)) is not None:
                 effects.extend(due)
             elif (cause := self._ended_parent(step)) is not None:
                 # A dependency's end was stored, this step's skip not: the crash fell between.

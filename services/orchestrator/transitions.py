@@ -104,7 +104,7 @@ class StepTransitions:
         prev = step.status
         step.status = "succeeded"
         step.reason = None
-        self.records.terminal += 1
+        self.records.ended(step)
         self.records.succeeded.add(step.id)
         if step.outputs:
             self.records.with_outputs.add(step.id)
@@ -118,18 +118,33 @@ class StepTransitions:
                 handoff = None  # one runner, one step
             else:
                 effects.extend(self.chains.not_continued(outcome, "it was not prepared"))
-        if not self.records.run.cancel_requested:
-            for child_id in ready:
-                child = self.records.steps[child_id]
-                if child.status != "pending":
-                    continue
-                if child.when is not None:
-                    effects.extend(self.decide(child, stamp, handoff))
-                else:  # past an attempt a void continuation spent, if one did
-                    effects.extend(self.queue(child, child.attempt + 1, stamp, handoff))
-                if is_queued(child):
-                    handoff = None  # one runner, one step
+        for child_id in ready:
+            child = self.records.steps[child_id]
+            if child.status != "pending" or self.records.halted(child):
+                continue
+            if child.when is not None:
+                effects.extend(self.decide(child, stamp, handoff))
+            else:  # past an attempt a void continuation spent, if one did
+                effects.extend(self.queue(child, child.attempt + 1, stamp, handoff))
+            if is_queued(child):
+                handoff = None  # one runner, one step
         return effects + self.maybe_finish(stamp)
+
+    def start_if_due(self, step: StepRecord, stamp: str) -> list[Effect] | None:
+        """The effects that start a step now due, or None if it is not: pending, the run
+        admitted and not stopping it, an exit handler's workflow steps all ended, and its
+        dependencies succeeded (queued), or, for a conditional step, ended (decided)."""
+        records = self.records
+        if step.status != "pending" or records.run.waiting or records.halted(step):
+            return None
+        if step.on_exit and records.main_left:
+            return None
+        unsettled = records.readiness.unsettled(step.id)
+        if unsettled is None:
+            if records.readiness.waiting(step.id):
+                return None
+            return self.queue(step, step.attempt + 1, stamp)
+        return self.decide(step, stamp) if unsettled == 0 else None
 
     def decide(self, step: StepRecord, stamp: str, handoff: str | None = None) -> list[Effect]:
         """A conditional step whose every dependency has ended: queued if its ``when`` holds,
@@ -159,7 +174,7 @@ class StepTransitions:
     ) -> list[Effect]:
         stamp = from_epoch(now)
         spent = self.chains.unprepare(step, stamp)
-        if self.records.run.cancel_requested:
+        if self.records.halted(step):
             return (
                 spent
                 + self.terminate(step, "cancelled", "cancelled", stamp)
@@ -209,12 +224,12 @@ class StepTransitions:
                 if victim.status == "pending":
                     effects.extend(self.terminate(victim, "skipped", why, stamp))
                     gone.append(victim)
-            if not records.conditional or records.run.cancel_requested:
+            if not records.conditional:
                 continue
             for step in gone:
                 for child_id in readiness.end(step.id):
                     child = steps[child_id]
-                    if child.status == "pending":
+                    if child.status == "pending" and not records.halted(child):
                         effects.extend(self.decision(child, stamp, None, ended))
         return effects
 
@@ -232,20 +247,29 @@ class StepTransitions:
         step.retry_at = None
         if step.finished_at is None or prev in ("pending", "queued", "retrying"):
             step.finished_at = stamp
-        self.records.terminal += 1
+        self.records.ended(step)
         return [PersistStep(step, prev)]
 
     def maybe_finish(self, stamp: str) -> list[Effect]:
-        if self.records.done or self.records.terminal < len(self.records.steps):
+        """The run's end once every step has ended; once the workflow's steps have, its exit
+        handlers' start."""
+        records = self.records
+        if records.done:
             return []
-        if self.records.run.cancel_requested:
-            self.records.run.status = "cancelled"
-        elif len(self.records.succeeded) == len(self.records.steps) or not any(
-            s.status == "failed" and not s.allow_failure for s in self.records.steps.values()
+        effects: list[Effect] = []
+        if records.exits and not records.main_left and records.terminal < len(records.steps):
+            for step_id in records.exits:
+                effects.extend(self.start_if_due(records.steps[step_id], stamp) or ())
+        if records.terminal < len(records.steps):
+            return effects
+        if records.run.cancel_requested:
+            records.run.status = "cancelled"
+        elif len(records.succeeded) == len(records.steps) or not any(
+            s.status == "failed" and not s.allow_failure for s in records.steps.values()
         ):
             # Skipped by a condition, or past a failure that was allowed: no harm done.
-            self.records.run.status = "succeeded"
+            records.run.status = "succeeded"
         else:
-            self.records.run.status = "failed"
-        self.records.run.finished_at = stamp
-        return [PersistRun(self.records.run)]
+            records.run.status = "failed"  # a step, or an exit handler, failed
+        records.run.finished_at = stamp
+        return [*effects, PersistRun(records.run)]

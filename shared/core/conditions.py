@@ -7,7 +7,7 @@ are known when it is decided. Pure: no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from heddle.shared.core.dag import Graph, upstream
@@ -31,8 +31,7 @@ def condition_problems(step: Mapping[str, Any], path: str) -> list[Problem]:
             problem = expression_problem(when, "when")
             if problem is not None:
                 problems.append(Problem(f"{path}.when", problem))
-    allow = step.get("allowFailure")
-    if allow is not None and not isinstance(allow, bool):
+    if "allowFailure" in step and not isinstance(step["allowFailure"], bool):
         problems.append(Problem(f"{path}.allowFailure", "allowFailure must be true or false"))
     return problems
 
@@ -46,10 +45,14 @@ def referenced_steps(text: str) -> list[str]:
 
 
 def reference_problems(
-    steps: Sequence[object], deps: Sequence[tuple[str, Sequence[str]]]
+    steps: Sequence[object],
+    deps: Sequence[tuple[str, Sequence[str]]],
+    prefix: str = "steps",
+    ended: Collection[str] = (),
 ) -> list[Problem]:
     """A condition that reads a step not upstream of its own: that step's outcome may not
-    be known when the condition is decided, or never be (a step downstream of it)."""
+    be known when the condition is decided, or never be (a step downstream of it). The
+    ``ended`` steps may be read by any (the workflow's steps, for its exit handlers)."""
     problems: list[Problem] = []
     graph: Graph | None = None
     for i, step in enumerate(steps):
@@ -60,12 +63,12 @@ def reference_problems(
         if not named:
             continue
         graph = graph or Graph(deps)
-        before = set(upstream(graph, deps[i][0]))
+        before = set(upstream(graph, deps[i][0])) | set(ended)
         for other in named:
             if other not in before:
                 problems.append(
                     Problem(
-                        f"steps[{i}].when",
+                        f"{prefix}[{i}].when",
                         f"reads step {other!r}, which is not upstream of this step "
                         "(in its dependsOn, directly or not)",
                     )

@@ -39,26 +39,31 @@ def refusal(run: RunRecord) -> str | None:
     return f"run {run.run_id!r} is {what}: only a failed or cancelled run can be retried"
 
 
+def spec_of(step: StepRecord) -> StepSpec:
+    """The step as its run's document wrote it."""
+    return StepSpec(
+        id=step.id,
+        command=step.command,
+        depends_on=step.depends_on,
+        retries=step.retries,
+        timeout_seconds=step.timeout_seconds,
+        env=step.env,
+        when=step.when,
+        allow_failure=step.allow_failure,
+    )
+
+
 def retry_command(run: RunRecord, steps: list[StepRecord], submitted_at: str) -> SubmitRun:
     """The submit of ``run``'s retry (``steps``: its step records, in any order)."""
     ordered = sorted(steps, key=lambda s: s.index)
     carried: dict[str, AttemptRecord] = {}
     for s in ordered:
-        if s.status == "succeeded":
+        if s.status == "succeeded" and not s.on_exit:  # a run's end is handled again
             carried[s.id] = s.attempts[-1] if s.attempts else AttemptRecord(attempt=s.attempt)
     return SubmitRun(
         run_id=run.retried_by or retry_run_id(run.run_id),
-        steps=[
-            StepSpec(
-                id=s.id,
-                command=s.command,
-                depends_on=s.depends_on,
-                retries=s.retries,
-                timeout_seconds=s.timeout_seconds,
-                env=s.env,
-            )
-            for s in ordered
-        ],
+        steps=[spec_of(s) for s in ordered if not s.on_exit],
+        on_exit=[spec_of(s) for s in ordered if s.on_exit],
         submitted_at=submitted_at,
         workflow_name=run.workflow_name,
         version=run.version,

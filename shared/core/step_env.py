@@ -22,6 +22,8 @@ PARAM_PREFIX = "HEDDLE_PARAM_"
 OUT_PREFIX = "HEDDLE_OUT_"
 SCHEDULED_FOR = "HEDDLE_SCHEDULED_FOR"
 SCHEDULED_TZ = "HEDDLE_SCHEDULED_TZ"
+RUN_STATUS = "HEDDLE_RUN_STATUS"  # an exit handler's: what the run ends as without it
+FAILED_STEPS = "HEDDLE_FAILED_STEPS"  # an exit handler's: the failed steps, comma-separated
 RESERVED_PREFIX = "HEDDLE_"  # static env may not use it: Heddle's own variables
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 PARAM_FIELDS = {"name", "default", "description"}
@@ -266,12 +268,15 @@ def step_variables(
     return env
 
 
+MADE_HERE = frozenset({SCHEDULED_FOR, SCHEDULED_TZ, RUN_STATUS, FAILED_STEPS})
+
+
 def passes(name: str) -> bool:
     """Whether a runner sets ``name`` from a ready message's ``env``: a static variable or
     one of the HEDDLE_ names this module makes, never another of Heddle's own (its settings,
     credentials among them, and the run, step and attempt, which the runner sets)."""
     if name.startswith(RESERVED_PREFIX):
-        return name.startswith((PARAM_PREFIX, OUT_PREFIX)) or name in (SCHEDULED_FOR, SCHEDULED_TZ)
+        return name.startswith((PARAM_PREFIX, OUT_PREFIX)) or name in MADE_HERE
     return bool(ENV_NAME.match(name))
 
 

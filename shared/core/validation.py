@@ -7,12 +7,13 @@ unknown dependency in step 7 are reported together; only a clean document become
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from heddle.shared.core.conditions import condition_problems, reference_problems
+from heddle.shared.core.conditions import reference_problems
 from heddle.shared.core.dag import structural_problems
+from heddle.shared.core.exit_handlers import exit_problems
+from heddle.shared.core.step_checks import Limits, check_id, steps_deps, unknown_fields
 from heddle.shared.core.step_env import (
     declaration_problems,
     env_problems,
@@ -21,18 +22,7 @@ from heddle.shared.core.step_env import (
 )
 from heddle.shared.wire.contracts import RunRequest, SubmitRun, WorkflowSpec
 from heddle.shared.wire.errors import InvalidWorkflow, Problem
-from heddle.shared.wire.names import ID_PATTERN
 
-STEP_FIELDS = {
-    "id",
-    "command",
-    "dependsOn",
-    "retries",
-    "timeoutSeconds",
-    "env",
-    "when",
-    "allowFailure",
-}
 WORKFLOW_FIELDS = {
     "name",
     "steps",
@@ -42,126 +32,9 @@ WORKFLOW_FIELDS = {
     "description",
     "params",
     "env",
+    "onExit",
 }
 RUN_FIELDS = WORKFLOW_FIELDS | {"runId", "workflowId"}
-MAX_RETRIES = 100
-MAX_TIMEOUT = 7 * 86400
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    max_steps: int = 10_000
-    max_command_bytes: int = 16 * 1024
-
-
-def check_id(value: object, path: str, what: str, problems: list[Problem]) -> bool:
-    if not isinstance(value, str):
-        problems.append(Problem(path, f"{what} must be a string"))
-        return False
-    if not ID_PATTERN.match(value):
-        problems.append(Problem(path, f"{what} {value!r} must match {ID_PATTERN.pattern}"))
-        return False
-    return True
-
-
-def _unknown(obj: dict[str, Any], allowed: set[str], path: str, problems: list[Problem]) -> None:
-    for key in obj:
-        if key not in allowed:
-            where = f"{path}.{key}" if path else key
-            problems.append(Problem(where, f"unknown field {key!r}"))
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-_PLAIN_FIELDS = frozenset({"id", "command", "dependsOn"})
-
-
-def _plain_step(step: object, limits: Limits) -> tuple[str, list[str]] | None:
-    """A step with an id, a short command and string dependencies, nothing else, all of them
-    right: the bulk of a big workflow, passed without building a path or a problem list.
-    None for anything else, which ``_check_step`` then checks in full."""
-    if type(step) is not dict or not step.keys() <= _PLAIN_FIELDS:
-        return None
-    step_id, command = step.get("id"), step.get("command")
-    deps = step.get("dependsOn", [])
-    if (
-        type(step_id) is str
-        and ID_PATTERN.match(step_id)
-        and type(command) is str
-        and len(command) <= limits.max_command_bytes // 4  # a character: at most 4 bytes
-        and command.strip()
-        and "\x00" not in command
-        and type(deps) is list
-        and all(type(d) is str for d in deps)
-    ):
-        return step_id, deps
-    return None
-
-
-def _command_problem(command: object, limits: Limits) -> str | None:
-    """What is wrong with a step's command, if anything."""
-    if command is None:
-        return "missing required field"
-    if not isinstance(command, str):
-        return "command must be a string"
-    if not command.strip():
-        return "command is empty"
-    if "\x00" in command:  # no exec argument can hold one: it would fail only at run time
-        return "command holds a NUL byte (\\u0000)"
-    if len(command.encode()) > limits.max_command_bytes:
-        return f"command is {len(command.encode())} bytes; the limit is {limits.max_command_bytes}"
-    return None
-
-
-def _check_step(
-    step: object, i: int, limits: Limits, problems: list[Problem]
-) -> tuple[str, list[str]] | None:
-    path = f"steps[{i}]"
-    if not isinstance(step, dict):
-        problems.append(Problem(path, "a step must be an object"))
-        return None
-    _unknown(step, STEP_FIELDS, path, problems)
-    step_id = step.get("id")
-    if step_id is None:
-        problems.append(Problem(f"{path}.id", "missing required field"))
-    else:
-        check_id(step_id, f"{path}.id", "step id", problems)
-    command_problem = _command_problem(step.get("command"), limits)
-    if command_problem is not None:
-        problems.append(Problem(f"{path}.command", command_problem))
-    deps = step.get("dependsOn", [])
-    dep_ids: list[str] = []
-    if not isinstance(deps, list):
-        problems.append(Problem(f"{path}.dependsOn", "dependsOn must be a list of step ids"))
-    else:
-        for j, dep in enumerate(deps):
-            if isinstance(dep, str):
-                dep_ids.append(dep)
-            else:
-                problems.append(
-                    Problem(f"{path}.dependsOn[{j}]", "a dependency must be a step id string")
-                )
-    retries = step.get("retries", 0)
-    if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= MAX_RETRIES:
-        problems.append(
-            Problem(f"{path}.retries", f"retries must be an integer from 0 to {MAX_RETRIES}")
-        )
-    timeout = step.get("timeoutSeconds")
-    if timeout is not None and (not _is_number(timeout) or not 0 < timeout <= MAX_TIMEOUT):
-        problems.append(
-            Problem(
-                f"{path}.timeoutSeconds",
-                f"timeoutSeconds must be a number above 0 and at most {MAX_TIMEOUT}",
-            )
-        )
-    if "env" in step:
-        problems.extend(env_problems(step["env"], f"{path}.env"))
-    problems.extend(condition_problems(step, path))
-    if isinstance(step_id, str):
-        return step_id, dep_ids
-    return None
 
 
 def check_schedule(doc: dict[str, Any], problems: list[Problem]) -> None:
@@ -213,7 +86,7 @@ def workflow_problems(
     if not isinstance(doc, dict):
         return [Problem("", "the body must be a JSON object")]
     problems: list[Problem] = []
-    _unknown(doc, allowed, "", problems)
+    unknown_fields(doc, allowed, "", problems)
     name = doc.get("name")
     if name is None:
         if name_required:
@@ -240,14 +113,11 @@ def workflow_problems(
     if len(steps) > limits.max_steps:
         problems.append(Problem("steps", f"{len(steps)} steps; the limit is {limits.max_steps}"))
         return problems
-    deps: list[tuple[str, list[str]]] = []
-    for i, step in enumerate(steps):
-        checked = _plain_step(step, limits) or _check_step(step, i, limits, problems)
-        # A step without a usable id keeps its place (so paths stay right) under a name no
-        # dependency can spell.
-        deps.append(checked if checked is not None else (f"\x00{i}", []))
+    deps = steps_deps(steps, limits, problems)
     problems.extend(structural_problems(deps))
     problems.extend(reference_problems(steps, deps))
+    if "onExit" in doc:
+        problems.extend(exit_problems(doc["onExit"], deps, limits))
     return problems
 
 
@@ -279,6 +149,8 @@ def submit_problems(cmd: SubmitRun, limits: Limits) -> list[Problem]:
     if cmd.workflow_name is not None:
         check_id(cmd.workflow_name, "workflowName", "workflow name", problems)
     doc = {"steps": msgspec.to_builtins(cmd.steps)}
+    if cmd.on_exit:
+        doc["onExit"] = msgspec.to_builtins(cmd.on_exit)
     if cmd.env:
         doc["env"] = cmd.env
     problems.extend(workflow_problems(doc, limits))

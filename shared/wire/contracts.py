@@ -62,6 +62,8 @@ class _Workflow(Wire, forbid_unknown_fields=True):
     timezone: str | None = None
     catchup: bool = True
     description: str | None = None
+    # Exit handlers: steps run once every other step has ended, however the run went.
+    on_exit: list[StepSpec] = []
 
 
 class WorkflowSpec(_Workflow, forbid_unknown_fields=True):
@@ -108,6 +110,7 @@ class SubmitRun(Command, tag="submit", frozen=True):
     scheduled_tz: str | None = None  # the schedule's timezone (HEDDLE_SCHEDULED_TZ)
     params: dict[str, str] = {}  # the run's parameter values, defaults applied
     env: dict[str, str] = {}  # the workflow's static variables
+    on_exit: list[StepSpec] = []  # the workflow's exit handlers
     # A retry of a failed or cancelled run (POST /api/runs/{run}/retry): the run it retries,
     # and its steps that succeeded, each with its succeeded attempt (outputs included),
     # carried over as succeeded: they do not run again.
@@ -341,6 +344,7 @@ class StepRecord(Wire):
     env: dict[str, str] = {}  # the step's static variables (StepSpec.env)
     when: str | None = None  # StepSpec.when
     allow_failure: bool = False  # StepSpec.allow_failure
+    on_exit: bool = False  # an exit handler (SubmitRun.on_exit), run after every other step
     # The runner the current attempt was handed to directly (the one whose success readied
     # it), its answer not yet known: no ready message of it is in the stream.
     offered_to: str | None = None
@@ -360,6 +364,8 @@ class RunRecord(Wire):
     step_count: int
     finished_at: str | None = None
     cancel_requested: bool = False
+    # Cancelled again while its exit handlers run (a first cancel lets them run): they too.
+    exit_cancelled: bool = False
     workflow_name: str | None = None
     version: int | None = None
     trigger: str = "api"

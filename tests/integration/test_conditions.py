@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tests.support.cli import env_of, heddle
-from tests.support.stack import StackFactory, step_of
+from tests.support.stack import StackFactory, step_of, step_statuses
 
 CONDITIONS = {
     "name": "conditions",
@@ -38,10 +38,6 @@ CONDITIONS = {
 }
 
 
-def statuses(run: dict) -> dict[str, str]:
-    return {s["id"]: s["status"] for s in run["steps"]}
-
-
 async def test_conditions_on_a_parameter_an_output_and_a_failure(stack: StackFactory) -> None:
     s = await stack(runners=2)
     status, body = await s.request(
@@ -54,7 +50,7 @@ async def test_conditions_on_a_parameter_an_output_and_a_failure(stack: StackFac
     assert status == 201, body
     run = await s.wait_run(body["runId"])
     assert run["status"] == "succeeded", run
-    assert statuses(run) == {
+    assert step_statuses(run) == {
         "build": "succeeded",
         "deploy": "succeeded",
         "ready": "succeeded",
@@ -69,7 +65,7 @@ async def test_conditions_on_a_parameter_an_output_and_a_failure(stack: StackFac
     run_id = await s.submit({**CONDITIONS, "name": None, "env": {"FAIL": "1"}})
     run = await s.wait_run(run_id)
     assert run["status"] == "failed", run
-    assert statuses(run) == {
+    assert step_statuses(run) == {
         "build": "failed",
         "deploy": "skipped",
         "ready": "skipped",
@@ -96,7 +92,7 @@ async def test_an_allowed_failure_leaves_the_run_succeeded(stack: StackFactory) 
     )
     run = await s.wait_run(run_id)
     assert run["status"] == "succeeded", run
-    assert statuses(run) == {"lint": "failed", "report": "succeeded"}
+    assert step_statuses(run) == {"lint": "failed", "report": "succeeded"}
     assert step_of(run, "lint")["allowFailure"] is True
 
 
@@ -120,7 +116,7 @@ async def test_a_condition_that_fails_as_it_is_evaluated_fails_its_step_alone(
         }
     )
     run = await s.wait_run(run_id)
-    assert statuses(run) == {"a": "succeeded", "b": "failed", "c": "skipped", "d": "succeeded"}
+    assert step_statuses(run) == {"a": "succeeded", "b": "failed", "c": "skipped", "d": "succeeded"}
     reason = step_of(run, "b")["reason"]
     assert reason.startswith("when ") and "missing" in reason, reason
     assert run["status"] == "failed"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 from heddle.services.orchestrator.state import Policy, RunState
 from heddle.shared.wire.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
@@ -98,3 +99,32 @@ def accepted(step: str = "a", attempt: int = 1, runner: str = "r1") -> Event:
 
 def cancel(s: RunState) -> list:
     return s.cancel(T0 + 5)
+
+
+def spec(sid: str, deps: tuple[str, ...] = (), **fields: Any) -> StepSpec:
+    """A step of a workflow document, its command naming it."""
+    return StepSpec(id=sid, command=f"echo {sid}", depends_on=list(deps), **fields)
+
+
+def finish_step(
+    state: RunState, sid: str, outcome: str = "succeeded", outputs: dict[str, str] | None = None
+) -> list:
+    """The step's current attempt started and ended as ``outcome`` (its runner's reports)."""
+    started(sid)(state)
+    ev = StepFinished(
+        run_id=RUN,
+        step_id=sid,
+        attempt=state.steps[sid].attempt,
+        runner="r1",
+        ticket=state.steps[sid].ticket,
+        outcome=outcome,  # type: ignore[arg-type]
+        finished_at=from_epoch(T0 + 2),
+        exit_code=0 if outcome == "succeeded" else 1,
+        outputs=outputs or {},
+    )
+    return state.on_finished(ev, T0 + 2)
+
+
+def statuses(state: RunState) -> dict[str, str]:
+    """Each step's status, by id."""
+    return {sid: s.status for sid, s in state.steps.items()}

@@ -303,6 +303,11 @@ class Stack:
             await self.session.close()
 
 
+def step_statuses(run: dict[str, Any]) -> dict[str, str]:
+    """Each step's status in a run document, by id."""
+    return {s["id"]: s["status"] for s in run["steps"]}
+
+
 def step_of(run: dict[str, Any], step_id: str) -> dict[str, Any]:
     return next(s for s in run["steps"] if s["id"] == step_id)
 

@@ -34,7 +34,8 @@ async def cancel_run(request: web.Request) -> web.Response:
     await res.js.publish(
         names.cmd_cancel(run_id),
         encode(CancelRun(run_id=run_id, requested_at=now_rfc3339())),
-        headers={"Nats-Msg-Id": f"cancel.{run_id}"},
+        # A second cancel stops the exit handlers a first one let run: a message of its own.
+        headers={"Nats-Msg-Id": f"cancel.{run_id}" + (".again" if run.cancel_requested else "")},
     )
     return answers.json_response(Submitted(run_id=run_id, status="cancelling"), 202)
 

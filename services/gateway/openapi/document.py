@@ -16,7 +16,7 @@ from typing import Any, get_args
 import msgspec
 from heddle.services.gateway.openapi.route import Param, Route, Tag
 from heddle.services.gateway.openapi.types import ID_SCHEMA_PATTERN, ErrorDoc
-from heddle.shared.core.validation import MAX_RETRIES, MAX_TIMEOUT
+from heddle.shared.core.step_checks import MAX_RETRIES, MAX_TIMEOUT
 from heddle.shared.wire.json_depth import MAX_JSON_DEPTH
 
 VERSION = "0.1.0"

@@ -95,6 +95,7 @@ class StepDocument(Doc):
     outputs: dict[str, str]  # what its succeeded attempt wrote to $HEDDLE_OUTPUTS
     when: str | None = None  # its condition (docs/workflows.md, "Conditions")
     allow_failure: bool = False
+    on_exit: bool = False  # an exit handler (the workflow's onExit)
 
 
 class RunFacts(Doc):

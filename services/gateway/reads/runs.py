@@ -91,6 +91,7 @@ def step_document(step: StepRecord, heartbeat_at: float | None) -> StepDocument:
         outputs=step.outputs,
         when=step.when,
         allow_failure=step.allow_failure,
+        on_exit=step.on_exit,
     )
 
 

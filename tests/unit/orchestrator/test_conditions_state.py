@@ -6,20 +6,15 @@ that holds, ``allowFailure``, and the same after a rebuild from the stored recor
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import msgspec
 import pytest
 from heddle.services.orchestrator.decisions import Enqueue
 from heddle.services.orchestrator.state import Policy, RunState
-from heddle.shared.wire.contracts import AttemptRecord, StepFinished, StepSpec, SubmitRun
+from heddle.shared.wire.contracts import AttemptRecord, StepSpec, SubmitRun
 from heddle.shared.wire.timefmt import from_epoch
 
-from tests.support.run_states import POLICY, RUN, T0, started
-
-
-def step(sid: str, deps: tuple[str, ...] = (), **fields: Any) -> StepSpec:
-    return StepSpec(id=sid, command=f"echo {sid}", depends_on=list(deps), **fields)
+from tests.support.run_states import POLICY, RUN, T0, finish_step, spec, statuses
 
 
 def new(
@@ -38,33 +33,11 @@ def new(
     return state
 
 
-def finish(
-    state: RunState, sid: str, outcome: str = "succeeded", outputs: dict[str, str] | None = None
-) -> list:
-    started(sid)(state)
-    ev = StepFinished(
-        run_id=RUN,
-        step_id=sid,
-        attempt=state.steps[sid].attempt,
-        runner="r1",
-        ticket=state.steps[sid].ticket,
-        outcome=outcome,  # type: ignore[arg-type]
-        finished_at=from_epoch(T0 + 2),
-        exit_code=0 if outcome == "succeeded" else 1,
-        outputs=outputs or {},
-    )
-    return state.on_finished(ev, T0 + 2)
-
-
-def statuses(state: RunState) -> dict[str, str]:
-    return {sid: s.status for sid, s in state.steps.items()}
-
-
 @pytest.mark.parametrize(("env", "status"), [("prod", "queued"), ("dev", "skipped")])
 def test_a_condition_on_a_parameter_is_decided_when_the_run_is_made(env: str, status: str) -> None:
     state = new(
-        step("deploy", when="params.env == 'prod'"),
-        step("notify", ("deploy",)),
+        spec("deploy", when="params.env == 'prod'"),
+        spec("notify", ("deploy",)),
         params={"env": env},
     )
     assert state.steps["deploy"].status == status
@@ -77,63 +50,63 @@ def test_a_condition_on_a_parameter_is_decided_when_the_run_is_made(env: str, st
 
 def test_a_clean_up_runs_after_a_failure_and_the_run_still_fails() -> None:
     state = new(
-        step("build"),
-        step("test", ("build",)),
-        step("clean", ("build",), when="steps.build.status == 'failed'"),
+        spec("build"),
+        spec("test", ("build",)),
+        spec("clean", ("build",), when="steps.build.status == 'failed'"),
     )
-    finish(state, "build", "failed")
+    finish_step(state, "build", "failed")
     assert statuses(state) == {"build": "failed", "test": "skipped", "clean": "queued"}
-    finish(state, "clean")
+    finish_step(state, "clean")
     assert state.run.status == "failed"
 
 
 def test_a_clean_up_is_skipped_after_a_success() -> None:
-    state = new(step("build"), step("clean", ("build",), when="steps.build.status == 'failed'"))
-    finish(state, "build")
+    state = new(spec("build"), spec("clean", ("build",), when="steps.build.status == 'failed'"))
+    finish_step(state, "build")
     assert state.steps["clean"].status == "skipped"
     assert state.run.status == "succeeded"
 
 
 @pytest.mark.parametrize(("value", "status"), [("yes", "queued"), ("no", "skipped")])
 def test_a_condition_reads_an_output_upstream(value: str, status: str) -> None:
-    state = new(step("check"), step("go", ("check",), when="steps.check.outputs.ready == 'yes'"))
-    finish(state, "check", outputs={"ready": value})
+    state = new(spec("check"), spec("go", ("check",), when="steps.check.outputs.ready == 'yes'"))
+    finish_step(state, "check", outputs={"ready": value})
     assert state.steps["go"].status == status
 
 
 def test_a_condition_that_fails_fails_its_step_alone() -> None:
     state = new(
-        step("a"),
-        step("b", ("a",), when="steps.a.outputs.missing == 'x'"),
-        step("c", ("b",)),
-        step("d", ("a",)),
+        spec("a"),
+        spec("b", ("a",), when="steps.a.outputs.missing == 'x'"),
+        spec("c", ("b",)),
+        spec("d", ("a",)),
     )
-    finish(state, "a")
+    finish_step(state, "a")
     b = state.steps["b"]
     assert b.status == "failed" and b.reason is not None and b.reason.startswith("when ")
     assert "missing" in b.reason
     assert statuses(state) == {"a": "succeeded", "b": "failed", "c": "skipped", "d": "queued"}
-    finish(state, "d")
+    finish_step(state, "d")
     assert state.run.status == "failed"
 
 
 def test_a_conditional_step_waits_for_every_dependency_to_end() -> None:
     state = new(
-        step("a"), step("b"), step("join", ("a", "b"), when="steps.a.status != 'succeeded'")
+        spec("a"), spec("b"), spec("join", ("a", "b"), when="steps.a.status != 'succeeded'")
     )
-    finish(state, "a", "failed")
+    finish_step(state, "a", "failed")
     assert state.steps["join"].status == "pending"  # b still runs
-    finish(state, "b")
+    finish_step(state, "b")
     assert state.steps["join"].status == "queued"
 
 
 def test_a_skip_stops_at_a_condition_that_holds_and_goes_on_past_one_that_does_not() -> None:
     state = new(
-        step("a", when="false"),
-        step("b", ("a",)),
-        step("c", ("a",), when="steps.a.status == 'skipped'"),
-        step("d", ("a",), when="steps.a.status == 'succeeded'"),
-        step("e", ("d",)),
+        spec("a", when="false"),
+        spec("b", ("a",)),
+        spec("c", ("a",), when="steps.a.status == 'skipped'"),
+        spec("d", ("a",), when="steps.a.status == 'succeeded'"),
+        spec("e", ("d",)),
     )
     assert statuses(state) == {
         "a": "skipped",
@@ -145,8 +118,8 @@ def test_a_skip_stops_at_a_condition_that_holds_and_goes_on_past_one_that_does_n
 
 
 def test_a_long_chain_of_conditions_that_do_not_hold_ends_without_recursion() -> None:
-    chain = [step("s0", when="false")]
-    chain += [step(f"s{i}", (f"s{i - 1}",), when="false") for i in range(1, 3000)]
+    chain = [spec("s0", when="false")]
+    chain += [spec(f"s{i}", (f"s{i - 1}",), when="false") for i in range(1, 3000)]
     state = new(*chain)
     assert set(statuses(state).values()) == {"skipped"} and state.run.status == "succeeded"
 
@@ -154,19 +127,19 @@ def test_a_long_chain_of_conditions_that_do_not_hold_ends_without_recursion() ->
 @pytest.mark.parametrize(("allow", "run"), [(True, "succeeded"), (False, "failed")])
 def test_an_allowed_failure_does_not_fail_the_run(allow: bool, run: str) -> None:
     state = new(
-        step("lint", allow_failure=allow),
-        step("report", ("lint",), when="steps.lint.status == 'failed'"),
-        step("after", ("lint",)),
+        spec("lint", allow_failure=allow),
+        spec("report", ("lint",), when="steps.lint.status == 'failed'"),
+        spec("after", ("lint",)),
     )
-    finish(state, "lint", "failed")
+    finish_step(state, "lint", "failed")
     assert state.steps["after"].status == "skipped"  # its dependents still see failed
-    finish(state, "report")
+    finish_step(state, "report")
     assert state.run.status == run
 
 
 def test_the_run_and_workflow_are_in_scope() -> None:
     state = new(
-        step("a", when=f"run.id == '{RUN}' && run.trigger == 'cron' && workflow.name == 'deploy'")
+        spec("a", when=f"run.id == '{RUN}' && run.trigger == 'cron' && workflow.name == 'deploy'")
     )
     assert state.steps["a"].status == "queued"
 
@@ -175,8 +148,8 @@ def test_a_conditional_successor_is_not_carried_ahead_of_its_decision() -> None:
     policy = Policy(
         retry_base=1.0, retry_cap=300.0, default_timeout=900.0, handoff=True, continuations=True
     )
-    plain = new(step("a"), step("b", ("a",)), policy=policy)
-    cond = new(step("a"), step("b", ("a",), when="true"), policy=policy)
+    plain = new(spec("a"), spec("b", ("a",)), policy=policy)
+    cond = new(spec("a"), spec("b", ("a",), when="true"), policy=policy)
     assert plain.steps["b"].ticket  # prepared to follow a on its runner
     assert not cond.steps["b"].ticket
 
@@ -191,7 +164,7 @@ def rebuilt(state: RunState) -> RunState:
 
 
 def test_a_rebuilt_run_decides_a_condition_whose_dependencies_ended_before_the_crash() -> None:
-    state = new(step("a"), step("b", ("a",), when="steps.a.status == 'failed'"), step("c", ("a",)))
+    state = new(spec("a"), spec("b", ("a",), when="steps.a.status == 'failed'"), spec("c", ("a",)))
     # Stored: a failed; b and c still pending (the crash fell before their records).
     a = state.steps["a"]
     a.status, a.attempts = "failed", [AttemptRecord(attempt=1)]
@@ -201,8 +174,8 @@ def test_a_rebuilt_run_decides_a_condition_whose_dependencies_ended_before_the_c
 
 
 def test_a_rebuilt_run_keeps_a_condition_waiting_for_a_dependency_still_running() -> None:
-    state = new(step("a"), step("x"), step("b", ("a", "x"), when="true"))
-    finish(state, "a", "failed")
+    state = new(spec("a"), spec("x"), spec("b", ("a", "x"), when="true"))
+    finish_step(state, "a", "failed")
     again = rebuilt(state)
     again.resume(T0 + 10)
     assert again.steps["b"].status == "pending"

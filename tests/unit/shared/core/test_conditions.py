@@ -66,6 +66,7 @@ def test_a_condition_that_reads_a_step_not_upstream_is_refused(when: str, words:
         ({"when": 3}, "steps[1].when", "must be a string"),
         ({"allowFailure": "yes"}, "steps[1].allowFailure", "true or false"),
         ({"allowFailure": 1}, "steps[1].allowFailure", "true or false"),
+        ({"allowFailure": None}, "steps[1].allowFailure", "true or false"),
     ],
 )
 def test_a_bad_condition_is_a_problem_at_its_path(fields: dict, path: str, words: str) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from heddle.shared.core.step_checks import MAX_RETRIES, MAX_TIMEOUT
 from heddle.shared.core.validation import (
-    MAX_RETRIES,
-    MAX_TIMEOUT,
     Limits,
     parse_run_request,
     parse_workflow,

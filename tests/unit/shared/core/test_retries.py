@@ -1,0 +1,36 @@
+"""shared/core/retries.py: a retry's submit, made from the run it retries. The retry through
+a real stack: tests/integration/test_retry.py."""
+
+from __future__ import annotations
+
+from heddle.shared.core.retries import retry_command
+from heddle.shared.wire.contracts import AttemptRecord, RunRecord, StepRecord, StepSpec
+
+
+def record(sid: str, status: str, index: int, **fields: object) -> StepRecord:
+    step = StepRecord(id=sid, command=f"echo {sid}", index=index, status=status, **fields)
+    if status == "succeeded":
+        step.attempts = [AttemptRecord(attempt=1, outputs={"k": sid})]
+    return step
+
+
+def test_a_retry_keeps_conditions_allowed_failures_and_exit_handlers() -> None:
+    run = RunRecord(run_id="r", status="failed", created_at="2026-12-04T00:00:00Z", step_count=4)
+    steps = [
+        record("clean", "succeeded", 3, on_exit=True, allow_failure=True),
+        record("a", "succeeded", 0),
+        record("b", "failed", 1, depends_on=["a"], when="steps.a.status == 'succeeded'"),
+        record("c", "skipped", 2, depends_on=["b"], allow_failure=True),
+    ]
+    cmd = retry_command(run, steps, "2026-12-04T01:00:00Z")
+    assert [s.id for s in cmd.steps] == ["a", "b", "c"]
+    assert cmd.steps[1] == StepSpec(
+        id="b",
+        command="echo b",
+        depends_on=["a"],
+        when="steps.a.status == 'succeeded'",
+        timeout_seconds=3600.0,
+    )
+    assert cmd.steps[2].allow_failure
+    assert [(s.id, s.allow_failure) for s in cmd.on_exit] == [("clean", True)]
+    assert set(cmd.carried) == {"a"}  # an exit handler runs again: the run ends again
