@@ -8,7 +8,7 @@ PORT ?= 8080
 # so two share two cores well. TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: install test-tools up test test-unit test-containers lint format bench bench-full clean
+.PHONY: install test-tools up test test-unit test-containers lint format schema bench bench-full clean
 
 $(BIN)/heddle: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,13 @@ lint: install
 format: install
 	$(BIN)/ruff format shared services tests bench
 	$(BIN)/ruff check --fix shared services tests bench
+
+# The JSON Schema of a workflow file, for editors, as GET /schema/workflow.json serves it:
+# generated from the types the gateway decodes; tests/unit/gateway/test_workflow_schema.py
+# fails while the copy is stale.
+schema: install  ## write docs/workflow.schema.json
+	$(BIN)/python -m heddle.services.gateway.openapi.workflow_schema > docs/workflow.schema.json.new
+	mv docs/workflow.schema.json.new docs/workflow.schema.json
 
 bench: install  ## quick benchmark profile (under 3 minutes)
 	$(BIN)/python -m bench --profile quick

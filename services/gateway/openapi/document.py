@@ -53,8 +53,9 @@ SSE_EVENT = {
 def _content(kind: type | str, schemas: dict[type, Any]) -> dict[str, Any]:
     if kind == "text/event-stream":
         return {kind: {"schema": SSE_EVENT}}
-    if isinstance(kind, str):
-        return {kind: {"schema": {"type": "string"}}}
+    if isinstance(kind, str):  # JSON with no type of its own here: this document, a schema
+        json_like = kind == "application/json" or kind.endswith("+json")
+        return {kind: {"schema": {"type": "object" if json_like else "string"}}}
     return {"application/json": {"schema": schemas[kind]}}
 
 
@@ -181,7 +182,7 @@ RULES: dict[str, dict[str, dict[str, Any]]] = {
     "StepSpec": {
         "id": ID,
         "command": {"minLength": 1},
-        "dependsOn": {"items": ID},
+        "dependsOn": {"items": {"type": "string", **ID}},
         "retries": {"minimum": 0, "maximum": MAX_RETRIES},
         "timeoutSeconds": {"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
     },

@@ -1,7 +1,10 @@
-"""``GET /openapi.json`` and ``GET /docs``: the API document, and the same as a plain page.
+"""``GET /openapi.json`` and ``GET /docs``: the API document, and the same as a plain page;
+``GET /schema/workflow.json``: the JSON Schema of a workflow file, for editors.
 
 The app publishes the document of the routes it serves (``Published.of``, once per process);
 the page is rendered here from the document: no script, and nothing fetched from elsewhere.
+The workflow schema is made once, at import (workflow_schema.py), as docs/workflow.schema.json
+holds it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import msgspec
 from aiohttp import web
 from heddle.services.gateway.openapi.document import ERROR_MEANINGS, document
 from heddle.services.gateway.openapi.route import OPEN, Route
+from heddle.services.gateway.openapi.workflow_schema import schema_text
 
 STYLE = (
     "body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"
@@ -102,6 +106,14 @@ async def openapi_json(request: web.Request) -> web.Response:
     return web.Response(body=request.app[PUBLISHED].json, content_type="application/json")
 
 
+WORKFLOW_SCHEMA = schema_text()
+SCHEMA_TYPE = "application/schema+json"
+
+
+async def workflow_schema_json(request: web.Request) -> web.Response:
+    return web.Response(body=WORKFLOW_SCHEMA, content_type=SCHEMA_TYPE)
+
+
 async def docs_page(request: web.Request) -> web.Response:
     headers = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff"}
     body = request.app[PUBLISHED].page
@@ -129,6 +141,24 @@ ROUTES = (
         tag="operations",
         role=OPEN,
         answers={200: ("text/html", "The operations, their parameters and answers")},
+        offline=True,
+    ),
+    Route(
+        "GET",
+        "/schema/workflow.json",
+        workflow_schema_json,
+        operation_id="workflowSchema",
+        summary="The JSON Schema of a workflow file",
+        description="For editors: a workflow file's first line "
+        "`# yaml-language-server: $schema=<this URL>` checks it as it is written.",
+        tag="operations",
+        role=OPEN,  # the same for every deployment, as the API's document
+        answers={
+            200: (
+                SCHEMA_TYPE,
+                "JSON Schema (draft 2020-12) of `heddle register` and `heddle submit` files",
+            )
+        },
         offline=True,
     ),
 )

@@ -62,12 +62,18 @@ def test_schemas_come_from_the_types_the_gateway_decodes() -> None:
     step = schemas["StepSpec"]
     assert {"id", "command"} <= set(step["required"])
     assert set(step["properties"]) >= {"id", "command", "dependsOn", "retries", "timeoutSeconds"}
+    assert step["properties"]["dependsOn"]["items"]["type"] == "string"  # with the id's pattern
     run = schemas["RunDocument"]
     assert set(run["required"]) == set(run["properties"])  # every field in every answer
     # Every $ref points at a schema that exists.
     prefix = "#/components/schemas/"
     refs = {r.rsplit("/", 1)[-1] for r in _refs(document(ROUTES)) if r.startswith(prefix)}
     assert refs <= set(schemas)
+
+
+def test_a_json_answer_without_a_type_is_an_object() -> None:
+    answer = document(ROUTES)["paths"]["/openapi.json"]["get"]["responses"]["200"]
+    assert answer["content"] == {"application/json": {"schema": {"type": "object"}}}
 
 
 def _refs(node: Any) -> list[str]:
