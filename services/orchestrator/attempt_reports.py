@@ -86,8 +86,9 @@ class AttemptReports:
             )
         )
         effects: list[Effect] = [PersistStep(step, prev)]
-        if self.records.run.cancel_requested:
-            effects.append(KillAttempt(ev.runner, step.id, ev.attempt, "cancelled", ev.ticket))
+        if self.records.stopping:
+            why = self.records.stop_reason
+            effects.append(KillAttempt(ev.runner, step.id, ev.attempt, why, ev.ticket))
         return effects
 
     def on_finished(self, ev: StepFinished, now: float) -> list[Effect]:

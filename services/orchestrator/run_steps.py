@@ -62,6 +62,18 @@ class RunSteps:
     def done(self) -> bool:
         return self.run.status != "running"
 
+    @property
+    def stopping(self) -> bool:
+        """Whether the run is being stopped: cancelled, or past its deadline (its
+        ``reason``). Nothing more starts; what ends is cancelled."""
+        return self.run.cancel_requested or self.run.reason is not None
+
+    @property
+    def stop_reason(self) -> str:
+        """Why a stopping run's steps are killed and cancelled: ``cancelled``, or the run's
+        reason (``deadline: ...``)."""
+        return "cancelled" if self.run.cancel_requested else self.run.reason or "cancelled"
+
     def ready_message(
         self, step: StepRecord, attempt: int | None = None, *, ahead: bool = False
     ) -> tuple[StepReady, str | None]:

@@ -236,6 +236,7 @@ class Scheduler:
                 scheduled_tz=wf.timezone or "UTC",
                 params=defaults,
                 env=spec.env,
+                timeout_seconds=spec.timeout_seconds,
             )
             futures.append(
                 await self.js.publish_async(

@@ -118,7 +118,7 @@ class StepTransitions:
                 handoff = None  # one runner, one step
             else:
                 effects.extend(self.chains.not_continued(outcome, "it was not prepared"))
-        if not self.records.run.cancel_requested:
+        if not self.records.stopping:
             for child_id in ready:
                 child = self.records.steps[child_id]
                 if child.status != "pending":
@@ -159,12 +159,9 @@ class StepTransitions:
     ) -> list[Effect]:
         stamp = from_epoch(now)
         spent = self.chains.unprepare(step, stamp)
-        if self.records.run.cancel_requested:
-            return (
-                spent
-                + self.terminate(step, "cancelled", "cancelled", stamp)
-                + self.maybe_finish(stamp)
-            )
+        if self.records.stopping:
+            why = self.records.stop_reason
+            return spent + self.terminate(step, "cancelled", why, stamp) + self.maybe_finish(stamp)
         if step.attempt <= step.retries:
             next_attempt = step.attempt + 1
             if immediate:
@@ -209,7 +206,7 @@ class StepTransitions:
                 if victim.status == "pending":
                     effects.extend(self.terminate(victim, "skipped", why, stamp))
                     gone.append(victim)
-            if not records.conditional or records.run.cancel_requested:
+            if not records.conditional or records.stopping:
                 continue
             for step in gone:
                 for child_id in readiness.end(step.id):
@@ -240,6 +237,8 @@ class StepTransitions:
             return []
         if self.records.run.cancel_requested:
             self.records.run.status = "cancelled"
+        elif self.records.run.reason is not None:
+            self.records.run.status = "failed"  # stopped at its deadline, whatever its steps did
         elif len(self.records.succeeded) == len(self.records.steps) or not any(
             s.status == "failed" and not s.allow_failure for s in self.records.steps.values()
         ):

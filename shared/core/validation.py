@@ -42,6 +42,7 @@ WORKFLOW_FIELDS = {
     "description",
     "params",
     "env",
+    "timeoutSeconds",
 }
 RUN_FIELDS = WORKFLOW_FIELDS | {"runId", "workflowId"}
 MAX_RETRIES = 100
@@ -148,20 +149,22 @@ def _check_step(
         problems.append(
             Problem(f"{path}.retries", f"retries must be an integer from 0 to {MAX_RETRIES}")
         )
-    timeout = step.get("timeoutSeconds")
-    if timeout is not None and (not _is_number(timeout) or not 0 < timeout <= MAX_TIMEOUT):
-        problems.append(
-            Problem(
-                f"{path}.timeoutSeconds",
-                f"timeoutSeconds must be a number above 0 and at most {MAX_TIMEOUT}",
-            )
-        )
+    _check_timeout(step.get("timeoutSeconds"), f"{path}.timeoutSeconds", problems)
     if "env" in step:
         problems.extend(env_problems(step["env"], f"{path}.env"))
     problems.extend(condition_problems(step, path))
     if isinstance(step_id, str):
         return step_id, dep_ids
     return None
+
+
+def _check_timeout(timeout: Any, path: str, problems: list[Problem]) -> None:
+    """A step's ``timeoutSeconds``, or a workflow's (its runs' deadline): absent, or a number
+    above 0 and at most MAX_TIMEOUT."""
+    if timeout is not None and (not _is_number(timeout) or not 0 < timeout <= MAX_TIMEOUT):
+        problems.append(
+            Problem(path, f"timeoutSeconds must be a number above 0 and at most {MAX_TIMEOUT}")
+        )
 
 
 def check_schedule(doc: dict[str, Any], problems: list[Problem]) -> None:
@@ -227,6 +230,7 @@ def workflow_problems(
         _check_params(doc, inline, problems)
     if "env" in doc:
         problems.extend(env_problems(doc["env"], "env"))
+    _check_timeout(doc.get("timeoutSeconds"), "timeoutSeconds", problems)
     steps = doc.get("steps")
     if steps is None:
         problems.append(Problem("steps", "missing required field"))
@@ -281,6 +285,8 @@ def submit_problems(cmd: SubmitRun, limits: Limits) -> list[Problem]:
     doc = {"steps": msgspec.to_builtins(cmd.steps)}
     if cmd.env:
         doc["env"] = cmd.env
+    if cmd.timeout_seconds is not None:
+        doc["timeoutSeconds"] = cmd.timeout_seconds
     problems.extend(workflow_problems(doc, limits))
     problems.extend(values_problems(cmd.params))
     if cmd.retry_of is not None:

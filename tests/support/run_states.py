@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
+import msgspec
 from heddle.services.orchestrator.state import Policy, RunState
 from heddle.shared.wire.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
 from heddle.shared.wire.timefmt import from_epoch
@@ -17,14 +18,20 @@ Event = Callable[[RunState], list]
 
 
 def make(
-    steps: list[tuple[str, list[str], int]], rand: float = 0.5, policy: Policy = POLICY
+    steps: list[tuple[str, list[str], int]],
+    rand: float = 0.5,
+    policy: Policy = POLICY,
+    timeout: float | None = None,
 ) -> tuple[RunState, list]:
+    """The run of ``steps`` (id, dependencies, retries), made at T0; ``timeout``: the
+    workflow's timeoutSeconds, its deadline T0 + that."""
     cmd = SubmitRun(
         run_id=RUN,
         submitted_at=from_epoch(T0),
         steps=[
             StepSpec(id=s, command=f"echo {s}", depends_on=deps, retries=r) for s, deps, r in steps
         ],
+        timeout_seconds=timeout,
     )
     counter = itertools.count(1)
     return RunState.new(
@@ -98,3 +105,12 @@ def accepted(step: str = "a", attempt: int = 1, runner: str = "r1") -> Event:
 
 def cancel(s: RunState) -> list:
     return s.cancel(T0 + 5)
+
+
+def rebuilt(state: RunState, policy: Policy = POLICY) -> RunState:
+    """The run as another orchestrator reads it back from its stored records."""
+    run = msgspec.json.decode(msgspec.json.encode(state.run), type=type(state.run))
+    steps = [
+        msgspec.json.decode(msgspec.json.encode(s), type=type(s)) for s in state.steps.values()
+    ]
+    return RunState(run, steps, policy)

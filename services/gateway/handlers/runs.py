@@ -60,6 +60,7 @@ async def create_run(request: web.Request) -> web.Response:
         workflow_name=req.name,
         params=inline_values(req.params),
         env=req.env,
+        timeout_seconds=req.timeout_seconds,
     )
     return await submit(request, cmd, chosen_id=chosen is not None)
 

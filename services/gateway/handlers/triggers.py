@@ -66,6 +66,7 @@ async def trigger_run(request: web.Request) -> web.Response:
         scheduled_tz=(spec.timezone or "UTC") if given.slot is not None else None,
         params=given.params,
         env=spec.env,
+        timeout_seconds=spec.timeout_seconds,
     )
     response = await submit(request, cmd, chosen_id=key is not None or given.slot is not None)
     if response.status >= 300:
