@@ -83,6 +83,10 @@ def run_view(run: dict[str, Any]) -> str:
     head = [f"run {run['runId']}: {run_state(run)} ({took})"]
     if run.get("workflowName"):
         head.append(f"workflow {run['workflowName']} v{run.get('version')}, {run.get('trigger')}")
+    if run.get("deadlineAt"):
+        head.append(f"deadline {run['deadlineAt']} (timeoutSeconds {run.get('timeoutSeconds')})")
+    if run.get("reason"):
+        head.append(f"reason: {run['reason']}")
     head.append(f"steps: {counts_text(step_counts(run))}")
     if not run.get("stepsIncluded", True):
         shown = run.get("steps") or []
@@ -186,5 +190,7 @@ def step_change(step: dict[str, Any]) -> str:
 
 
 def run_end(run: dict[str, Any]) -> str:
+    """The run's last line, with why it was stopped if it was (its deadline)."""
     took = duration(seconds_between(run["createdAt"], run.get("finishedAt")))
-    return f"run {run['runId']} {run['status']} in {took} ({counts_text(step_counts(run))})"
+    why = f": {run['reason']}" if run.get("reason") else ""
+    return f"run {run['runId']} {run['status']} in {took} ({counts_text(step_counts(run))}){why}"

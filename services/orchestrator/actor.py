@@ -19,6 +19,7 @@ from heddle.services.orchestrator.messages import (
     Admit,
     Cancel,
     Create,
+    DeadlineTimer,
     HandedOff,
     Heard,
     Lost,
@@ -182,6 +183,8 @@ class RunActor:
                 effects = state.on_retry_due(step_id, attempt, now)
             case Cancel():
                 effects = state.cancel(now)
+            case DeadlineTimer():
+                effects = state.on_deadline(now)
             case Admit():
                 effects = state.admit(now)
             case HandedOff(step_id=step_id, attempt=attempt, requeue=requeue, runner=runner):

@@ -87,7 +87,8 @@ class AttemptReports:
         )
         effects: list[Effect] = [PersistStep(step, prev)]
         if self.records.halted(step):
-            effects.append(KillAttempt(ev.runner, step.id, ev.attempt, "cancelled", ev.ticket))
+            why = self.records.stop_reason
+            effects.append(KillAttempt(ev.runner, step.id, ev.attempt, why, ev.ticket))
         return effects
 
     def on_finished(self, ev: StepFinished, now: float) -> list[Effect]:

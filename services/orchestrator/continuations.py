@@ -55,7 +55,7 @@ class Chains:
         runner the moment the one before succeeds there: three, so that the next is there
         before the runner needs it while the orchestrator hears of the one before. Those
         prepared already are kept as they are: the runner may hold them."""
-        if not self.records.policy.continuations or self.records.run.cancel_requested:
+        if not self.records.policy.continuations or self.records.stopping:
             return []
         effects: list[Effect] = []
         before, attempt = step, step.attempt
@@ -80,7 +80,7 @@ class Chains:
         one message. Not without handoff, as none is sent to a named runner without it."""
         if (
             not (self.records.policy.handoff and self.records.policy.continuations)
-            or self.records.run.cancel_requested
+            or self.records.stopping
         ):
             return [], ready
         child = self.chain_successor(step.id)
@@ -137,7 +137,7 @@ class Chains:
             or not child.ticket
             or child.ticket != ev.continued_ticket  # prepared anew since: not the one it ran
             or ev.outputs  # a runner continues only after a success without outputs
-            or self.records.run.cancel_requested
+            or self.records.stopping
         ):
             return []
         self.went_on.pop(child.id, None)

@@ -30,11 +30,13 @@ class PersistRun:
     status: RunStatus = field(default="running", compare=False)  # as decided, for the log line
     cancel_requested: bool = field(default=False, compare=False)
     waiting: bool = field(default=False, compare=False)
+    reason: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", self.run.status)
         object.__setattr__(self, "cancel_requested", self.run.cancel_requested)
         object.__setattr__(self, "waiting", self.run.waiting)
+        object.__setattr__(self, "reason", self.run.reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,17 @@ class ScheduleRetry:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleDeadline:
+    """The run's deadline timer: a server schedule (durable, one per run, apart from the
+    steps' retry timers) and a local timer, as a retry's; ``durable`` False for the local
+    one alone (a timer that came early: the server's has fired already)."""
+
+    at: float  # epoch seconds
+    delay: float
+    durable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class KillAttempt:
     """Tell a runner to kill one attempt's process group (cancel, or fencing a dead attempt)."""
 
@@ -114,6 +127,7 @@ Effect = (
     | AwaitHandoff
     | Continue
     | ScheduleRetry
+    | ScheduleDeadline
     | KillAttempt
     | Requeued
     | Ignored

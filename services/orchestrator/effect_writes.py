@@ -32,12 +32,19 @@ from heddle.services.orchestrator.decisions import (
     PersistRun,
     PersistStep,
     Requeued,
+    ScheduleDeadline,
     ScheduleRetry,
 )
-from heddle.services.orchestrator.messages import Mailboxes, RetryTimer
+from heddle.services.orchestrator.messages import DeadlineTimer, Mailboxes, RetryTimer
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
-from heddle.shared.wire.contracts import CancelAttempt, RetryDue, StepRecord, encode
+from heddle.shared.wire.contracts import (
+    CancelAttempt,
+    DeadlineDue,
+    RetryDue,
+    StepRecord,
+    encode,
+)
 from heddle.shared.wire.timefmt import from_epoch
 
 if TYPE_CHECKING:
@@ -95,6 +102,8 @@ class EffectWrites:
                     pass  # offered after its record (_write_handed_off), awaited once stored
                 case ScheduleRetry():
                     await self._schedule(batch, eff)
+                case ScheduleDeadline():
+                    await self._schedule_deadline(batch, eff)
                 case KillAttempt():
                     await self._kill(batch, eff)
                 case Requeued():
@@ -149,6 +158,7 @@ class EffectWrites:
             status=eff.status,
             cancel_requested=eff.cancel_requested,
             waiting=eff.waiting,
+            reason=eff.reason,
         )
         if i != batch.last_run_write:
             return
@@ -186,6 +196,38 @@ class EffectWrites:
         batch.futures.append(await self.schedule_retry(run_id, step_id, attempt, eff.at))
         if self.runs is not None:
             self.runs.post_at(run_id, RetryTimer(step_id, attempt), eff.at)
+
+    async def _schedule_deadline(self, batch: _Batch, eff: ScheduleDeadline) -> None:
+        """The run's deadline, as a retry timer is: the server's schedule, on a subject of
+        the run's own (heddle.sched.deadline.<run>: no step's retry timer replaces it), and
+        the local timer. One that came early is set again locally alone."""
+        run_id, deadline_at = batch.run_id, from_epoch(eff.at)
+        event(
+            log,
+            "deadline scheduled",
+            run=run_id,
+            deadline_at=deadline_at,
+            delay_ms=round(eff.delay * 1000),
+            durable=eff.durable,
+        )
+        if eff.durable:
+            if batch.create_run:
+                # Only once the run is stored: a submit of a run that exists (a runId chosen
+                # twice) must not replace that run's schedule with its own.
+                await self._settle(batch.futures)
+                batch.futures = []
+            batch.futures.append(
+                await self.acked.publish(
+                    names.sched_deadline(run_id),
+                    encode(DeadlineDue(run_id=run_id, deadline_at=deadline_at)),
+                    headers={
+                        "Nats-Schedule": f"@at {deadline_at}",
+                        "Nats-Schedule-Target": names.cmd_deadline(run_id),
+                    },
+                )
+            )
+        if self.runs is not None:
+            self.runs.post_at(run_id, DeadlineTimer(), eff.at)
 
     async def _kill(self, batch: _Batch, eff: KillAttempt) -> None:
         """A core publish, not acknowledged: the state machine fences the attempt whether

@@ -57,6 +57,11 @@ class Cancel:
 
 
 @dataclass(frozen=True, slots=True)
+class DeadlineTimer:
+    """The run's deadline has come (its server schedule, or the local timer)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Admit:
     """A waiting run's turn to be under way (admission.py)."""
 
@@ -88,6 +93,7 @@ Message = (
     | Lost
     | Heard
     | RetryTimer
+    | DeadlineTimer
     | Cancel
     | Admit
     | HandedOff

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from heddle.services.orchestrator.run_steps import Policy
 from heddle.shared.wire.contracts import AttemptRecord, RunRecord, StepRecord, SubmitRun
+from heddle.shared.wire.timefmt import epoch_of, from_epoch
 
 
 def new_records(
-    cmd: SubmitRun, policy: Policy, admitted: bool
+    cmd: SubmitRun, policy: Policy, admitted: bool, now: float
 ) -> tuple[RunRecord, list[StepRecord]]:
     """The run's record and its steps', every step pending; not ``admitted`` (the runs under
-    way at their bound), the run is stored waiting."""
+    way at their bound), the run is stored waiting. A run with a timeout has its deadline,
+    counted from its creation (``now`` if its stamp cannot be read)."""
     run = RunRecord(
         run_id=cmd.run_id,
         status="running",
@@ -30,7 +32,10 @@ def new_records(
         params=dict(cmd.params),
         env=dict(cmd.env),
         waiting=not admitted,
+        timeout_seconds=cmd.timeout_seconds,
     )
+    if cmd.timeout_seconds is not None:
+        run.deadline_at = from_epoch(epoch_of(cmd.submitted_at, now) + cmd.timeout_seconds)
     steps = [
         StepRecord(
             id=s.id,

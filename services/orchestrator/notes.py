@@ -89,7 +89,7 @@ def transition_notes(effects: list[Effect]) -> list[Note]:
         elif now == "skipped" and was != now:
             notes.append(Note(step_id, step.attempt, step.reason or "skipped"))
         elif now == "cancelled" and was != now:
-            notes.append(Note(step_id, step.attempt, "cancelled: the run was cancelled"))
+            notes.append(Note(step_id, step.attempt, _cancelled(step)))
     return _kill_requests(batch.kills, explained) + notes
 
 
@@ -131,6 +131,13 @@ def _kill_requests(
             text = f"asking runner {kill.runner} to kill attempt {attempt}: {kill.reason}"
         asks.append(Note(step_id, attempt, text))
     return asks
+
+
+def _cancelled(step: StepRecord) -> str:
+    """A step cancelled with its run: by a cancel, or at the run's deadline (its reason)."""
+    if step.reason and step.reason != CANCEL_REASON:
+        return f"cancelled: {step.reason}"
+    return "cancelled: the run was cancelled"
 
 
 def _attempt_reason(step: StepRecord, attempt: int) -> str:

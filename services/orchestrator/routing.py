@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, assert_never
 
 import msgspec
 from heddle.services.orchestrator.decisions import KillAttempt
-from heddle.services.orchestrator.messages import Cancel, RetryTimer
+from heddle.services.orchestrator.messages import Cancel, DeadlineTimer, RetryTimer
 from heddle.shared.broker.consume import Outcome, too_early_for_good
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import (
     CancelRun,
+    DeadlineDue,
     RetryDue,
     StepEvent,
     StepStarted,
@@ -60,10 +61,13 @@ class Router:
                 return self._post(run_id, Cancel(), msg)
             case RetryDue(run_id=run_id, step_id=step_id, attempt=attempt):
                 return self._post(run_id, RetryTimer(step_id, attempt), msg)
+            case DeadlineDue(run_id=run_id):
+                # No actor: the run finished (or is unknown), and its deadline means nothing.
+                return self._post(run_id, DeadlineTimer(), msg)
             case _:
                 assert_never(cmd)
 
-    def _post(self, run_id: str, message: Cancel | RetryTimer, msg: Msg) -> Outcome:
+    def _post(self, run_id: str, message: Cancel | RetryTimer | DeadlineTimer, msg: Msg) -> Outcome:
         """Held by the run's actor until its effects are stored; done at once if the run
         has no actor (finished, or unknown)."""
         return Outcome.HELD if self.runs.post(run_id, message, msg) else Outcome.DONE

@@ -65,6 +65,18 @@ class RunSteps:
     def done(self) -> bool:
         return self.run.status != "running"
 
+    @property
+    def stopping(self) -> bool:
+        """Whether the run is being stopped: cancelled, or past its deadline (its
+        ``reason``). Nothing more starts; what ends is cancelled."""
+        return self.run.cancel_requested or self.run.reason is not None
+
+    @property
+    def stop_reason(self) -> str:
+        """Why a stopping run's steps are killed and cancelled: ``cancelled``, or the run's
+        reason (``deadline: ...``)."""
+        return "cancelled" if self.run.cancel_requested else self.run.reason or "cancelled"
+
     def ended(self, step: StepRecord) -> None:
         """Count ``step`` as terminal (once, as it becomes so)."""
         self.terminal += 1
@@ -72,15 +84,16 @@ class RunSteps:
             self.main_left -= 1
 
     def halted(self, step: StepRecord) -> bool:
-        """Whether the run's cancel stops ``step``: a first cancel stops the workflow's steps
-        and lets its exit handlers run, a second stops those too."""
-        run = self.run
-        return run.cancel_requested and (not step.on_exit or run.exit_cancelled)
+        """Whether the run's stopping stops ``step``: a cancel or the deadline stops the
+        workflow's steps and lets its exit handlers run; a second cancel stops those too."""
+        return self.stopping and (not step.on_exit or self.run.exit_cancelled)
 
     def ending_as(self) -> str:
         """What the run ends as without its exit handlers (``HEDDLE_RUN_STATUS``)."""
         if self.run.cancel_requested:
             return "cancelled"
+        if self.run.reason is not None:  # past its deadline
+            return "failed"
         failed = any(
             s.status == "failed" and not s.allow_failure and not s.on_exit
             for s in self.steps.values()

@@ -237,6 +237,7 @@ class Scheduler:
                 params=defaults,
                 env=spec.env,
                 on_exit=spec.on_exit,
+                timeout_seconds=spec.timeout_seconds,
             )
             futures.append(
                 await self.js.publish_async(

@@ -1,9 +1,9 @@
 """A run's state machine: every step and run transition Heddle makes. This file holds the
-run's own decisions (its making, its admission, its cancellation, the watchdog's and the
-backstop's findings, its recovery); it is composed of the run's records (``run_steps.py``),
-its chains (``continuations.py``), a step's transitions (``transitions.py``) and what its
-attempts' runners report (``attempt_reports.py``), each an object of its own that the next
-is given. A new run's records are made by ``new_run.py``.
+run's own decisions (its making, its admission, its cancellation, its deadline, the
+watchdog's and the backstop's findings, its recovery); it is composed of the run's records
+(``run_steps.py``), its chains (``continuations.py``), a step's transitions
+(``transitions.py``) and what its attempts' runners report (``attempt_reports.py``), each an
+object of its own that the next is given. A new run's records are made by ``new_run.py``.
 
 Pure: each method takes a message (and the time) and returns the effects to carry out, in
 order; the run actor performs them. Nothing here awaits, touches NATS, or reads a clock.
@@ -12,7 +12,7 @@ order; the run actor performs them. Nothing here awaits, touches NATS, or reads 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from heddle.services.orchestrator.attempt_reports import AttemptReports, HandoffAnswer
 from heddle.services.orchestrator.continuations import Chains
@@ -24,6 +24,7 @@ from heddle.services.orchestrator.decisions import (
     PersistRun,
     PersistStep,
     Requeued,
+    ScheduleDeadline,
     ScheduleRetry,
 )
 from heddle.services.orchestrator.new_run import new_records
@@ -31,7 +32,7 @@ from heddle.services.orchestrator.run_steps import Policy, RunSteps
 from heddle.services.orchestrator.transitions import StepTransitions, enqueue, skip_reason
 from heddle.shared.core.tickets import holds, new_ticket
 from heddle.shared.wire.contracts import AttemptRecord, RunRecord, StepRecord, SubmitRun
-from heddle.shared.wire.timefmt import from_epoch, parse
+from heddle.shared.wire.timefmt import epoch_of, from_epoch, parse
 
 __all__ = ["HandoffAnswer", "Policy", "RunState"]
 
@@ -85,7 +86,7 @@ class RunState:
     ) -> tuple[RunState, list[Effect]]:
         """The run's records to store, its first steps queued; or, not ``admitted`` (the
         runs under way at their bound), stored waiting, every step pending until ``admit``."""
-        run, steps = new_records(cmd, policy, admitted)
+        run, steps = new_records(cmd, policy, admitted, now)
         state = cls(run, steps, policy, rand, tickets)
         effects: list[Effect] = []
         stamp = from_epoch(now)
@@ -105,7 +106,8 @@ class RunState:
         effects.extend(e for e in ends if not isinstance(e, PersistRun))
         # The run record goes last: it is the commit point of a new run (see effect_writes.py).
         effects.append(PersistRun(run))
-        return state, effects
+        # Its deadline's timer, once the run is stored.
+        return state, effects + state._deadline_timer(now)
 
     def admit(self, now: float) -> list[Effect]:
         """A waiting run's turn (services/orchestrator/admission.py): its first steps are
@@ -182,12 +184,13 @@ class RunState:
 
     def cancel(self, now: float) -> list[Effect]:
         """A first cancel stops the workflow's steps, and its exit handlers run once they have
-        all ended; a second stops the exit handlers too. A run still waiting its turn never
-        began: its exit handlers are cancelled with the rest."""
+        all ended; a second (or a cancel past the run's deadline) stops the exit handlers too.
+        A run still waiting its turn never began: its exit handlers are cancelled with the
+        rest."""
         run = self.run
         if self.done:
             return []
-        if not run.cancel_requested:
+        if not self.records.stopping:
             run.cancel_requested = True
             targets = [s for s in self.steps.values() if run.waiting or not s.on_exit]
         elif self.records.exits and not run.exit_cancelled:
@@ -195,24 +198,68 @@ class RunState:
             targets = [self.steps[s] for s in self.records.exits]
         else:
             return []
-        effects: list[Effect] = [PersistRun(run)]
         stamp = from_epoch(now)
-        for step in targets:
-            effects.extend(self._stop(step, stamp))
-        return effects + self.transitions.maybe_finish(stamp)
+        return [
+            PersistRun(run),
+            *self.stop_steps(stamp, targets),
+            *self.transitions.maybe_finish(stamp),
+        ]
 
-    def _stop(self, step: StepRecord, stamp: str) -> list[Effect]:
-        """A cancelled step: ended if it has not started, its attempt killed if it has."""
-        if step.status in ("pending", "queued", "retrying"):
-            effects: list[Effect] = []
-            # Handed to a runner, it may run there although it has not said so yet.
-            holder = step.runner or step.offered_to
-            if step.status == "queued" and holder:
-                effects.append(KillAttempt(holder, step.id, step.attempt, "cancelled", step.ticket))
-            return effects + self.transitions.terminate(step, "cancelled", "cancelled", stamp)
-        if step.status == "running" and step.runner:
-            return [KillAttempt(step.runner, step.id, step.attempt, "cancelled", step.ticket)]
-        return []
+    # ---- the run's deadline ----
+
+    def on_deadline(self, now: float) -> list[Effect]:
+        """The run's deadline timer: past it, every step still going is stopped
+        (``stop_steps``) and the run fails with a reason that says so, at once or once its
+        killed steps report. Nothing for a run finished or stopping already. A timer that
+        came early (a clock ahead of this one) is set again locally for the deadline."""
+        run = self.run
+        if self.done or self.records.stopping or run.deadline_at is None:
+            return []
+        if not self._deadline_passed(now):
+            at = epoch_of(run.deadline_at, now)
+            return [ScheduleDeadline(at, at - now, durable=False)]
+        run.reason = deadline_reason(run.timeout_seconds)
+        stamp = from_epoch(now)
+        main = [s for s in self.steps.values() if not s.on_exit]  # the exit handlers run after
+        return [
+            PersistRun(run),
+            *self.stop_steps(stamp, main),
+            *self.transitions.maybe_finish(stamp),
+        ]
+
+    def _deadline_passed(self, now: float) -> bool:
+        deadline = self.run.deadline_at
+        return deadline is not None and now >= epoch_of(deadline, now) - DEADLINE_SLACK
+
+    def _deadline_timer(self, now: float) -> list[Effect]:
+        """The timer of a deadline still to come, for a run going on; none otherwise."""
+        run = self.run
+        if self.done or self.records.stopping or run.deadline_at is None:
+            return []
+        at = epoch_of(run.deadline_at, now)
+        return [ScheduleDeadline(at, max(at - now, 0.0))]
+
+    # ---- stopping ----
+
+    def stop_steps(self, stamp: str, steps: Iterable[StepRecord]) -> list[Effect]:
+        """Stop ``steps``, for a run stopping (cancelled, or past its deadline: the reason is
+        ``RunSteps.stop_reason``): each attempt a runner may hold is killed, and each step
+        not started (pending, queued, retrying) is cancelled; a running step is cancelled
+        when its runner reports the kill. Ends nothing else: the caller decides what
+        follows (``maybe_finish``). Safe to call again: a step that ended is left alone, a
+        running one is asked to die again."""
+        why = self.records.stop_reason
+        effects: list[Effect] = []
+        for step in steps:
+            if step.status in ("pending", "queued", "retrying"):
+                # Handed to a runner, it may run there although it has not said so yet.
+                holder = step.runner or step.offered_to
+                if step.status == "queued" and holder:
+                    effects.append(KillAttempt(holder, step.id, step.attempt, why, step.ticket))
+                effects.extend(self.transitions.terminate(step, "cancelled", why, stamp))
+            elif step.status == "running" and step.runner:
+                effects.append(KillAttempt(step.runner, step.id, step.attempt, why, step.ticket))
+        return effects
 
     # ---- recovery ----
 
@@ -241,6 +288,19 @@ class RunState:
             effects.extend(self.cancel(now))
             if twice:
                 effects.extend(self.cancel(now))
+        elif self.records.stopping and not self.done:
+            # Past its deadline: stopped again (its exit handlers run after), and cancelled
+            # again if its exit handlers were.
+            main = [s for s in self.steps.values() if not s.on_exit]
+            effects.extend(self.stop_steps(stamp, main))
+            if self.run.exit_cancelled:
+                exits = [self.steps[s] for s in self.records.exits]
+                effects.extend(self.stop_steps(stamp, exits))
+        elif self._deadline_passed(now):
+            effects.extend(self.on_deadline(now))  # passed while no orchestrator held the run
+        else:
+            # One to come is scheduled again: the same schedule replaces the pending one.
+            effects.extend(self._deadline_timer(now))
         for step in self.steps.values():
             if step.status == "queued" and step.offered_to:
                 # Handed to a runner whose answer was lost with the previous owner: asked of
@@ -262,3 +322,15 @@ class RunState:
                 at = parse(step.retry_at).timestamp() if step.retry_at else now
                 effects.append(ScheduleRetry(step.id, step.attempt + 1, at, max(at - now, 0.0)))
         return effects + self.transitions.maybe_finish(stamp)
+
+
+# A deadline timer that fires this much before the deadline (by this process's clock) acts
+# all the same: the server's clock and this one may differ a little. Earlier, it is set again.
+DEADLINE_SLACK = 1.0
+
+
+def deadline_reason(timeout: float | None) -> str:
+    """The reason of a run stopped at its deadline, and of the steps it stopped."""
+    if timeout is None:
+        return "deadline: the run passed its deadline"
+    return f"deadline: the run passed its timeoutSeconds ({timeout:g} s)"

@@ -175,11 +175,8 @@ class StepTransitions:
         stamp = from_epoch(now)
         spent = self.chains.unprepare(step, stamp)
         if self.records.halted(step):
-            return (
-                spent
-                + self.terminate(step, "cancelled", "cancelled", stamp)
-                + self.maybe_finish(stamp)
-            )
+            why = self.records.stop_reason
+            return spent + self.terminate(step, "cancelled", why, stamp) + self.maybe_finish(stamp)
         if step.attempt <= step.retries:
             next_attempt = step.attempt + 1
             if immediate:
@@ -264,6 +261,8 @@ class StepTransitions:
             return effects
         if records.run.cancel_requested:
             records.run.status = "cancelled"
+        elif records.run.reason is not None:
+            records.run.status = "failed"  # stopped at its deadline, whatever its steps did
         elif len(records.succeeded) == len(records.steps) or not any(
             s.status == "failed" and not s.allow_failure for s in records.steps.values()
         ):

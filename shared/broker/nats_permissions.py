@@ -139,6 +139,7 @@ def orchestrator() -> Permissions:
         publish=(
             names.CMD_SUBMIT_ALL,  # the cron scheduler's runs
             names.CMD_TIMER_ALL,
+            names.CMD_DEADLINE_ALL,
             names.SCHED_ALL,
             names.STEP_READY_ALL,
             names.LOG_ALL,  # the orchestrator's notes in a step's log

@@ -1,9 +1,10 @@
 """Re-running a run from its failure (``POST /api/runs/{run}/retry``): pure, no I/O.
 
-The retry is a new run of the same steps, parameters, env and slot. Steps that succeeded are
-carried over as succeeded, their succeeded attempt (and its outputs) with them, and do not
-run; the failed, skipped and cancelled ones run again from their first attempt. Its id is
-derived from the retried run's, so asking twice gives the same retry.
+The retry is a new run of the same steps, parameters, env, slot and timeout (a deadline of
+its own, counted from its creation). Steps that succeeded are carried over as succeeded,
+their succeeded attempt (and its outputs) with them, and do not run; the failed, skipped
+and cancelled ones run again from their first attempt. Its id is derived from the retried
+run's, so asking twice gives the same retry.
 """
 
 from __future__ import annotations
@@ -74,4 +75,5 @@ def retry_command(run: RunRecord, steps: list[StepRecord], submitted_at: str) ->
         env=run.env,
         retry_of=run.run_id,
         carried=carried,
+        timeout_seconds=run.timeout_seconds,  # a deadline of its own, from its creation
     )

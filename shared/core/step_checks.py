@@ -129,20 +129,22 @@ def check_step(
         problems.append(
             Problem(f"{path}.retries", f"retries must be an integer from 0 to {MAX_RETRIES}")
         )
-    timeout = step.get("timeoutSeconds")
-    if timeout is not None and (not _is_number(timeout) or not 0 < timeout <= MAX_TIMEOUT):
-        problems.append(
-            Problem(
-                f"{path}.timeoutSeconds",
-                f"timeoutSeconds must be a number above 0 and at most {MAX_TIMEOUT}",
-            )
-        )
+    check_timeout(step.get("timeoutSeconds"), f"{path}.timeoutSeconds", problems)
     if "env" in step:
         problems.extend(env_problems(step["env"], f"{path}.env"))
     problems.extend(condition_problems(step, path))
     if isinstance(step_id, str):
         return step_id, dep_ids
     return None
+
+
+def check_timeout(timeout: Any, path: str, problems: list[Problem]) -> None:
+    """A step's ``timeoutSeconds``, or a workflow's (its runs' deadline): absent, or a number
+    above 0 and at most MAX_TIMEOUT."""
+    if timeout is not None and (not _is_number(timeout) or not 0 < timeout <= MAX_TIMEOUT):
+        problems.append(
+            Problem(path, f"timeoutSeconds must be a number above 0 and at most {MAX_TIMEOUT}")
+        )
 
 
 def steps_deps(

@@ -13,7 +13,13 @@ import msgspec
 from heddle.shared.core.conditions import reference_problems
 from heddle.shared.core.dag import structural_problems
 from heddle.shared.core.exit_handlers import exit_problems
-from heddle.shared.core.step_checks import Limits, check_id, steps_deps, unknown_fields
+from heddle.shared.core.step_checks import (
+    Limits,
+    check_id,
+    check_timeout,
+    steps_deps,
+    unknown_fields,
+)
 from heddle.shared.core.step_env import (
     declaration_problems,
     env_problems,
@@ -33,6 +39,7 @@ WORKFLOW_FIELDS = {
     "params",
     "env",
     "onExit",
+    "timeoutSeconds",
 }
 RUN_FIELDS = WORKFLOW_FIELDS | {"runId", "workflowId"}
 
@@ -100,6 +107,7 @@ def workflow_problems(
         _check_params(doc, inline, problems)
     if "env" in doc:
         problems.extend(env_problems(doc["env"], "env"))
+    check_timeout(doc.get("timeoutSeconds"), "timeoutSeconds", problems)
     steps = doc.get("steps")
     if steps is None:
         problems.append(Problem("steps", "missing required field"))
@@ -153,6 +161,8 @@ def submit_problems(cmd: SubmitRun, limits: Limits) -> list[Problem]:
         doc["onExit"] = msgspec.to_builtins(cmd.on_exit)
     if cmd.env:
         doc["env"] = cmd.env
+    if cmd.timeout_seconds is not None:
+        doc["timeoutSeconds"] = cmd.timeout_seconds
     problems.extend(workflow_problems(doc, limits))
     problems.extend(values_problems(cmd.params))
     if cmd.retry_of is not None:

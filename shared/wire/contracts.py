@@ -64,6 +64,9 @@ class _Workflow(Wire, forbid_unknown_fields=True):
     description: str | None = None
     # Exit handlers: steps run once every other step has ended, however the run went.
     on_exit: list[StepSpec] = []
+    # The run's deadline, from its creation: past it every step still going is killed or
+    # cancelled and the run fails (docs/workflows.md, "Run deadlines").
+    timeout_seconds: float | None = None
 
 
 class WorkflowSpec(_Workflow, forbid_unknown_fields=True):
@@ -116,6 +119,7 @@ class SubmitRun(Command, tag="submit", frozen=True):
     # carried over as succeeded: they do not run again.
     retry_of: str | None = None
     carried: dict[str, AttemptRecord] = {}
+    timeout_seconds: float | None = None  # the workflow's: the run's deadline, from its creation
     # A submit too large for one message: this command carries the run id alone, and the
     # whole command (this field unset) is the document it names.
     document: DocumentRef | None = None
@@ -134,7 +138,16 @@ class RetryDue(Command, tag="timer", frozen=True):
     attempt: int
 
 
-AnyCommand = SubmitRun | CancelRun | RetryDue
+class DeadlineDue(Command, tag="deadline", frozen=True):
+    """Fired by the server's message scheduler when a run's deadline (its creation plus its
+    workflow's ``timeoutSeconds``) has come: its own schedule subject, so it never replaces
+    a step's retry timer."""
+
+    run_id: str
+    deadline_at: str  # the run's, as its record holds it (for the log line)
+
+
+AnyCommand = SubmitRun | CancelRun | RetryDue | DeadlineDue
 
 
 # ---- work (HEDDLE_STEPS and a runner's assign subject) ---------------------------------
@@ -378,6 +391,14 @@ class RunRecord(Wire):
     # Held back while its orchestrator's runs under way are at their bound: every step
     # pending until its turn (HEDDLE_MAX_RUNS_UNDER_WAY, services/orchestrator/admission.py).
     waiting: bool = False
+    # The workflow's timeoutSeconds, and the deadline it gives the run: its creation plus
+    # that (RFC 3339). Stored, so that no restart of an orchestrator resets or loses it.
+    timeout_seconds: float | None = None
+    deadline_at: str | None = None
+    # Why the run was stopped before its steps ended it: set when its deadline passes
+    # (``deadline: ...``), when every step still going is killed or cancelled; the run then
+    # ends failed once the killed ones have reported (services/orchestrator/state.py).
+    reason: str | None = None
 
     @property
     def registered_workflow(self) -> str | None:

@@ -72,6 +72,9 @@ CMD_CANCEL_ALL = "heddle.cmd.cancel.*"
 # Retry timers: the schedule waits under heddle.sched.*, and fires into heddle.cmd.timer.*,
 # so the orchestrator's consumers (filtered on heddle.cmd.*.*.<partition>) see only fired timers.
 CMD_TIMER_ALL = "heddle.cmd.timer.*"
+# Run deadlines, the same way: one schedule per run under heddle.sched.deadline.*, apart from
+# its steps' retry timers, fired into heddle.cmd.deadline.*.
+CMD_DEADLINE_ALL = "heddle.cmd.deadline.*"
 SCHED_ALL = "heddle.sched.>"
 STEP_READY_ALL = "heddle.step.ready.>"
 # A step of a run under way, and a step that opens a run (no dependencies): disjoint, as
@@ -146,6 +149,17 @@ def cmd_timer(run: str) -> str:
 
 def sched_timer(run: str, step: str) -> str:
     return f"heddle.sched.timer.{run}.{step}"
+
+
+def cmd_deadline(run: str) -> str:
+    """Where a run's deadline fires (DeadlineDue)."""
+    return f"heddle.cmd.deadline.{run}"
+
+
+def sched_deadline(run: str) -> str:
+    """A run's deadline, waiting: one pending schedule per subject, so scheduling it again
+    (after a restart) replaces it, and no step's retry timer does."""
+    return f"heddle.sched.deadline.{run}"
 
 
 def step_ready(run: str, step: str, opens: bool = False) -> str:

@@ -22,5 +22,13 @@ def parse(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def epoch_of(text: str, default: float) -> float:
+    """``text`` (RFC 3339) in epoch seconds; ``default`` if it is not a time."""
+    try:
+        return parse(text).timestamp()
+    except ValueError:
+        return default
+
+
 def epoch() -> float:
     return time.time()

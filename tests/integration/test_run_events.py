@@ -100,6 +100,11 @@ def test_each_state_is_told_once() -> None:
         run_id="r", status="running", created_at="t", step_count=1, cancel_requested=True
     )
     assert b'"cancelRequested":true' in told.run_changed(cancelling)
+    past = RunRecord(
+        run_id="r", status="running", created_at="t", step_count=1, reason="deadline: ..."
+    )
+    told = RunChanges()
+    assert told.run_changed(run) and b'"reason":"deadline: ..."' in told.run_changed(past)
 
 
 def test_a_record_that_came_no_further_is_not_news() -> None:

@@ -7,6 +7,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 from heddle.services.orchestrator.state import Policy, RunState
 from heddle.shared.wire.contracts import StepFinished, StepSpec, StepStarted, SubmitRun
 from heddle.shared.wire.timefmt import from_epoch
@@ -18,14 +19,20 @@ Event = Callable[[RunState], list]
 
 
 def make(
-    steps: list[tuple[str, list[str], int]], rand: float = 0.5, policy: Policy = POLICY
+    steps: list[tuple[str, list[str], int]],
+    rand: float = 0.5,
+    policy: Policy = POLICY,
+    timeout: float | None = None,
 ) -> tuple[RunState, list]:
+    """The run of ``steps`` (id, dependencies, retries), made at T0; ``timeout``: the
+    workflow's timeoutSeconds, its deadline T0 + that."""
     cmd = SubmitRun(
         run_id=RUN,
         submitted_at=from_epoch(T0),
         steps=[
             StepSpec(id=s, command=f"echo {s}", depends_on=deps, retries=r) for s, deps, r in steps
         ],
+        timeout_seconds=timeout,
     )
     counter = itertools.count(1)
     return RunState.new(
@@ -128,3 +135,12 @@ def finish_step(
 def statuses(state: RunState) -> dict[str, str]:
     """Each step's status, by id."""
     return {sid: s.status for sid, s in state.steps.items()}
+
+
+def rebuilt(state: RunState, policy: Policy = POLICY) -> RunState:
+    """The run as another orchestrator reads it back from its stored records."""
+    run = msgspec.json.decode(msgspec.json.encode(state.run), type=type(state.run))
+    steps = [
+        msgspec.json.decode(msgspec.json.encode(s), type=type(s)) for s in state.steps.values()
+    ]
+    return RunState(run, steps, policy)

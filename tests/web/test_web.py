@@ -290,6 +290,27 @@ async def test_browser_problems_and_cancel(stack: StackFactory, browser: Browser
     assert errors == []
 
 
+async def test_browser_run_page_shows_the_deadline_and_why_the_run_stopped(
+    stack: StackFactory, browser: Browser
+) -> None:
+    """docs/workflows.md, "Run deadlines": the reason comes with the run's events."""
+    s = await stack(runners=1)
+    errors: list[str] = []
+    page = await open_page(browser, with_token(s, "/#/submit"), errors)
+    await submit_in_page(
+        page, {"timeoutSeconds": 2, "steps": [{"id": "long", "command": "sleep 30"}]}
+    )
+    await page.wait_for_url(re.compile(r"#/runs/[A-Za-z0-9_-]+$"), timeout=WAIT)
+    await expect(page.locator("#run-meta")).to_contain_text("Deadline", timeout=WAIT)
+    await expect(page.locator("#run-meta")).to_contain_text("(2 s)")
+    await expect(page.locator("#run-status")).to_have_text("failed", timeout=WAIT)
+    await expect(page.locator("#run-reason")).to_have_text(
+        "deadline: the run passed its timeoutSeconds (2 s)"
+    )
+    await expect(page.locator('tr[data-step="long"] .badge')).to_have_text("cancelled")
+    assert errors == []
+
+
 @pytest.mark.timeout(240)
 async def test_browser_token_prompt_and_address(stack: StackFactory, browser: Browser) -> None:
     s = await stack(runners=1)

@@ -101,6 +101,7 @@ class RunChanges:
             finished_at=rec.finished_at,
             cancel_requested=rec.cancel_requested,
             waiting=rec.waiting,
+            reason=rec.reason,
         )
         return sse.event("run", change)
 

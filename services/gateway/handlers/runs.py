@@ -61,6 +61,7 @@ async def create_run(request: web.Request) -> web.Response:
         params=inline_values(req.params),
         env=req.env,
         on_exit=req.on_exit,
+        timeout_seconds=req.timeout_seconds,
     )
     return await submit(request, cmd, chosen_id=chosen is not None)
 

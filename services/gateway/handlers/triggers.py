@@ -67,6 +67,7 @@ async def trigger_run(request: web.Request) -> web.Response:
         params=given.params,
         env=spec.env,
         on_exit=spec.on_exit,
+        timeout_seconds=spec.timeout_seconds,
     )
     response = await submit(request, cmd, chosen_id=key is not None or given.slot is not None)
     if response.status >= 300:

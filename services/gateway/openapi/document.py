@@ -187,7 +187,13 @@ RULES: dict[str, dict[str, dict[str, Any]]] = {
         "timeoutSeconds": {"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
     },
     **{
-        name: {"steps": {"minItems": 1}, "name": ID, "runId": ID, "workflowId": ID}
+        name: {
+            "steps": {"minItems": 1},
+            "name": ID,
+            "runId": ID,
+            "workflowId": ID,
+            "timeoutSeconds": {"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
+        }
         for name in ("WorkflowSpec", "RunRequest", "RegisterRequest")
     },
 }

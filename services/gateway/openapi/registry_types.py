@@ -59,6 +59,7 @@ class WorkflowDefinition(WorkflowFacts, kw_only=True):
     latest_version: int
     params: list[ParamSpec]
     env: dict[str, str]
+    timeout_seconds: float | None  # each run's deadline, from its creation
     steps: list[StepSpec]  # as registered: fields at their default are left out
     edges: list[Edge]
     # The workflow's, whichever version is read: as in its list entry

@@ -121,6 +121,10 @@ class RunDocument(RunFacts, kw_only=True):
     env: dict[str, str]  # the workflow's static variables
     retry_of: str | None  # the run this one retries
     retried_by: str | None  # the run that retries this one
+    timeout_seconds: float | None  # the workflow's timeoutSeconds
+    deadline_at: str | None  # its creation plus timeoutSeconds (docs/workflows.md, "Run deadlines")
+    # Why it was stopped before its steps ended it: ``deadline: ...`` once its deadline passed
+    reason: str | None
     counts: dict[str, int]
     step_count: int
     # False for the summary (``?steps=none``, and by default for a run of more steps than a
@@ -180,6 +184,7 @@ class RunChange(Doc):
     finished_at: str | None
     cancel_requested: bool
     waiting: bool
+    reason: str | None  # why it is stopped: ``deadline: ...`` past its deadline
 
 
 class RunEnd(Doc):

@@ -62,6 +62,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "env": "Static environment variables of every step.",
         "runId": "The run's id (`heddle submit` alone): submitted again, it makes no new run.",
         "workflowId": "The older name of `runId`.",
+        "timeoutSeconds": (
+            "The deadline of each run, in seconds from its creation: past it, its steps are "
+            "stopped, its exit handlers run, and it fails."
+        ),
         "onExit": (
             "Exit handlers: steps run once every other step has ended, however the run went; "
             "they depend only on each other."

@@ -3,7 +3,8 @@ that carry no common revision, a live subscription and a snapshot (shared/broker
 
 A step's record only moves forward: a later attempt, the same attempt queued again after a
 lost assignment, or a later status within the attempt. A run's moves from waiting to
-under way, to cancelling, to terminal. Records of equal progress say the same thing to a reader.
+under way, to stopping (cancelling, or past its deadline), to terminal. Records of equal
+progress say the same thing to a reader.
 """
 
 from __future__ import annotations
@@ -30,4 +31,5 @@ def step_progress(rec: StepRecord) -> StepProgress:
 
 
 def run_progress(rec: RunRecord) -> RunProgress:
-    return (rec.status in TERMINAL_RUN, rec.cancel_requested, not rec.waiting)
+    stopping = rec.cancel_requested or rec.reason is not None
+    return (rec.status in TERMINAL_RUN, stopping, not rec.waiting)

@@ -82,6 +82,7 @@ def definition_document(
         step_count=len(spec.steps),
         params=spec.params,
         env=spec.env,
+        timeout_seconds=spec.timeout_seconds,
         steps=spec.steps,
         edges=[Edge(from_=p, to=s.id) for s in spec.steps for p in s.depends_on],
         recent=recent_runs(recent),

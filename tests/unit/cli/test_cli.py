@@ -134,6 +134,32 @@ def test_examples_and_readme_commands() -> None:
         assert top.parse_args(words[1:]).command in COMMANDS, line
 
 
+def test_a_workflow_s_timeout_is_checked_before_it_is_sent_and_its_deadline_shown(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "wf.yaml"
+    path.write_text("name: wf\ntimeoutSeconds: 0\nsteps: [{id: a, command: 'sleep 30'}]\n")
+    for read in (documents.run_request, documents.workflow):
+        with pytest.raises(documents.BadDocument) as bad:
+            read(str(path))
+        assert bad.value.lines() == [
+            "timeoutSeconds: timeoutSeconds must be a number above 0 and at most 604800"
+        ]
+    path.write_text("name: wf\ntimeoutSeconds: 600\nsteps: [{id: a, command: 'sleep 30'}]\n")
+    assert documents.workflow(str(path))["timeoutSeconds"] == 600
+    reason = "deadline: the run passed its timeoutSeconds (2 s)"
+    run = {
+        **_run("failed", [_step("a", "cancelled", reason=reason)]),
+        "timeoutSeconds": 2,
+        "deadlineAt": "2026-01-01T00:00:02.000Z",
+        "reason": reason,
+    }
+    shown = render.run_view(run).splitlines()
+    assert "deadline 2026-01-01T00:00:02.000Z (timeoutSeconds 2)" in shown
+    assert f"reason: {reason}" in shown
+    assert render.run_end(run) == f"run r1 failed in 4.0s (cancelled=1): {reason}"
+
+
 def test_a_file_is_not_held_to_limits_the_gateway_sets(tmp_path: Path) -> None:
     """The step count and a command's size are the gateway's settings: a file past their
     defaults is the gateway's to refuse, and its structure is still checked here."""

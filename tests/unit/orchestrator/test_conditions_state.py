@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import itertools
 
-import msgspec
 import pytest
 from heddle.services.orchestrator.decisions import Enqueue
 from heddle.services.orchestrator.state import Policy, RunState
 from heddle.shared.wire.contracts import AttemptRecord, StepSpec, SubmitRun
 from heddle.shared.wire.timefmt import from_epoch
 
-from tests.support.run_states import POLICY, RUN, T0, finish_step, spec, statuses
+from tests.support.run_states import POLICY, RUN, T0, finish_step, rebuilt, spec, statuses
 
 
 def new(
@@ -152,15 +151,6 @@ def test_a_conditional_successor_is_not_carried_ahead_of_its_decision() -> None:
     cond = new(spec("a"), spec("b", ("a",), when="true"), policy=policy)
     assert plain.steps["b"].ticket  # prepared to follow a on its runner
     assert not cond.steps["b"].ticket
-
-
-def rebuilt(state: RunState) -> RunState:
-    """The run as another orchestrator reads it back from the stored records."""
-    run = msgspec.json.decode(msgspec.json.encode(state.run), type=type(state.run))
-    steps = [
-        msgspec.json.decode(msgspec.json.encode(s), type=type(s)) for s in state.steps.values()
-    ]
-    return RunState(run, steps, POLICY)
 
 
 def test_a_rebuilt_run_decides_a_condition_whose_dependencies_ended_before_the_crash() -> None:

@@ -15,8 +15,16 @@ from heddle.shared.wire.timefmt import from_epoch
 from tests.support.run_states import POLICY, RUN, T0, finish_step, spec, started, statuses
 
 
-def new(steps: list[StepSpec], on_exit: list[StepSpec], admitted: bool = True) -> RunState:
-    cmd = SubmitRun(run_id=RUN, submitted_at=from_epoch(T0), steps=steps, on_exit=on_exit)
+def new(
+    steps: list[StepSpec], on_exit: list[StepSpec], admitted: bool = True, timeout: float = 0
+) -> RunState:
+    cmd = SubmitRun(
+        run_id=RUN,
+        submitted_at=from_epoch(T0),
+        steps=steps,
+        on_exit=on_exit,
+        timeout_seconds=timeout or None,
+    )
     counter = itertools.count(1)
     state, _ = RunState.new(
         cmd, POLICY, T0, rand=lambda: 0.5, tickets=lambda: f"t-{next(counter)}", admitted=admitted
@@ -133,3 +141,28 @@ def test_a_rebuilt_run_cancelled_twice_stays_cancelled_twice() -> None:
     effects = again.resume(T0 + 10)
     assert [e.step_id for e in effects if isinstance(e, KillAttempt)] == ["clean"]
     assert again.run.exit_cancelled and again.run.cancel_requested
+
+
+def test_past_the_deadline_the_exit_handlers_run_and_the_run_fails() -> None:
+    state = new([spec("a"), spec("b", ("a",))], [spec("report")], timeout=60)
+    started("a")(state)
+    effects = state.on_deadline(T0 + 61)
+    assert [e.step_id for e in effects if isinstance(e, KillAttempt)] == ["a"]
+    assert statuses(state) == {"a": "running", "b": "cancelled", "report": "pending"}
+    effects = finish_step(state, "a", "failed")  # killed
+    assert ready_env(effects, "report")["HEDDLE_RUN_STATUS"] == "failed"
+    finish_step(state, "report")
+    assert state.run.status == "failed"
+    assert state.run.reason is not None and state.run.reason.startswith("deadline")
+
+
+def test_a_cancel_past_the_deadline_stops_the_exit_handlers() -> None:
+    state = new([spec("a")], [spec("report")], timeout=60)
+    started("a")(state)
+    state.on_deadline(T0 + 61)
+    finish_step(state, "a", "failed")
+    started("report")(state)
+    effects = state.cancel(T0 + 62)
+    assert [e.step_id for e in effects if isinstance(e, KillAttempt)] == ["report"]
+    finish_step(state, "report", "failed")
+    assert state.steps["report"].status == "cancelled" and state.run.status == "failed"

@@ -10,9 +10,9 @@ import msgspec
 import pytest
 from heddle.services.orchestrator.decisions import AwaitHandoff, Enqueue, PersistStep
 from heddle.services.orchestrator.state import RunState
-from heddle.shared.wire.contracts import RunRecord, StepRecord, step_record_decoder
+from heddle.shared.wire.contracts import step_record_decoder
 
-from tests.support.run_states import POLICY, T0, cancel, finished, lost, make
+from tests.support.run_states import POLICY, T0, cancel, finished, lost, make, rebuilt
 
 HANDOFF = dataclasses.replace(POLICY, handoff=True)
 CHAIN = [("a", [], 0), ("b", ["a"], 1)]
@@ -138,20 +138,11 @@ def test_a_lost_finding_requeues_to_the_dispatchers() -> None:
     assert enq.handoff is None and state.steps["b"].offered_to is None
 
 
-def rebuilt(state: RunState) -> RunState:
-    """The run as another orchestrator loads it from its stored records."""
-    run = msgspec.json.decode(msgspec.json.encode(state.run), type=RunRecord)
-    steps = [
-        msgspec.json.decode(msgspec.json.encode(s), type=StepRecord) for s in state.steps.values()
-    ]
-    return RunState(run, steps, HANDOFF)
-
-
 def test_a_rebuilt_run_awaits_a_lost_answer_and_then_asks_the_dispatchers_to_look() -> None:
     """The offer's answer died with its orchestrator: no ready message is sent at once (the
     runner may hold the attempt); once a runner would have answered, it goes to the
     dispatchers marked to be looked for."""
-    again = rebuilt(handed_chain())
+    again = rebuilt(handed_chain(), HANDOFF)
     out = again.resume(T0 + 5)
     assert enqueued(out) == []
     [wait] = [e for e in out if isinstance(e, AwaitHandoff)]
@@ -163,5 +154,5 @@ def test_a_rebuilt_run_awaits_a_lost_answer_and_then_asks_the_dispatchers_to_loo
 def test_a_rebuilt_run_sends_a_step_queued_for_the_dispatchers_again() -> None:
     state = handed_chain()
     state.on_handoff_answer("b", 1, 0, "r1", "refused")
-    [enq] = enqueued(rebuilt(state).resume(T0 + 5))
+    [enq] = enqueued(rebuilt(state, HANDOFF).resume(T0 + 5))
     assert (enq.ready.step_id, enq.ready.check, enq.handoff) == ("b", False, None)

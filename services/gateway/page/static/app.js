@@ -693,17 +693,20 @@
         item("Created", fmtTime(run.createdAt)),
         item("Finished", fmtTime(run.finishedAt)),
         item("Duration", duration(run.createdAt, run.finishedAt)),
+        run.deadlineAt ? item("Deadline", fmtTime(run.deadlineAt), ` (${run.timeoutSeconds} s)`) : [],
         item("Steps", `${run.steps.length} `, h("span", { class: "chips" }, counts)),
         run.retryOf ? item("Retry of", h("a", { href: runHref(run.retryOf), class: "mono", id: "retry-of" }, run.retryOf)) : [],
         run.retriedBy ? item("Retried by", h("a", { href: runHref(run.retriedBy), class: "mono", id: "retried-by" }, run.retriedBy)) : [],
       ].flat());
       cancel.disabled = TERMINAL_RUN.has(run.status);
       retry.hidden = !["failed", "cancelled"].includes(run.status);
-      put(notice, run.cancelRequested && !TERMINAL_RUN.has(run.status)
-        ? h("p", { class: "muted" }, "Cancel requested: running steps are being stopped.")
-        : run.waiting && !TERMINAL_RUN.has(run.status)
-          ? h("p", { class: "muted", id: "waiting" }, "Waiting for its turn: the runs under way are at their bound.")
-          : null);
+      put(notice, run.reason  // why it was stopped: past its deadline
+        ? h("p", { class: "muted", id: "run-reason" }, run.reason)
+        : run.cancelRequested && !TERMINAL_RUN.has(run.status)
+          ? h("p", { class: "muted" }, "Cancel requested: running steps are being stopped.")
+          : run.waiting && !TERMINAL_RUN.has(run.status)
+            ? h("p", { class: "muted", id: "waiting" }, "Waiting for its turn: the runs under way are at their bound.")
+            : null);
       if (!dag && run.steps.length) {
         if (run.steps.length <= SVG_MAX_STEPS) {
           dag = drawDag(run.runId, run.steps);
@@ -792,6 +795,7 @@
         doc.finishedAt = ev.finishedAt;
         if (typeof ev.cancelRequested === "boolean") doc.cancelRequested = ev.cancelRequested;
         if (typeof ev.waiting === "boolean") doc.waiting = ev.waiting;
+        if ("reason" in ev) doc.reason = ev.reason;
         if (type === "run") later(DRAW_MS);
         else {  // the run is over: drawn now, then its document read once more
           setLive("ended", "");

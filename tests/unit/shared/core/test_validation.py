@@ -78,6 +78,13 @@ SINGLE = [
     ),
     (doc(step(timeoutSeconds="60")), LIMITS, "steps[0].timeoutSeconds", ["number"]),
     (doc(step(timeoutSeconds=True)), LIMITS, "steps[0].timeoutSeconds", ["number"]),
+    # The workflow's own: its runs' deadline (docs/workflows.md, "Run deadlines").
+    (doc(timeoutSeconds=0), LIMITS, "timeoutSeconds", ["above 0"]),
+    (doc(timeoutSeconds=-1), LIMITS, "timeoutSeconds", ["above 0"]),
+    (doc(timeoutSeconds=MAX_TIMEOUT + 1), LIMITS, "timeoutSeconds", [str(MAX_TIMEOUT)]),
+    (doc(timeoutSeconds="600"), LIMITS, "timeoutSeconds", ["number"]),
+    (doc(timeoutSeconds=False), LIMITS, "timeoutSeconds", ["number"]),
+    (doc(timeoutSeconds=[600]), LIMITS, "timeoutSeconds", ["number"]),
     (doc(name="my workflow"), LIMITS, "name", ["'my workflow'"]),
     (doc(name=5), LIMITS, "name", ["string"]),
     (doc(description=5), LIMITS, "description", ["string"]),
@@ -132,6 +139,8 @@ def test_step_id_must_match_the_whole_pattern(bad_id: str) -> None:
         doc(step(retries=MAX_RETRIES)),
         doc(step(timeoutSeconds=0.5)),
         doc(step(timeoutSeconds=MAX_TIMEOUT)),
+        doc(timeoutSeconds=0.5),
+        doc(timeoutSeconds=MAX_TIMEOUT),
         doc(step("x" * 64)),
         doc(step("A-z_0-9")),
         doc(step(command="x" * 10)),
@@ -254,6 +263,24 @@ def test_a_direct_submit_with_a_nul_in_a_command_is_refused() -> None:
     cmd = SubmitRun(run_id="r1", steps=steps, submitted_at="2025-01-01T00:00:00.000Z")
     problems = submit_problems(cmd, LIMITS)
     assert [p.path for p in problems] == ["steps[1].command"] and "NUL" in problems[0].message
+
+
+def test_a_workflow_s_timeout_reaches_its_spec_its_run_request_and_is_checked_in_submits() -> None:
+    assert parse_workflow(doc(timeoutSeconds=600), LIMITS).timeout_seconds == 600
+    assert parse_workflow(doc(), LIMITS).timeout_seconds is None
+    body = {"steps": [step()], "timeoutSeconds": 2.5}
+    assert parse_run_request(body, LIMITS).timeout_seconds == 2.5
+    with pytest.raises(InvalidWorkflow) as info:
+        parse_run_request({**body, "timeoutSeconds": 0}, LIMITS)
+    assert [p.path for p in info.value.problems] == ["timeoutSeconds"]
+    # A submit that did not come through the gateway is checked the same way.
+    cmd = SubmitRun(
+        run_id="r1",
+        steps=[StepSpec(id="a", command="true")],
+        submitted_at="2025-01-01T00:00:00.000Z",
+        timeout_seconds=MAX_TIMEOUT * 2,
+    )
+    assert [p.path for p in submit_problems(cmd, LIMITS)] == ["timeoutSeconds"]
 
 
 def test_invalid_workflow_message_summarises_the_problems() -> None:
