@@ -90,7 +90,7 @@ class RunState:
         state = cls(run, steps, policy, rand, tickets)
         effects: list[Effect] = []
         stamp = from_epoch(now)
-        decided: set[str] = set()  # stored already by a decision that ended them
+        decided: set[str] = set()  # queued or ended already by a decision: stored with it
         for step in steps:
             if step.id in decided:
                 continue
@@ -99,7 +99,12 @@ class RunState:
                 effects.append(PersistStep(step, "new"))
             else:
                 effects.extend(due)
-                decided.update(e.step.id for e in due if isinstance(e, PersistStep))
+                # A successor prepared to follow (still pending) is stored as new as well.
+                decided.update(
+                    e.step.id
+                    for e in due
+                    if isinstance(e, PersistStep) and e.step.status != "pending"
+                )
         # Every step may have ended already (skipped by its condition): the run ends with them,
         # stored by the one record below.
         ends = state.transitions.maybe_finish(stamp)

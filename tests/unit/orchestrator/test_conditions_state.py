@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from heddle.services.orchestrator.decisions import Enqueue
+from heddle.services.orchestrator.decisions import Enqueue, PersistStep
 from heddle.services.orchestrator.state import Policy, RunState
 from heddle.shared.wire.contracts import AttemptRecord, StepSpec, SubmitRun
 from heddle.shared.wire.timefmt import from_epoch
@@ -171,3 +171,25 @@ def test_a_rebuilt_run_keeps_a_condition_waiting_for_a_dependency_still_running(
     assert again.steps["b"].status == "pending"
     enqueued = [e for e in again.resume(T0 + 11) if isinstance(e, Enqueue)]
     assert {e.ready.step_id for e in enqueued} == {"x"}
+
+
+def test_a_new_run_stores_each_step_as_new_once_and_a_prepared_one_too() -> None:
+    policy = Policy(
+        retry_base=1.0, retry_cap=300.0, default_timeout=900.0, handoff=True, continuations=True
+    )
+    cmd = SubmitRun(
+        run_id=RUN,
+        submitted_at=from_epoch(T0),
+        steps=[spec("a"), spec("b", ("a",)), spec("c", ("b",)), spec("d", when="false")],
+    )
+    _, effects = RunState.new(cmd, policy, T0)
+    persisted = [(e.step.id, e.previous) for e in effects if isinstance(e, PersistStep)]
+    # b is prepared to follow a (its record goes before a's message), and is new besides;
+    # d, decided at once, is stored by its decision alone.
+    assert persisted == [
+        ("b", "pending"),
+        ("a", "pending"),
+        ("b", "new"),
+        ("c", "new"),
+        ("d", "pending"),
+    ]
