@@ -96,8 +96,8 @@ class RunState:
             due = state.transitions.start_if_due(step, stamp)
             if due is None:
                 effects.append(PersistStep(step, "new"))
-            else:
-                effects.extend(due)
+            else:  # the run record goes last, below, a forEach step's expansion or not
+                effects.extend(e for e in due if not isinstance(e, PersistRun))
                 decided.update(e.step.id for e in due if isinstance(e, PersistStep))
         # Every step may have ended already (skipped by its condition): the run ends with them,
         # stored by the one record below.
@@ -115,7 +115,7 @@ class RunState:
         self.run.waiting = False
         stamp = from_epoch(now)
         effects: list[Effect] = []
-        for step in self.steps.values():
+        for step in list(self.steps.values()):  # a forEach step's expansion adds steps
             effects.extend(self.transitions.start_if_due(step, stamp) or ())
         return [*effects, PersistRun(self.run), *self.transitions.maybe_finish(stamp)]
 
@@ -210,6 +210,9 @@ class RunState:
             if step.status == "queued" and holder:
                 effects.append(KillAttempt(holder, step.id, step.attempt, "cancelled", step.ticket))
             return effects + self.transitions.terminate(step, "cancelled", "cancelled", stamp)
+        if step.status == "running" and step.for_each is not None:
+            # Its instances are stopped each as a step of their own.
+            return self.transitions.terminate(step, "cancelled", "cancelled", stamp)
         if step.status == "running" and step.runner:
             return [KillAttempt(step.runner, step.id, step.attempt, "cancelled", step.ticket)]
         return []
@@ -219,7 +222,12 @@ class RunState:
     def _ended_parent(self, step: StepRecord) -> StepRecord | None:
         """A dependency that ended without success, for a plain pending step of a run going
         on; that step should have been skipped with it."""
-        if step.status != "pending" or step.when is not None or self.records.halted(step):
+        if (
+            step.status != "pending"
+            or step.when is not None
+            or step.parent is not None  # a forEach instance: its loop's (loops.py)
+            or self.records.halted(step)
+        ):
             return None
         for parent_id in self.records.graph.parents[step.id]:
             parent = self.steps[parent_id]
@@ -241,7 +249,7 @@ class RunState:
             effects.extend(self.cancel(now))
             if twice:
                 effects.extend(self.cancel(now))
-        for step in self.steps.values():
+        for step in list(self.steps.values()):  # a forEach step's expansion adds steps
             if step.status == "queued" and step.offered_to:
                 # Handed to a runner whose answer was lost with the previous owner: asked of
                 # the dispatchers (with a look for it first) once that runner would have
@@ -261,4 +269,6 @@ class RunState:
             elif step.status == "retrying":
                 at = parse(step.retry_at).timestamp() if step.retry_at else now
                 effects.append(ScheduleRetry(step.id, step.attempt + 1, at, max(at - now, 0.0)))
+        # The loops under way: their ends a crash kept unstored, and their next instances.
+        effects.extend(self.transitions.loops.resume(stamp))
         return effects + self.transitions.maybe_finish(stamp)
