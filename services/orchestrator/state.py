@@ -139,7 +139,12 @@ class RunState:
         """The watchdog's verdict: the attempt's runner is dead (or the runner-side deadline
         passed unreported). A retry, if any attempts remain, starts at once."""
         step = self.steps.get(step_id)
-        if step is None or step.attempt != attempt or step.status not in ("queued", "running"):
+        if (
+            step is None
+            or step.attempt != attempt
+            or step.status not in ("queued", "running")
+            or step.for_each is not None  # it runs as its instances, on no runner
+        ):
             return [Ignored(step_id, f"watchdog verdict for attempt {attempt} ignored")]
         effects: list[Effect] = []
         if step.runner:

@@ -207,3 +207,10 @@ def test_a_rebuilt_run_ends_a_loop_whose_last_instance_was_stored_alone() -> Non
     assert again.steps["loop"].status == "succeeded"
     assert again.steps["loop"].outputs == {"k": '["v"]'}
     assert again.steps["after"].status == "queued"
+
+
+def test_a_watchdog_verdict_about_a_loop_is_ignored() -> None:
+    state, _ = new(spec("loop", for_each="[1, 2]"))
+    assert state.on_silent("loop", 0, "runner unknown silent", T0 + 4)[0].step_id == "loop"
+    assert state.steps["loop"].status == "running"
+    assert state.steps["loop[0]"].status == "queued"
