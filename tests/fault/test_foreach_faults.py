@@ -48,3 +48,35 @@ async def test_an_orchestrator_killed_mid_loop_runs_every_instance_once(
     assert ran == Counter(f"each[{k}].1" for k in range(ITEMS))
     instances = [st for st in run["steps"] if st.get("parent") == "each"]
     assert [st["attempt"] for st in instances] == [1] * ITEMS
+
+
+async def test_an_orchestrator_dead_mid_expansion_expands_again_to_the_same_instances(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """The orchestrator dies with the instances' records stored and neither the run's nor
+    the step's: the one started again finds the step pending, expands it again to the same
+    ids (writing over the records), and each instance runs once."""
+    s = await stack(runners=3, services=("dispatcher", "gateway"), wait=False)
+    dying = s.start("orchestrator", HEDDLE_FAILPOINTS="orchestrator.mid_expansion=exit")
+    await s.wait_ready(3)
+    ledger = tmp_path / "ledger"
+    run_id = await s.submit(
+        {
+            "steps": [
+                {"id": "list", "command": "true"},
+                {
+                    "id": "each",
+                    "command": f'echo "$HEDDLE_STEP_ID.$HEDDLE_ATTEMPT" >> {ledger}',
+                    "dependsOn": ["list"],
+                    "forEach": "['a', 'b', 'c', 'd', 'e']",
+                    "maxParallel": 2,
+                },
+            ]
+        }
+    )
+    await until(lambda: not dying.alive(), 30, "the orchestrator did not reach the failpoint")
+    s.start("orchestrator")
+    run = await s.wait_run(run_id, timeout=60)
+    assert run["status"] == "succeeded", run
+    assert Counter(ledger_lines(ledger)) == Counter(f"each[{k}].1" for k in range(5))
+    assert run["stepCount"] == 7

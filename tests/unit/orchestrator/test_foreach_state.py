@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 from heddle.services.orchestrator.decisions import Enqueue, PersistRun, PersistStep
 from heddle.services.orchestrator.state import Policy, RunState
-from heddle.shared.wire.contracts import StepSpec, SubmitRun
+from heddle.shared.wire.contracts import AttemptRecord, StepSpec, SubmitRun
 from heddle.shared.wire.timefmt import from_epoch
 
 from tests.support.run_states import POLICY, RUN, T0, cancel, finish_step, spec, statuses
@@ -214,3 +214,17 @@ def test_a_watchdog_verdict_about_a_loop_is_ignored() -> None:
     assert state.on_silent("loop", 0, "runner unknown silent", T0 + 4)[0].step_id == "loop"
     assert state.steps["loop"].status == "running"
     assert state.steps["loop[0]"].status == "queued"
+
+
+def test_a_loop_carried_over_by_a_retry_keeps_its_gathered_outputs() -> None:
+    cmd = SubmitRun(
+        run_id=RUN,
+        submitted_at=from_epoch(T0),
+        steps=[spec("each", for_each="[1, 2]"), spec("after", ("each",))],
+        retry_of="run-0",
+        carried={"each": AttemptRecord(attempt=0, outputs={"k": '["a","b"]'})},
+    )
+    state, effects = RunState.new(cmd, POLICY, T0, rand=lambda: 0.5, tickets=lambda: "t")
+    assert statuses(state) == {"each": "succeeded", "after": "queued"}
+    [ready] = [e.ready for e in effects if isinstance(e, Enqueue)]
+    assert ready.env["HEDDLE_OUT_EACH_K"] == '["a","b"]'
