@@ -1,9 +1,10 @@
 """A run's state machine: every step and run transition Heddle makes. This file holds the
 run's own decisions (its making, its admission, its cancellation, the watchdog's and the
 backstop's findings, its recovery); it is composed of the run's records (``run_steps.py``),
-its chains (``continuations.py``), a step's transitions (``transitions.py``) and what its
-attempts' runners report (``attempt_reports.py``), each an object of its own that the next
-is given. A new run's records are made by ``new_run.py``.
+its chains (``continuations.py``), a step's transitions (``transitions.py``, a forEach
+step's loop among them: ``loops.py``) and what its attempts' runners report
+(``attempt_reports.py``), each an object of its own that the next is given. A new run's
+records are made by ``new_run.py``.
 
 Pure: each method takes a message (and the time) and returns the effects to carry out, in
 order; the run actor performs them. Nothing here awaits, touches NATS, or reads a clock.
