@@ -111,3 +111,50 @@ async def test_an_empty_list_a_list_past_the_cap_and_outputs_downstream(
     assert run["status"] == "failed"
     assert step_statuses(run) == {"big": "failed"}
     assert "6 items" in step_of(run, "big")["reason"]
+
+
+async def test_a_cancel_stops_a_loop_and_a_failure_skips_the_rest(stack: StackFactory) -> None:
+    s = await stack(runners=2)
+    run_id = await s.submit(
+        {
+            "steps": [
+                {"id": "each", "command": "sleep 60", "forEach": "[1, 2, 3]", "maxParallel": 1},
+            ]
+        }
+    )
+    await s.wait_step(run_id, "each[0]", {"running"})
+    status, body = await s.request("POST", f"/api/runs/{run_id}/cancel")
+    assert status == 202, body
+    run = await s.wait_run(run_id, timeout=30)
+    assert run["status"] == "cancelled"
+    assert step_statuses(run) == {
+        "each": "cancelled",
+        "each[0]": "cancelled",
+        "each[1]": "cancelled",
+        "each[2]": "cancelled",
+    }
+    # One instance fails: its step fails at once, and the instances not started are skipped.
+    run_id = await s.submit(
+        {
+            "steps": [
+                {
+                    "id": "each",
+                    "command": '[ "$HEDDLE_ITEM" != b ]',
+                    "forEach": "['a', 'b', 'c', 'd']",
+                    "maxParallel": 1,
+                },
+                {"id": "after", "command": "true", "dependsOn": ["each"]},
+            ]
+        }
+    )
+    run = await s.wait_run(run_id, timeout=30)
+    assert run["status"] == "failed"
+    assert step_statuses(run) == {
+        "each": "failed",
+        "after": "skipped",
+        "each[0]": "succeeded",
+        "each[1]": "failed",
+        "each[2]": "skipped",
+        "each[3]": "skipped",
+    }
+    assert step_of(run, "each")["reason"].startswith("instance each[1] failed")
