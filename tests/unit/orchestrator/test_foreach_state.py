@@ -228,3 +228,21 @@ def test_a_loop_carried_over_by_a_retry_keeps_its_gathered_outputs() -> None:
     assert statuses(state) == {"each": "succeeded", "after": "queued"}
     [ready] = [e.ready for e in effects if isinstance(e, Enqueue)]
     assert ready.env["HEDDLE_OUT_EACH_K"] == '["a","b"]'
+
+
+def test_a_loop_in_a_chain_with_handoff_and_continuations() -> None:
+    policy = Policy(retry_base=1.0, retry_cap=300.0, handoff=True, continuations=True)
+    state, effects = new(
+        spec("a"),
+        spec("loop", ("a",), for_each="[1, 2]"),
+        spec("after", ("loop",)),
+        policy=policy,
+    )
+    # a's ready message carries no continuation: its successor is a loop, which never runs.
+    [ready] = [e.ready for e in effects if isinstance(e, Enqueue)]
+    assert ready.then is None
+    effects = finish_step(state, "a")
+    assert sorted(enqueued(effects)) == ["loop[0]", "loop[1]"]
+    finish_step(state, "loop[0]")
+    finish_step(state, "loop[1]")
+    assert statuses(state)["after"] == "queued"
