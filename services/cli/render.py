@@ -100,20 +100,51 @@ def run_view(run: dict[str, Any]) -> str:
         )
         if not shown:
             return "\n".join(head)
-    rows = [
-        (
-            s["id"],
-            s["status"],
-            s["attempt"],
-            s.get("runner"),
-            s.get("exitCode"),
-            duration(seconds_between(s.get("startedAt"), s.get("finishedAt"))),
-            s.get("reason") or "",
-        )
-        for s in run["steps"]
-    ]
-    steps = table(("STEP", "STATE", "ATTEMPT", "RUNNER", "EXIT", "TIME", "REASON"), rows)
+    steps = table(("STEP", "STATE", "ATTEMPT", "RUNNER", "EXIT", "TIME", "REASON"), step_rows(run))
     return "\n".join(head) + "\n\n" + steps
+
+
+INSTANCES_LISTED = 10  # a forEach step's instances listed one a line; more: counted
+
+
+def step_rows(run: dict[str, Any]) -> list[tuple[object, ...]]:
+    """A row per step; a forEach step's instances under it, indented, or, more than
+    ``INSTANCES_LISTED`` of them, one line that counts them by state (and those that
+    failed, listed)."""
+    listed = {s["id"] for s in run["steps"]}
+    instances: dict[str, list[dict[str, Any]]] = {}
+    for s in run["steps"]:
+        if s.get("parent") in listed:
+            instances.setdefault(s["parent"], []).append(s)
+    rows: list[tuple[object, ...]] = []
+    for s in run["steps"]:
+        if s.get("parent") in listed:
+            continue
+        rows.append(_row(s))
+        found = sorted(instances.get(s["id"], []), key=lambda i: i.get("itemIndex", 0))
+        if len(found) <= INSTANCES_LISTED:
+            rows.extend(_row(i, "  ") for i in found)
+            continue
+        counts: dict[str, int] = {}
+        for i in found:
+            counts[i["status"]] = counts.get(i["status"], 0) + 1
+        summary = f"{len(found)} instances: {counts_text(counts)}"
+        rows.append((f"  {s['id']}[*]", summary, None, None, None, "-", ""))
+        failed = [i for i in found if i["status"] == "failed"]
+        rows.extend(_row(i, "  ") for i in failed[:INSTANCES_LISTED])
+    return rows
+
+
+def _row(s: dict[str, Any], indent: str = "") -> tuple[object, ...]:
+    return (
+        indent + s["id"],
+        s["status"],
+        s["attempt"],
+        s.get("runner"),
+        s.get("exitCode"),
+        duration(seconds_between(s.get("startedAt"), s.get("finishedAt"))),
+        s.get("reason") or "",
+    )
 
 
 def runs_view(runs: list[dict[str, Any]]) -> str:

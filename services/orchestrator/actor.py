@@ -52,10 +52,11 @@ class RunActor:
         self._task: asyncio.Task | None = None
         # Monotonic time each running attempt was first seen running here: the watchdog's
         # reference when no heartbeat has been seen, and the backstop deadline's start.
-        # Steps found running at a restart count from now.
+        # Steps found running at a restart count from now; not a forEach step, which runs
+        # as its instances (services/orchestrator/loops.py), on no runner.
         mono = time.monotonic()
         self.running_since: dict[str, float] = {
-            s.id: mono for s in state.steps.values() if s.status == "running"
+            s.id: mono for s in state.steps.values() if s.status == "running" and s.for_each is None
         }
         self.duplicate = False  # its submit's run was stored already: nothing to do
         self.discarded = False  # its creation failed: forgotten, for the submit's next delivery
@@ -202,7 +203,7 @@ class RunActor:
 
     def _track_running(self, step_id: str) -> None:
         step = self.state.steps.get(step_id)
-        if step is not None and step.status == "running":
+        if step is not None and step.status == "running" and step.for_each is None:
             self.running_since.setdefault(step_id, time.monotonic())
         else:
             self.running_since.pop(step_id, None)

@@ -51,6 +51,7 @@ class Orchestrator:
             default_timeout=settings.default_timeout,
             handoff=settings.handoff == "on",
             continuations=settings.continue_chains == "on",
+            max_items=settings.max_items,
         )
         self.limits = Limits(settings.max_steps, settings.max_command_bytes)
         self.instance = member_name(settings)

@@ -33,15 +33,17 @@ class Chains:
         self.went_on: dict[str, tuple[str, str]] = {}
 
     def chain_successor(self, step_id: str) -> StepRecord | None:
-        """The first step never queued whose one parent is ``step_id``."""
+        """The first step never queued whose one parent is ``step_id``; none for a forEach
+        step's instance (outside the graph), nor a forEach step (it expands, never runs)."""
         parents = self.records.graph.parents
-        for child_id in self.records.graph.children[step_id]:
+        for child_id in self.records.graph.children.get(step_id, ()):
             child = self.records.steps[child_id]
             # By length first: a fan-in's parents are many, and every one asks.
             only = parents[child_id]
             if (
                 child.status == "pending"
                 and child.when is None  # decided once its dependency has ended, not before
+                and child.for_each is None
                 and child.attempt == 0
                 and len(only) == 1
                 and only[0] == step_id
@@ -183,7 +185,7 @@ class Chains:
         """``step``'s attempt ended without a continuation: what was prepared after it is
         void, down its chain. One heard started keeps its attempt number (spent)."""
         effects: list[Effect] = []
-        todo = list(self.records.graph.children[step.id])
+        todo = list(self.records.graph.children.get(step.id, ()))
         while todo:
             child = self.records.steps[todo.pop()]
             if child.status == "pending" and child.offered_to:

@@ -36,6 +36,7 @@ from heddle.services.orchestrator.decisions import (
     ScheduleRetry,
 )
 from heddle.services.orchestrator.messages import DeadlineTimer, Mailboxes, RetryTimer
+from heddle.shared.runtime import failpoints
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import (
@@ -95,6 +96,9 @@ class EffectWrites:
                 case PersistStep():
                     await self._persist_step(batch, i, eff)
                 case PersistRun():
+                    if failpoints.active(MID_EXPANSION) and _expands(effects):
+                        await self._settle(batch.futures)  # the instances' records stored
+                        failpoints.hit(MID_EXPANSION)
                     await self._persist_run(batch, i, eff)
                 case Enqueue(handoff=None):
                     await self._enqueue(batch, eff)
@@ -287,6 +291,17 @@ def _abandon(futures: list[asyncio.Future]) -> None:
                 fut.exception()
         else:
             fut.cancel()
+
+
+MID_EXPANSION = "orchestrator.mid_expansion"
+
+
+def _expands(effects: list[Effect]) -> bool:
+    """Whether a batch stores a forEach step's new instances (services/orchestrator/loops.py)."""
+    return any(
+        isinstance(e, PersistStep) and e.previous == "new" and e.step.parent is not None
+        for e in effects
+    )
 
 
 @dataclass(slots=True)

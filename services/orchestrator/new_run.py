@@ -48,6 +48,8 @@ def new_records(
             when=s.when,
             allow_failure=s.allow_failure,
             on_exit=i >= len(cmd.steps),
+            for_each=s.for_each,
+            max_parallel=s.max_parallel,
         )
         for i, s in enumerate([*cmd.steps, *cmd.on_exit])
     ]
@@ -71,3 +73,6 @@ def _carry_over(step: StepRecord, done: AttemptRecord, run_id: str) -> None:
     step.finished_at = done.finished_at
     step.exit_code = done.exit_code
     step.reason = f"succeeded in run {run_id}; not run again"
+    if step.for_each is not None:  # its instances' outputs, as they were gathered there
+        step.instances = 0
+        step.loop_outputs = dict(done.outputs)

@@ -11,7 +11,14 @@ from dataclasses import dataclass
 
 from heddle.shared.core.dag import Graph, Readiness, upstream
 from heddle.shared.core.expressions import Scope, make_scope
-from heddle.shared.core.step_env import FAILED_STEPS, RUN_STATUS, env_bytes, step_variables
+from heddle.shared.core.step_env import (
+    FAILED_STEPS,
+    ITEM,
+    ITEM_INDEX,
+    RUN_STATUS,
+    env_bytes,
+    step_variables,
+)
 from heddle.shared.wire.contracts import TERMINAL_STEP, RunRecord, StepReady, StepRecord
 
 
@@ -28,6 +35,8 @@ class Policy:
     # A step handed to a runner takes its chain successor along, to run there as soon as it
     # succeeds (HEDDLE_CONTINUE; docs/latency.md, "Continuing a chain").
     continuations: bool = False
+    # The most items a step's forEach may give (HEDDLE_MAX_ITEMS); more fail the step.
+    max_items: int = 10_000
 
 
 class RunSteps:
@@ -42,14 +51,19 @@ class RunSteps:
         tickets: Callable[[], str],
     ) -> None:
         self.run = run
+        # A forEach step's instances are stored before it is (loops.py): those of one whose
+        # expansion a crash cut short are left out, and made again, by the same ids.
+        expanded = {s.id for s in steps if s.instances is not None}
+        steps = [s for s in steps if s.parent is None or s.parent in expanded]
         self.steps = {s.id: s for s in steps}
-        self.graph = Graph([(s.id, s.depends_on) for s in steps])
+        # Instances are outside the graph: their step's loop queues them (loops.py).
+        self.graph = Graph([(s.id, s.depends_on) for s in steps if s.parent is None])
         self.policy = policy
         self.rand = rand  # the retry backoff's jitter
         self.new_ticket = tickets
         self.terminal = sum(1 for s in steps if s.status in TERMINAL_STEP)
         # Exit handlers (``onExit``): started once every other step has ended.
-        self.exits = [s.id for s in steps if s.on_exit]
+        self.exits = [s.id for s in steps if s.on_exit and s.parent is None]
         self.main_left = sum(1 for s in steps if not s.on_exit and s.status not in TERMINAL_STEP)
         self.succeeded = {s.id for s in steps if s.status == "succeeded"}
         # Steps with a ``when``: decided once every parent has ended, however it ended.
@@ -114,7 +128,8 @@ class RunSteps:
         kept for later."""
         run = self.run
         known = set(self._upstream_outputs) if ahead else None
-        upstream = self.outputs_upstream(step.id)
+        # An instance learns what its forEach step would have.
+        upstream = self.outputs_upstream(step.id if step.parent is None else step.parent)
         if known is not None:
             for step_id in set(self._upstream_outputs) - known:
                 del self._upstream_outputs[step_id]
@@ -128,6 +143,8 @@ class RunSteps:
         )
         if step.on_exit:
             env = {**env, **self.exit_env()}
+        if step.item is not None:
+            env = {**env, ITEM: step.item, ITEM_INDEX: str(step.item_index)}
         ready = StepReady(
             run_id=run.run_id,
             step_id=step.id,

@@ -2,8 +2,9 @@
 run's own decisions (its making, its admission, its cancellation, its deadline, the
 watchdog's and the backstop's findings, its recovery); it is composed of the run's records
 (``run_steps.py``), its chains (``continuations.py``), a step's transitions
-(``transitions.py``) and what its attempts' runners report (``attempt_reports.py``), each an
-object of its own that the next is given. A new run's records are made by ``new_run.py``.
+(``transitions.py``, a forEach step's loop among them: ``loops.py``) and what its attempts'
+runners report (``attempt_reports.py``), each an object of its own that the next is given. A
+new run's records are made by ``new_run.py``.
 
 Pure: each method takes a message (and the time) and returns the effects to carry out, in
 order; the run actor performs them. Nothing here awaits, touches NATS, or reads a clock.
@@ -97,8 +98,8 @@ class RunState:
             due = state.transitions.start_if_due(step, stamp)
             if due is None:
                 effects.append(PersistStep(step, "new"))
-            else:
-                effects.extend(due)
+            else:  # the run record goes last, below, a forEach step's expansion or not
+                effects.extend(e for e in due if not isinstance(e, PersistRun))
                 # A successor prepared to follow (still pending) is stored as new as well.
                 decided.update(
                     e.step.id
@@ -122,7 +123,7 @@ class RunState:
         self.run.waiting = False
         stamp = from_epoch(now)
         effects: list[Effect] = []
-        for step in self.steps.values():
+        for step in list(self.steps.values()):  # a forEach step's expansion adds steps
             effects.extend(self.transitions.start_if_due(step, stamp) or ())
         return [*effects, PersistRun(self.run), *self.transitions.maybe_finish(stamp)]
 
@@ -146,7 +147,12 @@ class RunState:
         """The watchdog's verdict: the attempt's runner is dead (or the runner-side deadline
         passed unreported). A retry, if any attempts remain, starts at once."""
         step = self.steps.get(step_id)
-        if step is None or step.attempt != attempt or step.status not in ("queued", "running"):
+        if (
+            step is None
+            or step.attempt != attempt
+            or step.status not in ("queued", "running")
+            or step.for_each is not None  # it runs as its instances, on no runner
+        ):
             return [Ignored(step_id, f"watchdog verdict for attempt {attempt} ignored")]
         effects: list[Effect] = []
         if step.runner:
@@ -262,6 +268,9 @@ class RunState:
                 if step.status == "queued" and holder:
                     effects.append(KillAttempt(holder, step.id, step.attempt, why, step.ticket))
                 effects.extend(self.transitions.terminate(step, "cancelled", why, stamp))
+            elif step.status == "running" and step.for_each is not None:
+                # Its instances are stopped each as a step of their own.
+                effects.extend(self.transitions.terminate(step, "cancelled", why, stamp))
             elif step.status == "running" and step.runner:
                 effects.append(KillAttempt(step.runner, step.id, step.attempt, why, step.ticket))
         return effects
@@ -271,7 +280,12 @@ class RunState:
     def _ended_parent(self, step: StepRecord) -> StepRecord | None:
         """A dependency that ended without success, for a plain pending step of a run going
         on; that step should have been skipped with it."""
-        if step.status != "pending" or step.when is not None or self.records.halted(step):
+        if (
+            step.status != "pending"
+            or step.when is not None
+            or step.parent is not None  # a forEach instance: its loop's (loops.py)
+            or self.records.halted(step)
+        ):
             return None
         for parent_id in self.records.graph.parents[step.id]:
             parent = self.steps[parent_id]
@@ -306,7 +320,7 @@ class RunState:
         else:
             # One to come is scheduled again: the same schedule replaces the pending one.
             effects.extend(self._deadline_timer(now))
-        for step in self.steps.values():
+        for step in list(self.steps.values()):  # a forEach step's expansion adds steps
             if step.status == "queued" and step.offered_to:
                 # Handed to a runner whose answer was lost with the previous owner: asked of
                 # the dispatchers (with a look for it first) once that runner would have
@@ -326,6 +340,8 @@ class RunState:
             elif step.status == "retrying":
                 at = parse(step.retry_at).timestamp() if step.retry_at else now
                 effects.append(ScheduleRetry(step.id, step.attempt + 1, at, max(at - now, 0.0)))
+        # The loops under way: their ends a crash kept unstored, and their next instances.
+        effects.extend(self.transitions.loops.resume(stamp))
         return effects + self.transitions.maybe_finish(stamp)
 
 

@@ -15,6 +15,7 @@ from heddle.services.orchestrator.decisions import (
     PersistStep,
     ScheduleRetry,
 )
+from heddle.services.orchestrator.loops import Loops
 from heddle.services.orchestrator.run_steps import RunSteps
 from heddle.shared.core.backoff import backoff
 from heddle.shared.core.dag import doomed
@@ -34,7 +35,8 @@ from heddle.shared.wire.timefmt import from_epoch
 
 
 def enqueue(step: StepRecord, ready: StepReady, handoff: str | None = None) -> Enqueue:
-    return Enqueue(ready, handoff, opens=not step.depends_on)
+    # A forEach instance has no dependencies, but its run is under way.
+    return Enqueue(ready, handoff, opens=not step.depends_on and step.parent is None)
 
 
 def skip_reason(cause: StepRecord) -> str:
@@ -55,10 +57,13 @@ class StepTransitions:
     def __init__(self, records: RunSteps, chains: Chains) -> None:
         self.records = records
         self.chains = chains
+        self.loops = Loops(records, self)
 
     def queue(
         self, step: StepRecord, attempt: int, stamp: str, handoff: str | None = None
     ) -> list[Effect]:
+        if step.for_each is not None:
+            return self.loops.expand(step, stamp)  # it runs as its instances
         prev = step.status
         step.status = "queued"
         step.attempt = attempt
@@ -101,6 +106,8 @@ class StepTransitions:
         handed to it (with the policy's handoff), the others go to the dispatchers. If
         ``outcome`` names a continuation ``by`` started, that one is queued on it instead,
         as a handoff it accepted."""
+        if step.parent is not None:
+            return self.loops.instance_succeeded(step, stamp)
         prev = step.status
         step.status = "succeeded"
         step.reason = None
@@ -137,6 +144,8 @@ class StepTransitions:
         records = self.records
         if step.status != "pending" or records.run.waiting or records.halted(step):
             return None
+        if step.parent is not None:
+            return None  # a forEach instance: its step's loop queues it
         if step.on_exit and records.main_left:
             return None
         unsettled = records.readiness.unsettled(step.id)
@@ -201,6 +210,8 @@ class StepTransitions:
     def fail(self, step: StepRecord, reason: str, stamp: str, prev: str) -> list[Effect]:
         """The step fails for good: every step downstream of it is skipped, but for one with
         a condition, which is decided once all its dependencies have ended."""
+        if step.parent is not None:
+            return self.loops.instance_failed(step, reason, stamp, prev)
         effects = self.terminate(step, "failed", reason, stamp, prev)
         return effects + self.end_downstream(step, stamp) + self.maybe_finish(stamp)
 

@@ -1,17 +1,17 @@
-"""A step's condition as a workflow writes it: ``when`` (a CEL expression,
-shared/core/expressions.py) and ``allowFailure``, checked with every other problem of the
-document, and which steps a condition may read: only those upstream of it, whose outcomes
-are known when it is decided. Pure: no I/O.
+"""A step's condition and loop as a workflow writes them: ``when`` and ``forEach`` (CEL
+expressions, shared/core/expressions.py), ``allowFailure`` and ``maxParallel``, checked with
+every other problem of the document, and which steps an expression may read: only those
+upstream of it, whose outcomes are known when it is evaluated. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from heddle.shared.core.dag import Graph, upstream
-from heddle.shared.core.expressions import expression_problem
+from heddle.shared.core.expressions import Use, expression_problem
 from heddle.shared.wire.errors import Problem
 
 # ``steps.build`` or ``steps['deploy-1']`` / ``steps["deploy-1"]``: a step a condition reads.
@@ -20,19 +20,33 @@ STEP_REFERENCE = re.compile(
 )
 
 
+EXPRESSION_FIELDS: tuple[Use, ...] = get_args(Use)  # when, forEach
+
+
 def condition_problems(step: Mapping[str, Any], path: str) -> list[Problem]:
-    """What is wrong with a step's ``when`` and ``allowFailure`` as written."""
+    """What is wrong with a step's ``when``, ``forEach``, ``allowFailure`` and
+    ``maxParallel`` as written."""
     problems: list[Problem] = []
-    when = step.get("when")
-    if when is not None:
-        if not isinstance(when, str):
-            problems.append(Problem(f"{path}.when", "when must be a string (a CEL expression)"))
+    for use in EXPRESSION_FIELDS:
+        text = step.get(use)
+        if text is None:
+            continue
+        if not isinstance(text, str):
+            problems.append(Problem(f"{path}.{use}", f"{use} must be a string (a CEL expression)"))
         else:
-            problem = expression_problem(when, "when")
+            problem = expression_problem(text, use)
             if problem is not None:
-                problems.append(Problem(f"{path}.when", problem))
+                problems.append(Problem(f"{path}.{use}", problem))
     if "allowFailure" in step and not isinstance(step["allowFailure"], bool):
         problems.append(Problem(f"{path}.allowFailure", "allowFailure must be true or false"))
+    if "maxParallel" in step:
+        cap = step["maxParallel"]
+        if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
+            problems.append(
+                Problem(f"{path}.maxParallel", "maxParallel must be an integer of at least 1")
+            )
+        elif step.get("forEach") is None:
+            problems.append(Problem(f"{path}.maxParallel", "maxParallel needs a forEach"))
     return problems
 
 
@@ -50,27 +64,29 @@ def reference_problems(
     prefix: str = "steps",
     ended: Collection[str] = (),
 ) -> list[Problem]:
-    """A condition that reads a step not upstream of its own: that step's outcome may not
-    be known when the condition is decided, or never be (a step downstream of it). The
-    ``ended`` steps may be read by any (the workflow's steps, for its exit handlers)."""
+    """A ``when`` or ``forEach`` that reads a step not upstream of its own: that step's
+    outcome may not be known when the expression is evaluated, or never be (a step
+    downstream of it). The ``ended`` steps may be read by any (the workflow's steps, for its
+    exit handlers)."""
     problems: list[Problem] = []
     graph: Graph | None = None
     for i, step in enumerate(steps):
-        when = step.get("when") if isinstance(step, dict) else None
-        if not isinstance(when, str) or expression_problem(when) is not None:
-            continue  # not a condition, or one reported already
-        named = referenced_steps(when)
-        if not named:
-            continue
-        graph = graph or Graph(deps)
-        before = set(upstream(graph, deps[i][0])) | set(ended)
-        for other in named:
-            if other not in before:
-                problems.append(
-                    Problem(
-                        f"{prefix}[{i}].when",
-                        f"reads step {other!r}, which is not upstream of this step "
-                        "(in its dependsOn, directly or not)",
+        for use in EXPRESSION_FIELDS:
+            text = step.get(use) if isinstance(step, dict) else None
+            if not isinstance(text, str) or expression_problem(text) is not None:
+                continue  # no such expression, or one reported already
+            named = referenced_steps(text)
+            if not named:
+                continue
+            graph = graph or Graph(deps)
+            before = set(upstream(graph, deps[i][0])) | set(ended)
+            for other in named:
+                if other not in before:
+                    problems.append(
+                        Problem(
+                            f"{prefix}[{i}].{use}",
+                            f"reads step {other!r}, which is not upstream of this step "
+                            "(in its dependsOn, directly or not)",
+                        )
                     )
-                )
     return problems

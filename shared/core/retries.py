@@ -51,15 +51,23 @@ def spec_of(step: StepRecord) -> StepSpec:
         env=step.env,
         when=step.when,
         allow_failure=step.allow_failure,
+        for_each=step.for_each,
+        max_parallel=step.max_parallel,
     )
 
 
 def retry_command(run: RunRecord, steps: list[StepRecord], submitted_at: str) -> SubmitRun:
     """The submit of ``run``'s retry (``steps``: its step records, in any order)."""
-    ordered = sorted(steps, key=lambda s: s.index)
+    # A forEach step's instances are made again from it (or carried with it, as its
+    # gathered outputs): not steps of the document.
+    ordered = sorted((s for s in steps if s.parent is None), key=lambda s: s.index)
     carried: dict[str, AttemptRecord] = {}
     for s in ordered:
-        if s.status == "succeeded" and not s.on_exit:  # a run's end is handled again
+        if s.status != "succeeded" or s.on_exit:  # a run's end is handled again
+            continue
+        if s.for_each is not None:
+            carried[s.id] = AttemptRecord(attempt=s.attempt, outputs=s.outputs)
+        else:
             carried[s.id] = s.attempts[-1] if s.attempts else AttemptRecord(attempt=s.attempt)
     return SubmitRun(
         run_id=run.retried_by or retry_run_id(run.run_id),

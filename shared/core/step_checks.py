@@ -22,6 +22,8 @@ STEP_FIELDS = {
     "env",
     "when",
     "allowFailure",
+    "forEach",
+    "maxParallel",
 }
 MAX_RETRIES = 100
 MAX_TIMEOUT = 7 * 86400

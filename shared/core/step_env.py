@@ -24,6 +24,8 @@ SCHEDULED_FOR = "HEDDLE_SCHEDULED_FOR"
 SCHEDULED_TZ = "HEDDLE_SCHEDULED_TZ"
 RUN_STATUS = "HEDDLE_RUN_STATUS"  # an exit handler's: what the run ends as without it
 FAILED_STEPS = "HEDDLE_FAILED_STEPS"  # an exit handler's: the failed steps, comma-separated
+ITEM = "HEDDLE_ITEM"  # a forEach instance's item (shared/core/expressions.py, item_text)
+ITEM_INDEX = "HEDDLE_ITEM_INDEX"  # a forEach instance's place in the list, from 0
 RESERVED_PREFIX = "HEDDLE_"  # static env may not use it: Heddle's own variables
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 PARAM_FIELDS = {"name", "default", "description"}
@@ -268,7 +270,7 @@ def step_variables(
     return env
 
 
-MADE_HERE = frozenset({SCHEDULED_FOR, SCHEDULED_TZ, RUN_STATUS, FAILED_STEPS})
+MADE_HERE = frozenset({SCHEDULED_FOR, SCHEDULED_TZ, RUN_STATUS, FAILED_STEPS, ITEM, ITEM_INDEX})
 
 
 def passes(name: str) -> bool:

@@ -8,7 +8,8 @@ started a continuation's command, before the outcome of the step it follows is s
 ``runner.after_report=exit`` (or ``=stop``, SIGSTOP: frozen, still connected) ends or freezes
 a runner once its outcome is stored, before anything more is offered to it.
 ``orchestrator.before_writes=stop-once`` freezes an orchestrator once, with a run's
-decisions made and not yet written.
+decisions made and not yet written. ``orchestrator.mid_expansion=exit`` ends an orchestrator
+once a forEach step's instances are stored, before the run's record and the step's are.
 Unset in production; each failpoint is one dictionary lookup.
 """
 

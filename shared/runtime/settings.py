@@ -73,6 +73,7 @@ POSITIVE = (
 AT_LEAST_ONE = (
     "replicas",
     "max_steps",
+    "max_items",
     "max_command_bytes",
     "max_body_bytes",
     "output_tail_bytes",
@@ -158,6 +159,9 @@ class Settings:
         "how long POST /api/runs waits for the orchestrator before answering 202",
     )
     max_steps: int = _s(100_000, "HEDDLE_MAX_STEPS", "most steps in one workflow")
+    max_items: int = _s(
+        10_000, "HEDDLE_MAX_ITEMS", "most items a step's forEach may give (its instances)"
+    )
     max_command_bytes: int = _s(
         16 * 1024, "HEDDLE_MAX_COMMAND_BYTES", "longest step command, in UTF-8 bytes"
     )

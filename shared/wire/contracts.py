@@ -42,6 +42,10 @@ class StepSpec(Wire, forbid_unknown_fields=True):
     # whatever its outcome: false skips the step. Without it, every dependency must succeed.
     when: str | None = None
     allow_failure: bool = False  # its failure does not fail the run
+    # A CEL expression giving a list (or a string holding a JSON array): the step runs once
+    # per item, as instances ``<id>[0]``, ``<id>[1]``... (services/orchestrator/loops.py).
+    for_each: str | None = None
+    max_parallel: int | None = None  # the most instances queued or running at once
 
 
 class ParamSpec(Wire, forbid_unknown_fields=True):
@@ -361,11 +365,27 @@ class StepRecord(Wire):
     # The runner the current attempt was handed to directly (the one whose success readied
     # it), its answer not yet known: no ready message of it is in the stream.
     offered_to: str | None = None
+    for_each: str | None = None  # StepSpec.for_each
+    max_parallel: int | None = None  # StepSpec.max_parallel
+    # A forEach step's instance count once expanded (None: not yet); the instances are the
+    # run's steps ``<id>[0]``... that name it as their ``parent``.
+    instances: int | None = None
+    # A forEach step's outputs once every instance has succeeded: per key, a JSON array of
+    # the instances' values in index order (null where one wrote none).
+    loop_outputs: dict[str, str] = {}
+    parent: str | None = None  # an instance's forEach step
+    item: str | None = None  # an instance's item (HEDDLE_ITEM)
+    item_index: int | None = None  # an instance's place in the list (HEDDLE_ITEM_INDEX)
 
     @property
     def outputs(self) -> dict[str, str]:
-        """The outputs that count: the succeeded attempt's (the last), none otherwise."""
-        if self.status == "succeeded" and self.attempts:
+        """The outputs that count: the succeeded attempt's (the last), none otherwise; a
+        forEach step's, its instances' gathered."""
+        if self.status != "succeeded":
+            return {}
+        if self.for_each is not None:
+            return self.loop_outputs
+        if self.attempts:
             return self.attempts[-1].outputs
         return {}
 

@@ -9,6 +9,27 @@ import re
 
 # Ids that appear inside subjects or keys: run, step, runner and workflow names.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")  # \Z: no trailing newline
+# A forEach step's instance: its step's id and its index, ``build[3]``.
+INSTANCE_PATTERN = re.compile(r"^([A-Za-z0-9_-]{1,64})\[(0|[1-9][0-9]{0,8})\]\Z")
+
+
+def instance_id(step: str, index: int) -> str:
+    return f"{step}[{index}]"
+
+
+def is_step_id(value: str) -> bool:
+    """A step's id as a workflow writes it, or a forEach instance's."""
+    return bool(ID_PATTERN.match(value) or INSTANCE_PATTERN.match(value))
+
+
+def step_token(step: str) -> str:
+    """A step id as one token of a subject, a KV key or a message id: as it is, but for an
+    instance's brackets, which neither allows: ``build[3]`` is ``build=3``. No id a workflow
+    writes holds ``=``, so none is taken for another."""
+    if "[" not in step:
+        return step
+    return step.replace("[", "=").removesuffix("]")
+
 
 # Streams
 CMD_STREAM = "HEDDLE_CMD"
@@ -148,7 +169,7 @@ def cmd_timer(run: str) -> str:
 
 
 def sched_timer(run: str, step: str) -> str:
-    return f"heddle.sched.timer.{run}.{step}"
+    return f"heddle.sched.timer.{run}.{step_token(step)}"
 
 
 def cmd_deadline(run: str) -> str:
@@ -165,7 +186,7 @@ def sched_deadline(run: str) -> str:
 def step_ready(run: str, step: str, opens: bool = False) -> str:
     """Where a step's ready message goes: ``opens`` for a step with no dependencies, which
     the dispatchers take after the steps of runs under way."""
-    base = f"heddle.step.ready.{run}.{step}"
+    base = f"heddle.step.ready.{run}.{step_token(step)}"
     return f"{base}{OPENS_SUFFIX}" if opens else base
 
 
@@ -178,7 +199,7 @@ def evt(run: str, step: str, kind: str, runner: str) -> str:
     """A runner's event about a step: kind is ``started`` or ``finished``. The kind is in the
     subject so the dispatcher, which only needs outcomes, subscribes to those alone; the
     runner is, so the server's permissions let a runner speak for itself alone."""
-    return f"heddle.evt.{run}.{step}.{kind}.{runner}"
+    return f"heddle.evt.{run}.{step_token(step)}.{kind}.{runner}"
 
 
 def stored_evt(run: str, step: str, kind: str, runner: str) -> str:
@@ -188,7 +209,7 @@ def stored_evt(run: str, step: str, kind: str, runner: str) -> str:
 
 def evt_step_kind(run: str, step: str, kind: str) -> str:
     """Every runner's stored events of one kind about a step (a filter on HEDDLE_EVENTS)."""
-    return f"heddle.evt.{run}.{step}.{kind}.>"
+    return f"heddle.evt.{run}.{step_token(step)}.{kind}.>"
 
 
 def evt_runner(subject: str) -> str:
@@ -197,11 +218,11 @@ def evt_runner(subject: str) -> str:
 
 
 def log(run: str, step: str, attempt: int) -> str:
-    return f"heddle.log.{run}.{step}.{attempt}"
+    return f"heddle.log.{run}.{step_token(step)}.{attempt}"
 
 
 def log_step_filter(run: str, step: str) -> str:
-    return f"heddle.log.{run}.{step}.*"
+    return f"heddle.log.{run}.{step_token(step)}.*"
 
 
 def runner_assign(runner: str) -> str:
@@ -228,7 +249,7 @@ def run_key(run: str) -> str:
 
 
 def step_key(run: str, step: str) -> str:
-    return f"step.{run}.{step}"
+    return f"step.{run}.{step_token(step)}"
 
 
 def steps_of_run(run: str) -> str:
@@ -239,7 +260,7 @@ def heartbeat_key(run: str, step: str, runner: str) -> str:
     """Each runner writes its own key, so the server's permissions confine it to its own.
     The bucket stores it with the run's partition appended (``partitioned``), so an
     orchestrator watches its partitions' heartbeats alone; read it as ``stored_heartbeat``."""
-    return f"{run}.{step}.{runner}"
+    return f"{run}.{step_token(step)}.{runner}"
 
 
 HEARTBEAT_PUBLISHED = "*.*.*"
@@ -255,7 +276,7 @@ def heartbeats_of_partition(partition: int) -> str:
 
 
 def heartbeats_of_step(run: str, step: str) -> str:
-    return f"{run}.{step}.>"
+    return f"{run}.{step_token(step)}.>"
 
 
 def heartbeats_of_run(run: str) -> str:
@@ -330,11 +351,11 @@ def event_msg_id(kind: str, run: str, step: str, attempt: int, runner: str) -> s
     """A runner's event is stored once however often it is re-sent; two runners' events
     about the same attempt (a redelivered assignment) are both kept, and the state machine
     decides which one counts."""
-    return f"{kind}.{run}.{step}.{attempt}.{runner}"
+    return f"{kind}.{run}.{step_token(step)}.{attempt}.{runner}"
 
 
 def ready_msg_id(run: str, step: str, attempt: int, requeue: int = 0) -> str:
     """One ready message per attempt however often it is re-sent; an attempt queued again
     after its assignment was lost gets a new one (the old id may still be remembered)."""
-    base = f"ready.{run}.{step}.{attempt}"
+    base = f"ready.{run}.{step_token(step)}.{attempt}"
     return f"{base}.r{requeue}" if requeue else base

@@ -35,7 +35,7 @@ from aiohttp import web
 from heddle.services.gateway.handlers.log_documents import dump_logs, write_step
 from heddle.services.gateway.handlers.log_follow import follow_logs
 from heddle.services.gateway.http.answers import bad_request, error_body
-from heddle.services.gateway.http.inputs import path_id
+from heddle.services.gateway.http.inputs import path_id, path_step_id
 from heddle.services.gateway.http.keys import RESOURCES
 from heddle.services.gateway.http.params import header_int, query_int
 from heddle.services.gateway.openapi.route import RUN, STEP, Param, Route
@@ -68,7 +68,7 @@ def flag_param(request: web.Request, name: str) -> bool:
 async def _lookup(request: web.Request) -> tuple[str, StepRecord]:
     """The run's id and the step's record; a 404 (raised) if either is unknown."""
     run_id = path_id(request, "run", "run id")
-    step_id = path_id(request, "step", "step id")
+    step_id = path_step_id(request)
     runs = request.app[RESOURCES].runs
     run, step = await asyncio.gather(
         get_run_record(runs, run_id), get_step_record(runs, run_id, step_id)

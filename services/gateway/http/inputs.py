@@ -15,6 +15,7 @@ from heddle.shared.runtime.gc_pause import gc_paused
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.wire.errors import Problem
 from heddle.shared.wire.json_depth import MAX_JSON_DEPTH, json_depth_exceeds
+from heddle.shared.wire.names import is_step_id
 
 # The server counts a message's headers in its limit (and drops the connection past it);
 # the client checks only the payload. So documents leave room for the headers.
@@ -64,3 +65,13 @@ def path_id(request: web.Request, key: str, what: str) -> str:
     if not check_id(value, key, what, problems):
         raise bad_request(f"invalid {what}", problems)
     return value
+
+
+def path_step_id(request: web.Request) -> str:
+    """The ``{step}`` of a path: a step's id, or a forEach instance's (``build[3]``)."""
+    value = request.match_info["step"]
+    if is_step_id(value):
+        return value
+    problems: list[Problem] = []
+    check_id(value, "step", "step id", problems)
+    raise bad_request("invalid step id", problems)

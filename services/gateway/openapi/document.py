@@ -185,6 +185,7 @@ RULES: dict[str, dict[str, dict[str, Any]]] = {
         "dependsOn": {"items": {"type": "string", **ID}},
         "retries": {"minimum": 0, "maximum": MAX_RETRIES},
         "timeoutSeconds": {"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
+        "maxParallel": {"minimum": 1},
     },
     **{
         name: {

@@ -78,7 +78,16 @@ def id_param(name: str, what: str) -> Param:
 
 
 RUN = id_param("run", "run's id")
-STEP = id_param("step", "step's id")
+# A step's id, or a forEach instance's: its step's id and its index, ``build[3]``.
+STEP = Param(
+    "step",
+    "path",
+    {
+        "type": "string",
+        "pattern": ID_SCHEMA_PATTERN.removesuffix("$") + r"(\[(0|[1-9][0-9]{0,8})\])?$",
+    },
+    "The step's id",
+)
 WORKFLOW = id_param("name", "workflow's name")
 RUN_STATUS = Param(
     "status",

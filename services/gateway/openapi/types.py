@@ -96,6 +96,13 @@ class StepDocument(Doc):
     when: str | None = None  # its condition (docs/workflows.md, "Conditions")
     allow_failure: bool = False
     on_exit: bool = False  # an exit handler (the workflow's onExit)
+    # A forEach step's (docs/workflows.md, "Loops"): its expression and cap; an instance's:
+    # its step (``parent``), its item as HEDDLE_ITEM holds it, and its index.
+    for_each: str | None = None
+    max_parallel: int | None = None
+    parent: str | None = None
+    item: str | None = None
+    item_index: int | None = None
 
 
 class RunFacts(Doc):

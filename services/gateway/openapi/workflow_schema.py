@@ -38,7 +38,11 @@ ENV_NAMES = {
 }
 # The fields the validator refuses as null, though their type is optional: null in a
 # document is not the same as leaving the field out for these.
-NOT_NULL = {ROOT: ("description", "runId", "workflowId"), "ParamSpec": ("default", "description")}
+NOT_NULL = {
+    ROOT: ("description", "runId", "workflowId"),
+    "ParamSpec": ("default", "description"),
+    "StepSpec": ("maxParallel",),
+}
 
 TITLE = "Heddle workflow"
 DESCRIPTION = (
@@ -83,6 +87,12 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
             "false skips the step, e.g. `steps.build.status == 'failed'`."
         ),
         "allowFailure": "Whether the run may succeed though this step fails.",
+        "forEach": (
+            "A CEL expression giving a list, or a string holding a JSON array: the step runs "
+            "once per item, as `<id>[0]`, `<id>[1]`..., each with `HEDDLE_ITEM` and "
+            "`HEDDLE_ITEM_INDEX`, e.g. `steps.list.outputs.files`."
+        ),
+        "maxParallel": "With forEach: the most instances queued or running at once.",
     },
     "ParamSpec": {
         "name": "The parameter's name; steps get it as `HEDDLE_PARAM_<NAME>`.",

@@ -92,6 +92,11 @@ def step_document(step: StepRecord, heartbeat_at: float | None) -> StepDocument:
         when=step.when,
         allow_failure=step.allow_failure,
         on_exit=step.on_exit,
+        for_each=step.for_each,
+        max_parallel=step.max_parallel,
+        parent=step.parent,
+        item=step.item,
+        item_index=step.item_index,
     )
 
 

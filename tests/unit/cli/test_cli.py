@@ -220,3 +220,29 @@ def test_a_key_given_twice_in_a_file_is_a_problem(tmp_path: Path) -> None:
         "(document): key 'steps' is given twice in one object; give it once",
         "line 4, column 5: key 'id' is given twice in one object; give it once",
     ]
+
+
+def _instances(parent: str, statuses: list[str]) -> list[dict[str, Any]]:
+    return [
+        _step(f"{parent}[{k}]", status, parent=parent, itemIndex=k)
+        for k, status in enumerate(statuses)
+    ]
+
+
+def test_status_lists_a_loop_s_instances_under_their_step() -> None:
+    steps = [_step("each", "succeeded", 0, forEach="['a', 'b']"), _step("after", "succeeded")]
+    steps += _instances("each", ["succeeded", "succeeded"])
+    lines = render.run_view(_run("succeeded", steps)).splitlines()
+    ids = [line.split()[0] for line in lines[lines.index("") + 2 :]]
+    assert ids == ["each", "each[0]", "each[1]", "after"]
+    assert lines[lines.index("") + 3].startswith("  each[0]")
+
+
+def test_status_counts_a_long_loop_s_instances_on_one_line() -> None:
+    statuses = ["succeeded"] * 11 + ["failed", "running"]
+    steps = [_step("each", "failed", 0), *_instances("each", statuses)]
+    text = render.run_view(_run("failed", steps))
+    [line] = [line for line in text.splitlines() if line.startswith("  each[*]")]
+    assert "13 instances: running=1 succeeded=11 failed=1" in line
+    assert "  each[11]" in text  # the failed one, listed
+    assert "each[0]" not in text

@@ -770,6 +770,20 @@
     };
     tick();
 
+    // The document read again while the stream goes on, once for however many new steps
+    // (a forEach step's instances) its events name; the graph is drawn again with them.
+    let rereading = false;
+    async function readAgain() {
+      if (rereading) return;
+      rereading = true;
+      await new Promise((done) => setTimeout(done, DRAW_MS));
+      const r = await api("GET", "/api/runs/" + enc(runId));
+      rereading = false;
+      if (r.status !== 200 || closed) return;
+      dag = null;
+      adopt(r.body);
+    }
+
     function setLive(state, text) {
       live = state;
       liveNote.textContent = text;
@@ -786,7 +800,10 @@
     function onEvent(type, ev) {
       if (type === "step") {
         const st = byId.get(ev.stepId);
-        if (!st) return;
+        if (!st) {  // a forEach step's instance, made since the document was read
+          readAgain();
+          return;
+        }
         for (const f of STEP_CHANGE) if (f in ev) st[f] = ev[f];
         changed.add(st.id);
         later(DRAW_MS);

@@ -34,3 +34,23 @@ def test_a_retry_keeps_conditions_allowed_failures_and_exit_handlers() -> None:
     assert cmd.steps[2].allow_failure
     assert [(s.id, s.allow_failure) for s in cmd.on_exit] == [("clean", True)]
     assert set(cmd.carried) == {"a"}  # an exit handler runs again: the run ends again
+
+
+def test_a_retry_keeps_a_loop_and_carries_its_gathered_outputs() -> None:
+    run = RunRecord(run_id="r", status="failed", created_at="2026-12-04T00:00:00Z", step_count=6)
+    loop = record("each", "succeeded", 0, for_each="['x', 'y']", max_parallel=1, instances=2)
+    loop.loop_outputs = {"k": '["each[0]","each[1]"]'}
+    steps = [
+        loop,
+        record("again", "failed", 1, for_each="[1]", instances=1),
+        record("each[0]", "succeeded", 2, parent="each", item="x", item_index=0),
+        record("each[1]", "succeeded", 3, parent="each", item="y", item_index=1),
+        record("again[0]", "failed", 4, parent="again", item="1", item_index=0),
+    ]
+    cmd = retry_command(run, steps, "2026-12-04T01:00:00Z")
+    assert [(s.id, s.for_each, s.max_parallel) for s in cmd.steps] == [
+        ("each", "['x', 'y']", 1),
+        ("again", "[1]", None),
+    ]
+    assert set(cmd.carried) == {"each"}
+    assert cmd.carried["each"].outputs == {"k": '["each[0]","each[1]"]'}
