@@ -186,7 +186,7 @@ async def measure_heddle(
     wall = max(end_times) - first
     per_run = [end - s.started for s, end in zip(subs, end_times, strict=True)]
 
-    docs, short = await _documents(probe, run_ids, [len(r) for r in w.runs])
+    docs, short = await _documents(probe, run_ids, w.documented())
     statuses: dict[str, int] = {}
     dispatch: list[float] = []
     for d in docs:
@@ -236,6 +236,9 @@ async def measure_heddle(
         figures["server_ready_accepted_p99_ms"] = _ms(percentile(server, 99))
         extra["server_samples"] = len(server)
 
+    if w.kind == "foreach" and not w.accept_only:
+        figures["expansion_ms"] = _ms(_expansion(docs[0]))
+
     if w.kind == "logs":
         span = await _log_span(probe, run_ids[0], w.lines)
         extra["log_span"] = span
@@ -260,6 +263,19 @@ async def measure_heddle(
         figures["paced_p50_ms"] = _ms(percentile(paced, 50))
         figures["paced_p99_ms"] = _ms(percentile(paced, 99))
     return {"figures": figures, "cpu_s": cpu_delta(before, after), "extra": extra}
+
+
+def _expansion(doc: dict[str, Any]) -> float | None:
+    """A loop's expansion, as its run shows it: from the end of the step it loops over to
+    the first instance's start (its instances' records are stored before any is sent)."""
+    steps = {s["id"]: s for s in doc["steps"]}
+    root_end = _epoch(steps["root"].get("finishedAt"))
+    starts = [
+        t for s in doc["steps"] if "[" in s["id"] and (t := _epoch(s.get("startedAt"))) is not None
+    ]
+    if root_end is None or not starts:
+        return None
+    return min(starts) - root_end
 
 
 ALONE_RUNS = 20
@@ -327,7 +343,7 @@ async def run_workload(
         for rep in range(reps):
             bfig: dict[str, float | None] = {}
             if not w.accept_only:
-                bfig = baseline_figures(w, await run_baseline(w.runs, w.runners))
+                bfig = baseline_figures(w, await run_baseline(w.baseline or w.runs, w.runners))
             if w.kind == "logs":
                 devnull = [[{"id": "seq", "command": f"seq 1 {w.lines} > /dev/null"}]]
                 bfig["devnull_wall_s"] = (await run_baseline(devnull, 1))["wall"]

@@ -232,6 +232,23 @@ def _workload_rows(result: dict[str, Any]) -> list[Row]:
         ]
     elif kind == "wide":
         rows += big_rows(result, name)
+    elif kind == "foreach":
+        rows += [
+            row(
+                result,
+                f"{name} wall, submit -> terminal (baseline: the same fan-out)",
+                "s",
+                "wall_s",
+            ),
+            row(result, f"{name} steps/s (8 runners)", "1/s", "steps_per_s"),
+            row(
+                result,
+                f"{name} expansion: the list's step ended -> first instance started",
+                "ms",
+                "expansion_ms",
+                base_key=None,
+            ),
+        ]
     elif kind == "logs":
         rows += [
             row(

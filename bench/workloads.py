@@ -1,13 +1,15 @@
 """The benchmark workloads as DAGs of real shell steps, and their names.
 
 A name picks the shape and its size: ``chain-100``, ``fanout-1000``, ``diamonds-200``,
-``wide-10k`` (100 layers x 100), ``wide-20x50`` (layers x width), ``logs-200k``. Sizes accept a
+``wide-10k`` (100 layers x 100), ``wide-20x50`` (layers x width), ``logs-200k``,
+``foreach-5000`` (a fan-out made by a loop over an upstream output). Sizes accept a
 ``k`` suffix. Each workload says how many runners the stack gets and how many runs it submits
 (``diamonds-N`` submits N separate four-step runs at once; the others one run).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -17,15 +19,23 @@ Step = dict[str, object]  # {"id", "command", "dependsOn"} as POST /api/runs tak
 @dataclass(frozen=True, slots=True)
 class Workload:
     name: str
-    kind: str  # chain, fanout, diamonds, wide, logs
+    kind: str  # chain, fanout, diamonds, wide, logs, foreach
     runs: list[list[Step]]  # one step list per run submitted together
     runners: int
     lines: int = 0  # logs: lines the step prints
     accept_only: bool = False  # submit, time the acceptance, cancel (no execution)
+    expands: int = 0  # foreach: the instances each run's loop adds to its steps
+    # What the baseline runs in its place, where the steps are made as the run goes (a
+    # loop's instances: the same fan-out, written out).
+    baseline: list[list[Step]] | None = None
 
     @property
     def steps(self) -> int:
-        return sum(len(r) for r in self.runs)
+        return sum(len(r) + self.expands for r in self.runs)
+
+    def documented(self) -> list[int]:
+        """The steps each run's document lists once it has ended."""
+        return [len(r) + self.expands for r in self.runs]
 
 
 def _size(text: str) -> int:
@@ -60,6 +70,22 @@ def diamond(command: str = "true") -> list[Step]:
     ]
 
 
+def foreach(n: int, command: str = "true") -> list[Step]:
+    """A root that writes ``items=[0,...,n-1]`` to its outputs, a step looping over it, and a
+    join: a fan-out of n made when the root has run."""
+    items = f"{{ printf 'items=['; seq -s, 0 {n - 1} | tr -d '\\n'; printf ']\\n'; }}"
+    return [
+        {"id": "root", "command": f'{items} >> "$HEDDLE_OUTPUTS"'},
+        {
+            "id": "each",
+            "command": command,
+            "dependsOn": ["root"],
+            "forEach": "steps.root.outputs.items",
+        },
+        {"id": "join", "command": command, "dependsOn": ["each"]},
+    ]
+
+
 def wide(layers: int, width: int, command: str = "true") -> list[Step]:
     """Each step of layer l depends on two neighbours of layer l - 1 (one when width is 1)."""
 
@@ -81,16 +107,16 @@ def make(name: str, accept_only: bool = False) -> Workload:
         name, accept_only = name.removesuffix(":accept"), True
     w = _make(name)
     if accept_only:
-        w = Workload(w.name, w.kind, w.runs, w.runners, w.lines, accept_only=True)
+        w = dataclasses.replace(w, accept_only=True)
     return w
 
 
 def _make(name: str) -> Workload:
-    m = re.fullmatch(r"(chain|fanout|diamonds|wide|logs)-([0-9.]+k?)(?:x([0-9]+))?", name)
+    m = re.fullmatch(r"(chain|fanout|diamonds|wide|logs|foreach)-([0-9.]+k?)(?:x([0-9]+))?", name)
     if not m:
         raise ValueError(
             f"unknown workload {name!r}: use chain-N, fanout-N, diamonds-N, wide-N "
-            f"(a square-ish grid), wide-LxW or logs-N"
+            f"(a square-ish grid), wide-LxW, logs-N or foreach-N"
         )
     kind, size, second = m.group(1), _size(m.group(2)), m.group(3)
     if size < 1:
@@ -99,6 +125,10 @@ def _make(name: str) -> Workload:
         return Workload(name, kind, [chain(size)], runners=4)
     if kind == "fanout":
         return Workload(name, kind, [fanout(size)], runners=8)
+    if kind == "foreach":
+        return Workload(
+            name, kind, [foreach(size)], runners=8, expands=size, baseline=[fanout(size)]
+        )
     if kind == "diamonds":
         return Workload(name, kind, [diamond() for _ in range(size)], runners=8)
     if kind == "wide":
