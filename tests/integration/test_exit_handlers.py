@@ -75,3 +75,20 @@ async def test_a_bad_exit_handler_is_refused_with_its_path(stack: StackFactory) 
     )
     assert status == 400
     assert [p["path"] for p in body["problems"]] == ["onExit[0].dependsOn[0]"]
+
+
+async def test_past_the_deadline_the_exit_handlers_run_and_the_run_fails(
+    stack: StackFactory,
+) -> None:
+    s = await stack(runners=2)
+    run_id = await s.submit(
+        {
+            "timeoutSeconds": 1.5,
+            "steps": [{"id": "long", "command": "sleep 30"}],
+            "onExit": [{"id": "report", "command": REPORT}],
+        }
+    )
+    run = await s.wait_run(run_id, timeout=30)
+    assert run["status"] == "failed" and run["reason"].startswith("deadline"), run
+    assert step_statuses(run) == {"long": "cancelled", "report": "succeeded"}
+    assert step_of(run, "report")["stdoutTail"] == "failed|"
