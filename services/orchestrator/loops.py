@@ -103,7 +103,7 @@ class Loops:
         try:
             items = evaluate_items(
                 compile_expression(step.for_each or ""),
-                records.condition_scope(step.id),
+                records.condition_scope(step.id, step.for_each or ""),
                 records.policy.max_items,
             )
         except ExpressionError as exc:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from heddle.shared.core.dag import Graph, Readiness, upstream
+from heddle.shared.core.conditions import referenced_steps
+from heddle.shared.core.dag import Graph, Readiness
 from heddle.shared.core.expressions import Scope, make_scope
 from heddle.shared.core.step_env import (
     FAILED_STEPS,
@@ -189,17 +190,21 @@ class RunSteps:
             memo[node] = acc
         return sorted(memo[step_id], key=self.graph.index.__getitem__)
 
-    def condition_scope(self, step_id: str) -> Scope:
-        """What a step's ``when`` reads: the run's parameters and facts, and the status and
-        outputs of every step upstream of it (one not ended yet, possible past a skipped
-        step, shows the status it has now)."""
+    def condition_scope(self, step_id: str, text: str) -> Scope:
+        """What ``text``, a step's ``when`` or ``forEach``, reads: the run's parameters and
+        facts, and the status and outputs of the steps it names, which the workflow's check
+        held to those upstream of the step (for an exit handler, any step of the workflow).
+        Those alone: a scope of every step upstream would make a long chain's decisions
+        cost its length squared. One not ended yet, possible past a skipped step, shows the
+        status it has now."""
         run, steps = self.run, self.steps
-        seen = upstream(self.graph, step_id)
-        if steps[step_id].on_exit:  # every step of the workflow has ended: all are known
-            seen += [s for s, rec in steps.items() if not rec.on_exit]
         return make_scope(
             run.params,
-            {s: (steps[s].status, steps[s].outputs) for s in seen},
+            {
+                s: (steps[s].status, steps[s].outputs)
+                for s in referenced_steps(text)
+                if s in steps and s != step_id
+            },
             run_id=run.run_id,
             trigger=run.trigger,
             scheduled_for=run.scheduled_for,

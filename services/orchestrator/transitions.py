@@ -168,7 +168,8 @@ class StepTransitions:
         """``decide`` without what follows: a step it ends is added to ``ended``."""
         try:
             holds = evaluate_condition(
-                compile_expression(step.when or ""), self.records.condition_scope(step.id)
+                compile_expression(step.when or ""),
+                self.records.condition_scope(step.id, step.when or ""),
             )
         except ExpressionError as exc:
             ended.append(step)

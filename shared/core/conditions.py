@@ -6,11 +6,12 @@ upstream of it, whose outcomes are known when it is evaluated. Pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, get_args
 
-from heddle.shared.core.dag import Graph, upstream
+from heddle.shared.core.dag import Graph
 from heddle.shared.core.expressions import Use, expression_problem
 from heddle.shared.wire.errors import Problem
 
@@ -50,12 +51,14 @@ def condition_problems(step: Mapping[str, Any], path: str) -> list[Problem]:
     return problems
 
 
-def referenced_steps(text: str) -> list[str]:
-    """The step ids a condition names, in the order it names them, each once."""
+@functools.lru_cache(maxsize=4096)
+def referenced_steps(text: str) -> tuple[str, ...]:
+    """The step ids a condition names, in the order it names them, each once (found once
+    per text and process, as the text is compiled once)."""
     found: dict[str, None] = {}
     for match in STEP_REFERENCE.finditer(text):
         found[next(g for g in match.groups() if g is not None)] = None
-    return list(found)
+    return tuple(found)
 
 
 def reference_problems(
@@ -79,14 +82,32 @@ def reference_problems(
             if not named:
                 continue
             graph = graph or Graph(deps)
-            before = set(upstream(graph, deps[i][0])) | set(ended)
-            for other in named:
-                if other not in before:
-                    problems.append(
-                        Problem(
-                            f"{prefix}[{i}].{use}",
-                            f"reads step {other!r}, which is not upstream of this step "
-                            "(in its dependsOn, directly or not)",
-                        )
+            wanted = set(named).difference(ended)
+            missing = wanted - reached(graph, deps[i][0], wanted)
+            for other in (s for s in named if s in missing):
+                problems.append(
+                    Problem(
+                        f"{prefix}[{i}].{use}",
+                        f"reads step {other!r}, which is not upstream of this step "
+                        "(in its dependsOn, directly or not)",
                     )
+                )
     return problems
+
+
+def reached(graph: Graph, step: str, wanted: set[str]) -> set[str]:
+    """Which of ``wanted`` are upstream of ``step``: a walk up its dependencies that stops
+    once all are found, so a condition naming its own dependency costs one look, not a walk
+    of everything before it (a long chain of conditions would cost its length squared)."""
+    found: set[str] = set()
+    seen: set[str] = set()
+    todo = list(graph.parents.get(step, ()))
+    while todo and found != wanted:
+        node = todo.pop()
+        if node in seen or node not in graph.index:
+            continue
+        seen.add(node)
+        if node in wanted:
+            found.add(node)
+        todo.extend(graph.parents[node])
+    return found

@@ -224,15 +224,3 @@ def doomed(graph: Graph, origin: str, conditional: Container[str]) -> list[tuple
                 out.append((child, node))
                 queue.append(child)
     return out
-
-
-def upstream(graph: Graph, step: str) -> list[str]:
-    """Every step ``step`` depends on, directly or not, in the order the user wrote them."""
-    seen: set[str] = set()
-    todo = list(graph.parents[step])
-    while todo:
-        node = todo.pop()
-        if node not in seen and node in graph.index:  # an unknown dependency is not a step
-            seen.add(node)
-            todo.extend(graph.parents[node])
-    return sorted(seen, key=graph.index.__getitem__)

@@ -20,7 +20,7 @@ from heddle.shared.core.validation import Limits, workflow_problems
     ],
 )
 def test_the_steps_a_condition_names(text: str, named: list[str]) -> None:
-    assert referenced_steps(text) == named
+    assert referenced_steps(text) == tuple(named)
 
 
 def problems(*steps: dict) -> list[tuple[str, str]]:

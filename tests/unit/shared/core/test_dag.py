@@ -14,7 +14,6 @@ from heddle.shared.core.dag import (
     find_cycle,
     structural_problems,
     topological_order,
-    upstream,
 )
 from heddle.shared.wire.errors import Problem
 
@@ -355,19 +354,6 @@ def test_readiness_resumes_the_conditional_steps_from_those_ended(
 ) -> None:
     readiness = Readiness(Graph(DIAMOND), succeeded, ended, conditional={"d"})
     assert readiness.unsettled("d") == unsettled
-
-
-@pytest.mark.parametrize(
-    ("step", "expected"), [("a", []), ("b", ["a"]), ("d", ["a", "b", "c"]), ("e", [])]
-)
-def test_upstream_is_every_step_depended_on_in_document_order(
-    step: str, expected: list[str]
-) -> None:
-    assert upstream(Graph(DIAMOND), step) == expected
-
-
-def test_upstream_leaves_out_an_unknown_dependency() -> None:
-    assert upstream(Graph([("a", []), ("b", ["a", "ghost"])]), "b") == ["a"]
 
 
 def test_graph_indexes_roots_edges_and_children() -> None:
