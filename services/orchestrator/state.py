@@ -13,7 +13,7 @@ order; the run actor performs them. Nothing here awaits, touches NATS, or reads 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from heddle.services.orchestrator.attempt_reports import AttemptReports, HandoffAnswer
 from heddle.services.orchestrator.continuations import Chains
@@ -25,15 +25,15 @@ from heddle.services.orchestrator.decisions import (
     PersistRun,
     PersistStep,
     Requeued,
-    ScheduleDeadline,
     ScheduleRetry,
 )
 from heddle.services.orchestrator.new_run import new_records
 from heddle.services.orchestrator.run_steps import Policy, RunSteps
+from heddle.services.orchestrator.stopping import Stopping
 from heddle.services.orchestrator.transitions import StepTransitions, enqueue, skip_reason
 from heddle.shared.core.tickets import holds, new_ticket
 from heddle.shared.wire.contracts import AttemptRecord, RunRecord, StepRecord, SubmitRun
-from heddle.shared.wire.timefmt import epoch_of, from_epoch, parse
+from heddle.shared.wire.timefmt import from_epoch, parse
 
 __all__ = ["HandoffAnswer", "Policy", "RunState"]
 
@@ -53,6 +53,8 @@ class RunState:
         self.chains = Chains(self.records)
         self.transitions = StepTransitions(self.records, self.chains)
         self.reports = AttemptReports(self.records, self.chains, self.transitions)
+        self.stopping = Stopping(self.records, self.transitions)
+        self.on_deadline = self.stopping.on_deadline
         # What the attempts' runners report is answered there, called as the run's own
         # methods with no call in between (a step's outcome is one of them).
         self.on_started = self.reports.on_started
@@ -113,7 +115,7 @@ class RunState:
         # The run record goes last: it is the commit point of a new run (see effect_writes.py).
         effects.append(PersistRun(run))
         # Its deadline's timer, once the run is stored.
-        return state, effects + state._deadline_timer(now)
+        return state, effects + state.stopping.deadline_timer(now)
 
     def admit(self, now: float) -> list[Effect]:
         """A waiting run's turn (services/orchestrator/admission.py): its first steps are
@@ -212,68 +214,9 @@ class RunState:
         stamp = from_epoch(now)
         return [
             PersistRun(run),
-            *self.stop_steps(stamp, targets),
+            *self.stopping.stop(stamp, targets),
             *self.transitions.maybe_finish(stamp),
         ]
-
-    # ---- the run's deadline ----
-
-    def on_deadline(self, now: float) -> list[Effect]:
-        """The run's deadline timer: past it, every step still going is stopped
-        (``stop_steps``) and the run fails with a reason that says so, at once or once its
-        killed steps report. Nothing for a run finished or stopping already. A timer that
-        came early (a clock ahead of this one) is set again locally for the deadline."""
-        run = self.run
-        if self.done or self.records.stopping or run.deadline_at is None:
-            return []
-        if not self._deadline_passed(now):
-            at = epoch_of(run.deadline_at, now)
-            return [ScheduleDeadline(at, at - now, durable=False)]
-        run.reason = deadline_reason(run.timeout_seconds)
-        stamp = from_epoch(now)
-        main = [s for s in self.steps.values() if not s.on_exit]  # the exit handlers run after
-        return [
-            PersistRun(run),
-            *self.stop_steps(stamp, main),
-            *self.transitions.maybe_finish(stamp),
-        ]
-
-    def _deadline_passed(self, now: float) -> bool:
-        deadline = self.run.deadline_at
-        return deadline is not None and now >= epoch_of(deadline, now) - DEADLINE_SLACK
-
-    def _deadline_timer(self, now: float) -> list[Effect]:
-        """The timer of a deadline still to come, for a run going on; none otherwise."""
-        run = self.run
-        if self.done or self.records.stopping or run.deadline_at is None:
-            return []
-        at = epoch_of(run.deadline_at, now)
-        return [ScheduleDeadline(at, max(at - now, 0.0))]
-
-    # ---- stopping ----
-
-    def stop_steps(self, stamp: str, steps: Iterable[StepRecord]) -> list[Effect]:
-        """Stop ``steps``, for a run stopping (cancelled, or past its deadline: the reason is
-        ``RunSteps.stop_reason``): each attempt a runner may hold is killed, and each step
-        not started (pending, queued, retrying) is cancelled; a running step is cancelled
-        when its runner reports the kill. Ends nothing else: the caller decides what
-        follows (``maybe_finish``). Safe to call again: a step that ended is left alone, a
-        running one is asked to die again."""
-        why = self.records.stop_reason
-        effects: list[Effect] = []
-        for step in steps:
-            if step.status in ("pending", "queued", "retrying"):
-                # Handed to a runner, it may run there although it has not said so yet.
-                holder = step.runner or step.offered_to
-                if step.status == "queued" and holder:
-                    effects.append(KillAttempt(holder, step.id, step.attempt, why, step.ticket))
-                effects.extend(self.transitions.terminate(step, "cancelled", why, stamp))
-            elif step.status == "running" and step.for_each is not None:
-                # Its instances are stopped each as a step of their own.
-                effects.extend(self.transitions.terminate(step, "cancelled", why, stamp))
-            elif step.status == "running" and step.runner:
-                effects.append(KillAttempt(step.runner, step.id, step.attempt, why, step.ticket))
-        return effects
 
     # ---- recovery ----
 
@@ -311,15 +254,15 @@ class RunState:
             # Past its deadline: stopped again (its exit handlers run after), and cancelled
             # again if its exit handlers were.
             main = [s for s in self.steps.values() if not s.on_exit]
-            effects.extend(self.stop_steps(stamp, main))
+            effects.extend(self.stopping.stop(stamp, main))
             if self.run.exit_cancelled:
                 exits = [self.steps[s] for s in self.records.exits]
-                effects.extend(self.stop_steps(stamp, exits))
-        elif self._deadline_passed(now):
+                effects.extend(self.stopping.stop(stamp, exits))
+        elif self.stopping.deadline_passed(now):
             effects.extend(self.on_deadline(now))  # passed while no orchestrator held the run
         else:
             # One to come is scheduled again: the same schedule replaces the pending one.
-            effects.extend(self._deadline_timer(now))
+            effects.extend(self.stopping.deadline_timer(now))
         for step in list(self.steps.values()):  # a forEach step's expansion adds steps
             if step.status == "queued" and step.offered_to:
                 # Handed to a runner whose answer was lost with the previous owner: asked of
@@ -343,15 +286,3 @@ class RunState:
         # The loops under way: their ends a crash kept unstored, and their next instances.
         effects.extend(self.transitions.loops.resume(stamp))
         return effects + self.transitions.maybe_finish(stamp)
-
-
-# A deadline timer that fires this much before the deadline (by this process's clock) acts
-# all the same: the server's clock and this one may differ a little. Earlier, it is set again.
-DEADLINE_SLACK = 1.0
-
-
-def deadline_reason(timeout: float | None) -> str:
-    """The reason of a run stopped at its deadline, and of the steps it stopped."""
-    if timeout is None:
-        return "deadline: the run passed its deadline"
-    return f"deadline: the run passed its timeoutSeconds ({timeout:g} s)"

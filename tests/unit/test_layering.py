@@ -29,6 +29,7 @@ PURE_IN_SERVICES = (
     "heddle.services.orchestrator.continuations",
     "heddle.services.orchestrator.attempt_reports",
     "heddle.services.orchestrator.new_run",
+    "heddle.services.orchestrator.stopping",
     "heddle.services.orchestrator.decisions",
     "heddle.services.orchestrator.watchdog",
     "heddle.services.orchestrator.pods",
