@@ -23,6 +23,8 @@
   const MAX_DOM_LINES = 5000;      // lines per attempt kept on the page
   const SVG_MAX_STEPS = 300;       // larger runs are drawn on a canvas (graph.js)
   const TABLE_PAGE = 300;          // step rows shown at first (more on demand, by state)
+  const LOOP_OPEN_MAX = 10;        // a loop of at most this many instances is listed open
+  const LOOP_FAILED_SHOWN = 10;    // a closed loop's failed instances listed under it
   const WORKFLOWS_POLL_MS = 2000;
   const GRID_POLL_MS = 3000;
   const KEY_WINDOW_MS = 5000;      // Run now clicks this close together are one request
@@ -514,14 +516,16 @@
       }
     }
     const nodes = new Map();
+    const loopsOf = new Map();  // a loop's id -> what its node last showed of its instances
+    const title = (st) => `${st.id}: ${st.status}` +
+      (loopsOf.get(st.id) ? `; ${loopsOf.get(st.id).summary}` : "");
     const groups = steps.map((st) => {
       const p = pos.get(st.id);
-      const label = st.id.length > 16 ? st.id.slice(0, 15) + "…" : st.id;
       const g = s("g", { class: "node " + stateClass(st.status), "data-node": st.id,
         transform: `translate(${p.x},${p.y})`, tabindex: 0, role: "link" },
         s("title", {}, `${st.id}: ${st.status}`),
         s("rect", { width: W, height: H, rx: 6 }),
-        s("text", { x: W / 2, y: H / 2 + 4, "text-anchor": "middle" }, label));
+        s("text", { x: W / 2, y: H / 2 + 4, "text-anchor": "middle" }, nodeLabel(st.id, "", 16)));
       const open = () => { location.hash = stepHref(runId, st.id); };
       g.addEventListener("click", open);
       g.addEventListener("keydown", (ev) => { if (ev.key === "Enter") open(); });
@@ -537,16 +541,68 @@
           const g = nodes.get(st.id);
           if (!g) continue;
           g.setAttribute("class", "node " + stateClass(st.status));
-          g.firstChild.textContent = `${st.id}: ${st.status}`;
+          g.firstChild.textContent = title(st);
         }
+      },
+      // A loop's node: its id with its instance count, a bar of how many have ended.
+      loop(lp) {
+        const g = nodes.get(lp.id);
+        if (!g) return;
+        const total = lp.instances.length;
+        loopsOf.set(lp.id, { summary: loopSummary(lp) });
+        g.dataset.instances = String(total);
+        g.dataset.ended = String(lp.ended);
+        g.querySelector("text").textContent = nodeLabel(lp.id, total ? ` ×${total}` : "", 16);
+        let bar = g.querySelector(".loop-bar");
+        if (total && !bar) {
+          bar = s("rect", { class: "loop-bar", x: 0, y: H - 3, height: 3, rx: 1.5 });
+          g.appendChild(bar);
+        }
+        if (bar) bar.setAttribute("width", total ? (W * lp.ended / total).toFixed(1) : "0");
+        g.firstChild.textContent = title(lp.step);
       },
     };
   }
 
-  function stepCells(runId, st) {
+  // A node's label: the id, cut to fit `room` characters with its note (a loop's count).
+  function nodeLabel(id, note, room) {
+    const left = Math.max(4, room - note.length);
+    return (id.length > left ? id.slice(0, left - 1) + "…" : id) + note;
+  }
+
+  // ---- a forEach step's instances, grouped under it --------------------------------------
+
+  // A loop: its step, its instances in index order, and their counts by state.
+  function tallyLoop(lp) {
+    const counts = {};
+    let ended = 0;
+    for (const inst of lp.instances) {
+      counts[inst.status] = (counts[inst.status] || 0) + 1;
+      if (TERMINAL_STEP.has(inst.status)) ended += 1;
+    }
+    lp.counts = counts;
+    lp.ended = ended;
+  }
+
+  // "30 instances: 2 running, 28 queued"; the counts in the page's order of states.
+  function loopSummary(lp) {
+    const n = lp.instances.length;
+    const parts = STEP_STATES.filter((st) => lp.counts[st]).map((st) => `${lp.counts[st]} ${st}`);
+    return `${n} instance${n === 1 ? "" : "s"}` + (parts.length ? `: ${parts.join(", ")}` : "");
+  }
+
+  // A step's cells; an instance's shows its item where its step shows the command, and a
+  // loop's step its disclosure button and the summary of its instances.
+  function stepCells(runId, st, lp) {
+    const first = st.parent !== null && st.parent !== undefined
+      ? [h("a", { href: stepHref(runId, st.id), class: "mono step-link" }, st.id),
+        h("div", { class: "command mono item", title: st.item ?? "" }, "item ", st.item ?? dash())]
+      : [lp && lp.instances.length ? lp.button : null,
+        h("a", { href: stepHref(runId, st.id), class: "mono step-link" }, st.id),
+        h("div", { class: "command mono", title: st.command }, st.command),
+        lp ? loopLine(lp) : null];
     return [
-      h("td", {}, h("a", { href: stepHref(runId, st.id), class: "mono step-link" }, st.id),
-        h("div", { class: "command mono", title: st.command }, st.command)),
+      h("td", {}, first),
       h("td", { class: "status" }, badge(st.status)),
       h("td", { class: "num" }, st.attempt || dash()),
       h("td", { class: "nowrap" }, st.runner || dash()),
@@ -558,6 +614,24 @@
       h("td", { class: "reason" }, st.reason || (st.status === "retrying" && st.retryAt
         ? ["retry at ", fmtTime(st.retryAt)] : dash())),
     ];
+  }
+
+  // Under a loop's step: its instances counted by state (the failed ones stand out), or
+  // its list while it has none.
+  function loopLine(lp) {
+    const n = lp.instances.length;
+    if (!n) {
+      return h("div", { class: "loop-summary" }, TERMINAL_STEP.has(lp.step.status)
+        ? "no instances" : ["for each of ", h("code", {}, lp.step.forEach)]);
+    }
+    const failed = lp.counts.failed || 0;
+    const parts = STEP_STATES.filter((st) => lp.counts[st]).map((st, i) => [i ? ", " : "",
+      h("span", { class: "n-" + st }, `${lp.counts[st]} ${st}`)]);
+    const note = failed && !lp.isOpen()
+      ? (failed > LOOP_FAILED_SHOWN ? ` (the first ${LOOP_FAILED_SHOWN} failed listed below)`
+        : ` (failed listed below)`) : "";
+    return h("div", { class: "loop-summary", "data-instances": n },
+      `${n} instance${n === 1 ? "" : "s"}: `, parts, h("span", { class: "muted" }, note));
   }
 
   // The graph of a large run: graph.js on a canvas, with fit, zoom and find.
@@ -593,7 +667,13 @@
       h("button", { type: "button", onclick: () => graph.zoom(1.5), "aria-label": "zoom in" }, "+"),
       h("button", { type: "button", onclick: () => graph.zoom(1 / 1.5), "aria-label": "zoom out" }, "−"),
       findNote, legend);
-    return { el: h("div", { class: "graph" }, bar, box), update: graph.update, destroy: graph.destroy };
+    return {
+      el: h("div", { class: "graph" }, bar, box),
+      update: graph.update,
+      loop: (lp) => graph.note(lp.id, lp.instances.length ? `×${lp.instances.length}` : "",
+        lp.instances.length ? lp.ended / lp.instances.length : -1, loopSummary(lp)),
+      destroy: graph.destroy,
+    };
   }
 
   function viewRun(runId) {
@@ -608,7 +688,8 @@
     const liveNote = h("span", { id: "run-live", class: "muted", "aria-live": "polite" });
     const dagBox = h("div", { class: "dag-box", id: "dag" });
     const tbody = h("tbody", { id: "steps-body" });
-    const rows = new Map();
+    let rows = new Map();         // step id -> its row, for the rows listed
+    let loops = new Map();        // a forEach step's id -> its loop (see adopt)
     let dag = null;
     let misses = 0;
     let lastSteps = [];
@@ -640,37 +721,75 @@
       for (const st of steps) {
         // A running step's row shows a growing duration; any other changes with its record.
         const ticking = st.startedAt && !st.finishedAt && !TERMINAL_STEP.has(st.status);
-        const key = rowKey(st) + (ticking ? Date.now() : "");
-        let row = rows.get(st.id);
-        if (!row) {
-          row = { tr: h("tr", { "data-step": st.id }), key: "" };
-          rows.set(st.id, row);
-          tbody.appendChild(row.tr);
-        }
+        const lp = loops.get(st.id);
+        const key = rowKey(st) + (ticking ? Date.now() : "") +
+          (lp ? `\u0001${loopSummary(lp)}\u0001${lp.isOpen()}\u0001${lp.step.forEach}` : "");
+        const row = rows.get(st.id);
         if (row.key !== key) {
           row.key = key;
-          row.tr.className = stateClass(st.status);
-          put(row.tr, ...stepCells(runId, st));
+          row.tr.className = stateClass(st.status) + (lp ? " loop" : "") +
+            (st.parent !== null && st.parent !== undefined ? " instance" : "");
+          if (lp) {
+            const open = lp.isOpen();
+            lp.button.setAttribute("aria-expanded", String(open));
+            lp.button.textContent = open ? "▾" : "▸";
+          }
+          put(row.tr, ...stepCells(runId, st, lp));
         }
       }
     }
 
+    // The rows listed: each step, and under a loop's step its instances while it is open
+    // (else only its failed ones, the first LOOP_FAILED_SHOWN). A state chosen lists every
+    // step in it, instances included, in the same order.
+    function listed(steps) {
+      const want = stateSel.value;
+      const out = [];
+      for (const st of steps) {
+        if (st.parent !== null && st.parent !== undefined && loops.has(st.parent)) continue;
+        if (!want || st.status === want) out.push(st);
+        const lp = loops.get(st.id);
+        if (!lp) continue;
+        if (want) {
+          for (const inst of lp.instances) if (inst.status === want) out.push(inst);
+        } else if (lp.isOpen()) {
+          for (const inst of lp.instances) out.push(inst);
+        } else if (lp.counts.failed) {
+          let n = 0;
+          for (const inst of lp.instances) {
+            if (inst.status !== "failed") continue;
+            out.push(inst);
+            if (++n >= LOOP_FAILED_SHOWN) break;
+          }
+        }
+      }
+      return out;
+    }
+
     function fillRows(steps) {
       lastSteps = steps;
-      if (steps.length <= TABLE_PAGE) {
-        renderRows(steps);
-        return;
-      }
-      tableBar.hidden = false;
-      const matching = stateSel.value ? steps.filter((st) => st.status === stateSel.value) : steps;
-      const list = matching.slice(0, shown);
+      // Rows are moved and redrawn: a loop's button (kept across them) keeps the focus.
+      const active = document.activeElement;
+      const large = steps.length > TABLE_PAGE;
+      const matching = listed(steps);
+      const list = large ? matching.slice(0, shown) : matching;
       const ids = list.map((st) => st.id).join("\n");
-      if (ids !== fillRows.ids) {  // another set of rows: built again (a page of them)
+      if (ids !== fillRows.ids) {  // another set of rows (a page of them, a loop opened)
         fillRows.ids = ids;
-        rows.clear();
-        tbody.replaceChildren();
+        const next = new Map();
+        for (const st of list) {
+          next.set(st.id, rows.get(st.id) || {
+            tr: h("tr", st.parent !== null && st.parent !== undefined
+              ? { "data-step": st.id, "data-parent": st.parent } : { "data-step": st.id }),
+            key: "" });
+        }
+        rows = next;
+        tbody.replaceChildren(...[...next.values()].map((row) => row.tr));
       }
       renderRows(list);
+      if (active !== document.activeElement && tbody.contains(active)) active.focus({ preventScroll: true });
+      if (!large) return;
+      tableBar.hidden = false;
       tableInfo.textContent = `${list.length} shown of ${matching.length}` +
         (stateSel.value ? ` ${stateSel.value}` : "") + ` (${steps.length} steps)`;
       more.hidden = list.length >= matching.length;
@@ -707,19 +826,42 @@
           : run.waiting && !TERMINAL_RUN.has(run.status)
             ? h("p", { class: "muted", id: "waiting" }, "Waiting for its turn: the runs under way are at their bound.")
             : null);
-      if (!dag && run.steps.length) {
-        if (run.steps.length <= SVG_MAX_STEPS) {
-          dag = drawDag(run.runId, run.steps);
+      // The graph has the run's steps, not a loop's instances: its step's node counts them.
+      const drawn = run.steps.filter((st) => st.parent === null || st.parent === undefined);
+      if (!dag && drawn.length) {
+        if (drawn.length <= SVG_MAX_STEPS) {
+          dag = drawDag(run.runId, drawn);
           put(dagBox, dag.svg);
         } else {
-          dag = canvasDag(run.runId, run.steps);
+          dag = canvasDag(run.runId, drawn);
           put(dagBox, dag.el);
           performance.measure("heddle-run-to-graph", { start: started });
         }
+        for (const lp of loops.values()) dag.loop(lp);
       } else if (dag) {
-        dag.update(only || run.steps);
+        dag.update(only || drawn);
+        for (const lp of loops.values()) if (!only || lp.touched) dag.loop(lp);
       }
+      for (const lp of loops.values()) lp.touched = false;
       fillRows(run.steps);
+    }
+
+    // A loop opened or closed by its button: auto (open up to LOOP_OPEN_MAX instances) until
+    // then, and kept when the document is read again.
+    function makeLoop(st, was) {
+      const lp = { id: st.id, step: st, instances: [], counts: {}, ended: 0, touched: true,
+        open: was ? was.open : null, button: was ? was.button : null };
+      lp.isOpen = () => (lp.open === null ? lp.instances.length <= LOOP_OPEN_MAX : lp.open);
+      if (!lp.button) {
+        lp.button = h("button", { type: "button", class: "loop-toggle", "aria-expanded": "false",
+          "aria-label": `the instances of ${st.id}`, title: "show or hide the instances" });
+        lp.button.addEventListener("click", () => {
+          const cur = loops.get(st.id);
+          cur.open = !cur.isOpen();
+          fillRows(lastSteps);
+        });
+      }
+      return lp;
     }
 
     // The run is read once, then followed through its event stream (GET
@@ -742,6 +884,18 @@
       doc = body;
       byId = new Map(doc.steps.map((st) => [st.id, st]));
       changed = new Set();
+      // Each forEach step's loop, its instances under it in index order.
+      const had = loops;
+      loops = new Map();
+      for (const st of doc.steps) if (st.forEach) loops.set(st.id, makeLoop(st, had.get(st.id)));
+      for (const st of doc.steps) {
+        const lp = st.parent !== null && st.parent !== undefined ? loops.get(st.parent) : null;
+        if (lp) lp.instances.push(st);
+      }
+      for (const lp of loops.values()) {
+        lp.instances.sort((a, b) => (a.itemIndex ?? 0) - (b.itemIndex ?? 0));
+        tallyLoop(lp);
+      }
       render(doc);
     }
 
@@ -754,6 +908,14 @@
       doc.counts = counts;
       const only = [...changed].map((id) => byId.get(id));
       changed = new Set();
+      // An instance's change is counted in its loop (its node and summary), not drawn alone.
+      for (const st of only) {
+        const lp = st.parent !== null && st.parent !== undefined ? loops.get(st.parent) : null;
+        if (lp && !lp.touched) {
+          lp.touched = true;
+          tallyLoop(lp);
+        }
+      }
       render(doc, only);
     }
 
@@ -771,17 +933,38 @@
     tick();
 
     // The document read again while the stream goes on, once for however many new steps
-    // (a forEach step's instances) its events name; the graph is drawn again with them.
+    // (a forEach step's instances) its events name. The graph stays: it has no instances,
+    // only their counts on their step's node. An unknown step named while a read is under
+    // way (another loop's) is looked for in its answer, and read again for if not there.
+    // The step events that come meanwhile are kept and applied to the new document too
+    // (it may have been read before them), but never to take a step back from an end.
     let rereading = false;
-    async function readAgain() {
+    let held = [];
+    const unknown = new Set();
+    const lookedFor = new Set();
+    async function readAgain(ev) {
+      unknown.add(ev.stepId);
       if (rereading) return;
       rereading = true;
+      held = [ev];
       await new Promise((done) => setTimeout(done, DRAW_MS));
       const r = await api("GET", "/api/runs/" + enc(runId));
       rereading = false;
-      if (r.status !== 200 || closed) return;
-      dag = null;
+      const events = held;
+      held = [];
+      if (closed || r.status !== 200) return;
       adopt(r.body);
+      for (const ev of events) {
+        const st = byId.get(ev.stepId);
+        if (!st || TERMINAL_STEP.has(st.status) || (ev.attempt ?? 0) < (st.attempt ?? 0)) continue;
+        for (const f of STEP_CHANGE) if (f in ev) st[f] = ev[f];
+        changed.add(st.id);
+      }
+      if (changed.size) later(DRAW_MS);
+      const still = [...unknown].filter((id) => !byId.has(id) && !lookedFor.has(id));
+      unknown.clear();
+      for (const id of still) lookedFor.add(id);
+      if (still.length && live === "open") readAgain({ stepId: still[0] });
     }
 
     function setLive(state, text) {
@@ -799,9 +982,10 @@
 
     function onEvent(type, ev) {
       if (type === "step") {
+        if (rereading) held.push(ev);
         const st = byId.get(ev.stepId);
         if (!st) {  // a forEach step's instance, made since the document was read
-          readAgain();
+          readAgain(ev);
           return;
         }
         for (const f of STEP_CHANGE) if (f in ev) st[f] = ev[f];
@@ -966,6 +1150,10 @@
           ? st.dependsOn.map((d, i) => [i ? ", " : "", h("a", { href: stepHref(runId, d), class: "mono" }, d)])
           : dash()),
         item("Reason", st.reason || dash()),
+        st.parent ? item("Instance of", h("a", { href: stepHref(runId, st.parent), class: "mono",
+          id: "step-parent" }, st.parent), ` #${st.itemIndex}, item `, h("code", {}, st.item ?? "")) : [],
+        st.forEach ? item("For each of", h("code", {}, st.forEach),
+          st.maxParallel ? ` (at most ${st.maxParallel} at once)` : "") : [],
       ].flat());
       command.textContent = st.command || "";
     }

@@ -1,6 +1,7 @@
 // A run's steps drawn on a canvas, for runs too large for SVG: layered by depth, pan (drag,
 // arrows), zoom (wheel, + and -), fit, find a step by id, states coloured live, a click (or
-// Enter on the found step) opens it. Plain JavaScript, no build step, nothing fetched.
+// Enter on the found step) opens it. A node may carry a note after its id (a loop's count of
+// instances, with a bar of how many ended). Plain JavaScript, no build step, nothing fetched.
 //
 // Why it stays fast at thousands of steps: the layout is computed once (depths, then one
 // barycentre pass to order each layer), kept in typed arrays; a frame draws only what is in
@@ -75,6 +76,7 @@ window.HeddleGraph = (() => {
     const states = opts.states;                 // state names, in colour order
     const colors = states.map((st) => opts.color(st));
     const stateOf = new Uint8Array(steps.length);
+    const notes = new Map();                    // node -> {text, done (0..1, or -1), title}
     const L = layout(steps);
     const canvas = document.createElement("canvas");
     canvas.id = "dag-canvas";
@@ -108,6 +110,17 @@ window.HeddleGraph = (() => {
       for (let i = 0; i < stateOf.length; i++) counts[stateOf[i]] += 1;
       canvas.dataset.states = states.map((st, s) => (counts[s] ? `${st}:${counts[s]}` : ""))
         .filter(Boolean).join(" ");
+      invalidate();
+    }
+
+    // A step's note: text after its id, a bar `done` (0 to 1; -1 for none), a title.
+    function note(id, text, done, title) {
+      const i = index.get(id);
+      if (i === undefined) return;
+      const was = notes.get(i);
+      if (was && was.text === text && was.done === done && was.title === title) return;
+      notes.set(i, { text, done, title });
+      canvas.dataset.notes = String(notes.size);
       invalidate();
     }
 
@@ -226,6 +239,13 @@ window.HeddleGraph = (() => {
           ctx.fill();
         }
       }
+      // A noted node's bar: how much of it is done (a loop's instances ended).
+      if (notes.size) {
+        ctx.fillStyle = "rgba(255, 255, 255, 0.7)";
+        for (const [i, note] of notes) {
+          if (note.done > 0 && dep[i] >= d0 && dep[i] <= d1) ctx.fillRect(xs[i], ys[i] + H - 3, W * note.done, 3);
+        }
+      }
       // Labels once readable, trimmed to the node.
       if (k * H >= LABEL_PX * 1.6) {
         ctx.fillStyle = "#fff";
@@ -234,7 +254,10 @@ window.HeddleGraph = (() => {
         ctx.textAlign = "center";
         for (const i of visible) {
           const id = ids[i];
-          ctx.fillText(id.length > 17 ? id.slice(0, 16) + "…" : id, xs[i] + W / 2, ys[i] + H / 2, W - 8);
+          const note = notes.has(i) && notes.get(i).text ? " " + notes.get(i).text : "";
+          const room = Math.max(4, 17 - note.length);
+          ctx.fillText((id.length > room ? id.slice(0, room - 1) + "…" : id) + note,
+            xs[i] + W / 2, ys[i] + H / 2, W - 8);
         }
       }
       for (const [i, color, width] of [[hover, opts.ink, 2], [found, opts.accent, 4]]) {
@@ -296,7 +319,8 @@ window.HeddleGraph = (() => {
       const i = nodeAt(ev.clientX - r.left, ev.clientY - r.top);
       if (i !== hover) {
         hover = i;
-        canvas.title = i < 0 ? "" : `${ids[i]}: ${states[stateOf[i]]}`;
+        canvas.title = i < 0 ? "" : `${ids[i]}: ${states[stateOf[i]]}` +
+          (notes.has(i) && notes.get(i).title ? `; ${notes.get(i).title}` : "");
         canvas.style.cursor = i < 0 ? "grab" : "pointer";
         invalidate();
       }
@@ -338,6 +362,7 @@ window.HeddleGraph = (() => {
     return {
       canvas,
       update: setStates,
+      note,
       find,
       fit,
       zoom: (factor) => zoomAt(cssW / 2, cssH / 2, factor),
