@@ -22,6 +22,7 @@ from heddle.services.local.supervisor import Child, Supervisor
 from heddle.services.local.up_files import (
     NATS_LOG,
     NATS_STORE,
+    URL_FILE,
     admin_token,
     local_address,
     make_private,
@@ -180,14 +181,18 @@ async def until_serving(
     return False
 
 
-async def supervise(sup: Supervisor, settings: Settings, hello: list[str]) -> None:
-    """Run the services; say ``hello`` once the gateway serves; stop them on Ctrl-C or SIGTERM."""
+async def supervise(
+    sup: Supervisor, settings: Settings, hello: list[str], serving: Callable[[], None]
+) -> None:
+    """Run the services; once the gateway serves, call ``serving`` and say ``hello``; stop
+    them on Ctrl-C or SIGTERM."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await sup.start()
     if await until_serving(settings, stop, say=lambda line: sup.say("heddle", line)):
+        serving()
         for line in hello:
             sup.say("heddle", line)
     await stop.wait()
@@ -239,12 +244,17 @@ async def run_up(
     sup = Supervisor(
         plan(settings, runners, dict(os.environ), users, token_file, dispatchers, orchestrators)
     )
-    url_file = write_url(data_dir, local_address(settings.gateway_host, settings.gateway_port))
+    url = local_address(settings.gateway_host, settings.gateway_port)
+
+    def serving() -> None:
+        # Written once the gateway answers: a command line that finds it is served at once.
+        write_url(data_dir, url)
+
     try:
-        await supervise(sup, settings, hello)
+        await supervise(sup, settings, hello, serving)
     finally:
         # Left behind, it would name a port anyone may listen on next: the CLI sends it a token.
-        url_file.unlink(missing_ok=True)
+        (data_dir / URL_FILE).unlink(missing_ok=True)
         if nats:
             nats.stop()
     sup.say("heddle", "stopped")

@@ -118,6 +118,30 @@ async def test_up_says_up_once_a_submit_is_taken(tmp_path: Path) -> None:
     assert any(line.startswith("gateway |") for line in lines)
 
 
+async def test_up_names_its_gateway_to_the_command_line_once_it_answers(tmp_path: Path) -> None:
+    """The data dir's ``url`` (where `heddle` finds the gateway) appears once the gateway
+    answers, so a command that finds it is served at once; it is gone when `up` stops."""
+    data = tmp_path / "data"
+    started = start_up(tmp_path, data, runners=1)
+    up = started.proc
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while not (data / "url").exists():
+            assert up.poll() is None, "heddle up ended before naming its gateway"
+            assert loop.time() < deadline, "no url after 60 s"
+            await asyncio.sleep(0.02)
+        url = (data / "url").read_text().strip()
+        assert url == f"http://127.0.0.1:{started.port}"
+        async with aiohttp.ClientSession() as http, http.get(f"{url}/readyz") as resp:
+            assert resp.status == 200  # asked once, at once: no connection refused
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.communicate(timeout=60)
+    assert up.returncode == 0
+    assert not (data / "url").exists()
+
+
 async def test_up_keeps_its_token_and_users_across_starts(tmp_path: Path) -> None:
     """A second start on the same data dir reuses the admin token and the NATS users."""
     data = tmp_path / "data"
