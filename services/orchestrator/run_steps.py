@@ -20,7 +20,13 @@ from heddle.shared.core.step_env import (
     env_bytes,
     step_variables,
 )
-from heddle.shared.wire.contracts import TERMINAL_STEP, RunRecord, StepReady, StepRecord
+from heddle.shared.wire.contracts import (
+    TERMINAL_STEP,
+    RunRecord,
+    RunStatus,
+    StepReady,
+    StepRecord,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,22 +109,34 @@ class RunSteps:
         workflow's steps and lets its exit handlers run; a second cancel stops those too."""
         return self.stopping and (not step.on_exit or self.run.exit_cancelled)
 
-    def ending_as(self) -> str:
-        """What the run ends as without its exit handlers (``HEDDLE_RUN_STATUS``)."""
+    def outcome(self, exits: bool = True) -> RunStatus:
+        """What the run ends as: ``cancelled`` if it was cancelled, ``failed`` past its
+        deadline or if a step failed that was not allowed to, ``succeeded`` otherwise (steps
+        skipped by a condition harm nothing). Without its exit handlers (``exits`` False):
+        ``HEDDLE_RUN_STATUS``, what they are told."""
         if self.run.cancel_requested:
             return "cancelled"
-        if self.run.reason is not None:  # past its deadline
+        if self.run.reason is not None:  # past its deadline, whatever its steps did
             return "failed"
+        if len(self.succeeded) == len(self.steps):
+            return "succeeded"
         failed = any(
-            s.status == "failed" and not s.allow_failure and not s.on_exit
+            s.status == "failed" and not s.allow_failure and (exits or not s.on_exit)
             for s in self.steps.values()
         )
         return "failed" if failed else "succeeded"
 
+    def main_steps(self) -> list[StepRecord]:
+        """The workflow's steps, its exit handlers left out."""
+        return [s for s in self.steps.values() if not s.on_exit]
+
+    def exit_steps(self) -> list[StepRecord]:
+        return [self.steps[s] for s in self.exits]
+
     def exit_env(self) -> dict[str, str]:
         """What an exit handler learns of the run, besides what every step does."""
-        failed = [s.id for s in self.steps.values() if s.status == "failed" and not s.on_exit]
-        return {RUN_STATUS: self.ending_as(), FAILED_STEPS: ",".join(failed)}
+        failed = [s.id for s in self.main_steps() if s.status == "failed"]
+        return {RUN_STATUS: self.outcome(exits=False), FAILED_STEPS: ",".join(failed)}
 
     def ready_message(
         self, step: StepRecord, attempt: int | None = None, *, ahead: bool = False

@@ -205,10 +205,10 @@ class RunState:
             return []
         if not self.records.stopping:
             run.cancel_requested = True
-            targets = [s for s in self.steps.values() if run.waiting or not s.on_exit]
+            targets = list(self.steps.values()) if run.waiting else self.records.main_steps()
         elif self.records.exits and not run.exit_cancelled:
             run.exit_cancelled = True
-            targets = [self.steps[s] for s in self.records.exits]
+            targets = self.records.exit_steps()
         else:
             return []
         stamp = from_epoch(now)
@@ -253,11 +253,9 @@ class RunState:
         elif self.records.stopping and not self.done:
             # Past its deadline: stopped again (its exit handlers run after), and cancelled
             # again if its exit handlers were.
-            main = [s for s in self.steps.values() if not s.on_exit]
-            effects.extend(self.stopping.stop(stamp, main))
+            effects.extend(self.stopping.stop(stamp, self.records.main_steps()))
             if self.run.exit_cancelled:
-                exits = [self.steps[s] for s in self.records.exits]
-                effects.extend(self.stopping.stop(stamp, exits))
+                effects.extend(self.stopping.stop(stamp, self.records.exit_steps()))
         elif self.stopping.deadline_passed(now):
             effects.extend(self.on_deadline(now))  # passed while no orchestrator held the run
         else:

@@ -35,11 +35,9 @@ class Stopping:
             return [ScheduleDeadline(at, at - now, durable=False)]
         run.reason = deadline_reason(run.timeout_seconds)
         stamp = from_epoch(now)
-        # The workflow's steps: its exit handlers run after them.
-        main = [s for s in self.records.steps.values() if not s.on_exit]
         return [
             PersistRun(run),
-            *self.stop(stamp, main),
+            *self.stop(stamp, self.records.main_steps()),  # the exit handlers run after
             *self.transitions.maybe_finish(stamp),
         ]
 

@@ -271,16 +271,6 @@ class StepTransitions:
                 effects.extend(self.start_if_due(records.steps[step_id], stamp) or ())
         if records.terminal < len(records.steps):
             return effects
-        if records.run.cancel_requested:
-            records.run.status = "cancelled"
-        elif records.run.reason is not None:
-            records.run.status = "failed"  # stopped at its deadline, whatever its steps did
-        elif len(records.succeeded) == len(records.steps) or not any(
-            s.status == "failed" and not s.allow_failure for s in records.steps.values()
-        ):
-            # Skipped by a condition, or past a failure that was allowed: no harm done.
-            records.run.status = "succeeded"
-        else:
-            records.run.status = "failed"  # a step, or an exit handler, failed
+        records.run.status = records.outcome()
         records.run.finished_at = stamp
         return [*effects, PersistRun(records.run)]
