@@ -34,9 +34,21 @@ def make(
         ],
         timeout_seconds=timeout,
     )
+    return made(cmd, policy, rand=rand)
+
+
+def made(
+    cmd: SubmitRun, policy: Policy = POLICY, rand: float = 0.5, admitted: bool = True
+) -> tuple[RunState, list]:
+    """The run ``cmd`` submits, made at T0 with a fixed jitter and numbered tickets."""
     counter = itertools.count(1)
     return RunState.new(
-        cmd, policy, T0, rand=lambda: rand, tickets=lambda: f"ticket-{next(counter)}"
+        cmd,
+        policy,
+        T0,
+        rand=lambda: rand,
+        tickets=lambda: f"ticket-{next(counter)}",
+        admitted=admitted,
     )
 
 

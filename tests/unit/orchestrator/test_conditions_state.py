@@ -5,15 +5,13 @@ that holds, ``allowFailure``, and the same after a rebuild from the stored recor
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 from heddle.services.orchestrator.decisions import Enqueue, PersistStep
 from heddle.services.orchestrator.state import Policy, RunState
 from heddle.shared.wire.contracts import AttemptRecord, StepSpec, SubmitRun
 from heddle.shared.wire.timefmt import from_epoch
 
-from tests.support.run_states import POLICY, RUN, T0, finish_step, rebuilt, spec, statuses
+from tests.support.run_states import POLICY, RUN, T0, finish_step, made, rebuilt, spec, statuses
 
 
 def new(
@@ -27,8 +25,7 @@ def new(
         workflow_name="deploy",
         trigger="cron",
     )
-    counter = itertools.count(1)
-    state, _ = RunState.new(cmd, policy, T0, rand=lambda: 0.5, tickets=lambda: f"t-{next(counter)}")
+    state, _ = made(cmd, policy)
     return state
 
 

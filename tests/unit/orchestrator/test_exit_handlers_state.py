@@ -4,15 +4,13 @@ run, a second stops them; one that fails fails the run. No I/O."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 from heddle.services.orchestrator.decisions import Enqueue, KillAttempt
 from heddle.services.orchestrator.state import RunState
 from heddle.shared.wire.contracts import StepSpec, SubmitRun
 from heddle.shared.wire.timefmt import from_epoch
 
-from tests.support.run_states import POLICY, RUN, T0, finish_step, spec, started, statuses
+from tests.support.run_states import POLICY, RUN, T0, finish_step, made, spec, started, statuses
 
 
 def new(
@@ -25,10 +23,7 @@ def new(
         on_exit=on_exit,
         timeout_seconds=timeout or None,
     )
-    counter = itertools.count(1)
-    state, _ = RunState.new(
-        cmd, POLICY, T0, rand=lambda: 0.5, tickets=lambda: f"t-{next(counter)}", admitted=admitted
-    )
+    state, _ = made(cmd, admitted=admitted)
     return state
 
 

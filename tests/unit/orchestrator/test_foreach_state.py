@@ -6,7 +6,6 @@ after a rebuild from the stored records (mid-expansion and mid-loop). No I/O.
 
 from __future__ import annotations
 
-import itertools
 import json
 from typing import Any
 
@@ -22,6 +21,7 @@ from tests.support.run_states import (
     T0,
     cancel,
     finish_step,
+    made,
     rebuilt,
     spec,
     statuses,
@@ -32,8 +32,7 @@ def new(
     *steps: StepSpec, params: dict[str, str] | None = None, policy: Policy = POLICY
 ) -> tuple[RunState, list]:
     cmd = SubmitRun(run_id=RUN, submitted_at=from_epoch(T0), steps=list(steps), params=params or {})
-    counter = itertools.count(1)
-    return RunState.new(cmd, policy, T0, rand=lambda: 0.5, tickets=lambda: f"t-{next(counter)}")
+    return made(cmd, policy)
 
 
 def stored(record: Any) -> Any:
