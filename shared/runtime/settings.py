@@ -290,6 +290,24 @@ class Settings:
     runner_name: str = _s(
         "", "HEDDLE_RUNNER_NAME", "this runner's name; default POD_NAME, else <host>-<pid>"
     )
+    runner_pool: str = _s(
+        "default",
+        "HEDDLE_RUNNER_POOL",
+        "the pool this runner belongs to: its name is one of the runner's labels, and a runner "
+        "outside the default pool takes only steps whose runsOn asks for its labels",
+    )
+    runner_labels: str = _s(
+        "",
+        "HEDDLE_RUNNER_LABELS",
+        "this runner's labels beside its pool's name, comma-separated (a step's runsOn names "
+        "labels a runner must all have)",
+    )
+    no_runner_timeout: float = _s(
+        600.0,
+        "HEDDLE_NO_RUNNER_TIMEOUT",
+        "a step that no registered runner can take (none has every label its runsOn asks for) "
+        "fails after waiting this long, unless autoscaling is growing a pool with those labels",
+    )
     dispatcher_name: str = _s(
         "",
         "HEDDLE_DISPATCHER_NAME",

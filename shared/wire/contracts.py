@@ -46,6 +46,11 @@ class StepSpec(Wire, forbid_unknown_fields=True):
     # per item, as instances ``<id>[0]``, ``<id>[1]``... (services/orchestrator/loops.py).
     for_each: str | None = None
     max_parallel: int | None = None  # the most instances queued or running at once
+    # Runner labels the step needs: only a runner with every one takes it; none, the default
+    # pool's runners (docs/pools.md).
+    runs_on: list[str] = []
+    # Semaphores the step holds a slot of while it runs (docs/pools.md, "Semaphores").
+    semaphores: list[str] = []
 
 
 class ParamSpec(Wire, forbid_unknown_fields=True):
@@ -273,6 +278,8 @@ class RunnerInfo(Wire):
     step_id: str | None = None
     attempt: int | None = None
     jobs: int = 0
+    pool: str = "default"  # HEDDLE_RUNNER_POOL
+    labels: list[str] = []  # its pool's name and HEDDLE_RUNNER_LABELS, sorted
 
 
 class RunnerPod(Wire):
@@ -367,6 +374,8 @@ class StepRecord(Wire):
     offered_to: str | None = None
     for_each: str | None = None  # StepSpec.for_each
     max_parallel: int | None = None  # StepSpec.max_parallel
+    runs_on: list[str] = []  # StepSpec.runs_on
+    semaphores: list[str] = []  # StepSpec.semaphores
     # A forEach step's instance count once expanded (None: not yet); the instances are the
     # run's steps ``<id>[0]``... that name it as their ``parent``.
     instances: int | None = None
