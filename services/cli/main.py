@@ -49,6 +49,14 @@ def parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="run NATS, every service and N runners on this machine")
     up.add_argument("--port", type=int, default=None, help="gateway port (default 8080)")
     up.add_argument("--runners", type=int, default=4, help="local runner agents (default 4)")
+    up.add_argument(
+        "--pool",
+        action="append",
+        default=[],
+        metavar="NAME=COUNT[:LABELS]",
+        help="COUNT runners in the pool NAME, labelled NAME and the comma-separated LABELS "
+        "(repeatable)",
+    )
     up.add_argument("--dispatchers", type=int, default=1, help="dispatcher processes (default 1)")
     up.add_argument(
         "--orchestrators", type=int, default=1, help="orchestrator processes (default 1)"
@@ -88,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"heddle: {exc}", file=sys.stderr)
         return 2
     if args.command == "up":
+        from heddle.services.local.runner_pools import PoolOptionError, parse_pools, runner_specs
         from heddle.services.local.up import main_up
 
         counts = {"runners": args.runners, "dispatchers": args.dispatchers}
@@ -103,11 +112,16 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
+        try:
+            runners = runner_specs(args.runners, parse_pools(args.pool))
+        except PoolOptionError as exc:
+            print(f"heddle up: {exc}", file=sys.stderr)
+            return 2
         if args.port is not None:
             settings = Settings.from_env(gateway_port=args.port)
         return main_up(
             settings,
-            args.runners,
+            runners,
             args.data_dir,
             args.nats_port,
             args.dispatchers,

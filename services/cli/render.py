@@ -185,6 +185,8 @@ def runners_view(pool: dict[str, Any]) -> str:
     rows = [
         (
             r["name"],
+            r.get("pool", "default"),
+            ",".join(r.get("labels", [])) or "-",
             r["status"],
             f"{r['runId']}/{r['stepId']}" if r.get("runId") else "-",
             r.get("node") or "-",
@@ -193,7 +195,11 @@ def runners_view(pool: dict[str, Any]) -> str:
         for r in pool["runners"]
     ]
     head = f"{pool['total']} runners, {pool['available']} available, {len(pool['leased'])} busy"
-    return head + "\n\n" + table(("RUNNER", "STATUS", "STEP", "NODE", "LAST SEEN"), rows)
+    return (
+        head
+        + "\n\n"
+        + table(("RUNNER", "POOL", "LABELS", "STATUS", "STEP", "NODE", "LAST SEEN"), rows)
+    )
 
 
 def log_line(line: dict[str, Any]) -> str:

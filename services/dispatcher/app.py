@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from heddle.services.dispatcher.autoscale import ordinal_of
 from heddle.services.dispatcher.autoscaling import Autoscaling
 from heddle.services.dispatcher.hand import Hand
-from heddle.services.dispatcher.placing import Placing
+from heddle.services.dispatcher.placing import Lane, Placing
 from heddle.services.dispatcher.pool import Pool
 from heddle.services.dispatcher.pool_feed import PoolFeed
 from heddle.services.dispatcher.ready import LOOKAHEAD, ack_wait, ready_consumer, ready_durable
@@ -74,7 +74,8 @@ class Dispatcher:
             recredit=self._recredit,
             wake=self._wake,
         )
-        self._pulls: dict[bool, ContinuousPull] = {}  # by kind, as Placing.unplaced
+        self._pulls: dict[Lane, ContinuousPull] = {}  # by lane, as Placing.unplaced
+        self._lanes_seen = -1  # the pool's generation the label lanes were last made for
         self._nc: Client | None = None  # from start
         # The pool's view, read when scraped: nothing is counted per step.
         RUNNERS.set_function(lambda: len(self.pool.runners))
@@ -85,6 +86,12 @@ class Dispatcher:
             # removes) fall idle; a runner outside the scaled pool first, it costs it nothing.
             prefix = settings.runner_statefulset_prefix
             self.pool.pack = lambda name: _or_first(ordinal_of(name, prefix))
+
+    @property
+    def nc_open(self) -> Client:
+        if self._nc is None:
+            raise RuntimeError("the dispatcher is not started")
+        return self._nc
 
     @property
     def nc(self) -> Client | None:
@@ -110,22 +117,47 @@ class Dispatcher:
         self._events_sub = await nc.subscribe(names.EVT_FINISHED_ALL, cb=self._feed.on_event)
         # Credit follows the free runners: a saturated pool leaves steps in the stream.
         for opening in (False, True):
-            config = ready_consumer(self.settings, opening)
-            await ensure_consumer(self.js, names.STEPS_STREAM, config)
-            pull = ContinuousPull(
-                nc, names.STEPS_STREAM, ready_durable(opening), self._placing.on_ready, credit=0
-            )
-            await pull.start()
-            self._pulls[opening] = pull
+            await self._add_lane(("", opening))
         before_scrape(self._count_waiting)
         initial = asyncio.Event()
         self._tasks = [
             asyncio.create_task(self._feed.follow(self.runners_kv, initial), name="runners")
         ]
         await asyncio.wait_for(initial.wait(), 10)
+        await self._add_label_lanes()
         if self.settings.autoscale == "on":
             await self._start_autoscaling()
         event(log, "dispatching", dispatcher=self.instance)
+
+    async def _add_lane(self, lane: Lane) -> None:
+        """Pull the ready steps of one lane (its consumer made if it is not there yet)."""
+        key, opening = lane
+        await ensure_consumer(
+            self.js, names.STEPS_STREAM, ready_consumer(self.settings, opening, key)
+        )
+        pull = ContinuousPull(
+            self.nc_open,
+            names.STEPS_STREAM,
+            ready_durable(opening, key),
+            self._placing.on_ready,
+            credit=0,
+        )
+        await pull.start()
+        self._pulls[lane] = pull
+
+    async def _add_label_lanes(self) -> None:
+        """A lane for every set of labels some registered runner has, once: its steps wait
+        in the stream, not in this dispatcher's hand, while no runner can take them."""
+        self._lanes_seen = self.pool.generation
+        for key in sorted(self.pool.served() - {""}):
+            if (key, False) not in self._pulls and not self._placing.stopping:
+                try:
+                    await self._add_lane((key, False))
+                except NatsError as exc:  # tried again with the registry's next change
+                    log.warning("no consumer for runners labelled %s yet: %s", key, exc)
+                    self._lanes_seen = -1
+                    return
+                event(log, "lane opened", dispatcher=self.instance, labels=key)
 
     async def _start_autoscaling(self) -> None:
         autoscaling = Autoscaling(
@@ -199,21 +231,29 @@ class Dispatcher:
         same write as whatever else this turn sends (an acknowledgement, usually)."""
         self._line.wake(self._recredit())
         if not self._placing.stopping:
+            if self.pool.generation != self._lanes_seen:
+                await self._add_label_lanes()
             for pull in self._pulls.values():
                 await pull.top_up()
 
-    def _recredit(self) -> int:
-        """Ask the server for as many steps as there are free runners, plus LOOKAHEAD,
-        minus the steps in hand that no runner is reserved for yet. Returns the free count."""
-        free = len(self.pool.free())
-        unplaced_by_kind = self._placing.unplaced
+    def _recredit(self) -> dict[str, int]:
+        """Ask the server, for each lane, for as many steps as there are free runners that
+        serve it, plus LOOKAHEAD, minus the lane's steps in hand that no runner is reserved
+        for yet. Returns the free runners by label key."""
+        free_by_key = self.pool.free_by_key()
+        unplaced_by_lane = self._placing.unplaced
         # A free runner with no step in hand for it is served at once; the lookahead
         # alone is refilled half at a time, so a saturated pool asks once per few steps.
-        for opening, pull in self._pulls.items():
-            unplaced = unplaced_by_kind[opening]
+        for lane, pull in self._pulls.items():
+            key = lane[0]
+            if key and key not in self.pool.served():
+                pull.set_credit(0)  # no runner has these labels now: its steps stay stored
+                continue
+            free = free_by_key.get(key, 0)
+            unplaced = unplaced_by_lane.get(lane, 0)
             at_least = 1 if free > unplaced else LOOKAHEAD // 2
             pull.set_credit(max(free + LOOKAHEAD - unplaced, 0), at_least)
-        return free
+        return free_by_key
 
 
 def _or_first(ordinal: int | None) -> int:

@@ -36,6 +36,12 @@ if TYPE_CHECKING:
     from heddle.shared.broker.nats_types import Client, JetStreamContext, KeyValue, Msg
 
 log = logging.getLogger("heddle.dispatcher")
+# Where a ready message waits in hand: the label key it asks for, and whether it opens a run.
+Lane = tuple[str, bool]
+
+
+def lane_of(subject: str) -> Lane:
+    return names.ready_key(subject), names.ready_opens(subject)
 
 
 class Placing:
@@ -49,7 +55,7 @@ class Placing:
         line: WaitingLine,
         hand: Hand,
         stalls: LoopStalls,
-        recredit: Callable[[], int],
+        recredit: Callable[[], object],
         wake: Callable[[], Awaitable[None]],
     ) -> None:
         self.settings = settings
@@ -60,9 +66,9 @@ class Placing:
         self.stalls = stalls
         self._recredit = recredit  # the pulls' credit set again (app.py)
         self._wake = wake  # a runner taken or given back: the waiters and the pulls told
-        # Ready messages in hand that no runner is reserved for, of runs under way (False)
-        # and that open a run (True).
-        self.unplaced = {False: 0, True: 0}
+        # Ready messages in hand that no runner is reserved for, by lane: the label key they
+        # ask for ("" the default pool) and whether they open a run.
+        self.unplaced: dict[Lane, int] = {("", False): 0, ("", True): 0}
         self.inflight: set[asyncio.Task] = set()
         self.stopping = False  # new messages go back at once, waiting ones are given back
         self._nc: Client | None = None  # from connect
@@ -91,7 +97,8 @@ class Placing:
         return Outcome.HELD  # settled by _assign once a runner accepted it
 
     def _count_unplaced(self, msg: Msg, by: int) -> None:
-        self.unplaced[names.ready_opens(msg.subject)] += by
+        lane = lane_of(msg.subject)
+        self.unplaced[lane] = self.unplaced.get(lane, 0) + by
 
     async def _assign(self, msg: Msg) -> None:
         try:
@@ -128,7 +135,7 @@ class Placing:
                 if await already_taken(self._js, self._runs_kv, ready):
                     await self._unplace(msg, ready, Outcome.DONE, "already taken")
                     return
-            name = await self._reserve(msg, key, opening=names.ready_opens(msg.subject))
+            name = await self._reserve(msg, key, lane_of(msg.subject))
             if name is None:
                 # Back to the stream at once, for another dispatcher (a rolling update), or
                 # for this one's successor.
@@ -164,7 +171,7 @@ class Placing:
             return f"held {held:.1f}s since it was last touched"
         return None
 
-    async def _reserve(self, msg: Msg, key: AttemptKey, opening: bool) -> str | None:
+    async def _reserve(self, msg: Msg, key: AttemptKey, lane: Lane) -> str | None:
         """A free runner, reserved for this message, once there is one and (for a step that
         opens a run) no step of a run under way waits for it; None if this dispatcher stops
         first. The message is touched while it waits, so it is not lost."""
@@ -173,7 +180,8 @@ class Placing:
         # wakes a waiter often, and the message must still be touched.
         touch_at = time.monotonic() + touch_every
         woken = False
-        while (name := self._free_runner(opening)) is None:
+        labels, opening = lane
+        while (name := self._free_runner(labels, opening)) is None:
             if self.stopping:
                 return None
             if (left := touch_at - time.monotonic()) <= 0:
@@ -183,16 +191,16 @@ class Placing:
                 touch_at = now + touch_every
                 continue
             # Woken and beaten to the runner: the front of the line again.
-            woken = await self._line.wait(left, front=woken, opening=opening)
+            woken = await self._line.wait(left, front=woken, opening=opening, key=labels)
         return name
 
-    def _free_runner(self, opening: bool) -> str | None:
-        """A free runner reserved, unless the step opens a run and a step of a run under
-        way waits: then the free runners wake those."""
-        if opening and self._line.under_way:
-            self._line.wake(len(self.pool.free()))
+    def _free_runner(self, labels: str, opening: bool) -> str | None:
+        """A free runner of the label key ``labels`` reserved, unless the step opens a run
+        and a step of a run under way waits for one: then the free runners wake those."""
+        if opening and self._line.under_way(labels):
+            self._line.wake({labels: len(self.pool.free(key=labels))})
             return None
-        return self.pool.reserve()
+        return self.pool.reserve(key=labels)
 
     async def _offer(self, msg: Msg, ready: StepReady, name: str) -> Answer:
         """Offer the step to the reserved runner ``name``; on acceptance, lease it and

@@ -7,6 +7,9 @@ when that attempt's finished event arrives (even one that overtook the acceptanc
 when the registry shows the runner idle after having accepted it (its ``jobs`` counter
 reached the lease's), when a new process registers under the same name (a restarted pod),
 or when the runner leaves the pool.
+
+Each runner serves some sets of labels (its ``keys``): the default pool's steps ("", for
+a runner of the pool ``default``) and every set of its labels a step's runsOn may name.
 """
 
 from __future__ import annotations
@@ -15,7 +18,17 @@ import time
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 
+from heddle.shared.core.labels import DEFAULT_POOL, served_keys
 from heddle.shared.wire.contracts import RunnerInfo
+
+
+def keys_of(info: RunnerInfo) -> frozenset[str]:
+    """The label keys a runner serves: "" (the default pool's steps) if it is of that pool,
+    and every set of its labels, by key (shared/core/labels.py)."""
+    keys = set(served_keys(info.labels or [info.pool]))
+    if info.pool == DEFAULT_POOL:
+        keys.add("")
+    return frozenset(keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +45,9 @@ class Pool:
         self, suspect_for: float = 5.0, pack: Callable[[str], float] | None = None
     ) -> None:
         self.runners: dict[str, RunnerInfo] = {}
+        self.keys: dict[str, frozenset[str]] = {}  # by runner, the label keys it serves
+        self.generation = 0  # counts the changes to ``keys``: new lanes may be needed
+        self._served: tuple[int, frozenset[str]] = (-1, frozenset())
         # With ``pack`` (the autoscaler's: a runner's ordinal), a step goes to the free runner
         # of the lowest key rather than round robin, so that the top ordinals, the ones a
         # StatefulSet removes, are the ones left idle.
@@ -59,6 +75,10 @@ class Pool:
             self._released_jobs.pop(info.name, None)
             self._early.pop(info.name, None)
         self.runners[info.name] = info
+        keys = keys_of(info)
+        if self.keys.get(info.name) != keys:
+            self.keys[info.name] = keys
+            self.generation += 1
         lease = self.leases.get(info.name)
         if lease is not None and info.status == "idle" and info.jobs >= lease.jobs:
             del self.leases[info.name]
@@ -75,6 +95,8 @@ class Pool:
 
     def remove(self, name: str) -> Lease | None:
         self.runners.pop(name, None)
+        if self.keys.pop(name, None) is not None:
+            self.generation += 1
         self.reserved.discard(name)
         self._suspect_until.pop(name, None)
         self._released_jobs.pop(name, None)
@@ -84,12 +106,21 @@ class Pool:
             self._order.remove(name)
         return self.leases.pop(name, None)
 
-    def free(self, now: float | None = None) -> list[str]:
+    def served(self) -> frozenset[str]:
+        """Every label key some registered runner serves."""
+        if self._served[0] != self.generation:
+            self._served = (self.generation, frozenset().union(*self.keys.values()))
+        return self._served[1]
+
+    def free(self, now: float | None = None, key: str | None = "") -> list[str]:
+        """The free runners that serve ``key`` (None: any), in the order they are given."""
         now = time.monotonic() if now is None else now
+        empty: frozenset[str] = frozenset()
         free = [
             n
             for n in self._order
-            if n not in self.leases
+            if (key is None or key in self.keys.get(n, empty))
+            and n not in self.leases
             and n not in self.reserved
             and n not in self.set_aside
             and self._suspect_until.get(n, 0.0) <= now
@@ -102,8 +133,16 @@ class Pool:
         """It holds a lease, or an assignment is on its way to it."""
         return name in self.leases or name in self.reserved
 
-    def reserve(self, now: float | None = None) -> str | None:
-        free = self.free(now)
+    def free_by_key(self, now: float | None = None) -> dict[str, int]:
+        """How many free runners serve each label key."""
+        counts: dict[str, int] = {}
+        for name in self.free(now, key=None):
+            for key in self.keys.get(name, ()):
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def reserve(self, now: float | None = None, key: str = "") -> str | None:
+        free = self.free(now, key)
         if not free:
             return None
         name = free[0]

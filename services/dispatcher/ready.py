@@ -26,17 +26,26 @@ def ack_wait(settings: Settings) -> float:
     return max(settings.ready_ack_wait, 2 * settings.assign_timeout)
 
 
-def ready_durable(opening: bool = False) -> str:
-    """The name of one of the dispatchers' two shared durable consumers (ready_consumer)."""
+def ready_durable(opening: bool = False, key: str = "") -> str:
+    """The name of one of the dispatchers' shared durable consumers (ready_consumer)."""
+    if key:
+        return names.dispatcher_on_durable(key)
     return names.DISPATCHER_OPENING_DURABLE if opening else names.DISPATCHER_DURABLE
 
 
-def ready_consumer(settings: Settings, opening: bool = False) -> ConsumerConfig:
-    """One of the dispatchers' two shared durable consumers of ready steps: of the steps of
-    runs under way, or (``opening``) of the steps that open a run, served after those."""
+def ready_filter(opening: bool, key: str) -> str:
+    if key:
+        return names.step_ready_on(key)
+    return names.STEP_READY_OPENING if opening else names.STEP_READY_UNDER_WAY
+
+
+def ready_consumer(settings: Settings, opening: bool = False, key: str = "") -> ConsumerConfig:
+    """One of the dispatchers' shared durable consumers of ready steps: for the default
+    pool, of the steps of runs under way, or (``opening``) of the steps that open a run,
+    served after those; and one for each set of labels (``key``) some runner has."""
     return ConsumerConfig(
-        durable_name=ready_durable(opening),
-        filter_subject=names.STEP_READY_OPENING if opening else names.STEP_READY_UNDER_WAY,
+        durable_name=ready_durable(opening, key),
+        filter_subject=ready_filter(opening, key),
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=ack_wait(settings),
         max_ack_pending=-1,

@@ -5,15 +5,67 @@ the line until as many are awake as there are free runners, since in a saturated
 other waiter woken would only look, find no runner and wait again (docs/performance.md). A
 waiter that finds no runner after all (another step took it first) waits again at the
 front, keeping its place.
+
+Steps wait by the label key they ask for (shared/core/labels.py), each key a line of its own
+woken by the free runners that serve it: a step waiting for a busy pool never stands in
+front of another pool's.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Mapping
 
 
 class WaitingLine:
+    """The lines of every label key; "" is the default pool's."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str, KeyLine] = {}
+        self._closed = False
+
+    def __len__(self) -> int:
+        """Waiters not woken yet."""
+        return sum(len(line) for line in self._lines.values())
+
+    @property
+    def awake(self) -> int:
+        return sum(line.awake for line in self._lines.values())
+
+    def under_way(self, key: str = "") -> int:
+        """Steps of runs under way waiting for a runner of ``key``, woken or not."""
+        line = self._lines.get(key)
+        return line.under_way if line is not None else 0
+
+    def line(self, key: str = "") -> KeyLine:
+        line = self._lines.get(key)
+        if line is None:
+            line = self._lines[key] = KeyLine()
+            if self._closed:
+                line.close()
+        return line
+
+    async def wait(
+        self, timeout: float, *, front: bool = False, opening: bool = False, key: str = ""
+    ) -> bool:
+        """Until this waiter is woken (True), or ``timeout`` seconds (False)."""
+        return await self.line(key).wait(timeout, front=front, opening=opening)
+
+    def wake(self, free: Mapping[str, int]) -> int:
+        """Wake waiters of each key until as many are awake as free runners serve it."""
+        return sum(line.wake(free.get(key, 0)) for key, line in self._lines.items())
+
+    def close(self) -> None:
+        """Wake every waiter, and let none wait from now on (the dispatcher stops)."""
+        self._closed = True
+        for line in self._lines.values():
+            line.close()
+
+
+class KeyLine:
+    """The waiters of one label key: steps of runs under way, then those that open a run."""
+
     def __init__(self) -> None:
         self._line: deque[asyncio.Future[bool]] = deque()  # steps of runs under way
         self._opening: deque[asyncio.Future[bool]] = deque()  # steps that open a run

@@ -13,11 +13,12 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from heddle.services.local.embedded_nats import EmbeddedNats, NatsServerError, port_open
 from heddle.services.local.nats_users import CONTEXT_FILE, NatsUsers
+from heddle.services.local.runner_pools import RunnerSpec, runner_specs
 from heddle.services.local.supervisor import Child, Supervisor
 from heddle.services.local.up_files import (
     NATS_LOG,
@@ -42,8 +43,15 @@ def service_argv(service: str) -> list[str]:
     return [sys.executable, "-m", "heddle.services.cli", service]
 
 
-def runner_names(runners: int) -> list[str]:
-    return [f"runner-{i}" for i in range(runners)]
+Runners = int | Sequence[RunnerSpec]  # a count of the default pool's, or each runner
+
+
+def runner_list(runners: Runners) -> list[RunnerSpec]:
+    return runner_specs(runners, ()) if isinstance(runners, int) else list(runners)
+
+
+def runner_names(runners: Runners) -> list[str]:
+    return [spec.name for spec in runner_list(runners)]
 
 
 def orchestrator_names(orchestrators: int) -> list[str]:
@@ -58,7 +66,7 @@ def dispatcher_names(dispatchers: int) -> list[str]:
 
 def plan(
     settings: Settings,
-    runners: int,
+    runners: Runners,
     base_env: dict[str, str],
     users: NatsUsers | None = None,
     admin_token_file: Path | None = None,
@@ -86,8 +94,10 @@ def plan(
     for name in dispatcher_names(dispatchers):
         env_d = {**own(perms.DISPATCHER), "HEDDLE_DISPATCHER_NAME": name}
         children.append(Child(name, service_argv("dispatcher"), env_d))
-    for name in runner_names(runners):
+    for spec in runner_list(runners):
+        name = spec.name
         runner_env = users.runner_env(name) if users else {"HEDDLE_RUNNER_NAME": name}
+        runner_env = {**runner_env, **spec.env()}
         children.append(Child(name, service_argv("runner"), {**env, **runner_env}))
     gateway_env = {**own(perms.GATEWAY), "HEDDLE_GATEWAY_PORT": str(settings.gateway_port)}
     if admin_token_file is not None:
@@ -101,7 +111,7 @@ def plan(
 
 
 def metrics_ports(
-    base: int, runners: int, dispatchers: int = 1, orchestrators: int = 1
+    base: int, runners: Runners, dispatchers: int = 1, orchestrators: int = 1
 ) -> dict[str, int]:
     """With HEDDLE_METRICS_PORT=B, each process its own port from B: the orchestrator B,
     the dispatcher B+1, the gateway B+2, runner-i B+3+i, then dispatcher-1 ... and
@@ -114,7 +124,9 @@ def metrics_ports(
     return {name: base + i for i, name in enumerate(names)}
 
 
-def start_embedded_nats(data_dir: Path, port: int, runners: int) -> tuple[EmbeddedNats, NatsUsers]:
+def start_embedded_nats(
+    data_dir: Path, port: int, runners: Runners
+) -> tuple[EmbeddedNats, NatsUsers]:
     """The embedded nats-server with a user for every service and runner, kept in data_dir."""
     users = NatsUsers.load(data_dir)
     users.ensure_runners(runner_names(runners))
@@ -130,7 +142,7 @@ def start_embedded_nats(data_dir: Path, port: int, runners: int) -> tuple[Embedd
 def greeting(
     settings: Settings,
     where: str,
-    runners: int,
+    runners: Runners,
     dispatchers: int,
     token: tuple[Path | None, str] | None,
     orchestrators: int = 1,
@@ -142,7 +154,8 @@ def greeting(
     several = f", {dispatchers} dispatchers" if dispatchers > 1 else ""
     several += f", {orchestrators} orchestrators" if orchestrators > 1 else ""
     lines = [
-        f"up: {page} (NATS {settings.nats_url}, {where}, {runners} runners{several}); Ctrl-C stops"
+        f"up: {page} (NATS {settings.nats_url}, {where}, {len(runner_list(runners))} runners"
+        f"{several}); Ctrl-C stops"
     ]
     if token is not None and on_terminal:
         # As Jupyter does: the page's address with the admin token, for this terminal only.
@@ -202,7 +215,7 @@ async def supervise(
 
 async def run_up(
     settings: Settings,
-    runners: int,
+    runners: Runners,
     data_dir: Path,
     nats_port: int,
     dispatchers: int = 1,
@@ -263,7 +276,7 @@ async def run_up(
 
 def main_up(
     settings: Settings,
-    runners: int,
+    runners: Runners,
     data_dir: str,
     nats_port: int,
     dispatchers: int = 1,

@@ -24,6 +24,7 @@ from heddle.services.orchestrator.messages import (
     Heard,
     Lost,
     Message,
+    NoRunner,
     RetryTimer,
     Silent,
 )
@@ -178,6 +179,8 @@ class RunActor:
                 effects = state.on_finished(message, now)
             case Silent(step_id=step_id, attempt=attempt, reason=reason):
                 effects = state.on_silent(step_id, attempt, reason, now)
+            case NoRunner(step_id=step_id, attempt=attempt, reason=reason):
+                effects = state.on_no_runner(step_id, attempt, reason, now)
             case Lost(step_id=step_id, attempt=attempt, requeue=requeue):
                 effects = state.on_lost(step_id, attempt, requeue, now)
             case RetryTimer(step_id=step_id, attempt=attempt):

@@ -18,6 +18,7 @@ from heddle.services.orchestrator.handoff import Handoffs
 from heddle.services.orchestrator.leases import Leases, member_name
 from heddle.services.orchestrator.live_runs import LiveRuns
 from heddle.services.orchestrator.liveness import Liveness
+from heddle.services.orchestrator.no_runner import NoRunnerLook
 from heddle.services.orchestrator.partitions import Partitions
 from heddle.services.orchestrator.pod_watch import PodWatch, wanted
 from heddle.services.orchestrator.routing import Router
@@ -63,6 +64,7 @@ class Orchestrator:
         self.handoffs: Handoffs | None = None
         self.workflows: WorkflowFeatures | None = None  # history, cron, retention
         self.liveness: Liveness | None = None
+        self.no_runner: NoRunnerLook | None = None
         self.consumers: PartitionConsumers | None = None
         self.pod_watch: PodWatch | None = None  # in a cluster only (pod_watch.py)
         self._stopping = False
@@ -111,6 +113,8 @@ class Orchestrator:
         )
         self.workflows.start()
         self.liveness.start()
+        self.no_runner = NoRunnerLook(settings, res, runs.actors)
+        self.no_runner.start()
         if wanted(settings):
             self.pod_watch = PodWatch(settings, res.kv[names.PODS_BUCKET], self.liveness)
             await self.pod_watch.start()
@@ -125,6 +129,8 @@ class Orchestrator:
             await self.pod_watch.stop()
         if self.liveness is not None:
             await self.liveness.stop()
+        if self.no_runner is not None:
+            await self.no_runner.stop()
         if self.leases is not None:
             await self.leases.stop()  # each run finishes what it took, within the grace
         if self.liveness is not None:

@@ -14,6 +14,7 @@ from heddle.services.orchestrator.decisions import (
     PersistStep,
 )
 from heddle.services.orchestrator.run_steps import RunSteps
+from heddle.shared.core.labels import same_labels
 from heddle.shared.wire.contracts import AttemptRecord, StepFinished, StepReady, StepRecord, encode
 
 # How many steps of a chain a runner holds as continuations (Chains.prepare_next).
@@ -47,6 +48,8 @@ class Chains:
                 and child.attempt == 0
                 and len(only) == 1
                 and only[0] == step_id
+                # Asking for other labels, it may not be this runner's to take.
+                and same_labels(child, self.records.steps[step_id])
             ):
                 return child
         return None

@@ -36,6 +36,7 @@ from heddle.services.orchestrator.decisions import (
     ScheduleRetry,
 )
 from heddle.services.orchestrator.messages import DeadlineTimer, Mailboxes, RetryTimer
+from heddle.shared.core.labels import label_key
 from heddle.shared.runtime import failpoints
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
@@ -181,7 +182,7 @@ class EffectWrites:
         msg_id = names.ready_msg_id(ready.run_id, ready.step_id, ready.attempt, ready.requeue)
         batch.futures.append(
             await self.acked.publish(
-                names.step_ready(ready.run_id, ready.step_id, eff.opens),
+                names.step_ready(ready.run_id, ready.step_id, eff.opens, label_key(ready.runs_on)),
                 encode(ready),
                 headers={"Nats-Msg-Id": msg_id},
             )

@@ -26,6 +26,16 @@ class Silent:
 
 
 @dataclass(frozen=True, slots=True)
+class NoRunner:
+    """No registered runner has the labels a queued attempt asks for, and none has for
+    HEDDLE_NO_RUNNER_TIMEOUT (services/orchestrator/no_runner.py)."""
+
+    step_id: str
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Heard:
     """A heartbeat of the attempt's own runner, as the server stored it (``stored_at``,
     shown as the step's last heartbeat)."""
@@ -90,6 +100,7 @@ Message = (
     StepStarted
     | StepFinished
     | Silent
+    | NoRunner
     | Lost
     | Heard
     | RetryTimer

@@ -174,6 +174,7 @@ class RunSteps:
             requeue=step.requeues,
             ticket=step.ticket,
             env=env,
+            runs_on=tuple(step.runs_on),
         )
         limit = self.policy.max_ready_bytes
         if limit and env:

@@ -166,6 +166,17 @@ class RunState:
         self.records.close_attempt(step, stamp, None, reason)
         return effects + self.transitions.attempt_failed(step, reason, now, immediate=True)
 
+    def on_no_runner(self, step_id: str, attempt: int, reason: str, now: float) -> list[Effect]:
+        """No runner can take this queued attempt: it fails for good, its retries unspent,
+        since no retry would find one either (its ready message is purged first)."""
+        step = self.steps.get(step_id)
+        if step is None or step.attempt != attempt or step.status != "queued":
+            return [Ignored(step_id, f"no-runner verdict for attempt {attempt} ignored")]
+        step.attempts.append(AttemptRecord(attempt=attempt))
+        stamp = from_epoch(now)
+        self.records.close_attempt(step, stamp, None, reason)
+        return self.transitions.fail(step, reason, stamp, step.status)
+
     def on_lost(self, step_id: str, attempt: int, requeue: int, now: float) -> list[Effect]:
         """The backstop's finding: this queued attempt has no runner, no heartbeat and no
         ready message any more (lost with a broker that died). The same attempt is queued

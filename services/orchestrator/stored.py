@@ -56,4 +56,4 @@ async def ready_steps(js: JetStreamContext, run_id: str) -> set[str] | None:
     subjects = info.state.subjects or {}
     if len(subjects) >= SUBJECTS_PAGE:
         return None
-    return {s[len(prefix) :].removesuffix(names.OPENS_SUFFIX) for s in subjects}
+    return {names.ready_step_token(s[len(prefix) :]) for s in subjects}

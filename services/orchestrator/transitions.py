@@ -24,6 +24,7 @@ from heddle.shared.core.expressions import (
     compile_expression,
     evaluate_condition,
 )
+from heddle.shared.core.labels import same_labels
 from heddle.shared.wire.contracts import (
     AttemptRecord,
     StepFinished,
@@ -129,11 +130,13 @@ class StepTransitions:
             child = self.records.steps[child_id]
             if child.status != "pending" or self.records.halted(child):
                 continue
+            # Handed only to a runner sure to take it: one that took the same labels.
+            to = handoff if same_labels(child, step) else None
             if child.when is not None:
-                effects.extend(self.decide(child, stamp, handoff))
+                effects.extend(self.decide(child, stamp, to))
             else:  # past an attempt a void continuation spent, if one did
-                effects.extend(self.queue(child, child.attempt + 1, stamp, handoff))
-            if is_queued(child):
+                effects.extend(self.queue(child, child.attempt + 1, stamp, to))
+            if to is not None and is_queued(child):
                 handoff = None  # one runner, one step
         return effects + self.maybe_finish(stamp)
 

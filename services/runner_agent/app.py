@@ -174,6 +174,8 @@ class RunnerAgent:
             step_id=cur.ready.step_id if cur else None,
             attempt=cur.ready.attempt if cur else None,
             jobs=self.assignments.jobs,
+            pool=self.settings.runner_pool,
+            labels=self.assignments.labels,
         )
 
     def _registration_soon(self) -> None:

@@ -19,6 +19,7 @@ from heddle.services.runner_agent.attempt import Attempt
 from heddle.services.runner_agent.continuations import Continuations
 from heddle.services.runner_agent.taken import Taken
 from heddle.shared.broker.acked import NOT_STORED
+from heddle.shared.core.labels import parse_labels, runner_labels, takes
 from heddle.shared.runtime import failpoints
 from heddle.shared.runtime.service import event
 from heddle.shared.wire.contracts import AssignReply, StepReady, encode, step_ready_decoder
@@ -52,6 +53,8 @@ class Assignments:
         self.stopping = False  # new assignments refused from then on
         self.taken = Taken()  # the attempts taken last: one offered again is not run again
         self.continuations = Continuations()  # those that came before their attempt's offer
+        self.pool = settings.runner_pool
+        self.labels = runner_labels(self.pool, parse_labels(settings.runner_labels))
 
     async def _refuse(self, msg: Msg, reason: str) -> None:
         await msg.respond(
@@ -72,6 +75,10 @@ class Assignments:
             return
         if self.stopping or self.current is not None:
             await self._refuse(msg, "shutting down" if self.stopping else "busy")
+            return
+        if not takes(self.pool, self.labels, ready.runs_on):
+            # Handed here directly by an orchestrator that did not know this runner's labels.
+            await self._refuse(msg, f"not for this runner's labels: {', '.join(self.labels)}")
             return
         if stall := self.stalls.stall_before_now():
             # It may have waited through the stall, and its offer been given up
@@ -116,6 +123,8 @@ class Assignments:
         outputs, and name its step; "" if this runner does not (stopping, or it stood
         still)."""
         if self.stopping or self.stalls.stall_before_now():
+            return ""
+        if not takes(self.pool, self.labels, ready.runs_on):
             return ""
         assert self.ctx is not None
         attempt = Attempt(self.ctx, ready, after=done)

@@ -53,6 +53,7 @@ def spec_of(step: StepRecord) -> StepSpec:
         allow_failure=step.allow_failure,
         for_each=step.for_each,
         max_parallel=step.max_parallel,
+        runs_on=step.runs_on,
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from heddle.shared.core.conditions import condition_problems
+from heddle.shared.core.labels import MAX_RUNS_ON, label_problems
 from heddle.shared.core.step_env import env_problems
 from heddle.shared.wire.errors import Problem
 from heddle.shared.wire.names import ID_PATTERN
@@ -24,6 +25,8 @@ STEP_FIELDS = {
     "allowFailure",
     "forEach",
     "maxParallel",
+    "runsOn",
+    "semaphores",
 }
 MAX_RETRIES = 100
 MAX_TIMEOUT = 7 * 86400
@@ -135,9 +138,18 @@ def check_step(
     if "env" in step:
         problems.extend(env_problems(step["env"], f"{path}.env"))
     problems.extend(condition_problems(step, path))
+    if "runsOn" in step:
+        problems.extend(runs_on_problems(step["runsOn"], f"{path}.runsOn"))
     if isinstance(step_id, str):
         return step_id, dep_ids
     return None
+
+
+def runs_on_problems(runs_on: object, path: str) -> list[Problem]:
+    """A step's ``runsOn``: a list of runner labels (shared/core/labels.py)."""
+    if not isinstance(runs_on, list) or not all(isinstance(x, str) for x in runs_on):
+        return [Problem(path, "runsOn must be a list of runner labels")]
+    return [Problem(path, text) for text in label_problems(runs_on, MAX_RUNS_ON)]
 
 
 def check_timeout(timeout: Any, path: str, problems: list[Problem]) -> None:

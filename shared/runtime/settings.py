@@ -14,6 +14,7 @@ from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal, TypeVar, cast, get_args
 
 from heddle.shared.core.hosts import DEFAULT_ALLOWED_HOSTS, host_patterns
+from heddle.shared.core.labels import MAX_RUNNER_LABELS, label_problems, parse_labels
 from heddle.shared.wire.errors import SettingsError
 from heddle.shared.wire.names import MAX_PARTITIONS
 
@@ -48,6 +49,7 @@ EventLoop = Literal["uvloop", "asyncio"]
 
 # Settings that must be above zero (seconds, rates), and counts that must be at least one.
 POSITIVE = (
+    "no_runner_timeout",
     "heartbeat_interval",
     "heartbeat_grace",
     "watchdog_scan",
@@ -462,7 +464,15 @@ class Settings:
 
     def problems(self) -> list[str]:
         """Values that parse but make no sense (every one, not the first)."""
-        return [*self._choice_problems(), *self._range_problems()]
+        return [*self._choice_problems(), *self._range_problems(), *self._label_problems()]
+
+    def _label_problems(self) -> list[str]:
+        """The runner's pool name and labels (shared/core/labels.py)."""
+        pool = [f"HEDDLE_RUNNER_POOL: {p}" for p in label_problems([self.runner_pool], 1)]
+        extra = parse_labels(self.runner_labels)
+        return pool + [
+            f"HEDDLE_RUNNER_LABELS: {p}" for p in label_problems(extra, MAX_RUNNER_LABELS - 1)
+        ]
 
     def _choice_problems(self) -> list[str]:
         """Settings that name one of a few choices, or a pattern."""

@@ -191,6 +191,9 @@ class StepReady(FrozenWire, frozen=True):
     # This attempt's continuation, given with it to whichever runner a dispatcher gives it
     # (the orchestrator does not know that runner yet); one with ``after`` set has none.
     then: StepReady | None = None
+    # The runner labels the step asks for (StepSpec.runs_on): a runner given it directly (a
+    # handoff, a continuation) that lacks one refuses it (shared/core/labels.py).
+    runs_on: tuple[str, ...] = ()
 
 
 class AssignReply(FrozenWire, frozen=True):

@@ -103,6 +103,8 @@ STEP_READY_ALL = "heddle.step.ready.>"
 STEP_READY_UNDER_WAY = "heddle.step.ready.*.*"
 OPENS_SUFFIX = ".opens"
 STEP_READY_OPENING = STEP_READY_UNDER_WAY + OPENS_SUFFIX
+# A step with runsOn: under the key of the labels it asks for, one consumer per key.
+ON_INFIX = ".on."
 EVT_ALL = "heddle.evt.>"
 EVT_PUBLISHED = "heddle.evt.*.*.*.*"
 # Core subscribers see the subject as published, without the partition.
@@ -183,16 +185,40 @@ def sched_deadline(run: str) -> str:
     return f"heddle.sched.deadline.{run}"
 
 
-def step_ready(run: str, step: str, opens: bool = False) -> str:
+def step_ready(run: str, step: str, opens: bool = False, key: str = "") -> str:
     """Where a step's ready message goes: ``opens`` for a step with no dependencies, which
-    the dispatchers take after the steps of runs under way."""
+    the dispatchers take after the steps of runs under way; a step with ``runsOn`` under
+    the key of the labels it asks for (shared/core/labels.py), in a consumer of its own."""
     base = f"heddle.step.ready.{run}.{step_token(step)}"
+    if key:
+        return f"{base}{ON_INFIX}{key}"
     return f"{base}{OPENS_SUFFIX}" if opens else base
 
 
 def ready_opens(subject: str) -> bool:
     """Whether a ready message is of a step that opens its run."""
     return subject.endswith(OPENS_SUFFIX)
+
+
+def ready_key(subject: str) -> str:
+    """The labels key of a ready message's subject; "" for the default pool's."""
+    _, on, key = subject.partition(ON_INFIX)
+    return key if on else ""
+
+
+def ready_step_token(tail: str) -> str:
+    """A ready subject's step token, from the part after ``step_ready(run, "")``."""
+    return tail.partition(ON_INFIX)[0].removesuffix(OPENS_SUFFIX)
+
+
+def step_ready_on(key: str) -> str:
+    """The filter of the dispatchers' consumer of steps asking for the labels ``key``."""
+    return f"{STEP_READY_UNDER_WAY}{ON_INFIX}{key}"
+
+
+def dispatcher_on_durable(key: str) -> str:
+    """That consumer's name: one per set of labels some runner has."""
+    return f"{DISPATCHER_DURABLE}-on-{key}"
 
 
 def evt(run: str, step: str, kind: str, runner: str) -> str:

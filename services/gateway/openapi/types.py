@@ -100,6 +100,7 @@ class StepDocument(Doc):
     # its step (``parent``), its item as HEDDLE_ITEM holds it, and its index.
     for_each: str | None = None
     max_parallel: int | None = None
+    runs_on: list[str] = []  # the runner labels it asks for (docs/pools.md)
     parent: str | None = None
     item: str | None = None
     item_index: int | None = None
@@ -261,6 +262,8 @@ class RunnerDoc(Doc):
     # When the held step's current attempt started (its queued time before its start is
     # reported); null while idle
     held_since: str | None
+    pool: str = "default"  # its pool (HEDDLE_RUNNER_POOL)
+    labels: list[str] = []  # its pool's name and its other labels: a step's runsOn
 
 
 class Lease(Doc):

@@ -84,6 +84,8 @@ async def pool_document(runners_kv: Bucket, runs_kv: Bucket) -> Pool:
                 last_seen_at=from_epoch(seen) if seen else info.seen_at,
                 seconds_since_seen=round(max(now - seen, 0.0), 3) if seen else None,
                 held_since=held,
+                pool=info.pool,
+                labels=info.labels or [info.pool],
             )
         )
     runners.sort(key=lambda r: r.name)

@@ -94,6 +94,7 @@ def step_document(step: StepRecord, heartbeat_at: float | None) -> StepDocument:
         on_exit=step.on_exit,
         for_each=step.for_each,
         max_parallel=step.max_parallel,
+        runs_on=step.runs_on,
         parent=step.parent,
         item=step.item,
         item_index=step.item_index,

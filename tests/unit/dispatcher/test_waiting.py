@@ -5,19 +5,19 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from heddle.services.dispatcher.waiting import WaitingLine
+from heddle.services.dispatcher.waiting import KeyLine
 
 pytestmark = pytest.mark.asyncio
 
 
-async def _waiters(line: WaitingLine, n: int, timeout: float = 5.0) -> list[asyncio.Task]:
+async def _waiters(line: KeyLine, n: int, timeout: float = 5.0) -> list[asyncio.Task]:
     tasks = [asyncio.create_task(line.wait(timeout)) for _ in range(n)]
     await asyncio.sleep(0)  # every one in line, in order
     return tasks
 
 
 async def test_one_free_runner_wakes_one_waiter_the_first():
-    line = WaitingLine()
+    line = KeyLine()
     tasks = await _waiters(line, 4)
     assert line.wake(1) == 1
     await asyncio.sleep(0)
@@ -29,7 +29,7 @@ async def test_one_free_runner_wakes_one_waiter_the_first():
 
 
 async def test_wake_counts_the_waiters_already_awake():
-    line = WaitingLine()
+    line = KeyLine()
     tasks = await _waiters(line, 4)
     assert line.wake(1) == 1
     # Before the woken one resumes, a second runner frees up: one more, not two.
@@ -44,7 +44,7 @@ async def test_wake_counts_the_waiters_already_awake():
 
 
 async def test_a_waiter_beaten_to_the_runner_keeps_its_place_at_the_front():
-    line = WaitingLine()
+    line = KeyLine()
     tasks = await _waiters(line, 2)
     line.wake(1)
     await asyncio.sleep(0)
@@ -58,14 +58,14 @@ async def test_a_waiter_beaten_to_the_runner_keeps_its_place_at_the_front():
 
 
 async def test_a_timeout_returns_false_and_leaves_the_line():
-    line = WaitingLine()
+    line = KeyLine()
     assert await line.wait(0.01) is False
     assert len(line) == 0 and line.awake == 0
     assert line.wake(1) == 0
 
 
 async def test_a_cancelled_waiter_passes_its_wake_on():
-    line = WaitingLine()
+    line = KeyLine()
     tasks = await _waiters(line, 2)
     line.wake(1)
     tasks[0].cancel()  # woken, cancelled before it resumed
@@ -77,7 +77,7 @@ async def test_a_cancelled_waiter_passes_its_wake_on():
 
 
 async def test_a_cancelled_waiter_not_woken_leaves_the_line():
-    line = WaitingLine()
+    line = KeyLine()
     tasks = await _waiters(line, 2)
     tasks[0].cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -89,7 +89,7 @@ async def test_a_cancelled_waiter_not_woken_leaves_the_line():
 
 
 async def test_close_wakes_everyone_and_stops_waiting():
-    line = WaitingLine()
+    line = KeyLine()
     tasks = await _waiters(line, 3)
     line.close()
     assert await asyncio.gather(*tasks) == [True, True, True]
@@ -98,7 +98,7 @@ async def test_close_wakes_everyone_and_stops_waiting():
 
 
 async def test_steps_of_runs_under_way_are_woken_before_steps_that_open_a_run():
-    line = WaitingLine()
+    line = KeyLine()
     opening = [asyncio.create_task(line.wait(5.0, opening=True)) for _ in range(2)]
     await asyncio.sleep(0)
     under_way = await _waiters(line, 2)
@@ -114,7 +114,7 @@ async def test_steps_of_runs_under_way_are_woken_before_steps_that_open_a_run():
 
 
 async def test_an_opening_step_beaten_to_the_runner_waits_at_the_front_of_its_own_line():
-    line = WaitingLine()
+    line = KeyLine()
     opening = [asyncio.create_task(line.wait(5.0, opening=True)) for _ in range(2)]
     await asyncio.sleep(0)
     line.wake(1)
@@ -133,7 +133,7 @@ async def test_an_opening_step_beaten_to_the_runner_waits_at_the_front_of_its_ow
 
 
 async def test_a_cancelled_under_way_waiter_passes_its_wake_to_an_opening_one():
-    line = WaitingLine()
+    line = KeyLine()
     opening = asyncio.create_task(line.wait(5.0, opening=True))
     [under_way] = await _waiters(line, 1)
     line.wake(1)

@@ -1,0 +1,96 @@
+"""The periodic look for queued steps that no registered runner can take, and their end
+(services/orchestrator/unplaceable.py decides; docs/pools.md, "No runner with those
+labels"). Runs only looked at: a run whose steps ask for no labels costs nothing here."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+
+import msgspec
+from heddle.services.orchestrator.actor import RunActor
+from heddle.services.orchestrator.messages import NoRunner
+from heddle.services.orchestrator.unplaceable import Runner, Unplaceable, Waiting
+from heddle.shared.broker.kv_reads import read_current
+from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.broker.resources import Resources
+from heddle.shared.core.labels import label_key
+from heddle.shared.runtime.periodic import Periodic
+from heddle.shared.runtime.service import event
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import runner_info_decoder
+
+log = logging.getLogger("heddle.orchestrator")
+
+
+class NoRunnerLook:
+    def __init__(
+        self,
+        settings: Settings,
+        res: Resources,
+        actors: dict[str, RunActor],
+        growable: Sequence[Sequence[str]] = (),
+    ) -> None:
+        self.js = res.js
+        self.runners_kv = res.kv[names.RUNNERS_BUCKET]
+        self.actors = actors
+        self.growable = growable  # the labels of pools autoscaling may grow
+        self.unplaceable = Unplaceable(settings.no_runner_timeout)
+        period = min(settings.watchdog_scan, settings.no_runner_timeout / 4)
+        self._periodic = Periodic("no-runner look", period, self.look, log)
+        self._asks: dict[str, bool] = {}  # by run: whether any of its steps has runsOn
+
+    def start(self) -> None:
+        self._periodic.start()
+
+    async def stop(self) -> None:
+        await self._periodic.stop()
+
+    def _waiting(self) -> Iterator[Waiting]:
+        asks = {}
+        for run_id, actor in list(self.actors.items()):
+            steps = actor.state.steps
+            asks[run_id] = self._asks.get(run_id)
+            if asks[run_id] is None:
+                asks[run_id] = any(s.runs_on for s in steps.values())
+            if asks[run_id]:
+                for s in steps.values():
+                    if s.status == "queued" and s.runs_on and s.offered_to is None:
+                        yield Waiting(run_id, s.id, s.attempt, tuple(s.runs_on))
+        self._asks = {k: v for k, v in asks.items() if v is not None}
+
+    async def look(self) -> None:
+        waiting = list(self._waiting())
+        if not waiting and not self.unplaceable.since:
+            return
+        try:
+            entries = await read_current(self.runners_kv, ">")
+        except (NatsError, TimeoutError) as exc:
+            log.warning("no-runner look: the registry could not be read: %s", exc)
+            return
+        runners = []
+        for entry in entries:
+            try:
+                info = runner_info_decoder.decode(entry.value)
+            except msgspec.DecodeError:
+                continue
+            runners.append(Runner(info.pool, info.labels or [info.pool]))
+        verdicts = self.unplaceable.verdicts(waiting, runners, self.growable, time.monotonic())
+        for step, reason in verdicts:
+            await self._end(step, reason)
+
+    async def _end(self, step: Waiting, reason: str) -> None:
+        actor = self.actors.get(step.run_id)
+        if actor is None:
+            return
+        subject = names.step_ready(step.run_id, step.step_id, key=label_key(step.runs_on))
+        try:
+            # Gone from the stream first: no runner that joins later runs a failed step.
+            await self.js.purge_stream(names.STEPS_STREAM, subject=subject)
+        except NatsError as exc:
+            log.warning("no-runner look: %s not purged, judged again later: %s", subject, exc)
+            return
+        event(log, "no runner", run=step.run_id, step=step.step_id, attempt=step.attempt)
+        actor.post(NoRunner(step.step_id, step.attempt, reason))

@@ -1,0 +1,73 @@
+"""Which queued steps no runner can take, and for how long (docs/pools.md, "No runner with
+those labels"). Pure: no I/O, no clock.
+
+A step whose runsOn names labels that no registered runner has waits in the stream, where no
+dispatcher takes it. It fails once it has waited so for HEDDLE_NO_RUNNER_TIMEOUT, unless a
+pool that autoscaling may grow has those labels: that pool's runners are on their way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from heddle.shared.core.labels import takes
+
+AttemptId = tuple[str, str, int]  # run, step, attempt
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A queued attempt that asks for labels."""
+
+    run_id: str
+    step_id: str
+    attempt: int
+    runs_on: Sequence[str]
+
+    @property
+    def key(self) -> AttemptId:
+        return self.run_id, self.step_id, self.attempt
+
+
+@dataclass(frozen=True, slots=True)
+class Runner:
+    pool: str
+    labels: Sequence[str]
+
+
+class Unplaceable:
+    """The attempts seen with no runner to take them, since when (this process's clock)."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.since: dict[AttemptId, float] = {}
+
+    def verdicts(
+        self,
+        waiting: Iterable[Waiting],
+        runners: Sequence[Runner],
+        growable: Sequence[Sequence[str]],
+        now: float,
+    ) -> list[tuple[Waiting, str]]:
+        """The attempts to fail now, each with its reason. An attempt a runner can take, or
+        a pool being grown could, starts its count again when it next has none."""
+        seen: dict[AttemptId, float] = {}
+        out: list[tuple[Waiting, str]] = []
+        for step in waiting:
+            if any(takes(r.pool, r.labels, step.runs_on) for r in runners):
+                continue
+            if any(set(step.runs_on) <= set(labels) for labels in growable):
+                continue
+            since = seen[step.key] = self.since.get(step.key, now)
+            if now - since >= self.timeout:
+                out.append((step, reason(step.runs_on, now - since)))
+        self.since = seen  # forgets the attempts that ended, or found a runner
+        return out
+
+
+def reason(runs_on: Sequence[str], waited: float) -> str:
+    return (
+        f"no runner has the labels {', '.join(sorted(runs_on))}: "
+        f"none registered for {waited:.0f}s (HEDDLE_NO_RUNNER_TIMEOUT)"
+    )
