@@ -195,3 +195,35 @@ def test_a_continuation_named_by_an_outcome_that_overtook_the_acceptance_holds_t
     assert pool.busy("a")
     assert pool.release("a", "r", "t", 1)  # its outcome ends it
     assert pool.free(now=0) == ["a"]
+
+
+def labelled(name: str, pool: str, labels: list[str]) -> RunnerInfo:
+    return RunnerInfo(
+        name=name, status="idle", pid=1, version="t", started_at="", seen_at="", pool=pool,
+        labels=labels,
+    )  # fmt: skip
+
+
+def test_a_runner_is_reserved_only_for_the_label_keys_it_serves() -> None:
+    pool = Pool()
+    pool.update(info("cpu"))  # an older runner: no pool or labels written, the default pool
+    pool.update(labelled("gpu", "gpu", ["a100", "gpu"]))
+    assert pool.served() == {"", "default", "gpu", "a100", "a100+gpu"}
+    assert pool.free_by_key(now=0) == {"": 1, "default": 1, "gpu": 1, "a100": 1, "a100+gpu": 1}
+    assert pool.reserve(now=0, key="") == "cpu"
+    assert pool.reserve(now=0, key="") is None  # the GPU runner takes no default step
+    assert pool.reserve(now=0, key="tpu") is None
+    assert pool.reserve(now=0, key="a100+gpu") == "gpu"
+    assert pool.free_by_key(now=0) == {}
+
+
+def test_the_generation_counts_changes_to_what_runners_serve() -> None:
+    pool = Pool()
+    pool.update(labelled("g", "gpu", ["gpu"]))
+    first = pool.generation
+    pool.update(labelled("g", "gpu", ["gpu"]))  # a refresh: nothing new to serve
+    assert pool.generation == first
+    pool.update(labelled("g", "gpu", ["fast", "gpu"]))
+    assert pool.generation == first + 1 and "fast+gpu" in pool.served()
+    pool.remove("g")
+    assert pool.generation == first + 2 and pool.served() == frozenset()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from heddle.services.dispatcher.waiting import KeyLine
+from heddle.services.dispatcher.waiting import KeyLine, WaitingLine
 
 pytestmark = pytest.mark.asyncio
 
@@ -142,3 +142,20 @@ async def test_a_cancelled_under_way_waiter_passes_its_wake_to_an_opening_one():
     await asyncio.sleep(0)
     assert opening.done() and opening.result() is True
     assert line.under_way == 0 and line.awake == 0
+
+
+async def test_free_runners_wake_only_the_waiters_of_the_keys_they_serve() -> None:
+    line = WaitingLine()
+    gpu = [asyncio.create_task(line.wait(5, key="gpu")) for _ in range(2)]
+    cpu = [asyncio.create_task(line.wait(5)) for _ in range(2)]
+    await asyncio.sleep(0)
+    assert len(line) == 4
+    # One default runner free, every GPU runner busy: one default waiter wakes, no GPU one.
+    assert line.wake({"": 1, "gpu": 0}) == 1
+    await asyncio.sleep(0)
+    assert [t.done() for t in cpu + gpu] == [True, False, False, False]
+    assert line.wake({"gpu": 2}) == 2
+    await asyncio.sleep(0)
+    assert all(t.done() for t in gpu) and line.under_way("gpu") == 0
+    line.close()
+    await asyncio.gather(*cpu)

@@ -303,3 +303,23 @@ def test_5000_wide_fan_out_validates() -> None:
     join = step("join", dependsOn=[f"m{i}" for i in range(5000)])
     spec = parse_workflow(doc(step("root"), *mids, join), LIMITS)
     assert len(spec.steps) == 5002 and len(spec.steps[-1].depends_on) == 5000
+
+
+def test_runs_on_is_a_list_of_labels_every_problem_named() -> None:
+    from heddle.shared.core.step_checks import Limits
+    from heddle.shared.core.validation import parse_run_request
+    from heddle.shared.wire.errors import InvalidWorkflow
+
+    doc = {
+        "steps": [
+            {"id": "a", "command": "x", "runsOn": ["gpu", "a.b", "gpu"]},
+            {"id": "b", "command": "y", "runsOn": "gpu"},
+            {"id": "c", "command": "z", "runsOn": ["gpu", "a100"]},
+        ]
+    }
+    with pytest.raises(InvalidWorkflow) as exc:
+        parse_run_request(doc, Limits())
+    paths = [p.path for p in exc.value.problems]
+    assert paths == ["steps[0].runsOn", "steps[0].runsOn", "steps[1].runsOn"]
+    ok = parse_run_request({"steps": [doc["steps"][2]]}, Limits())
+    assert ok.steps[0].runs_on == ["gpu", "a100"]

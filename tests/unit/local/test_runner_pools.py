@@ -1,0 +1,49 @@
+"""`heddle up --pool NAME=COUNT[:labels]` (services/local/runner_pools.py)."""
+
+from __future__ import annotations
+
+import pytest
+from heddle.services.local.runner_pools import (
+    PoolOptionError,
+    PoolRequest,
+    parse_pool,
+    parse_pools,
+    runner_specs,
+)
+
+
+def test_a_pool_option_gives_its_count_and_labels() -> None:
+    assert parse_pool("gpu=2") == PoolRequest("gpu", 2)
+    assert parse_pool("gpu=3:a100,fast") == PoolRequest("gpu", 3, ("a100", "fast"))
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("gpu", "expected NAME=COUNT"),
+        ("gpu=0", "at least 1"),
+        ("gpu=x", "at least 1"),
+        ("g.pu=1", "pool name"),
+        ("gpu=1:a.b", "'a.b'"),
+        ("default=2", "--runners N"),
+    ],
+)
+def test_a_bad_pool_option_is_named(text: str, says: str) -> None:
+    with pytest.raises(PoolOptionError, match=r".*") as exc:
+        parse_pool(text)
+    assert says in str(exc.value) and repr(text) in str(exc.value)
+
+
+def test_every_bad_option_is_named_at_once() -> None:
+    with pytest.raises(PoolOptionError) as exc:
+        parse_pools(["gpu=0", "ok=1", "x.y=1"])
+    assert "'gpu=0'" in str(exc.value) and "'x.y=1'" in str(exc.value)
+
+
+def test_runners_are_named_by_pool_and_carry_their_settings() -> None:
+    specs = runner_specs(2, [PoolRequest("gpu", 2, ("a100",))])
+    assert [s.name for s in specs] == ["runner-0", "runner-1", "runner-gpu-0", "runner-gpu-1"]
+    assert specs[0].env() == {}
+    assert specs[2].env() == {"HEDDLE_RUNNER_POOL": "gpu", "HEDDLE_RUNNER_LABELS": "a100"}
+    with pytest.raises(PoolOptionError, match="twice for gpu"):
+        runner_specs(1, [PoolRequest("gpu", 1), PoolRequest("gpu", 2)])
