@@ -140,8 +140,9 @@ def can_take(runner: RunnerInfo, runs_on: list[str]) -> bool:
 def runner_wait(step: StepRecord, runners: list[RunnerInfo]) -> WaitingFor | None:
     """A queued step: no runner could take it, or every one that could is busy; None while
     one is free (the step is being handed to it) or one holds it already."""
-    if any(r.run_id is not None and r.step_id == step.id and r.attempt == step.attempt
-           for r in runners):
+    if any(
+        r.run_id is not None and r.step_id == step.id and r.attempt == step.attempt for r in runners
+    ):
         return None
     able = [r for r in runners if can_take(r, step.runs_on)]
     labels = sorted(step.runs_on) or None

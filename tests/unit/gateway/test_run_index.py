@@ -61,8 +61,17 @@ def test_waiting_runs_of_higher_priority_are_counted_as_they_come_and_go() -> No
     for seq, (rid, prio, waiting) in enumerate(
         [("a", 5, True), ("b", 5, False), ("c", 0, True), ("d", 1, True)], 1
     ):
-        runs.put(seq, RunRecord(run_id=rid, status="running", created_at="", step_count=1,
-                                priority=prio, waiting=waiting))
+        runs.put(
+            seq,
+            RunRecord(
+                run_id=rid,
+                status="running",
+                created_at="",
+                step_count=1,
+                priority=prio,
+                waiting=waiting,
+            ),
+        )
     runs.put(5, mine)
     assert runs.higher_priority_ahead(mine) == 2  # a and d: b is under way, c is lower
     runs.put(6, RunRecord(run_id="a", status="running", created_at="", step_count=1, priority=5))

@@ -55,7 +55,9 @@ def as_json(w: WaitingFor | None) -> Any:
 
 
 def test_a_queued_step_with_every_runner_of_its_pool_busy_says_the_counts() -> None:
-    facts = WaitFacts(runners=[runner("a", busy=True), runner("b", busy=True), runner("g", pool="gpu")])
+    facts = WaitFacts(
+        runners=[runner("a", busy=True), runner("b", busy=True), runner("g", pool="gpu")]
+    )
     assert as_json(step_waiting(step(attempt=1), facts)) == {
         "reason": "runners-busy",
         "sentence": "Every runner of pool default is busy (2 of 2).",
@@ -110,7 +112,12 @@ def test_runners_of_several_pools_name_no_single_pool() -> None:
         ]
     )
     got = as_json(step_waiting(step(runs_on=["x"]), facts))
-    assert (got["reason"], got["busy"], got["total"], "pool" in got) == ("runners-busy", 2, 2, False)
+    assert (got["reason"], got["busy"], got["total"], "pool" in got) == (
+        "runners-busy",
+        2,
+        2,
+        False,
+    )
 
 
 def test_no_runner_with_the_labels() -> None:
