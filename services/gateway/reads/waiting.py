@@ -94,7 +94,7 @@ def run_waiting(
             )
         return WaitingFor(
             reason="runs-at-limit",
-            sentence="Waits for its turn: the runs under way are at their limit.",
+            sentence="Waiting for its turn: the runs under way are at their limit.",
         )
     if any(s.status == "running" for s in steps):
         return None

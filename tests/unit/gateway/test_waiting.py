@@ -240,7 +240,7 @@ def test_steps_that_do_not_wait_have_no_reason(status: str) -> None:
 def test_a_run_at_the_limit_waits_for_its_turn() -> None:
     assert as_json(run_waiting(run(waiting=True), [], {}, 0)) == {
         "reason": "runs-at-limit",
-        "sentence": "Waits for its turn: the runs under way are at their limit.",
+        "sentence": "Waiting for its turn: the runs under way are at their limit.",
     }
 
 

@@ -833,7 +833,7 @@
           ? h("p", { class: "muted" }, "Cancel requested: running steps are being stopped.")
           : run.waitingFor && going
             ? h("p", { class: "muted", id: "waiting", "data-reason": run.waitingFor.reason },
-              "Waiting: ", run.waitingFor.sentence)
+              run.waitingFor.sentence)
             : run.waiting && going
               ? h("p", { class: "muted", id: "waiting" }, "Waiting for its turn: the runs under way are at their bound.")
               : null);
