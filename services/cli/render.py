@@ -87,6 +87,8 @@ def run_view(run: dict[str, Any]) -> str:
         head.append(f"deadline {run['deadlineAt']} (timeoutSeconds {run.get('timeoutSeconds')})")
     if run.get("reason"):
         head.append(f"reason: {run['reason']}")
+    if run.get("waitingFor"):
+        head.append(f"waiting: {run['waitingFor']['sentence']}")
     head.append(f"steps: {counts_text(step_counts(run))}")
     if not run.get("stepsIncluded", True):
         shown = run.get("steps") or []
@@ -101,7 +103,13 @@ def run_view(run: dict[str, Any]) -> str:
         if not shown:
             return "\n".join(head)
     steps = table(("STEP", "STATE", "ATTEMPT", "RUNNER", "EXIT", "TIME", "REASON"), step_rows(run))
-    return "\n".join(head) + "\n\n" + steps
+    return "\n".join(head) + "\n\n" + steps + waiting_lines(run["steps"])
+
+
+def waiting_lines(steps: list[dict[str, Any]]) -> str:
+    """Under the table, why each waiting step waits (the document's ``waitingFor``)."""
+    lines = [f"  {s['id']}: {s['waitingFor']['sentence']}" for s in steps if s.get("waitingFor")]
+    return "\n\nwaiting:\n" + "\n".join(lines) if lines else ""
 
 
 INSTANCES_LISTED = 10  # a forEach step's instances listed one a line; more: counted

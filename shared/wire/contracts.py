@@ -379,6 +379,8 @@ class StepRecord(Wire):
     max_parallel: int | None = None  # StepSpec.max_parallel
     runs_on: list[str] = []  # StepSpec.runs_on
     semaphores: list[str] = []  # StepSpec.semaphores
+    # The semaphore a pending step waits for a slot of, while all are held (docs/pools.md).
+    semaphore_wait: str | None = None
     # A forEach step's instance count once expanded (None: not yet); the instances are the
     # run's steps ``<id>[0]``... that name it as their ``parent``.
     instances: int | None = None
@@ -431,6 +433,11 @@ class RunRecord(Wire):
     # (``deadline: ...``), when every step still going is killed or cancelled; the run then
     # ends failed once the killed ones have reported (services/orchestrator/state.py).
     reason: str | None = None
+    # Waiting runs are admitted by priority, then age (higher first).
+    priority: int = 0
+    # The concurrency key the run waits for, and the run that holds it.
+    concurrency_wait: str | None = None
+    concurrency_holder: str | None = None
 
     @property
     def registered_workflow(self) -> str | None:

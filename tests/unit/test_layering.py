@@ -46,6 +46,7 @@ PURE_IN_SERVICES = (
     "heddle.services.runner_agent.process_result",
     "heddle.services.runner_agent.step_environment",
     "heddle.services.gateway.reads.log_lines",
+    "heddle.services.gateway.reads.waiting",
     "heddle.services.gateway.openapi.workflow_schema",
 )
 

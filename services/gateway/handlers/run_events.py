@@ -87,6 +87,7 @@ class RunChanges:
             started_at=rec.started_at,
             finished_at=rec.finished_at,
             retry_at=rec.retry_at,
+            queued_at=rec.queued_at,
         )
         return sse.event("step", change)
 

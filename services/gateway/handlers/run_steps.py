@@ -13,10 +13,11 @@ from typing import get_args
 
 from aiohttp import web
 from heddle.services.gateway.http import answers, inputs, params
-from heddle.services.gateway.http.keys import FINISHED_STEPS, RESOURCES, SETTINGS
+from heddle.services.gateway.http.keys import FINISHED_STEPS, RESOURCES, RUN_INDEX, SETTINGS
 from heddle.services.gateway.openapi.route import RUN, Param, Route, id_param, links
 from heddle.services.gateway.openapi.types import RunDocument, StepPage
 from heddle.services.gateway.reads.runs import get_run_record, run_document, step_documents
+from heddle.services.gateway.reads.wait_facts import WaitSources
 from heddle.shared.wire.contracts import StepStatus
 from heddle.shared.wire.errors import Problem
 
@@ -52,8 +53,9 @@ async def get_run(request: web.Request, key: str = "run") -> web.Response:
         )
         return answers.error(400, message, [Problem("steps", "too many steps for one document")])
     with_steps = choice == "all" or (choice is None and not big)
+    sources = WaitSources(res.runners, res.js, request.app[RUN_INDEX].runs)
     return answers.json_response(
-        await run_document(res.runs, res.heartbeats, run, with_steps=with_steps)
+        await run_document(res.runs, res.heartbeats, run, with_steps=with_steps, sources=sources)
     )
 
 

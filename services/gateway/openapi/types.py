@@ -3,7 +3,8 @@
 The handlers build these and encode them; ``document.py`` generates the API's schema from the
 same types, so the document and the answers cannot drift apart. Unlike the wire structs
 (``shared/wire/contracts.py``) nothing is left out: every field is in every answer, null when it
-has no value, and every field is required in the schema.
+has no value, and every field is required in the schema; but ``waitingFor``, present only on
+what waits, and the error's details.
 """
 
 from __future__ import annotations
@@ -71,6 +72,30 @@ class Edge(Doc):
     to: str
 
 
+WaitReason = Literal[
+    "runners-busy", "no-runner", "semaphore", "concurrency", "runs-at-limit", "priority", "backoff"
+]
+
+
+class WaitingFor(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
+    """Why a step or a run waits (services/gateway/reads/waiting.py, docs/api.md, "Why a step
+    waits"): a short code, a sentence for people, and the facts the sentence states, each
+    present only where its reason has it."""
+
+    reason: WaitReason
+    sentence: str
+    pool: str | None = None  # the runners' pool (runners-busy, no-runner)
+    busy: int | None = None  # of the runners that could take it, how many are busy
+    total: int | None = None  # how many could take it
+    labels: list[str] | None = None  # the labels the step asks for (its runsOn)
+    semaphore: str | None = None
+    holders: list[str] | None = None  # who holds the semaphore's slots
+    key: str | None = None  # the concurrency key
+    held_by: str | None = None  # the run holding it
+    until: str | None = None  # the end of a retry's backoff (RFC 3339)
+    ahead: int | None = None  # waiting runs of higher priority ahead of it
+
+
 class StepDocument(Doc):
     id: str
     command: str
@@ -104,6 +129,8 @@ class StepDocument(Doc):
     parent: str | None = None
     item: str | None = None
     item_index: int | None = None
+    # Why it waits, in the run document only; absent when it does not wait.
+    waiting_for: WaitingFor | msgspec.UnsetType = msgspec.UNSET
 
 
 class RunFacts(Doc):
@@ -140,6 +167,9 @@ class RunDocument(RunFacts, kw_only=True):
     steps_included: bool
     steps: list[StepDocument]
     edges: list[Edge]
+    # Why the run waits: its own turn, or what its steps wait for while none runs; absent
+    # when nothing waits.
+    waiting_for: WaitingFor | msgspec.UnsetType = msgspec.UNSET
 
 
 class StepPage(Doc):
@@ -182,6 +212,7 @@ class StepChange(Doc):
     started_at: str | None
     finished_at: str | None
     retry_at: str | None
+    queued_at: str | None  # the attempt's (the page's timeline)
 
 
 class RunChange(Doc):

@@ -48,6 +48,7 @@ class RunList:
         self._statuses: Counter[str] = Counter()
         # The same order per registered workflow, for its recent runs (the workflow list).
         self._of_workflow: dict[str, list[tuple[str, str]]] = {}
+        self._waiting: set[str] = set()  # runs waiting for their turn (RunRecord.waiting)
 
     def put(self, seq: int, run: RunRecord) -> None:
         """A record stored at stream sequence ``seq``; an older one than held is ignored."""
@@ -59,6 +60,8 @@ class RunList:
         self._runs[run.run_id] = (seq, run)
         bisect.insort(self._order, (run.created_at, run.run_id))
         self._statuses[run.status] += 1
+        if run.waiting:
+            self._waiting.add(run.run_id)
         workflow = run.registered_workflow
         if workflow is not None:
             bisect.insort(self._of_workflow.setdefault(workflow, []), (run.created_at, run.run_id))
@@ -85,6 +88,10 @@ class RunList:
         order = self._of_workflow.get(workflow, [])
         return [self._runs[run_id][1] for _, run_id in reversed(order[-limit:])]
 
+    def higher_priority_ahead(self, run: RunRecord) -> int:
+        """How many waiting runs have a higher priority than ``run``: O(waiting runs)."""
+        return sum(1 for r in self._waiting if self._runs[r][1].priority > run.priority)
+
     @property
     def total(self) -> int:
         return len(self._runs)
@@ -94,6 +101,7 @@ class RunList:
 
     def _forget(self, run: RunRecord) -> None:
         _drop(self._order, (run.created_at, run.run_id))
+        self._waiting.discard(run.run_id)
         workflow = run.registered_workflow
         if workflow is not None and workflow in self._of_workflow:
             _drop(self._of_workflow[workflow], (run.created_at, run.run_id))

@@ -12,7 +12,16 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from heddle.services.gateway.openapi.types import Edge, RunDocument, RunFacts, StepDocument
+import msgspec
+from heddle.services.gateway.openapi.types import (
+    Edge,
+    RunDocument,
+    RunFacts,
+    StepDocument,
+    WaitingFor,
+)
+from heddle.services.gateway.reads.wait_facts import WaitSources, wait_facts
+from heddle.services.gateway.reads.waiting import Waits, waits
 from heddle.shared.broker.kv_reads import read_current, read_steps, stored_at, value_of
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import (
@@ -63,7 +72,9 @@ async def stored_when(
         delay = min(delay * 2, 0.1)
 
 
-def step_document(step: StepRecord, heartbeat_at: float | None) -> StepDocument:
+def step_document(
+    step: StepRecord, heartbeat_at: float | None, waiting_for: WaitingFor | None = None
+) -> StepDocument:
     beat = step.last_heartbeat_at
     if heartbeat_at is not None and step.status in ("queued", "running"):
         beat = from_epoch(heartbeat_at)
@@ -98,6 +109,7 @@ def step_document(step: StepRecord, heartbeat_at: float | None) -> StepDocument:
         parent=step.parent,
         item=step.item,
         item_index=step.item_index,
+        waiting_for=msgspec.UNSET if waiting_for is None else waiting_for,
     )
 
 
@@ -106,9 +118,11 @@ def run_facts(run: RunRecord) -> dict[str, Any]:
     return {f: getattr(run, f) for f in RunFacts.__struct_fields__}
 
 
-async def step_documents(hb_kv: Bucket, run_id: str, steps: list[StepRecord]) -> list[StepDocument]:
+async def step_documents(
+    hb_kv: Bucket, run_id: str, steps: list[StepRecord], why: dict[str, WaitingFor] | None = None
+) -> list[StepDocument]:
     """``steps`` as the API shows them, with their runners' last heartbeats while live (one
-    replay of the run's heartbeat keys, only if one of them is)."""
+    replay of the run's heartbeat keys, only if one of them is), and why each waits."""
     live = any(s.status in ("queued", "running") for s in steps)
     beats: dict[tuple[str, str], float] = {}  # (step, runner) -> stored at
     if live:
@@ -117,16 +131,26 @@ async def step_documents(hb_kv: Bucket, run_id: str, steps: list[StepRecord]) ->
             at = stored_at(e)
             if at:
                 beats[hb.step_id, hb.runner] = at
-    return [step_document(s, beats.get((s.id, s.runner or ""))) for s in steps]
+    why = why or {}
+    return [step_document(s, beats.get((s.id, s.runner or "")), why.get(s.id)) for s in steps]
 
 
 async def run_document(
-    runs_kv: Bucket, hb_kv: Bucket, run: RunRecord, *, with_steps: bool = True
+    runs_kv: Bucket,
+    hb_kv: Bucket,
+    run: RunRecord,
+    *,
+    with_steps: bool = True,
+    sources: WaitSources | None = None,
 ) -> RunDocument:
     """The run with its counts; with every step and edge, or (``with_steps`` False) none:
-    the summary, for a run too big for one document (its steps are read in pages)."""
+    the summary, for a run too big for one document (its steps are read in pages). With
+    ``sources``, why the run and each of its steps waits."""
     steps = await read_steps(runs_kv, run)
-    shown = await step_documents(hb_kv, run.run_id, steps) if with_steps else []
+    found = Waits({}, None)
+    if sources is not None:
+        found = waits(run, steps, await wait_facts(sources, run, steps))
+    shown = await step_documents(hb_kv, run.run_id, steps, found.steps) if with_steps else []
     return RunDocument(
         **run_facts(run),
         params=run.params,
@@ -141,4 +165,5 @@ async def run_document(
         steps_included=with_steps,
         steps=shown,
         edges=[Edge(from_=p, to=s.id) for s in steps for p in s.depends_on] if with_steps else [],
+        waiting_for=msgspec.UNSET if found.run is None else found.run,
     )

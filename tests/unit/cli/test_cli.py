@@ -246,3 +246,15 @@ def test_status_counts_a_long_loop_s_instances_on_one_line() -> None:
     assert "13 instances: running=1 succeeded=11 failed=1" in line
     assert "  each[11]" in text  # the failed one, listed
     assert "each[0]" not in text
+
+
+def test_status_says_why_the_run_and_its_steps_wait() -> None:
+    busy = {"reason": "runners-busy", "sentence": "Every runner of pool default is busy (1 of 1)."}
+    run = {
+        **_run("running", [_step("a", "succeeded"), _step("b", "queued", waitingFor=busy)]),
+        "waitingFor": {**busy, "sentence": f"Step b: {busy['sentence']}"},
+    }
+    lines = render.run_view(run).splitlines()
+    assert "waiting: Step b: Every runner of pool default is busy (1 of 1)." in lines
+    assert lines[-2:] == ["waiting:", "  b: Every runner of pool default is busy (1 of 1)."]
+    assert "waiting" not in render.run_view(_run("running", [_step("a", "running")]))

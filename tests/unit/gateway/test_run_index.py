@@ -53,3 +53,27 @@ def test_status_filter_counts_and_removal() -> None:
     runs.remove("c", 4)
     runs.remove("zzz", 5)  # unknown: nothing
     assert ids(runs.newest(10)) == ["b", "a"] and runs.matching("succeeded") == 1
+
+
+def test_waiting_runs_of_higher_priority_are_counted_as_they_come_and_go() -> None:
+    runs = RunList()
+    mine = RunRecord(run_id="m", status="running", created_at="", step_count=1, waiting=True)
+    for seq, (rid, prio, waiting) in enumerate(
+        [("a", 5, True), ("b", 5, False), ("c", 0, True), ("d", 1, True)], 1
+    ):
+        runs.put(
+            seq,
+            RunRecord(
+                run_id=rid,
+                status="running",
+                created_at="",
+                step_count=1,
+                priority=prio,
+                waiting=waiting,
+            ),
+        )
+    runs.put(5, mine)
+    assert runs.higher_priority_ahead(mine) == 2  # a and d: b is under way, c is lower
+    runs.put(6, RunRecord(run_id="a", status="running", created_at="", step_count=1, priority=5))
+    runs.remove("d", 7)
+    assert runs.higher_priority_ahead(mine) == 0  # a admitted, d removed

@@ -17,7 +17,7 @@
   const DRAW_MS = 100;             // a followed run's changes are drawn at most this often
   // What a step's event (StepChange) changes in its entry of the run document.
   const STEP_CHANGE = ["status", "attempt", "runner", "exitCode", "reason", "startedAt",
-    "finishedAt", "retryAt"];
+    "finishedAt", "retryAt", "queuedAt"];
   const RUNNERS_POLL_MS = 1000;  // the pool's "for" column ticks with it
   const LOG_TAIL = 1000;           // lines per attempt read before following
   const MAX_DOM_LINES = 5000;      // lines per attempt kept on the page
@@ -611,8 +611,11 @@
       h("td", {}, (st.dependsOn || []).length
         ? st.dependsOn.map((d, i) => [i ? ", " : "", h("a", { href: stepHref(runId, d), class: "mono" }, d)])
         : dash()),
-      h("td", { class: "reason" }, st.reason || (st.status === "retrying" && st.retryAt
-        ? ["retry at ", fmtTime(st.retryAt)] : dash())),
+      h("td", { class: "reason" }, st.waitingFor
+        ? [st.reason ? [st.reason, h("br")] : null,
+          h("span", { class: "waiting-for", "data-reason": st.waitingFor.reason }, st.waitingFor.sentence)]
+        : st.reason || (st.status === "retrying" && st.retryAt
+          ? ["retry at ", fmtTime(st.retryAt)] : dash())),
     ];
   }
 
@@ -687,6 +690,10 @@
     const notice = h("div", { id: "run-notice" });
     const liveNote = h("span", { id: "run-live", class: "muted", "aria-live": "polite" });
     const dagBox = h("div", { class: "dag-box", id: "dag" });
+    const timelineBox = h("div", { class: "timeline-box", id: "timeline" });
+    const legend = h("span", { class: "tl-legend muted" },
+      ["waiting", "queued", "running"].map((k) => h("span", { class: "tl-key tl-key-" + k }, k)));
+    const timelineBar = h("div", { class: "section-bar" }, h("h2", {}, "Timeline"), legend);
     const tbody = h("tbody", { id: "steps-body" });
     let rows = new Map();         // step id -> its row, for the rows listed
     let loops = new Map();        // a forEach step's id -> its loop (see adopt)
@@ -705,7 +712,7 @@
     add(main, [
       h("nav", { class: "crumbs" }, h("a", { href: "#/runs" }, "Runs"), " / ", runId),
       head, h("div", { class: "actions" }, cancel, retry, outcome, liveNote), notice, meta, dagBox,
-      tableBar,
+      timelineBar, timelineBox, tableBar,
       h("table", { class: "grid", id: "steps" },
         h("thead", {}, h("tr", {}, ["Step", "Status", "Attempt", "Runner", "Exit", "Duration",
           "Depends on", "Reason"].map((t) => h("th", {}, t)))),
@@ -715,7 +722,7 @@
     // What a step's row shows, to redraw only the rows that changed (cheaper than the
     // whole record, output tails included, on a run of thousands of steps).
     const rowKey = (st) => [st.status, st.attempt, st.runner, st.exitCode, st.startedAt,
-      st.finishedAt, st.reason, st.retryAt].join("\u0000");
+      st.finishedAt, st.reason, st.retryAt, st.waitingFor ? st.waitingFor.sentence : ""].join("\u0000");
 
     function renderRows(steps) {
       for (const st of steps) {
@@ -819,13 +826,18 @@
       ].flat());
       cancel.disabled = TERMINAL_RUN.has(run.status);
       retry.hidden = !["failed", "cancelled"].includes(run.status);
+      const going = !TERMINAL_RUN.has(run.status);
       put(notice, run.reason  // why it was stopped: past its deadline
         ? h("p", { class: "muted", id: "run-reason" }, run.reason)
-        : run.cancelRequested && !TERMINAL_RUN.has(run.status)
+        : run.cancelRequested && going
           ? h("p", { class: "muted" }, "Cancel requested: running steps are being stopped.")
-          : run.waiting && !TERMINAL_RUN.has(run.status)
-            ? h("p", { class: "muted", id: "waiting" }, "Waiting for its turn: the runs under way are at their bound.")
-            : null);
+          : run.waitingFor && going
+            ? h("p", { class: "muted", id: "waiting", "data-reason": run.waitingFor.reason },
+              run.waitingFor.sentence)
+            : run.waiting && going
+              ? h("p", { class: "muted", id: "waiting" }, "Waiting for its turn: the runs under way are at their bound.")
+              : null);
+      drawTimeline(run);
       // The graph has the run's steps, not a loop's instances: its step's node counts them.
       const drawn = run.steps.filter((st) => st.parent === null || st.parent === undefined);
       if (!dag && drawn.length) {
@@ -844,6 +856,18 @@
       }
       for (const lp of loops.values()) lp.touched = false;
       fillRows(run.steps);
+    }
+
+    // The timeline of a run of up to SVG_MAX_STEPS steps, drawn again with each change (and
+    // each tick while a step runs); a larger run's would be too many bars to read.
+    function drawTimeline(run) {
+      if (run.steps.length > SVG_MAX_STEPS) {
+        put(timelineBox, h("p", { class: "muted" }, `The timeline is drawn for runs of up to ${SVG_MAX_STEPS} steps.`));
+        return;
+      }
+      const ended = TERMINAL_RUN.has(run.status) && run.finishedAt;
+      const svg = window.HeddleTimeline.draw(run, ended ? Date.parse(run.finishedAt) : Date.now());
+      put(timelineBox, svg || h("p", { class: "muted" }, "Nothing has begun yet."));
     }
 
     // A loop opened or closed by its button: auto (open up to LOOP_OPEN_MAX instances) until
@@ -988,14 +1012,24 @@
           readAgain(ev);
           return;
         }
+        const was = `${st.status}/${st.attempt}`;
         for (const f of STEP_CHANGE) if (f in ev) st[f] = ev[f];
+        window.HeddleTimeline.track(st);
+        // Why it waited was read with the document: it holds while the step stays as it was.
+        if (`${st.status}/${st.attempt}` !== was) {
+          if (st.waitingFor || st.status === "running") delete doc.waitingFor;
+          delete st.waitingFor;
+        }
         changed.add(st.id);
         later(DRAW_MS);
       } else if (type === "run" || type === "end") {
         doc.status = ev.status;
         doc.finishedAt = ev.finishedAt;
         if (typeof ev.cancelRequested === "boolean") doc.cancelRequested = ev.cancelRequested;
-        if (typeof ev.waiting === "boolean") doc.waiting = ev.waiting;
+        if (typeof ev.waiting === "boolean") {
+          if (doc.waiting && !ev.waiting) delete doc.waitingFor;  // admitted
+          doc.waiting = ev.waiting;
+        }
         if ("reason" in ev) doc.reason = ev.reason;
         if (type === "run") later(DRAW_MS);
         else {  // the run is over: drawn now, then its document read once more
