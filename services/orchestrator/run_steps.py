@@ -174,6 +174,7 @@ class RunSteps:
             requeue=step.requeues,
             ticket=step.ticket,
             env=env,
+            priority=run.priority,
         )
         limit = self.policy.max_ready_bytes
         if limit and env:
