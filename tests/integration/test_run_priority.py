@@ -1,6 +1,7 @@
 """Run priorities through the real services: a run of higher priority submitted behind a
 backlog of waiting runs starts first, a trigger's priority wins over its workflow's, and an
-orchestrator killed and restarted keeps its waiting runs in that order."""
+orchestrator killed and restarted keeps its waiting runs in that order; a cron slot's run
+takes its workflow's priority."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 import pytest
 from heddle.shared.wire.timefmt import parse
 
+from tests.support.scheduling import MIN, Env
+from tests.support.scheduling import env as env  # the fixture
 from tests.support.stack import StackFactory, step_of
 
 WORKFLOW = {"name": "ranked", "priority": 5, "steps": [{"id": "a", "command": "true"}]}
@@ -71,3 +74,11 @@ async def test_an_orchestrator_restarted_admits_its_waiting_runs_by_priority_sti
     assert [r["status"] for r in runs] == ["succeeded"] * 4, runs
     started = [parse(step_of(r, "a")["queuedAt"]) for r in runs[1:]]
     assert started == sorted(started), list(zip(order, started, strict=True))
+
+
+async def test_a_scheduled_run_takes_its_workflows_priority(env: Env) -> None:
+    await env.register(priority=-7)
+    sched = env.scheduler()
+    env.clock.advance(2 * MIN)
+    assert await sched.tick() == 2
+    assert [run.priority for run in await env.submitted()] == [-7, -7]
