@@ -70,7 +70,8 @@ def _after_start(gw: Gateway, args: argparse.Namespace, answer: dict[str, Any]) 
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    doc = documents.run_request(args.file, args.run_id)  # checked before anything is sent
+    # Checked before anything is sent; --run-id and --priority over the file's.
+    doc = documents.run_request(args.file, args.run_id, args.priority)
     gw = gateway_of(args)
     return _after_start(gw, args, gw.call("POST", "/api/runs", doc))
 
@@ -84,6 +85,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         body["params"] = dict(_param(text) for text in args.param)
     if args.scheduled_for is not None:
         body["scheduledFor"] = args.scheduled_for
+    if args.priority is not None:
+        body["priority"] = args.priority
     path = f"/api/workflows/{_id(args.name)}/runs"
     return _after_start(gw, args, gw.call("POST", path, body or None))
 
@@ -196,6 +199,7 @@ def cmd_runners(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "submit": cmd_submit,
     "run": cmd_run,
+    "trigger": cmd_run,  # the same command under its other name
     "register": cmd_register,
     "status": cmd_status,
     "watch": cmd_watch,

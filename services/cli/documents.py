@@ -93,14 +93,16 @@ def load(path: str) -> Any:
 
 
 def run_request(
-    path: str, run_id: str | None = None, limits: Limits | None = None
+    path: str, run_id: str | None = None, priority: int | None = None, limits: Limits | None = None
 ) -> dict[str, Any]:
-    """A document for ``POST /api/runs`` (with ``runId`` set if given), checked as the
-    gateway checks it."""
+    """A document for ``POST /api/runs`` (with ``runId`` and ``priority`` set if given),
+    checked as the gateway checks it."""
     doc = load(path)
     if run_id is not None and isinstance(doc, dict):
         doc.pop("workflowId", None)  # the older name of runId: --run-id wins over either
         doc["runId"] = run_id
+    if priority is not None and isinstance(doc, dict):
+        doc["priority"] = priority
     try:
         parse_run_request(doc, limits or GATEWAY_LIMITS)
     except InvalidWorkflow as exc:

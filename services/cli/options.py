@@ -4,10 +4,11 @@ command's own, and --url, --token and --token-file, which go before or after the
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from typing import Protocol
 
 from heddle.services.cli import completion
 from heddle.services.cli.http import DEFAULT_TOKEN_FILE, URL_FALLBACK
+from heddle.shared.wire.contracts import MAX_PRIORITY, MIN_PRIORITY
 
 RUN_STATUSES = ("running", "succeeded", "failed", "cancelled")
 EXIT_HELP = f"""\
@@ -44,11 +45,34 @@ def limit_number(text: str) -> int:
     return value
 
 
-Command = Callable[[str, str], argparse.ArgumentParser]
+class Command(Protocol):
+    """Makes a command's parser, under its name and any ``aliases``."""
+
+    def __call__(
+        self, name: str, help: str, aliases: tuple[str, ...] = ()
+    ) -> argparse.ArgumentParser: ...
 
 
 def wait_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wait", action="store_true", help="follow the run; exit with its outcome")
+
+
+def priority_number(text: str) -> int:
+    value = int(text) if text.lstrip("-").isdecimal() else None
+    if value is None or not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}, not {text!r}"
+        )
+    return value
+
+
+def priority_option(p: argparse.ArgumentParser, over: str) -> None:
+    p.add_argument(
+        "--priority",
+        type=priority_number,
+        metavar="N",
+        help=f"the run's priority, higher first (default: {over}, else 0)",
+    )
 
 
 def add_starting_parsers(command: Command) -> None:
@@ -56,8 +80,9 @@ def add_starting_parsers(command: Command) -> None:
     p = command("submit", "run an inline workflow from a JSON or YAML file (- for stdin)")
     p.add_argument("file")
     p.add_argument("--run-id", help="the run's id: submitting it again makes no second run")
+    priority_option(p, "the file's")
     wait_option(p)
-    p = command("run", "trigger a run of a registered workflow")
+    p = command("run", "trigger a run of a registered workflow", ("trigger",))
     p.add_argument("name")
     p.add_argument("--key", help="an idempotency key: the same key makes one run")
     p.add_argument(
@@ -73,6 +98,7 @@ def add_starting_parsers(command: Command) -> None:
         metavar="TIME",
         help="the cron slot the run is for (ISO 8601): one run per slot, as cron's",
     )
+    priority_option(p, "the workflow's")
     wait_option(p)
     p = command("retry", "run a failed or cancelled run again from its failure")
     p.add_argument("run")
@@ -84,8 +110,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     connection_options(common, after=True)
     common.add_argument("--json", action="store_true", help="print the API's JSON as it is")
 
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[common], help=help, description=help)
+    def command(name: str, help: str, aliases: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, parents=[common], help=help, description=help, aliases=list(aliases)
+        )
 
     add_starting_parsers(command)
     command("register", "register a workflow (a new version if it changed)").add_argument("file")

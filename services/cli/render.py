@@ -73,8 +73,14 @@ def step_counts(run: dict[str, Any]) -> dict[str, int]:
 
 
 def run_state(run: dict[str, Any]) -> str:
-    """The run's status, and whether it waits for its turn (HEDDLE_MAX_RUNS_UNDER_WAY)."""
-    return f"{run['status']}, waiting" if run.get("waiting") else run["status"]
+    """The run's status, whether it waits for its turn (HEDDLE_MAX_RUNS_UNDER_WAY), and its
+    priority unless it is the default, 0."""
+    parts = [run["status"]]
+    if run.get("waiting"):
+        parts.append("waiting")
+    if run.get("priority"):
+        parts.append(f"priority {run['priority']}")
+    return ", ".join(parts)
 
 
 def run_view(run: dict[str, Any]) -> str:

@@ -106,9 +106,9 @@ class LiveRuns:
 
     # ---- runs under way ----
 
-    def arrive(self, run_id: str) -> bool:
+    def arrive(self, run_id: str, priority: int = 0) -> bool:
         """A new run: under way now (True), or waiting for its turn (False)."""
-        return self.admission.arrive(run_id)
+        return self.admission.arrive(run_id, priority)
 
     def free_place(self, run_id: str) -> None:
         """The run ended, or was never made: its place goes to whoever's turn it is."""
@@ -131,7 +131,7 @@ class LiveRuns:
         running steps count as running from now), its place kept, its resumed effects stored."""
         self.spawn(state)
         run = state.run
-        self.admission.recovered(run.run_id, run.waiting)
+        self.admission.recovered(run.run_id, run.waiting, run.priority)
         effects = state.resume(now)
         if effects:
             await self.effects.apply(run.run_id, effects)

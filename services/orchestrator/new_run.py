@@ -33,6 +33,7 @@ def new_records(
         env=dict(cmd.env),
         waiting=not admitted,
         timeout_seconds=cmd.timeout_seconds,
+        priority=cmd.priority,
     )
     if cmd.timeout_seconds is not None:
         run.deadline_at = from_epoch(epoch_of(cmd.submitted_at, now) + cmd.timeout_seconds)

@@ -175,6 +175,7 @@ class RunSteps:
             ticket=step.ticket,
             env=env,
             runs_on=tuple(step.runs_on),
+            priority=run.priority,
         )
         limit = self.policy.max_ready_bytes
         if limit and env:

@@ -238,6 +238,7 @@ class Scheduler:
                 env=spec.env,
                 on_exit=spec.on_exit,
                 timeout_seconds=spec.timeout_seconds,
+                priority=spec.priority,
             )
             futures.append(
                 await self.js.publish_async(

@@ -94,7 +94,7 @@ class Submissions:
             if ref is not None:
                 await drop_document(self.js, ref)
             return Outcome.DONE
-        admitted = self.runs.arrive(run_id)  # under way at once, or waiting its turn
+        admitted = self.runs.arrive(run_id, cmd.priority)  # under way at once, or waiting its turn
         try:
             with gc_paused():
                 state, effects = RunState.new(cmd, self.policy, time.time(), admitted=admitted)

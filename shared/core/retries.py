@@ -85,4 +85,5 @@ def retry_command(run: RunRecord, steps: list[StepRecord], submitted_at: str) ->
         retry_of=run.run_id,
         carried=carried,
         timeout_seconds=run.timeout_seconds,  # a deadline of its own, from its creation
+        priority=run.priority,
     )

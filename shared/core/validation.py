@@ -13,6 +13,7 @@ import msgspec
 from heddle.shared.core.conditions import reference_problems
 from heddle.shared.core.dag import structural_problems
 from heddle.shared.core.exit_handlers import exit_problems
+from heddle.shared.core.priority import priority_problems
 from heddle.shared.core.step_checks import (
     Limits,
     check_id,
@@ -40,6 +41,7 @@ WORKFLOW_FIELDS = {
     "env",
     "onExit",
     "timeoutSeconds",
+    "priority",
 }
 RUN_FIELDS = WORKFLOW_FIELDS | {"runId", "workflowId"}
 
@@ -108,6 +110,8 @@ def workflow_problems(
     if "env" in doc:
         problems.extend(env_problems(doc["env"], "env"))
     check_timeout(doc.get("timeoutSeconds"), "timeoutSeconds", problems)
+    if "priority" in doc:
+        problems.extend(priority_problems(doc["priority"]))
     steps = doc.get("steps")
     if steps is None:
         problems.append(Problem("steps", "missing required field"))
@@ -164,6 +168,7 @@ def submit_problems(cmd: SubmitRun, limits: Limits) -> list[Problem]:
     if cmd.timeout_seconds is not None:
         doc["timeoutSeconds"] = cmd.timeout_seconds
     problems.extend(workflow_problems(doc, limits))
+    problems.extend(priority_problems(cmd.priority))
     problems.extend(values_problems(cmd.params))
     if cmd.retry_of is not None:
         check_id(cmd.retry_of, "retryOf", "run id", problems)

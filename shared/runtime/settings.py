@@ -332,9 +332,10 @@ class Settings:
         32,
         "HEDDLE_MAX_RUNS_UNDER_WAY",
         "the most runs an orchestrator has under way at once; later runs are stored and wait "
-        "their turn, oldest first, every step pending (0: no bound). Under a burst the runs "
-        "begun end first: near the pool's size the median run ends soonest, while runs that "
-        "wait on long steps or retries hold places and need room above it",
+        "their turn, highest priority then oldest first, every step pending (0: no bound). "
+        "Under a burst the runs begun end first: near the pool's size the median run ends "
+        "soonest, while runs that wait on long steps or retries hold places and need room "
+        "above it",
     )
     lease_ttl: float = _s(
         3.0,

@@ -7,7 +7,7 @@ services can talk during an upgrade. Encoders and decoders are built once per pr
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -62,6 +62,10 @@ class ParamSpec(Wire, forbid_unknown_fields=True):
     description: str | None = None
 
 
+MIN_PRIORITY = -1000  # a run's priority, from these bounds (0 by default)
+MAX_PRIORITY = 1000
+
+
 class _Workflow(Wire, forbid_unknown_fields=True):
     """The fields a workflow document and a run request share, in their order on the wire."""
 
@@ -76,6 +80,9 @@ class _Workflow(Wire, forbid_unknown_fields=True):
     # The run's deadline, from its creation: past it every step still going is killed or
     # cancelled and the run fails (docs/workflows.md, "Run deadlines").
     timeout_seconds: float | None = None
+    # Higher goes first: a waiting run's turn, and its steps among those a dispatcher holds
+    # (docs/workflows.md, "Priority"; checked by shared/core/priority.py).
+    priority: Annotated[int, msgspec.Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)] = 0
 
 
 class WorkflowSpec(_Workflow, forbid_unknown_fields=True):
@@ -129,6 +136,7 @@ class SubmitRun(Command, tag="submit", frozen=True):
     retry_of: str | None = None
     carried: dict[str, AttemptRecord] = {}
     timeout_seconds: float | None = None  # the workflow's: the run's deadline, from its creation
+    priority: int = 0  # the run's: a trigger's, else its workflow's (docs/workflows.md)
     # A submit too large for one message: this command carries the run id alone, and the
     # whole command (this field unset) is the document it names.
     document: DocumentRef | None = None
@@ -194,6 +202,8 @@ class StepReady(FrozenWire, frozen=True):
     # The runner labels the step asks for (StepSpec.runs_on): a runner given it directly (a
     # handoff, a continuation) that lacks one refuses it (shared/core/labels.py).
     runs_on: tuple[str, ...] = ()
+    # The run's priority (RunRecord.priority): a dispatcher takes higher first.
+    priority: int = 0
 
 
 class AssignReply(FrozenWire, frozen=True):
@@ -433,7 +443,8 @@ class RunRecord(Wire):
     # (``deadline: ...``), when every step still going is killed or cancelled; the run then
     # ends failed once the killed ones have reported (services/orchestrator/state.py).
     reason: str | None = None
-    # Waiting runs are admitted by priority, then age (higher first).
+    # Higher first: a waiting run is admitted before those of lower priority, whenever they
+    # came (services/orchestrator/admission.py), and its steps carry it (StepReady.priority).
     priority: int = 0
     # The concurrency key the run waits for, and the run that holds it.
     concurrency_wait: str | None = None

@@ -1,6 +1,6 @@
 """What a trigger of a registered workflow gives its run (``POST /api/workflows/{name}/runs``):
-an idempotency key, parameter values, the slot it is for. Every problem is collected, so one
-answer lists them all (docs/workflows.md, "Passing data")."""
+an idempotency key, parameter values, the slot it is for, a priority over the workflow's. Every
+problem is collected, so one answer lists them all (docs/workflows.md, "Passing data")."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from datetime import UTC, datetime
 
 from heddle.services.gateway.http.params import sent_as_utf8
 from heddle.shared.core.cron_plan import named_slot
+from heddle.shared.core.priority import priority_problems
 from heddle.shared.core.step_env import resolve
 from heddle.shared.wire.contracts import WorkflowSpec
 from heddle.shared.wire.errors import Problem
 from heddle.shared.wire.timefmt import rfc3339
 
-TRIGGER_FIELDS = ("idempotencyKey", "params", "scheduledFor")
+TRIGGER_FIELDS = ("idempotencyKey", "params", "scheduledFor", "priority")
 MAX_KEY_CHARS = 256
 
 
@@ -23,6 +24,7 @@ class TriggerInputs:
     key: str | None = None
     params: dict[str, str] = field(default_factory=dict)
     slot: datetime | None = None
+    priority: int | None = None  # given: the run's, over the workflow's
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -57,6 +59,11 @@ def trigger_inputs(
         out.key = key
     out.params, problems = resolve(spec.params, body.get("params"))
     out.problems += problems
+    if "priority" in body:
+        problems = priority_problems(body["priority"])
+        out.problems += problems
+        if not problems:
+            out.priority = body["priority"]
     if "scheduledFor" in body:
         try:
             out.slot = named_slot(

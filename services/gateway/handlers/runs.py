@@ -62,6 +62,7 @@ async def create_run(request: web.Request) -> web.Response:
         env=req.env,
         on_exit=req.on_exit,
         timeout_seconds=req.timeout_seconds,
+        priority=req.priority,
     )
     return await submit(request, cmd, chosen_id=chosen is not None)
 

@@ -68,6 +68,7 @@ async def trigger_run(request: web.Request) -> web.Response:
         env=spec.env,
         on_exit=spec.on_exit,
         timeout_seconds=spec.timeout_seconds,
+        priority=spec.priority if given.priority is None else given.priority,
     )
     response = await submit(request, cmd, chosen_id=key is not None or given.slot is not None)
     if response.status >= 300:

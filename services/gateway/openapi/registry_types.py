@@ -10,7 +10,15 @@ from typing import Annotated
 import msgspec
 from heddle.services.gateway.openapi.types import Doc, Edge, Id
 from heddle.shared.core.tokens import Role
-from heddle.shared.wire.contracts import ParamSpec, RunStatus, StepSpec, StepStatus, WorkflowSpec
+from heddle.shared.wire.contracts import (
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    ParamSpec,
+    RunStatus,
+    StepSpec,
+    StepStatus,
+    WorkflowSpec,
+)
 from msgspec import UNSET, UnsetType
 
 # ---- registered workflows -----------------------------------------------------------------
@@ -60,6 +68,7 @@ class WorkflowDefinition(WorkflowFacts, kw_only=True):
     params: list[ParamSpec]
     env: dict[str, str]
     timeout_seconds: float | None  # each run's deadline, from its creation
+    priority: int  # each run's, unless its trigger gives one
     steps: list[StepSpec]  # as registered: fields at their default are left out
     edges: list[Edge]
     # The workflow's, whichever version is read: as in its list entry
@@ -139,6 +148,8 @@ class TriggerRequest(Doc, forbid_unknown_fields=True):
     idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=256)] | UnsetType = UNSET
     params: dict[str, str] | UnsetType = UNSET  # values of declared params
     scheduled_for: str | UnsetType = UNSET  # the slot a manual run is for
+    # The run's, over the workflow's (docs/workflows.md, "Priority")
+    priority: Annotated[int, msgspec.Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)] | UnsetType = UNSET
 
 
 class TokenRequest(Doc, forbid_unknown_fields=True):

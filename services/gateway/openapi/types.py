@@ -149,6 +149,7 @@ class RunFacts(Doc):
     # Waiting for its turn: its orchestrator's runs under way are at their bound
     # (HEDDLE_MAX_RUNS_UNDER_WAY); every step is pending until then.
     waiting: bool
+    priority: int  # higher first (docs/workflows.md, "Priority")
 
 
 class RunDocument(RunFacts, kw_only=True):

@@ -74,6 +74,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
             "Exit handlers: steps run once every other step has ended, however the run went; "
             "they depend only on each other."
         ),
+        "priority": (
+            "The run's priority, -1000 to 1000, 0 by default: higher goes first, a waiting "
+            "run's turn and its steps among those ready; a trigger may give its own."
+        ),
     },
     "StepSpec": {
         "id": "The step's id, unique in the workflow.",

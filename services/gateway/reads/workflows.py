@@ -83,6 +83,7 @@ def definition_document(
         params=spec.params,
         env=spec.env,
         timeout_seconds=spec.timeout_seconds,
+        priority=spec.priority,
         steps=spec.steps,
         edges=[Edge(from_=p, to=s.id) for s in spec.steps for p in s.depends_on],
         recent=recent_runs(recent),

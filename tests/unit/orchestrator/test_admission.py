@@ -116,6 +116,98 @@ def test_never_more_under_way_than_the_bound_and_every_run_gets_its_turn(bound: 
     assert order == [f"r{i}" for i in range(12)]
 
 
+# ---- priority: the highest first, then the first come ----
+
+
+def waiting_line(bound: int, arrivals: list[tuple[str, int]]) -> Admission:
+    """``bound`` runs under way (u0...), then ``arrivals`` (run, priority) waiting."""
+    adm = Admission(bound)
+    for i in range(bound):
+        assert adm.arrive(f"u{i}")
+    for run_id, priority in arrivals:
+        assert not adm.arrive(run_id, priority)
+    return adm
+
+
+def admitted_in_turn(adm: Admission) -> list[str]:
+    """Every waiting run, as places free one at a time."""
+    order: list[str] = []
+    while adm.under_way:
+        adm.gone(sorted(adm.under_way)[0])
+        order.extend(adm.due())
+    return order
+
+
+def test_a_run_of_higher_priority_is_admitted_before_the_older_ones_waiting() -> None:
+    adm = waiting_line(1, [("old1", 0), ("old2", 0), ("old3", 0), ("urgent", 10)])
+    assert adm.line() == ["urgent", "old1", "old2", "old3"]
+    adm.gone("u0")
+    assert adm.due() == ["urgent"]
+    assert admitted_in_turn(adm) == ["old1", "old2", "old3"]
+
+
+def test_ties_go_to_the_first_come_and_negatives_after_the_default() -> None:
+    arrivals = [("n1", -5), ("z1", 0), ("p1", 3), ("n2", -5), ("z2", 0), ("p2", 3), ("m", -1000)]
+    adm = waiting_line(2, arrivals)
+    assert admitted_in_turn(adm) == ["p1", "p2", "z1", "z2", "n1", "n2", "m"]
+
+
+@pytest.mark.parametrize("bound", [1, 2, 3])
+def test_every_arrival_order_is_admitted_by_priority_then_age(bound: int) -> None:
+    priorities = [1000, 5, 5, 0, 0, -1, -1000]
+    for order in itertools.permutations(range(len(priorities))):
+        arrivals = [(f"r{i}", priorities[i]) for i in order]
+        adm = waiting_line(bound, arrivals)
+        expected = [r for r, _ in sorted(arrivals, key=lambda a: -a[1])]  # a stable sort
+        assert adm.line() == expected
+        assert admitted_in_turn(adm) == expected, order
+
+
+def test_a_place_freed_goes_to_the_highest_priority_even_among_several_due() -> None:
+    adm = waiting_line(3, [("a", 0), ("b", 2), ("c", 1), ("d", 2)])
+    for run_id in ("u0", "u1", "u2"):
+        adm.gone(run_id)
+    assert adm.due() == ["b", "d", "c"]
+    assert list(adm.waiting) == ["a"]
+
+
+def test_a_waiting_run_gone_leaves_the_line_and_one_that_comes_back_queues_anew() -> None:
+    adm = waiting_line(1, [("hi", 9), ("lo", 0), ("mid", 5)])
+    adm.gone("hi")  # cancelled while waiting
+    adm.recovered("hi", waiting=True, priority=1)  # its partition taken back, say
+    assert adm.line() == ["mid", "hi", "lo"]
+    assert admitted_in_turn(adm) == ["mid", "hi", "lo"]
+
+
+def test_a_line_of_runs_mostly_cancelled_stays_in_order() -> None:
+    adm = waiting_line(1, [(f"r{i}", i % 7) for i in range(500)])
+    for i in range(500):
+        if i % 10:
+            adm.gone(f"r{i}")
+    kept = sorted((f"r{i}" for i in range(0, 500, 10)), key=lambda r: -(int(r[1:]) % 7))
+    assert adm.line() == kept
+    assert admitted_in_turn(adm) == kept
+
+
+def test_a_rebuild_keeps_the_line_by_priority_then_age() -> None:
+    """Rebuilt oldest first (partitions.py): the line is the one before the crash."""
+    arrivals = [("w1", 0), ("w2", 7), ("w3", 0), ("w4", 7), ("w5", -3)]
+    before = waiting_line(1, arrivals).line()
+    adm = Admission(1)
+    adm.recovered("u0", waiting=False)
+    for run_id, priority in arrivals:  # by createdAt: the order they came
+        adm.recovered(run_id, waiting=True, priority=priority)
+    assert adm.line() == before == ["w2", "w4", "w1", "w3", "w5"]
+    assert not adm.arrive("new", 7)  # a run arriving after the rebuild: behind its peers
+    assert admitted_in_turn(adm) == ["w2", "w4", "new", "w1", "w3", "w5"]
+
+
+def test_no_bound_admits_every_run_whatever_its_priority() -> None:
+    adm = Admission(0)
+    assert adm.arrive("a", -1000) and adm.arrive("b", 1000)
+    assert adm.line() == [] and adm.due() == []
+
+
 # ---- a waiting run ----
 
 
