@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from heddle.shared.core.conditions import condition_problems
+from heddle.shared.core.semaphores import name_problem
 from heddle.shared.core.step_env import env_problems
 from heddle.shared.wire.errors import Problem
 from heddle.shared.wire.names import ID_PATTERN
@@ -24,6 +25,7 @@ STEP_FIELDS = {
     "allowFailure",
     "forEach",
     "maxParallel",
+    "semaphores",
 }
 MAX_RETRIES = 100
 MAX_TIMEOUT = 7 * 86400
@@ -135,9 +137,28 @@ def check_step(
     if "env" in step:
         problems.extend(env_problems(step["env"], f"{path}.env"))
     problems.extend(condition_problems(step, path))
+    if "semaphores" in step:
+        problems.extend(semaphores_problems(step["semaphores"], f"{path}.semaphores"))
     if isinstance(step_id, str):
         return step_id, dep_ids
     return None
+
+
+def semaphores_problems(value: object, path: str) -> list[Problem]:
+    """A step's ``semaphores``: a list of distinct semaphore names."""
+    if not isinstance(value, list):
+        return [Problem(path, "semaphores must be a list of semaphore names")]
+    problems = [
+        Problem(f"{path}[{j}]", why)
+        for j, name in enumerate(value)
+        if (why := name_problem(name)) is not None
+    ]
+    seen: set[str] = set()
+    for j, name in enumerate(value):
+        if isinstance(name, str) and name in seen:
+            problems.append(Problem(f"{path}[{j}]", f"semaphore {name!r} is named twice"))
+        seen.add(name if isinstance(name, str) else "")
+    return problems
 
 
 def check_timeout(timeout: Any, path: str, problems: list[Problem]) -> None:
