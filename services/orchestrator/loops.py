@@ -126,6 +126,7 @@ class Loops:
                 env=step.env,
                 allow_failure=step.allow_failure,
                 on_exit=step.on_exit,
+                semaphores=step.semaphores,  # each instance holds a slot of its own
                 parent=step.id,
                 item=item_text(item),
                 item_index=k,

@@ -50,6 +50,7 @@ def new_records(
             on_exit=i >= len(cmd.steps),
             for_each=s.for_each,
             max_parallel=s.max_parallel,
+            semaphores=list(s.semaphores),
         )
         for i, s in enumerate([*cmd.steps, *cmd.on_exit])
     ]

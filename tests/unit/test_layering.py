@@ -36,6 +36,7 @@ PURE_IN_SERVICES = (
     "heddle.services.orchestrator.pod_objects",
     "heddle.services.orchestrator.backstop",
     "heddle.services.orchestrator.ownership",
+    "heddle.services.orchestrator.slot_answers",
     "heddle.services.dispatcher.pool",
     "heddle.services.dispatcher.hand",
     "heddle.services.dispatcher.waiting",
