@@ -21,6 +21,7 @@ from heddle.services.orchestrator.liveness import Liveness
 from heddle.services.orchestrator.partitions import Partitions
 from heddle.services.orchestrator.pod_watch import PodWatch, wanted
 from heddle.services.orchestrator.routing import Router
+from heddle.services.orchestrator.slots import Slots
 from heddle.services.orchestrator.state import Policy
 from heddle.services.orchestrator.submissions import Submissions
 from heddle.services.orchestrator.workflows import WorkflowFeatures
@@ -65,6 +66,7 @@ class Orchestrator:
         self.liveness: Liveness | None = None
         self.consumers: PartitionConsumers | None = None
         self.pod_watch: PodWatch | None = None  # in a cluster only (pod_watch.py)
+        self.slots: Slots | None = None  # the semaphores' slots (slots.py)
         self._stopping = False
 
     # ---- lifecycle ----
@@ -87,9 +89,16 @@ class Orchestrator:
         self.acked = await AckedPublisher(nc).start()
         self.leases = Leases(res.kv[names.LEASES_BUCKET], settings, self.instance)
         self.handoffs = Handoffs(nc, settings.assign_timeout, runs)
+        self.slots = Slots(res.kv[names.SEMAPHORES_BUCKET], runs)
         # A holder that stood still writes nothing until its lease is renewed.
         runner = EffectRunner(
-            nc, res.js, self.acked, runs=runs, handoffs=self.handoffs, lease=self.leases
+            nc,
+            res.js,
+            self.acked,
+            runs=runs,
+            handoffs=self.handoffs,
+            lease=self.leases,
+            slots=self.slots,
         )
         self.workflows = WorkflowFeatures(settings, res, runs.actors, runner)
         effects = self.workflows.effects  # the same runner, also feeding run history
@@ -108,8 +117,10 @@ class Orchestrator:
             self.liveness,
             self.workflows,
             settings.shutdown_grace,
+            self.slots,
         )
         self.workflows.start()
+        self.slots.start()
         self.liveness.start()
         if wanted(settings):
             self.pod_watch = PodWatch(settings, res.kv[names.PODS_BUCKET], self.liveness)
@@ -131,6 +142,8 @@ class Orchestrator:
             await self.liveness.stop_watch()
         if self.workflows is not None:
             await self.workflows.stop()
+        if self.slots is not None:
+            await self.slots.stop()
         if self.handoffs is not None:
             await self.handoffs.stop()
         await close(self.nc)

@@ -13,7 +13,6 @@ import re
 from collections.abc import Callable, Iterable
 
 import msgspec
-
 from heddle.shared.wire.contracts import Semaphore, SemaphoreHolder
 
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")

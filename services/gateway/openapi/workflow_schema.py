@@ -93,6 +93,11 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
             "`HEDDLE_ITEM_INDEX`, e.g. `steps.list.outputs.files`."
         ),
         "maxParallel": "With forEach: the most instances queued or running at once.",
+        "runsOn": "Runner labels the step needs: only a runner with every one takes it.",
+        "semaphores": (
+            "Semaphores the step holds a slot of while it runs, each named by 1 to 64 "
+            "letters, digits, `_` or `-`; an unknown one has size 1."
+        ),
     },
     "ParamSpec": {
         "name": "The parameter's name; steps get it as `HEDDLE_PARAM_<NAME>`.",
