@@ -1,8 +1,8 @@
 """The commands that drive a Heddle gateway: submit, run, register, status, watch, logs,
 cancel, runs, workflows, pause, resume, runners, semaphores, semaphore set. Each parses its
-options, makes its calls through services/cli/http.py and prints text (or the API's JSON with ``--json``); every
-error ends up in ``run``, which maps it to an exit code (options.EXIT_HELP). Their options
-are services/cli/options.py's."""
+options, makes its calls through services/cli/http.py and prints text (or the API's JSON
+with ``--json``); every error ends up in ``run``, which maps it to an exit code
+(options.EXIT_HELP). Their options are services/cli/options.py's."""
 
 from __future__ import annotations
 
