@@ -1,8 +1,8 @@
 """The commands that drive a Heddle gateway: submit, run, register, status, watch, logs,
-cancel, runs, workflows, pause, resume, runners. Each parses its options, makes its calls
-through services/cli/http.py and prints text (or the API's JSON with ``--json``); every
-error ends up in ``run``, which maps it to an exit code (options.EXIT_HELP). Their options
-are services/cli/options.py's."""
+cancel, runs, workflows, pause, resume, runners, semaphores, semaphore set. Each parses its
+options, makes its calls through services/cli/http.py and prints text (or the API's JSON
+with ``--json``); every error ends up in ``run``, which maps it to an exit code
+(options.EXIT_HELP). Their options are services/cli/options.py's."""
 
 from __future__ import annotations
 
@@ -196,6 +196,19 @@ def cmd_runners(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_semaphores(args: argparse.Namespace) -> int:
+    doc = gateway_of(args).call("GET", "/api/semaphores")
+    _show(args, doc, lambda d: render.semaphores_view(d["semaphores"]))
+    return 0
+
+
+def cmd_semaphore(args: argparse.Namespace) -> int:
+    doc = gateway_of(args).call("PUT", f"/api/semaphores/{_id(args.name)}", {"size": args.size})
+    held = len(doc["holders"])
+    _show(args, doc, lambda d: f"semaphore {d['name']} size {d['size']} ({held} held)")
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "submit": cmd_submit,
     "run": cmd_run,
@@ -211,6 +224,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "pause": lambda args: _set_paused(args, True),
     "resume": lambda args: _set_paused(args, False),
     "runners": cmd_runners,
+    "semaphores": cmd_semaphores,
+    "semaphore": cmd_semaphore,
 }
 
 

@@ -139,8 +139,20 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     command("pause", "pause a workflow's schedule").add_argument("name")
     command("resume", "resume a workflow's schedule").add_argument("name")
     command("runners", "the runner pool")
+    command("semaphores", "every semaphore: its size, its holders and the steps waiting")
+    p = command("semaphore", "set a semaphore's size (needs an admin token)")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = actions.add_parser("set", parents=[common], help="set a semaphore's size")
+    p.add_argument("name", help="[A-Za-z0-9_-]{1,64}")
+    p.add_argument("size", type=size_number, help="how many steps may hold it at once, >= 1")
     p = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
     p.add_argument("shell", choices=completion.SHELLS)
+
+
+def size_number(text: str) -> int:
+    if not text.isdecimal() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a size is an integer of at least 1")
+    return int(text)
 
 
 def attempt_number(text: str) -> int:

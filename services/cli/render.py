@@ -216,6 +216,23 @@ def runners_view(pool: dict[str, Any]) -> str:
     )
 
 
+def semaphores_view(sems: list[dict[str, Any]]) -> str:
+    """One row a semaphore: its size, how many hold and wait, and who holds it."""
+    rows = [
+        (
+            s["name"],
+            str(s["size"]),
+            str(len(s["holders"])),
+            str(len(s["waiting"])),
+            ", ".join(f"{h['runId']}/{h['stepId']}" for h in s["holders"]) or "-",
+        )
+        for s in sems
+    ]
+    if not rows:
+        return "no semaphores (an unknown one has size 1)"
+    return table(("SEMAPHORE", "SIZE", "HELD", "WAITING", "HOLDERS"), rows)
+
+
 def log_line(line: dict[str, Any]) -> str:
     """A log line as the command wrote it; Heddle's own notes set apart."""
     if line.get("stream") == "heddle":

@@ -17,6 +17,7 @@ from heddle.services.gateway.handlers import (
     run_steps,
     runners,
     runs,
+    semaphores,
     tokens,
     triggers,
     workflows,
@@ -66,6 +67,7 @@ ROUTES: tuple[Route, ...] = (
     *workflows.ROUTES,
     *triggers.ROUTES,
     *history.ROUTES,
+    *semaphores.ROUTES,
     *tokens.ROUTES,
     *operations.ROUTES,
     *api_page.ROUTES,
@@ -90,6 +92,7 @@ async def nats_context(app: web.Application) -> AsyncIterator[None]:
         workflows=res.kv[names.WORKFLOWS_BUCKET],
         tokens=res.kv[names.TOKENS_BUCKET],
         pods=res.kv[names.PODS_BUCKET],
+        semaphores=res.kv[names.SEMAPHORES_BUCKET],
     )
     if admin is not None:
         await seed_admin(res.kv[names.TOKENS_BUCKET], token_index, admin, settings.admin_token_file)

@@ -27,6 +27,8 @@ from heddle.services.orchestrator.messages import (
     NoRunner,
     RetryTimer,
     Silent,
+    SlotFree,
+    SlotsTaken,
 )
 from heddle.services.orchestrator.state import RunState
 from heddle.shared.broker.consume import Outcome, settle
@@ -195,6 +197,10 @@ class RunActor:
                 effects = state.on_handoff_answer(step_id, attempt, requeue, runner, message.answer)
             case Heard(step_id=step_id, attempt=attempt, runner=runner, stored_at=stored_at):
                 effects = state.on_heartbeat(step_id, attempt, runner, stored_at)
+            case SlotsTaken(step_id=step_id, attempt=attempt, waiting_for=waiting_for):
+                effects = state.on_slots(step_id, attempt, waiting_for, now)
+            case SlotFree(step_id=step_id):
+                effects = state.on_slot_free(step_id, now)
             case Create():
                 raise TypeError(f"unexpected message {message!r}")  # _create's alone
             case _:

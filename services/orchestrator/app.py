@@ -22,6 +22,7 @@ from heddle.services.orchestrator.no_runner import NoRunnerLook
 from heddle.services.orchestrator.partitions import Partitions
 from heddle.services.orchestrator.pod_watch import PodWatch, wanted
 from heddle.services.orchestrator.routing import Router
+from heddle.services.orchestrator.slots import Slots
 from heddle.services.orchestrator.state import Policy
 from heddle.services.orchestrator.submissions import Submissions
 from heddle.services.orchestrator.workflows import WorkflowFeatures
@@ -67,6 +68,7 @@ class Orchestrator:
         self.no_runner: NoRunnerLook | None = None
         self.consumers: PartitionConsumers | None = None
         self.pod_watch: PodWatch | None = None  # in a cluster only (pod_watch.py)
+        self.slots: Slots | None = None  # the semaphores' slots (slots.py)
         self._stopping = False
 
     # ---- lifecycle ----
@@ -89,9 +91,16 @@ class Orchestrator:
         self.acked = await AckedPublisher(nc).start()
         self.leases = Leases(res.kv[names.LEASES_BUCKET], settings, self.instance)
         self.handoffs = Handoffs(nc, settings.assign_timeout, runs)
+        self.slots = Slots(res.kv[names.SEMAPHORES_BUCKET], runs)
         # A holder that stood still writes nothing until its lease is renewed.
         runner = EffectRunner(
-            nc, res.js, self.acked, runs=runs, handoffs=self.handoffs, lease=self.leases
+            nc,
+            res.js,
+            self.acked,
+            runs=runs,
+            handoffs=self.handoffs,
+            lease=self.leases,
+            slots=self.slots,
         )
         self.workflows = WorkflowFeatures(settings, res, runs.actors, runner)
         effects = self.workflows.effects  # the same runner, also feeding run history
@@ -110,8 +119,10 @@ class Orchestrator:
             self.liveness,
             self.workflows,
             settings.shutdown_grace,
+            self.slots,
         )
         self.workflows.start()
+        self.slots.start()
         self.liveness.start()
         self.no_runner = NoRunnerLook(settings, res, runs.actors)
         self.no_runner.start()
@@ -137,6 +148,8 @@ class Orchestrator:
             await self.liveness.stop_watch()
         if self.workflows is not None:
             await self.workflows.stop()
+        if self.slots is not None:
+            await self.slots.stop()
         if self.handoffs is not None:
             await self.handoffs.stop()
         await close(self.nc)

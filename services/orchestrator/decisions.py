@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from heddle.shared.wire.contracts import RunRecord, RunStatus, StepReady, StepRecord, StepStatus
+from heddle.shared.wire.contracts import (
+    TERMINAL_STEP,
+    RunRecord,
+    RunStatus,
+    StepReady,
+    StepRecord,
+    StepStatus,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +122,26 @@ class Requeued:
 
 
 @dataclass(frozen=True, slots=True)
+class TakeSlots:
+    """Take a slot of each of ``names`` (in name order) for the step's next attempt, once
+    its waiting record is stored; the answer comes back to the run as a message: every slot
+    held, or the semaphore it waits for (docs/pools.md, "Semaphores")."""
+
+    step_id: str
+    attempt: int
+    names: tuple[str, ...]
+    since: str
+
+
+@dataclass(frozen=True, slots=True)
+class GiveBack:
+    """The step's slots (and its places in line) given back, once its record is stored."""
+
+    step_id: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Ignored:
     step_id: str
     reason: str
@@ -130,5 +157,25 @@ Effect = (
     | ScheduleDeadline
     | KillAttempt
     | Requeued
+    | TakeSlots
+    | GiveBack
     | Ignored
 )
+
+
+def giving_back(effects: list[Effect]) -> list[Effect]:
+    """``effects`` with the slots of each step they end (or send to wait out a backoff)
+    given back right after its record: however the step ends, in one place. Giving back
+    what a step does not hold changes nothing, so a step that never took is harmless."""
+    out: list[Effect] = []
+    for eff in effects:
+        out.append(eff)
+        if (
+            isinstance(eff, PersistStep)
+            and eff.step.semaphores
+            and eff.step.for_each is None  # it runs as its instances, which take their own
+            and (eff.status in TERMINAL_STEP or eff.status == "retrying")
+            and eff.previous != "new"
+        ):
+            out.append(GiveBack(eff.step.id, tuple(sorted(eff.step.semaphores))))
+    return out

@@ -27,6 +27,7 @@ from heddle.services.orchestrator.decisions import (
     Continue,
     Effect,
     Enqueue,
+    GiveBack,
     Ignored,
     KillAttempt,
     PersistRun,
@@ -34,6 +35,7 @@ from heddle.services.orchestrator.decisions import (
     Requeued,
     ScheduleDeadline,
     ScheduleRetry,
+    TakeSlots,
 )
 from heddle.services.orchestrator.messages import DeadlineTimer, Mailboxes, RetryTimer
 from heddle.shared.core.labels import label_key
@@ -113,6 +115,8 @@ class EffectWrites:
                     await self._kill(batch, eff)
                 case Requeued():
                     _log_requeued(run_id, eff)
+                case TakeSlots() | GiveBack():
+                    pass  # after the batch's records (effects.py, slots.py)
                 case Ignored(step_id=step_id, reason=reason):
                     event(log, "ignored", run=run_id, step=step_id, reason=reason)
                 case _:

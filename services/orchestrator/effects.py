@@ -15,7 +15,13 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from heddle.services.orchestrator.decisions import Effect, PersistRun
+from heddle.services.orchestrator.decisions import (
+    Effect,
+    GiveBack,
+    PersistRun,
+    TakeSlots,
+    giving_back,
+)
 from heddle.services.orchestrator.effect_metrics import count
 from heddle.services.orchestrator.effect_writes import EffectWrites
 from heddle.services.orchestrator.messages import Mailboxes
@@ -28,6 +34,7 @@ from heddle.shared.wire.contracts import LogLine, encode
 
 if TYPE_CHECKING:
     from heddle.services.orchestrator.handoff import Handoffs
+    from heddle.services.orchestrator.slots import Slots
     from heddle.shared.broker.acked import AckedPublisher
     from heddle.shared.broker.nats_types import Client, JetStreamContext
 
@@ -60,6 +67,7 @@ class EffectRunner:
         runs: Mailboxes | None = None,
         handoffs: Handoffs | None = None,
         lease: WriteLease | None = None,
+        slots: Slots | None = None,
     ) -> None:
         self.nc = nc
         self.js = js
@@ -69,10 +77,14 @@ class EffectRunner:
         # pause) may have lost its runs to another holder: its writes wait until its lease
         # is renewed, or until its runs are dropped for having been lost.
         self.lease = lease
+        # The semaphores' slots, taken and given back once the records that ask for it
+        # are stored (docs/pools.md, "Semaphores").
+        self.slots = slots
 
     async def apply(self, run_id: str, effects: list[Effect], *, create_run: bool = False) -> None:
         if not create_run:
             failpoints.hit("orchestrator.before_writes")
+        effects = giving_back(effects)  # a step that ends gives back its slots, however
         await self._until_writable(run_id)
         await self.write_notes(run_id, effects)  # once, not on every retry of the writes
         delay, created, tried = 0.2, create_run, False
@@ -84,7 +96,7 @@ class EffectRunner:
                 count(effects, created)  # once stored: not again if written again
                 if self.handoffs is not None:
                     self.handoffs.await_lost(run_id, effects)
-                return
+                break
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # whatever failed, the writes go again: state must reach KV
@@ -102,6 +114,25 @@ class EffectRunner:
                 log.warning(
                     "writing effects of run %s failed (%s); retrying in %.1fs", run_id, exc, delay
                 )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        if self.slots is not None and any(isinstance(e, TakeSlots | GiveBack) for e in effects):
+            await self._carry_out_slots(run_id, effects)
+
+    async def _carry_out_slots(self, run_id: str, effects: list[Effect]) -> None:
+        """The batch's takes and give-backs, after its records, done again until they land
+        (each may be: a take finds what it holds, a give-back what it gave)."""
+        assert self.slots is not None
+        delay = 0.2
+        while True:
+            await self._until_writable(run_id)
+            try:
+                await self.slots.carry_out(run_id, effects)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the slots must agree with the records stored
+                log.warning("slots of run %s failed (%s); retrying in %.1fs", run_id, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 

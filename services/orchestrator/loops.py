@@ -127,6 +127,7 @@ class Loops:
                 allow_failure=step.allow_failure,
                 on_exit=step.on_exit,
                 runs_on=step.runs_on,
+                semaphores=step.semaphores,  # each instance holds a slot of its own
                 parent=step.id,
                 item=item_text(item),
                 item_index=k,

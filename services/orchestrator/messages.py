@@ -88,6 +88,23 @@ class HandedOff:
 
 
 @dataclass(frozen=True, slots=True)
+class SlotsTaken:
+    """What taking a step's slots came to (services/orchestrator/slots.py): every one held
+    (``waiting_for`` None), or the semaphore the step waits for."""
+
+    step_id: str
+    attempt: int
+    waiting_for: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotFree:
+    """A slot of the semaphore a step waits for is free, and its turn has come."""
+
+    step_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class Create:
     """A new run's first message: store it, then announce it (the gateway waits for that)."""
 
@@ -108,6 +125,8 @@ Message = (
     | Cancel
     | Admit
     | HandedOff
+    | SlotsTaken
+    | SlotFree
     | Create
 )
 

@@ -52,6 +52,7 @@ def new_records(
             for_each=s.for_each,
             max_parallel=s.max_parallel,
             runs_on=list(s.runs_on),
+            semaphores=list(s.semaphores),
         )
         for i, s in enumerate([*cmd.steps, *cmd.on_exit])
     ]

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from heddle.services.orchestrator.consumers import PartitionConsumers
     from heddle.services.orchestrator.live_runs import LiveRuns
     from heddle.services.orchestrator.liveness import Liveness
+    from heddle.services.orchestrator.slots import Slots
     from heddle.services.orchestrator.workflows import WorkflowFeatures
     from heddle.shared.broker.buckets import Bucket
 
@@ -37,10 +38,12 @@ class Partitions:
         liveness: Liveness,
         workflows: WorkflowFeatures,
         grace: float,
+        slots: Slots | None = None,
     ) -> None:
         self.runs, self.runs_kv, self.policy = runs, runs_kv, policy
         self.consumers, self.liveness, self.workflows = consumers, liveness, workflows
         self.grace = grace  # HEDDLE_SHUTDOWN_GRACE: how long runs given away may drain
+        self.slots = slots  # the semaphores, made to agree with the runs rebuilt
 
     async def take(self, parts: set[int]) -> None:
         """Partitions just acquired: their live runs rebuilt, then their commands and events
@@ -73,7 +76,8 @@ class Partitions:
         await self.liveness.unwatch(parts)
 
     async def rebuild(self, parts: set[int]) -> None:
-        """Load the partitions' live runs from KV and make each whole (RunState.resume)."""
+        """Load the partitions' live runs from KV, make the semaphores agree with them, and
+        make each whole (RunState.resume)."""
         runs = [
             run_record_decoder.decode(e.value) for e in await read_current(self.runs_kv, "run.*")
         ]
@@ -85,7 +89,7 @@ class Partitions:
             and r.run_id not in self.runs.actors
         ]
         live.sort(key=lambda r: r.created_at)  # the waiting ones keep their order
-        now = time.time()
+        states: list[RunState] = []
         for run in live:
             steps = await read_steps(self.runs_kv, run)
             if len(steps) < run.step_count:
@@ -96,7 +100,17 @@ class Partitions:
                     run.step_count,
                 )
                 continue
-            await self.runs.recover(RunState(run, steps, self.policy), now)
+            states.append(RunState(run, steps, self.policy))
+        if self.slots is not None:
+            # Before any run resumes: its takes and give-backs come after, on the agreed state.
+            here = [a.state for a in self.runs.in_partitions(parts)]
+            await self.slots.reconcile(
+                lambda run_id: self.runs.partition(run_id) in parts,
+                [(s.run, s.steps.values()) for s in [*states, *here]],
+            )
+        now = time.time()
+        for state in states:
+            await self.runs.recover(state, now)
         # Once every resumed run's effects are stored: an actor's own writes come after.
         self.runs.admit_due()
         event(log, "rebuilt", partitions=sorted(parts), live_runs=len(live), runs_seen=len(runs))

@@ -29,6 +29,7 @@ from heddle.services.orchestrator.decisions import (
 )
 from heddle.services.orchestrator.new_run import new_records
 from heddle.services.orchestrator.run_steps import Policy, RunSteps
+from heddle.services.orchestrator.slot_answers import SlotAnswers
 from heddle.services.orchestrator.stopping import Stopping
 from heddle.services.orchestrator.transitions import StepTransitions, enqueue, skip_reason
 from heddle.shared.core.tickets import holds, new_ticket
@@ -62,6 +63,10 @@ class RunState:
         self.on_heartbeat = self.reports.on_heartbeat
         self.on_accepted = self.reports.on_accepted
         self.on_handoff_answer = self.reports.on_handoff_answer
+        # A step's semaphores: the answer to a take, a slot freed for it (slot_answers.py).
+        self.slots = SlotAnswers(self.records, self.transitions)
+        self.on_slots = self.slots.on_slots
+        self.on_slot_free = self.slots.on_slot_free
 
     @property
     def run(self) -> RunRecord:

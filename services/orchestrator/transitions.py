@@ -14,6 +14,7 @@ from heddle.services.orchestrator.decisions import (
     PersistRun,
     PersistStep,
     ScheduleRetry,
+    TakeSlots,
 )
 from heddle.services.orchestrator.loops import Loops
 from heddle.services.orchestrator.run_steps import RunSteps
@@ -61,11 +62,21 @@ class StepTransitions:
         self.loops = Loops(records, self)
 
     def queue(
-        self, step: StepRecord, attempt: int, stamp: str, handoff: str | None = None
+        self,
+        step: StepRecord,
+        attempt: int,
+        stamp: str,
+        handoff: str | None = None,
+        *,
+        granted: bool = False,
     ) -> list[Effect]:
+        """``granted``: the step holds every slot of its semaphores now; without, a step
+        with semaphores not queued or running already asks for them first, and waits."""
         if step.for_each is not None:
             return self.loops.expand(step, stamp)  # it runs as its instances
         prev = step.status
+        if step.semaphores and not granted and prev not in ("queued", "running"):
+            return self.wait_for_slots(step, stamp)
         step.status = "queued"
         step.attempt = attempt
         step.runner = None
@@ -95,6 +106,17 @@ class StepTransitions:
         # The prepared successor's record goes before the message that carries it.
         prepared, ready = self.chains.carried(step, ready, stamp)
         return [*spent, *prepared, PersistStep(step, prev), enqueue(step, ready)]
+
+    def wait_for_slots(self, step: StepRecord, stamp: str) -> list[Effect]:
+        """A step due but for its semaphores: pending, waiting (for the first of them until
+        the answer says which), while their slots are asked for (docs/pools.md)."""
+        prev = step.status
+        names = tuple(sorted(step.semaphores))
+        step.status = "pending"
+        step.retry_at = None
+        step.offered_to = None
+        step.semaphore_wait = step.semaphore_wait or names[0]
+        return [PersistStep(step, prev), TakeSlots(step.id, step.attempt + 1, names, stamp)]
 
     def succeed(
         self,
@@ -257,6 +279,7 @@ class StepTransitions:
         step.status = status
         step.reason = reason
         step.retry_at = None
+        step.semaphore_wait = None  # its place in line is given back with it (giving_back)
         if step.finished_at is None or prev in ("pending", "queued", "retrying"):
             step.finished_at = stamp
         self.records.ended(step)

@@ -119,6 +119,7 @@ def gateway() -> Permissions:
             f"{API}.STREAM.PURGE.{names.DOCS_STREAM}",  # one whose submit was a duplicate
             kv_write(names.WORKFLOWS_BUCKET),
             kv_write(names.TOKENS_BUCKET),
+            kv_write(names.SEMAPHORES_BUCKET),  # a semaphore's size (PUT /api/semaphores)
             *keeps(*ALL_STREAMS),
             *info(*ALL_STREAMS),
             *reads(names.LOGS_STREAM, *ALL_KV_STREAMS),
@@ -150,6 +151,7 @@ def orchestrator() -> Permissions:
             kv_write(names.CRON_BUCKET),
             kv_write(names.PODS_BUCKET),  # the runner pods, as its pod watch sees them
             kv_write(names.LEASES_BUCKET),  # orchestrators' membership and partitions
+            kv_write(names.SEMAPHORES_BUCKET),  # the slots its runs' steps hold
             f"{API}.>",
             "$JS.ACK.>",
             "$JS.FC.>",

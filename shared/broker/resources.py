@@ -184,6 +184,7 @@ def bucket_configs(settings: Settings) -> dict[str, StreamConfig]:
         names.TOKENS_BUCKET: kv(names.TOKENS_BUCKET, "API token records (hashes only)"),
         names.PODS_BUCKET: kv(names.PODS_BUCKET, "Runner pods, as the orchestrator sees them"),
         names.LEASES_BUCKET: kv(names.LEASES_BUCKET, "Orchestrators and their partitions"),
+        names.SEMAPHORES_BUCKET: kv(names.SEMAPHORES_BUCKET, "Semaphores: sizes and holders"),
     }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from heddle.shared.core.conditions import condition_problems
 from heddle.shared.core.labels import MAX_RUNS_ON, label_problems
+from heddle.shared.core.semaphores import name_problem
 from heddle.shared.core.step_env import env_problems
 from heddle.shared.wire.errors import Problem
 from heddle.shared.wire.names import ID_PATTERN
@@ -140,6 +141,8 @@ def check_step(
     problems.extend(condition_problems(step, path))
     if "runsOn" in step:
         problems.extend(runs_on_problems(step["runsOn"], f"{path}.runsOn"))
+    if "semaphores" in step:
+        problems.extend(semaphores_problems(step["semaphores"], f"{path}.semaphores"))
     if isinstance(step_id, str):
         return step_id, dep_ids
     return None
@@ -150,6 +153,23 @@ def runs_on_problems(runs_on: object, path: str) -> list[Problem]:
     if not isinstance(runs_on, list) or not all(isinstance(x, str) for x in runs_on):
         return [Problem(path, "runsOn must be a list of runner labels")]
     return [Problem(path, text) for text in label_problems(runs_on, MAX_RUNS_ON)]
+
+
+def semaphores_problems(value: object, path: str) -> list[Problem]:
+    """A step's ``semaphores``: a list of distinct semaphore names."""
+    if not isinstance(value, list):
+        return [Problem(path, "semaphores must be a list of semaphore names")]
+    problems = [
+        Problem(f"{path}[{j}]", why)
+        for j, name in enumerate(value)
+        if (why := name_problem(name)) is not None
+    ]
+    seen: set[str] = set()
+    for j, name in enumerate(value):
+        if isinstance(name, str) and name in seen:
+            problems.append(Problem(f"{path}[{j}]", f"semaphore {name!r} is named twice"))
+        seen.add(name if isinstance(name, str) else "")
+    return problems
 
 
 def check_timeout(timeout: Any, path: str, problems: list[Problem]) -> None:

@@ -312,6 +312,25 @@ class RunnerPod(Wire):
     seen_at: str = ""
 
 
+class SemaphoreHolder(Wire):
+    """A step holding a slot of a semaphore (its attempt when it took it), or waiting for
+    one (attempt 0)."""
+
+    run_id: str
+    step_id: str
+    attempt: int = 0
+    since: str = ""
+
+
+class Semaphore(Wire):
+    """``<name>`` in heddle-semaphores: its size, the steps holding its slots and those
+    waiting for one, in order of waiting (shared/core/semaphores.py decides every change)."""
+
+    size: int = 1
+    holders: list[SemaphoreHolder] = []
+    waiting: list[SemaphoreHolder] = []
+
+
 class LogLine(FrozenWire, frozen=True):
     """A JSON message of a step's log (HEDDLE_LOGS, ``heddle.log.<run>.<step>.<attempt>``):
     the services' notes (docs/logs.md). The command's own output is in chunks of raw lines
@@ -389,7 +408,8 @@ class StepRecord(Wire):
     max_parallel: int | None = None  # StepSpec.max_parallel
     runs_on: list[str] = []  # StepSpec.runs_on
     semaphores: list[str] = []  # StepSpec.semaphores
-    # The semaphore a pending step waits for a slot of, while all are held (docs/pools.md).
+    # The semaphore a pending step waits for a slot of (docs/pools.md, "Semaphores"); set
+    # from when it asks for its slots until it holds them all.
     semaphore_wait: str | None = None
     # A forEach step's instance count once expanded (None: not yet); the instances are the
     # run's steps ``<id>[0]``... that name it as their ``parent``.
@@ -552,3 +572,4 @@ workflow_latest_decoder = msgspec.json.Decoder(WorkflowLatest)
 cron_cursor_decoder = msgspec.json.Decoder(CronCursor)
 cron_slot_decoder = msgspec.json.Decoder(CronSlot)
 run_summary_decoder = msgspec.json.Decoder(RunSummary)
+semaphore_decoder = msgspec.json.Decoder(Semaphore)

@@ -50,7 +50,7 @@ TOKENS_BUCKET = "heddle-tokens"  # API token records by name: hashes, never toke
 PODS_BUCKET = "heddle-pods"
 # The orchestrators' membership and who owns each partition of the runs (orchestrator/leases.py).
 LEASES_BUCKET = "heddle-leases"
-# Each semaphore's ``{size, holders}`` by its name (docs/pools.md, "Semaphores").
+# Each semaphore's size and the steps holding its slots, by name (shared/core/semaphores.py).
 SEMAPHORES_BUCKET = "heddle-semaphores"
 
 ALL_STREAMS = (CMD_STREAM, STEPS_STREAM, EVENTS_STREAM, LOGS_STREAM, DOCS_STREAM)
@@ -63,6 +63,7 @@ ALL_BUCKETS = (
     TOKENS_BUCKET,
     PODS_BUCKET,
     LEASES_BUCKET,
+    SEMAPHORES_BUCKET,
 )
 
 # Durable consumers

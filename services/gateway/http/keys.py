@@ -28,6 +28,7 @@ class GatewayResources:
     workflows: Bucket
     tokens: Bucket
     pods: Bucket  # heddle-pods: the runner pods (in a cluster)
+    semaphores: Bucket  # heddle-semaphores: sizes and holders
 
 
 SETTINGS = web.AppKey("settings", Settings)

@@ -155,3 +155,30 @@ class TriggerRequest(Doc, forbid_unknown_fields=True):
 class TokenRequest(Doc, forbid_unknown_fields=True):
     name: Id
     role: Role
+
+
+# ---- semaphores ---------------------------------------------------------------------------
+
+
+class SemaphoreStep(Doc):
+    """A step holding a slot (``attempt``: the attempt it took it for), or waiting for one."""
+
+    run_id: str
+    step_id: str
+    attempt: int
+    since: str
+
+
+class SemaphoreDoc(Doc):
+    name: str
+    size: int
+    holders: list[SemaphoreStep]
+    waiting: list[SemaphoreStep]  # in order of waiting
+
+
+class SemaphoreList(Doc):
+    semaphores: list[SemaphoreDoc]
+
+
+class SemaphoreSize(Doc, forbid_unknown_fields=True):
+    size: Annotated[int, msgspec.Meta(ge=1)]

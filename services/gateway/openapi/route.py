@@ -22,7 +22,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Answer = tuple[type | str | tuple[type | str, ...] | None, str]
 OPEN = None  # the role of a route anyone may call
 # The document's groups of operations, in its order.
-Tag = Literal["runs", "runners", "workflows", "tokens", "operations", "page", "legacy"]
+Tag = Literal[
+    "runs", "runners", "semaphores", "workflows", "tokens", "operations", "page", "legacy"
+]
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
             "Runner labels: only a runner with every one takes the step. Without it, the "
             "default pool's runners do."
         ),
-        "semaphores": "Semaphores the step holds a slot of while it runs.",
+        "semaphores": (
+            "Semaphores the step holds a slot of while it runs, each named by 1 to 64 "
+            "letters, digits, `_` or `-`; an unknown one has size 1."
+        ),
     },
     "ParamSpec": {
         "name": "The parameter's name; steps get it as `HEDDLE_PARAM_<NAME>`.",

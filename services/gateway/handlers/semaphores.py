@@ -1,0 +1,130 @@
+"""Semaphores (docs/pools.md, "Semaphores"): ``GET /api/semaphores`` and
+``GET /api/semaphores/{name}`` show each one's size, the steps holding its slots and those
+waiting for one; ``PUT /api/semaphores/{name}`` sets its size (admin). The size is written by
+compare-and-set (shared/broker/semaphore_store.py), so no holder an orchestrator writes
+meanwhile is lost. A semaphore never set nor taken has size 1."""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+from heddle.services.gateway.http import answers, inputs
+from heddle.services.gateway.http.keys import CALLER, RESOURCES
+from heddle.services.gateway.openapi.registry_types import (
+    SemaphoreDoc,
+    SemaphoreList,
+    SemaphoreSize,
+    SemaphoreStep,
+)
+from heddle.services.gateway.openapi.route import Param, Route
+from heddle.shared.broker.semaphore_store import change, read, read_all
+from heddle.shared.core.semaphores import name_problem, resize, size_problem
+from heddle.shared.runtime.service import event
+from heddle.shared.wire.contracts import Semaphore, SemaphoreHolder
+from heddle.shared.wire.errors import Problem
+
+log = logging.getLogger("heddle.gateway")
+
+
+def semaphore_document(name: str, sem: Semaphore) -> SemaphoreDoc:
+    def shown(entries: list[SemaphoreHolder]) -> list[SemaphoreStep]:
+        return [
+            SemaphoreStep(run_id=e.run_id, step_id=e.step_id, attempt=e.attempt, since=e.since)
+            for e in entries
+        ]
+
+    return SemaphoreDoc(
+        name=name, size=sem.size, holders=shown(sem.holders), waiting=shown(sem.waiting)
+    )
+
+
+def _name(request: web.Request) -> str:
+    name = request.match_info["name"]
+    problem = name_problem(name)
+    if problem is not None:
+        raise answers.bad_request("invalid semaphore name", [Problem("name", problem)])
+    return name
+
+
+async def list_semaphores(request: web.Request) -> web.Response:
+    found = await read_all(request.app[RESOURCES].semaphores)
+    docs = [semaphore_document(name, sem) for name, sem in sorted(found.items())]
+    return answers.json_response(SemaphoreList(semaphores=docs))
+
+
+async def get_semaphore(request: web.Request) -> web.Response:
+    name = _name(request)
+    sem, _ = await read(request.app[RESOURCES].semaphores, name)
+    return answers.json_response(semaphore_document(name, sem))
+
+
+async def set_size(request: web.Request) -> web.Response:
+    problems: list[Problem] = []
+    name = request.match_info["name"]
+    if (why := name_problem(name)) is not None:
+        problems.append(Problem("name", why))
+    body = await inputs.read_json(request)
+    if not isinstance(body, dict):
+        problems.append(Problem("", 'the body must be a JSON object: {"size": N}'))
+    else:
+        problems.extend(Problem(k, f"unknown field {k!r}") for k in body if k != "size")
+        if "size" not in body:
+            problems.append(Problem("size", "missing required field"))
+        elif (why := size_problem(body["size"])) is not None:
+            problems.append(Problem("size", why))
+    if problems:
+        return answers.error(400, "invalid semaphore size", problems)
+    size: int = body["size"]
+    sem = await change(request.app[RESOURCES].semaphores, name, lambda s: resize(s, size))
+    caller = request.get(CALLER)
+    event(log, "semaphore size", name=name, size=size, by=caller.name if caller else None)
+    return answers.json_response(semaphore_document(name, sem))
+
+
+NAME = Param(
+    "name",
+    "path",
+    {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+    "The semaphore's name",
+)
+ROUTES = (
+    Route(
+        "GET",
+        "/api/semaphores",
+        list_semaphores,
+        operation_id="listSemaphores",
+        summary="Every semaphore set or taken, with its holders",
+        tag="semaphores",
+        role="viewer",
+        answers={200: (SemaphoreList, "Every semaphore, by name")},
+    ),
+    Route(
+        "GET",
+        "/api/semaphores/{name}",
+        get_semaphore,
+        operation_id="getSemaphore",
+        summary="A semaphore: its size, its holders and the steps waiting",
+        tag="semaphores",
+        role="viewer",
+        answers={200: (SemaphoreDoc, "The semaphore (size 1 and no holder if unknown)")},
+        params=(NAME,),
+    ),
+    Route(
+        "PUT",
+        "/api/semaphores/{name}",
+        set_size,
+        operation_id="setSemaphoreSize",
+        summary="Set a semaphore's size",
+        tag="semaphores",
+        role="admin",
+        answers={200: (SemaphoreDoc, "The semaphore with its new size")},
+        params=(NAME,),
+        body=SemaphoreSize,
+        example={"size": 3},
+        description=(
+            "A smaller size frees nothing early: the steps holding a slot keep it, and the "
+            "next step waits until fewer than the size hold one."
+        ),
+    ),
+)
