@@ -16,8 +16,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from heddle.services.dispatcher.autoscale import ordinal_of
-from heddle.services.dispatcher.autoscaling import Autoscaling
+from heddle.services.dispatcher.autoscaling import Autoscaling, packing
 from heddle.services.dispatcher.hand import Hand
 from heddle.services.dispatcher.placing import Placing
 from heddle.services.dispatcher.pool import Pool
@@ -29,6 +28,7 @@ from heddle.shared.broker.nats_types import NatsError
 from heddle.shared.broker.pull import ContinuousPull
 from heddle.shared.broker.resources import ensure_resources
 from heddle.shared.broker.streams import ensure_consumer
+from heddle.shared.core.runner_pools import DEFAULT_POOL
 from heddle.shared.kube import client as kube
 from heddle.shared.runtime.metrics import (
     READY_WAITING,
@@ -80,11 +80,11 @@ class Dispatcher:
         RUNNERS.set_function(lambda: len(self.pool.runners))
         RUNNERS_BUSY.set_function(lambda: len(self.pool.leases))
         self.autoscaling: Autoscaling | None = None
+        self._backlog: int | None = None  # the ready steps the stream holds, as last asked
         if settings.autoscale == "on":
             # Steps go to the lowest ordinals, so that the top ones (which a StatefulSet
-            # removes) fall idle; a runner outside the scaled pool first, it costs it nothing.
-            prefix = settings.runner_statefulset_prefix
-            self.pool.pack = lambda name: _or_first(ordinal_of(name, prefix))
+            # removes) fall idle; a runner outside the scaled pools first, it costs them nothing.
+            self.pool.pack = packing(settings)
 
     @property
     def nc(self) -> Client | None:
@@ -129,7 +129,7 @@ class Dispatcher:
 
     async def _start_autoscaling(self) -> None:
         autoscaling = Autoscaling(
-            self.settings, self.pool, self._waits, self._pending, changed=self._wake
+            self.settings, self.pool, self._demand, changed=self._wake, refresh=self._ask_backlog
         )
         try:
             await autoscaling.start()
@@ -141,6 +141,16 @@ class Dispatcher:
     def _waits(self) -> tuple[float, ...]:
         """Seconds each ready step in hand has waited for a runner (on this clock)."""
         return self._hand.waits(time.monotonic())
+
+    def _demand(self, pool: str) -> tuple[tuple[float, ...], int | None]:
+        """A pool's demand for autoscaling. For now the whole demand is the default pool's;
+        the other pools get none."""
+        if pool != DEFAULT_POOL:
+            return (), 0
+        return self._waits(), self._backlog
+
+    async def _ask_backlog(self) -> None:
+        self._backlog = await self._pending()
 
     async def stop(self) -> None:
         placing = self._placing
@@ -214,7 +224,3 @@ class Dispatcher:
             at_least = 1 if free > unplaced else LOOKAHEAD // 2
             pull.set_credit(max(free + LOOKAHEAD - unplaced, 0), at_least)
         return free
-
-
-def _or_first(ordinal: int | None) -> int:
-    return -1 if ordinal is None else ordinal
