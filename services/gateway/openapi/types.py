@@ -73,7 +73,14 @@ class Edge(Doc):
 
 
 WaitReason = Literal[
-    "runners-busy", "no-runner", "semaphore", "concurrency", "runs-at-limit", "priority", "backoff"
+    "runners-busy",
+    "no-runner",
+    "semaphore",
+    "concurrency",
+    "runs-at-limit",
+    "priority",
+    "backoff",
+    "turn",
 ]
 
 

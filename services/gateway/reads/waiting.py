@@ -14,9 +14,8 @@ from typing import Any
 
 import msgspec
 from heddle.services.gateway.openapi.types import WaitingFor
+from heddle.shared.core.labels import DEFAULT_POOL, takes
 from heddle.shared.wire.contracts import TERMINAL_RUN, RunnerInfo, RunRecord, StepRecord
-
-DEFAULT_POOL = "default"  # the pool of the runners that take a step without runsOn
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,35 @@ def waits(run: RunRecord, steps: list[StepRecord], facts: WaitFacts) -> Waits:
     if run.status in TERMINAL_RUN:
         return Waits({}, None)
     found = {s.id: w for s in steps if (w := step_waiting(s, facts)) is not None}
+    if not run.waiting:
+        found.update(held_back(steps))
     return Waits(found, run_waiting(run, steps, found, facts.priority_ahead))
+
+
+def held_back(steps: list[StepRecord]) -> dict[str, WaitingFor]:
+    """The pending steps whose dependencies have all succeeded while the run has steps queued
+    or running: held back by the run's window (docs/pools.md, "Fair turns")."""
+    flying = sum(1 for s in steps if s.status in ("queued", "running") and s.for_each is None)
+    if not flying:
+        return {}
+    succeeded = {s.id for s in steps if s.status == "succeeded"}
+    return {
+        s.id: WaitingFor(
+            reason="turn",
+            sentence=(
+                f"Its run's turn: {flying} of the run's steps are queued or running, as many "
+                "as a run has at once (HEDDLE_RUN_WINDOW); it goes as they end."
+            ),
+            total=flying,
+        )
+        for s in steps
+        if s.status == "pending"
+        and not s.semaphore_wait
+        and s.when is None
+        and s.parent is None
+        and not s.on_exit
+        and all(d in succeeded for d in s.depends_on)
+    }
 
 
 def step_waiting(step: StepRecord, facts: WaitFacts) -> WaitingFor | None:
@@ -129,14 +156,6 @@ def semaphore_full(name: str, sem: Semaphore) -> WaitingFor:
     )
 
 
-def can_take(runner: RunnerInfo, runs_on: list[str]) -> bool:
-    """A runner takes a step iff it has every label the step's runsOn names; a step without
-    runsOn, only a runner of the default pool."""
-    if not runs_on:
-        return runner.pool == DEFAULT_POOL
-    return set(runs_on) <= set(runner.labels)
-
-
 def runner_wait(step: StepRecord, runners: list[RunnerInfo]) -> WaitingFor | None:
     """A queued step: no runner could take it, or every one that could is busy; None while
     one is free (the step is being handed to it) or one holds it already."""
@@ -144,7 +163,7 @@ def runner_wait(step: StepRecord, runners: list[RunnerInfo]) -> WaitingFor | Non
         r.run_id is not None and r.step_id == step.id and r.attempt == step.attempt for r in runners
     ):
         return None
-    able = [r for r in runners if can_take(r, step.runs_on)]
+    able = [r for r in runners if takes(r.pool, [r.pool, *r.labels], step.runs_on)]
     labels = sorted(step.runs_on) or None
     pools = sorted({r.pool for r in able})
     pool = pools[0] if len(pools) == 1 else (None if labels else DEFAULT_POOL)

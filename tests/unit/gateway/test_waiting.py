@@ -11,7 +11,6 @@ from heddle.services.gateway.openapi.types import WaitingFor
 from heddle.services.gateway.reads.waiting import (
     Semaphore,
     WaitFacts,
-    can_take,
     needs_registry,
     run_waiting,
     semaphore_of,
@@ -138,23 +137,6 @@ def test_no_runner_of_the_default_pool() -> None:
     }
     alone = step_waiting(step(), WaitFacts())
     assert alone is not None and alone.reason == "no-runner"
-
-
-@pytest.mark.parametrize(
-    ("pool", "labels", "runs_on", "takes"),
-    [
-        ("default", [], [], True),
-        ("gpu", [], [], False),
-        ("gpu", ["cuda"], ["gpu"], True),
-        ("gpu", ["cuda"], ["gpu", "cuda"], True),
-        ("gpu", ["cuda"], ["cuda", "big"], False),
-        ("default", [], ["default"], True),
-    ],
-)
-def test_a_runner_takes_a_step_iff_it_has_every_label(
-    pool: str, labels: list[str], runs_on: list[str], takes: bool
-) -> None:
-    assert can_take(runner("a", pool=pool, labels=labels), runs_on) is takes
 
 
 def test_the_registry_is_needed_only_for_a_queued_step_not_offered() -> None:
@@ -295,3 +277,19 @@ def test_a_finished_run_waits_for_nothing() -> None:
 def test_a_run_with_nothing_waiting_has_no_reason() -> None:
     steps = [step("a", status="succeeded"), step("b", status="pending", depends_on=["a"])]
     assert waits(run(), steps, WaitFacts()).run is None
+
+
+def test_a_ready_step_held_back_by_its_runs_window_says_so() -> None:
+    steps = [
+        step("a", status="succeeded"),
+        step("b", status="running", depends_on=["a"]),
+        step("c", status="queued", depends_on=["a"]),
+        step("d", status="pending", depends_on=["a"]),
+        step("e", status="pending", depends_on=["d"]),  # its dependency has not run
+        step("f", status="pending", depends_on=["a"], when="true"),  # decided, not held
+    ]
+    found = waits(
+        RunRecord(run_id="r", status="running", created_at="", step_count=6), steps, WaitFacts()
+    )
+    assert {sid for sid, w in found.steps.items() if w.reason == "turn"} == {"d"}
+    assert found.steps["d"].reason == "turn" and found.steps["d"].total == 2
