@@ -16,11 +16,10 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from heddle.services.dispatcher.autoscale import ordinal_of
-from heddle.services.dispatcher.autoscaling import Autoscaling
+from heddle.services.dispatcher.autoscaling import Autoscaling, packing
 from heddle.services.dispatcher.hand import Hand
 from heddle.services.dispatcher.placing import Lane, Placing
-from heddle.services.dispatcher.pool import Pool
+from heddle.services.dispatcher.pool import Pool, keys_of
 from heddle.services.dispatcher.pool_feed import PoolFeed
 from heddle.services.dispatcher.ready import LOOKAHEAD, ack_wait, ready_consumer, ready_durable
 from heddle.services.dispatcher.waiting import WaitingLine
@@ -29,6 +28,7 @@ from heddle.shared.broker.nats_types import NatsError
 from heddle.shared.broker.pull import ContinuousPull
 from heddle.shared.broker.resources import ensure_resources
 from heddle.shared.broker.streams import ensure_consumer
+from heddle.shared.core.runner_pools import PoolSpec, parse_pools
 from heddle.shared.kube import client as kube
 from heddle.shared.runtime.metrics import (
     READY_WAITING,
@@ -42,6 +42,7 @@ from heddle.shared.runtime.settings import Settings
 from heddle.shared.runtime.stalls import LoopStalls
 from heddle.shared.runtime.tasks import cancel_and_wait
 from heddle.shared.wire import names
+from heddle.shared.wire.contracts import RunnerInfo
 
 if TYPE_CHECKING:
     from heddle.shared.broker.nats_types import Client, KeyValue
@@ -81,11 +82,18 @@ class Dispatcher:
         RUNNERS.set_function(lambda: len(self.pool.runners))
         RUNNERS_BUSY.set_function(lambda: len(self.pool.leases))
         self.autoscaling: Autoscaling | None = None
+        self._backlog: int | None = None  # the ready steps the stream holds, as last asked
+        self._backlog_by_lane: dict[Lane, int] | None = None
+        # The label keys each pool of HEDDLE_RUNNER_POOLS serves: those of a pool that
+        # autoscaling may grow get their lanes before any of its runners registers.
+        self._pool_keys = pool_keys(parse_pools(settings.runner_pools))
+        self._growable = frozenset().union(
+            *(self._pool_keys[p.name] for p in parse_pools(settings.runner_pools) if p.autoscaling)
+        )
         if settings.autoscale == "on":
             # Steps go to the lowest ordinals, so that the top ones (which a StatefulSet
-            # removes) fall idle; a runner outside the scaled pool first, it costs it nothing.
-            prefix = settings.runner_statefulset_prefix
-            self.pool.pack = lambda name: _or_first(ordinal_of(name, prefix))
+            # removes) fall idle; a runner outside the scaled pools first, it costs them nothing.
+            self.pool.pack = packing(settings)
 
     @property
     def nc_open(self) -> Client:
@@ -149,7 +157,7 @@ class Dispatcher:
         """A lane for every set of labels some registered runner has, once: its steps wait
         in the stream, not in this dispatcher's hand, while no runner can take them."""
         self._lanes_seen = self.pool.generation
-        for key in sorted(self.pool.served() - {""}):
+        for key in sorted((self.pool.served() | self._growable) - {""}):
             if (key, False) not in self._pulls and not self._placing.stopping:
                 try:
                     await self._add_lane((key, False))
@@ -161,7 +169,7 @@ class Dispatcher:
 
     async def _start_autoscaling(self) -> None:
         autoscaling = Autoscaling(
-            self.settings, self.pool, self._waits, self._pending, changed=self._wake
+            self.settings, self.pool, self._demand, changed=self._wake, refresh=self._ask_backlog
         )
         try:
             await autoscaling.start()
@@ -173,6 +181,26 @@ class Dispatcher:
     def _waits(self) -> tuple[float, ...]:
         """Seconds each ready step in hand has waited for a runner (on this clock)."""
         return self._hand.waits(time.monotonic())
+
+    def _demand(self, pool: str) -> tuple[tuple[float, ...], int | None]:
+        """A pool's demand for autoscaling: the steps in hand, and in the stream, of the
+        lanes its runners serve. Without HEDDLE_RUNNER_POOLS, all of it is the default
+        pool's."""
+        if not self._pool_keys:
+            return self._waits(), self._backlog
+        keys = self._pool_keys.get(pool, frozenset())
+        lanes = self._placing.lanes
+        held = self._hand.held(time.monotonic())
+        waits = tuple(w for k, w in held.items() if k in lanes and lanes[k][0] in keys)
+        if self._backlog_by_lane is None:
+            return waits, None
+        backlog = sum(n for lane, n in self._backlog_by_lane.items() if lane[0] in keys)
+        return waits, backlog
+
+    async def _ask_backlog(self) -> None:
+        by_lane = await self._pending_by_lane()
+        self._backlog_by_lane = by_lane
+        self._backlog = None if by_lane is None else sum(by_lane.values())
 
     async def stop(self) -> None:
         placing = self._placing
@@ -202,15 +230,19 @@ class Dispatcher:
             READY_WAITING.set(pending + max(sum(self._placing.unplaced.values()), 0))
 
     async def _pending(self) -> int | None:
-        """Ready steps the stream still holds for the two consumers; None if not known."""
-        pending = 0
-        for pull in self._pulls.values():
+        """Ready steps the stream still holds for the lanes' consumers; None if not known."""
+        by_lane = await self._pending_by_lane()
+        return None if by_lane is None else sum(by_lane.values())
+
+    async def _pending_by_lane(self) -> dict[Lane, int] | None:
+        pending: dict[Lane, int] = {}
+        for lane, pull in list(self._pulls.items()):
             try:
                 info = await self.js.consumer_info(names.STEPS_STREAM, pull.durable, timeout=1.0)
             except NatsError as exc:  # its TimeoutError, a closed connection, the server's
                 log.debug("ready backlog unknown: %s", exc)
                 return None
-            pending += info.num_pending or 0
+            pending[lane] = info.num_pending or 0
         return pending
 
     async def _reconnected(self) -> None:
@@ -246,7 +278,7 @@ class Dispatcher:
         # alone is refilled half at a time, so a saturated pool asks once per few steps.
         for lane, pull in self._pulls.items():
             key = lane[0]
-            if key and key not in self.pool.served():
+            if key and key not in self.pool.served() and key not in self._growable:
                 pull.set_credit(0)  # no runner has these labels now: its steps stay stored
                 continue
             free = free_by_key.get(key, 0)
@@ -256,5 +288,20 @@ class Dispatcher:
         return free_by_key
 
 
-def _or_first(ordinal: int | None) -> int:
-    return -1 if ordinal is None else ordinal
+def pool_keys(pools: list[PoolSpec]) -> dict[str, frozenset[str]]:
+    """The label keys each pool's runners serve (pool.py, ``keys_of``)."""
+    return {
+        p.name: keys_of(
+            RunnerInfo(
+                name="",
+                status="idle",
+                pid=0,
+                version="",
+                started_at="",
+                seen_at="",
+                pool=p.name,
+                labels=list(p.labels),
+            )
+        )
+        for p in pools
+    }

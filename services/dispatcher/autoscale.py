@@ -21,13 +21,20 @@ only ever removed from the top, and only when it holds nothing:
 The dispatcher (services/dispatcher/autoscaling.py) feeds it its pool and its waiting steps,
 applies the decision to the scale subresource, and gives no step to a draining runner, nor to
 one whose ordinal is at or above ``replicas`` (a pod on its way out).
+
+With runner pools (``HEDDLE_RUNNER_POOLS``) each pool with autoscaling is scaled on its own:
+its StatefulSets (``<its prefix><ordinal>``), its limits, its runners (``pool_members``) and
+its own demand (the steps its runners could take), decided by ``decide`` as one pool alone
+(``scaled_pools``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal
+
+from heddle.shared.core.runner_pools import DEFAULT_POOL, PoolSpec
 
 Action = Literal["hold", "up", "down", "drain", "undrain"]
 
@@ -168,6 +175,53 @@ def _shrink(
     if left != draining:
         return Decision("drain", n, left, f"{why}: draining {_ordinals(left - draining)}")
     return Decision("hold", n, draining)
+
+
+@dataclass(frozen=True, slots=True)
+class Scaled:
+    """One pool the dispatcher scales: its name, its StatefulSets' prefix, its limits."""
+
+    pool: str
+    prefix: str
+    limits: Limits
+
+
+def scaled_pools(pools: Sequence[PoolSpec], single: Limits, prefix: str) -> tuple[Scaled, ...]:
+    """A scaler for each pool with autoscaling, its bounds its own and the timings shared;
+    no pools listed: the default pool alone, with ``single`` and ``prefix`` (the
+    HEDDLE_AUTOSCALE_* settings)."""
+    if not pools:
+        return (Scaled(DEFAULT_POOL, prefix, single),)
+    return tuple(
+        Scaled(
+            p.name, p.statefulset, replace(single, minimum=p.min_replicas, maximum=p.max_replicas)
+        )
+        for p in pools
+        if p.autoscaling
+    )
+
+
+def waiting_of(waits: tuple[float, ...], pending: int | None) -> int:
+    """A pool's ready steps not given to a runner: those in hand, and those the stream holds
+    for it (None: not known) counted only while some in hand wait, as they show every runner
+    busy; with none in hand the pool is idle, whatever a stale backlog said."""
+    return len(waits) + (pending or 0) if waits else 0
+
+
+def pool_members(names: Iterable[str], prefix: str) -> dict[int, str]:
+    """The runners of one pool's StatefulSets among ``names``, by ordinal."""
+    return {o: name for name in names if (o := ordinal_of(name, prefix)) is not None}
+
+
+def pack_key(name: str, prefixes: Iterable[str]) -> int:
+    """Where a free runner stands in line for a step: its ordinal in its own pool's
+    StatefulSets, so that each pool's top ordinals fall idle; one of no scaled pool first
+    (it costs the scaled pools nothing)."""
+    for prefix in prefixes:
+        o = ordinal_of(name, prefix)
+        if o is not None:
+            return o
+    return -1
 
 
 def leasable(ordinal: int, replicas: int, draining: frozenset[int]) -> bool:

@@ -1,14 +1,17 @@
 """The dispatcher's autoscaling (``HEDDLE_AUTOSCALE=on``): every ``HEDDLE_AUTOSCALE_INTERVAL`` it
-shows autoscale.py (pure) the pool and the ready steps waiting, and applies the decision to the
-runner StatefulSets' scale subresource through shared/kube/client.py.
+shows autoscale.py (pure) each scaled pool and the ready steps waiting for it, and applies the
+decision to that pool's runner StatefulSets' scale subresource through shared/kube/client.py.
 
 The chart runs one single-replica StatefulSet per runner (each runner its own NATS user, see
-deploy/README.md), ``<prefix>0 ... <prefix><max-1>``; runner ``<prefix>i`` is ordinal ``i`` of
-the pool, and "replicas n" means the StatefulSets of ordinals below n at 1 and the others at 0:
-one StatefulSet's ordinals, spread over one StatefulSet per ordinal. The dispatcher is the one
-that leases runners, so a drained runner is set aside in the same process that would lease it
-(``Pool.set_aside`` asks ``__contains__`` here): no message, no race. Runners whose names are
-not of the pool (``ordinal_of`` is None) are leased as ever and never scaled.
+deploy/README.md), ``<prefix>0 ... <prefix><max-1>`` for each pool; runner ``<prefix>i`` is
+ordinal ``i`` of its pool, and "replicas n" means the StatefulSets of ordinals below n at 1 and
+the others at 0: one StatefulSet's ordinals, spread over one StatefulSet per ordinal. Each pool
+with autoscaling (``HEDDLE_RUNNER_POOLS``; none listed: the default pool alone, as
+``HEDDLE_AUTOSCALE_*`` say) has a ``PoolScaler`` of its own, fed by ``demand(pool)``: the waits
+of the steps in hand its runners could take, and the steps the stream still holds for it. The
+dispatcher is the one that leases runners, so a drained runner is set aside in the same process
+that would lease it (``Pool.set_aside`` asks ``__contains__`` here): no message, no race.
+Runners of no scaled pool are leased as ever and never scaled.
 
 An API that cannot be reached changes nothing: the decision is logged as failed, the runners
 to be removed stay drained, and the next look tries again.
@@ -20,8 +23,21 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from heddle.services.dispatcher.autoscale import Decision, Limits, Runner, View, decide, ordinal_of
+from heddle.services.dispatcher.autoscale import (
+    Decision,
+    Limits,
+    Runner,
+    Scaled,
+    View,
+    decide,
+    ordinal_of,
+    pack_key,
+    pool_members,
+    scaled_pools,
+    waiting_of,
+)
 from heddle.services.dispatcher.pool import Pool
+from heddle.shared.core.runner_pools import parse_pools
 from heddle.shared.kube import client as kube
 from heddle.shared.runtime.metrics import AUTOSCALE_DECISIONS, AUTOSCALE_REPLICAS, child
 from heddle.shared.runtime.periodic import Periodic
@@ -30,29 +46,96 @@ from heddle.shared.runtime.settings import Settings
 
 log = logging.getLogger("heddle.dispatcher")
 RESYNC = 60.0  # seconds between two reads of every StatefulSet's replicas
+# A pool's demand: the seconds each ready step in hand that its runners could take has waited,
+# and the ready steps the stream still holds for it (None: not known).
+Demand = Callable[[str], tuple[tuple[float, ...], int | None]]
+
+
+def pools_scaled(settings: Settings) -> tuple[Scaled, ...]:
+    """The pools the dispatcher scales, from its settings."""
+    limits = Limits(
+        minimum=settings.autoscale_min,
+        maximum=settings.autoscale_max,
+        up_after=settings.autoscale_up_after,
+        idle_after=settings.autoscale_idle_after,
+        start_timeout=settings.autoscale_start_timeout,
+    )
+    pools = parse_pools(settings.runner_pools)
+    return scaled_pools(pools, limits, settings.runner_statefulset_prefix)
+
+
+def packing(settings: Settings) -> Callable[[str], float]:
+    """``Pool.pack`` for autoscaling: steps go to the lowest ordinals of each pool."""
+    prefixes = [s.prefix for s in pools_scaled(settings)]
+    return lambda name: pack_key(name, prefixes)
 
 
 class Autoscaling:
+    """Every scaled pool's scaler, looked at in one loop."""
+
     def __init__(
         self,
         settings: Settings,
         pool: Pool,
-        waits: Callable[[], tuple[float, ...]],
-        backlog: Callable[[], Awaitable[int | None]],
+        demand: Demand,
         changed: Callable[[], Awaitable[None]],
+        refresh: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.settings = settings
-        self.prefix = settings.runner_statefulset_prefix
-        self.limits = Limits(
-            minimum=settings.autoscale_min,
-            maximum=settings.autoscale_max,
-            up_after=settings.autoscale_up_after,
-            idle_after=settings.autoscale_idle_after,
-            start_timeout=settings.autoscale_start_timeout,
-        )
         self.pool = pool
-        self.waits = waits  # seconds each ready step in hand has waited
-        self.backlog = backlog  # ready steps the stream still holds, None if not known
+        self.demand = demand
+        self.refresh = refresh  # brings the backlog demand() reports up to date
+        self.scalers = [PoolScaler(s, pool, changed) for s in pools_scaled(settings)]
+        self._job = Periodic("autoscaling", settings.autoscale_interval, self.tick, log)
+
+    # ---- Pool.set_aside ----
+
+    def __contains__(self, name: object) -> bool:
+        return any(name in s for s in self.scalers)
+
+    # ---- running ----
+
+    async def start(self) -> None:
+        api, namespace = kube.connect(self.settings.kubeconfig)
+        namespace = self.settings.kube_namespace or namespace
+        scales = kube.Scales(api, namespace)
+        for scaler in self.scalers:
+            scaler.start(scales)
+        self.pool.set_aside = self
+        self._job.start()
+        event(
+            log,
+            "autoscaling started",
+            namespace=namespace,
+            statefulsets=", ".join(s.describe() for s in self.scalers),
+        )
+
+    async def stop(self) -> None:
+        await self._job.stop()
+        AUTOSCALE_REPLICAS.set(0)
+
+    async def tick(self, now: float | None = None) -> dict[str, Decision | None]:
+        """One look at every pool: its decision, by pool name (None: not read)."""
+        demands = {s.pool_name: self.demand(s.pool_name) for s in self.scalers}
+        if self.refresh is not None and any(waits for waits, _ in demands.values()):
+            await self.refresh()
+            demands = {s.pool_name: self.demand(s.pool_name) for s in self.scalers}
+        decisions = {}
+        for scaler in self.scalers:
+            waits, pending = demands[scaler.pool_name]
+            decisions[scaler.pool_name] = await scaler.tick(waits, pending, now)
+        AUTOSCALE_REPLICAS.set(sum(s.replicas or 0 for s in self.scalers))
+        return decisions
+
+
+class PoolScaler:
+    """One pool's StatefulSets, scaled from its own demand."""
+
+    def __init__(self, scaled: Scaled, pool: Pool, changed: Callable[[], Awaitable[None]]) -> None:
+        self.pool_name = scaled.pool
+        self.prefix = scaled.prefix
+        self.limits = scaled.limits
+        self.pool = pool
         self.changed = changed  # runners may have been set aside or taken back
         self.scales: kube.Scales | None = None
         self.replicas: int | None = None  # None until the StatefulSets have been read
@@ -63,9 +146,6 @@ class Autoscaling:
         self._registered: dict[int, bool] = {}
         self._started = time.monotonic()
         self._synced = 0.0
-        self._job = Periodic("autoscaling", settings.autoscale_interval, self.tick, log)
-
-    # ---- Pool.set_aside ----
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str) or self.replicas is None:
@@ -75,27 +155,15 @@ class Autoscaling:
             return False
         return o >= min(self.replicas, self.leaving) or o in self.draining
 
-    # ---- running ----
-
-    async def start(self) -> None:
-        api, namespace = kube.connect(self.settings.kubeconfig)
-        namespace = self.settings.kube_namespace or namespace
-        self.scales = kube.Scales(api, namespace)
-        self.pool.set_aside = self
+    def start(self, scales: kube.Scales) -> None:
+        self.scales = scales
         self._started = time.monotonic()
-        self._job.start()
-        event(
-            log,
-            "autoscaling started",
-            namespace=namespace,
-            statefulsets=f"{self.prefix}0..{self.prefix}{self.limits.maximum - 1}",
-            minimum=self.limits.minimum,
-            maximum=self.limits.maximum,
-        )
 
-    async def stop(self) -> None:
-        await self._job.stop()
-        AUTOSCALE_REPLICAS.set(0)
+    def describe(self) -> str:
+        return (
+            f"{self.pool_name}: {self.prefix}0..{self.prefix}{self.limits.maximum - 1} "
+            f"({self.limits.minimum}-{self.limits.maximum})"
+        )
 
     def name(self, ordinal: int) -> str:
         return f"{self.prefix}{ordinal}"
@@ -115,29 +183,35 @@ class Autoscaling:
         self.live = live
         replicas = max((o + 1 for o, r in live.items() if r > 0), default=0)
         if replicas != self.replicas:
-            event(log, "autoscaling read the pool", replicas=replicas, was=self.replicas)
+            event(
+                log,
+                "autoscaling read the pool",
+                pool=self.pool_name,
+                replicas=replicas,
+                was=self.replicas,
+            )
         self.replicas = self.leaving = replicas
         self._synced = time.monotonic()
-        AUTOSCALE_REPLICAS.set(replicas)
 
-    async def tick(self, now: float | None = None) -> Decision | None:
+    async def tick(
+        self, waits: tuple[float, ...], pending: int | None, now: float | None = None
+    ) -> Decision | None:
         if self.replicas is None or time.monotonic() - self._synced > RESYNC:
             try:
                 await self.sync()
             except kube.KubeError as exc:
-                log.warning("autoscaling: the runner StatefulSets not read (%s)", exc)
+                log.warning(
+                    "autoscaling: the runner StatefulSets of pool %s not read (%s)",
+                    self.pool_name,
+                    exc,
+                )
                 return None
         now = time.monotonic() if now is None else now
-        waits = self.waits()
-        waiting = len(waits)
-        if waits:
-            pending = await self.backlog()
-            waiting += pending or 0
         view = View(
             replicas=self.replicas or 0,
             runners=self._runners(now),
             waits=waits,
-            waiting=waiting,
+            waiting=waiting_of(waits, pending),
             draining=self.draining,
         )
         decision = decide(view, self.limits, now)
@@ -149,11 +223,7 @@ class Autoscaling:
 
     def _runners(self, now: float) -> tuple[Runner, ...]:
         assert self.replicas is not None
-        registered = {
-            o: name
-            for name in self.pool.runners
-            if (o := ordinal_of(name, self.prefix)) is not None
-        }
+        registered = pool_members(self.pool.runners, self.prefix)
         out = []
         for o in range(max(self.replicas, max(registered, default=-1) + 1)):
             name = registered.get(o)
@@ -174,6 +244,7 @@ class Autoscaling:
         event(
             log,
             "autoscale",
+            pool=self.pool_name,
             decision=d.action,
             replicas=d.replicas,
             was=was,
@@ -203,11 +274,12 @@ class Autoscaling:
                     done = o
         except kube.KubeError as exc:
             child(AUTOSCALE_DECISIONS, "failed").inc()
-            log.warning("autoscaling: %s; the pool stays at %d runners for now", exc, done)
+            log.warning(
+                "autoscaling: %s; pool %s stays at %d runners for now", exc, self.pool_name, done
+            )
             # Ordinals that were to go and did not stay drained: the next look goes on.
             self.draining = d.draining | frozenset(range(min(done, d.replicas), done))
         self.replicas = self.leaving = done
-        AUTOSCALE_REPLICAS.set(done)
         now = time.monotonic()
         for o in range(was, done):  # asked for: coming, and idle from now
             self._mark[o] = now

@@ -58,3 +58,7 @@ class Hand:
     def waits(self, now: float) -> tuple[float, ...]:
         """Seconds each message in hand has been held."""
         return tuple(now - since for since in self._since.values())
+
+    def held(self, now: float) -> dict[AttemptKey, float]:
+        """Seconds each message in hand has been held, by its attempt."""
+        return {key: now - since for key, since in self._since.items()}

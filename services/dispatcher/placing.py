@@ -72,6 +72,7 @@ class Placing:
         self.unplaced: dict[Lane, int] = {("", False): 0, ("", True): 0}
         self.inflight: set[asyncio.Task] = set()
         self._arrivals = itertools.count()  # the order the messages came in
+        self.lanes: dict[AttemptKey, Lane] = {}  # the lane of each message in hand
         self.stopping = False  # new messages go back at once, waiting ones are given back
         self._nc: Client | None = None  # from connect
         self._js: JetStreamContext | None = None
@@ -120,10 +121,12 @@ class Placing:
             self._count_unplaced(msg, -1)
             return
         check = self._hand.take(key, time.monotonic()) or redelivered(msg) or ready.check
+        self.lanes[key] = lane_of(msg.subject)
         try:
             await self._place(msg, ready, check)
         finally:
             self._hand.drop(key, time.monotonic())
+            self.lanes.pop(key, None)
 
     async def _place(self, msg: Msg, ready: StepReady, check: bool) -> None:
         """Offer the step to free runners until one accepts it; settle it without one if a

@@ -33,6 +33,7 @@ from heddle.shared.broker.nats_io import close, connect_until_ready
 from heddle.shared.broker.pull import Handler
 from heddle.shared.broker.resources import ensure_resources
 from heddle.shared.core.partitions import subject_partition
+from heddle.shared.core.runner_pools import parse_pools
 from heddle.shared.core.validation import Limits
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.wire import names
@@ -128,7 +129,10 @@ class Orchestrator:
         self.workflows.start()
         self.slots.start()
         self.liveness.start()
-        self.no_runner = NoRunnerLook(settings, res, runs.actors)
+        growable = [  # pools autoscaling may grow: a step for them waits for their runners
+            p.labels for p in parse_pools(settings.runner_pools) if p.autoscaling and p.max_replicas
+        ]
+        self.no_runner = NoRunnerLook(settings, res, runs.actors, growable)
         self.no_runner.start()
         if wanted(settings):
             self.pod_watch = PodWatch(settings, res.kv[names.PODS_BUCKET], self.liveness)

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar, cast, get_args
 
 from heddle.shared.core.hosts import DEFAULT_ALLOWED_HOSTS, host_patterns
 from heddle.shared.core.labels import MAX_RUNNER_LABELS, label_problems, parse_labels
+from heddle.shared.core.runner_pools import parse_pools
 from heddle.shared.wire.errors import SettingsError
 from heddle.shared.wire.names import MAX_PARTITIONS
 
@@ -424,6 +425,13 @@ class Settings:
         "the runner StatefulSets autoscaling scales are <prefix>0 ... <prefix><max-1>, one "
         "single-replica StatefulSet per runner, its runner named after it",
     )
+    runner_pools: str = _s(
+        "",
+        "HEDDLE_RUNNER_POOLS",
+        "the runner pools, a JSON list of {name, labels, statefulset, minReplicas, maxReplicas, "
+        'autoscaling}: the dispatcher scales each pool with autoscaling on its own; "" = the '
+        "default pool alone, as HEDDLE_AUTOSCALE_* and HEDDLE_RUNNER_STATEFULSET_PREFIX say",
+    )
     log_level: str = _s("info", "HEDDLE_LOG_LEVEL", "debug, info, warning or error")
     event_loop: EventLoop = _s(
         "uvloop",
@@ -506,10 +514,11 @@ class Settings:
         if not self.runner_statefulset_prefix:
             problems.append("HEDDLE_RUNNER_STATEFULSET_PREFIX must not be empty")
         problems.extend(f"HEDDLE_ALLOWED_HOSTS: {p}" for p in host_patterns(self.allowed_hosts)[1])
-        try:
-            step_uid_range(self.step_uids)
-        except ValueError as exc:
-            problems.append(str(exc))
+        for check, text in ((step_uid_range, self.step_uids), (parse_pools, self.runner_pools)):
+            try:
+                check(text)
+            except ValueError as exc:
+                problems.append(str(exc))
         return problems
 
     def _range_problems(self) -> list[str]:

@@ -79,6 +79,13 @@ def test_nats_accounts_are_exactly_nats_accounts(default: Manifest) -> None:
         ({"runners": {"replicas": 5}}, tuple(f"runner-{i}" for i in range(5))),
         ({"namePrefix": "blue-", "runners": {"replicas": 1}}, ("blue-runner-0",)),
         ({"runners": {"replicas": 0}}, ()),
+        (
+            {
+                "namePrefix": "blue-",
+                "runners": {"replicas": 1, "pools": [{"name": "gpu", "stepUids": "61100-61101"}]},
+            },
+            ("blue-runner-0", "blue-runner-gpu-0"),
+        ),
     ],
 )
 def test_nats_users_are_exactly_nats_permissions(
@@ -143,7 +150,14 @@ def secret_refs(pod: dict[str, Any]) -> set[tuple[str, str]]:
     return refs
 
 
-@pytest.mark.parametrize("values", [{}, {"runners": {"replicas": 5}, "settingsSecret": "extra"}])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"runners": {"replicas": 5}, "settingsSecret": "extra"},
+        {"runners": {"pools": [{"name": "gpu", "replicas": 2, "stepUids": "61100-61199"}]}},
+    ],
+)
 def test_each_workload_has_its_own_user_and_password(chart: helm.Chart, values: dict) -> None:
     manifest = render(chart, values)
     seen = set()

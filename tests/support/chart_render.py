@@ -54,6 +54,11 @@ NOT_CHART_SETTINGS = {
     "autoscale_interval",
     "autoscale_start_timeout",
     "runner_statefulset_prefix",
+    # Each runner's pool and labels (runners.pools), and the pools the dispatcher and the
+    # orchestrator are told of.
+    "runner_pool",
+    "runner_labels",
+    "runner_pools",
 }
 USERS_SECRET = "heddle-nats-users"
 AUTH_SECRET = "nats-auth"

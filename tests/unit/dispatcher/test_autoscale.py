@@ -7,17 +7,25 @@ busy and a step has waited long enough."""
 from __future__ import annotations
 
 import itertools
+import json
+from dataclasses import replace
 
 import pytest
 from heddle.services.dispatcher.autoscale import (
     Decision,
     Limits,
     Runner,
+    Scaled,
     View,
     decide,
     leasable,
     ordinal_of,
+    pack_key,
+    pool_members,
+    scaled_pools,
+    waiting_of,
 )
+from heddle.shared.core.runner_pools import parse_pools
 
 LIMITS = Limits(minimum=1, maximum=4, up_after=30.0, idle_after=300.0, start_timeout=120.0)
 NOW = 10_000.0
@@ -279,3 +287,78 @@ def check(view: View, limits: Limits, d: Decision) -> None:
     if d.action in ("drain", "down") and waiting:
         # With steps waiting, only ordinals past the maximum are drained or removed.
         assert all(o >= limits.maximum for o in d.draining | set(range(d.replicas, n))), what
+
+
+# ---- runner pools: each scaled on its own ---------------------------------------------------
+
+
+def test_no_pools_listed_scale_the_default_pool_as_the_settings_say() -> None:
+    (scaled,) = scaled_pools([], LIMITS, "runner-")
+    assert scaled == Scaled("default", "runner-", LIMITS)
+
+
+def test_each_pool_with_autoscaling_gets_its_own_bounds_and_the_shared_timings() -> None:
+    pools = parse_pools(
+        json.dumps(
+            [
+                {"name": "default", "statefulset": "runner-", "minReplicas": 2, "maxReplicas": 2},
+                {
+                    "name": "gpu",
+                    "statefulset": "runner-gpu-",
+                    "minReplicas": 0,
+                    "maxReplicas": 3,
+                    "autoscaling": True,
+                },
+                {
+                    "name": "arm",
+                    "statefulset": "runner-arm-",
+                    "minReplicas": 1,
+                    "maxReplicas": 9,
+                    "autoscaling": True,
+                },
+            ]
+        )
+    )
+    gpu, arm = scaled_pools(pools, LIMITS, "ignored-")
+    assert gpu == Scaled("gpu", "runner-gpu-", replace(LIMITS, minimum=0, maximum=3))
+    assert arm == Scaled("arm", "runner-arm-", replace(LIMITS, minimum=1, maximum=9))
+
+
+def test_a_pool_counts_only_its_own_runners() -> None:
+    names = ["runner-0", "runner-1", "runner-gpu-0", "runner-gpu-3", "runner-gpu2-1", "other"]
+    assert pool_members(names, "runner-") == {0: "runner-0", 1: "runner-1"}
+    assert pool_members(names, "runner-gpu-") == {0: "runner-gpu-0", 3: "runner-gpu-3"}
+    assert pool_members(names, "runner-gpu2-") == {1: "runner-gpu2-1"}
+
+
+def test_steps_go_to_the_lowest_ordinal_of_each_pool_a_runner_of_none_first() -> None:
+    prefixes = ["runner-", "runner-gpu-"]
+    names = ["runner-gpu-2", "runner-1", "stray", "runner-gpu-0", "runner-0"]
+    keys = {n: pack_key(n, prefixes) for n in names}
+    assert keys == {"runner-gpu-2": 2, "runner-1": 1, "stray": -1, "runner-gpu-0": 0, "runner-0": 0}
+
+
+@pytest.mark.parametrize(
+    ("waits", "pending", "waiting"),
+    [((), None, 0), ((), 7, 0), ((1.0,), None, 1), ((1.0, 2.0), 5, 7), ((3.0,), 0, 1)],
+)
+def test_a_pool_s_backlog_counts_only_while_steps_in_hand_wait(
+    waits: tuple[float, ...], pending: int | None, waiting: int
+) -> None:
+    assert waiting_of(waits, pending) == waiting
+
+
+def test_one_pool_s_backlog_grows_it_while_the_other_shrinks() -> None:
+    """The same look, two pools: each decided from its own runners and demand alone."""
+    gpu_limits = replace(LIMITS, minimum=0, maximum=3)
+    gpu = View(
+        replicas=1,
+        runners=(busy(0),),
+        waits=(40.0, 35.0),
+        waiting=waiting_of((40.0, 35.0), 3),
+    )
+    default = View(replicas=3, runners=(busy(0), idle(1), idle(2)), waiting=waiting_of((), 9))
+    grown = decide(gpu, gpu_limits, NOW)
+    assert (grown.action, grown.replicas) == ("up", 3)  # 5 waiting, capped at its maximum
+    shrunk = decide(default, LIMITS, NOW)
+    assert (shrunk.action, shrunk.replicas) == ("down", 1)

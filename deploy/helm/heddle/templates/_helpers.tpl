@@ -126,8 +126,8 @@ and waits up to killGrace + 5 s more for it to exit. */ -}}
 {{- if le (float64 .Values.runners.terminationGracePeriodSeconds) $runnerNeeds -}}
 {{- fail (printf "runners.terminationGracePeriodSeconds (%v) must exceed settings.shutdownGrace + settings.killGrace + 5 (%v)" .Values.runners.terminationGracePeriodSeconds $runnerNeeds) -}}
 {{- end -}}
-{{- if and .Values.runners.autoscaling.enabled (gt (int .Values.dispatcher.replicas) 1) -}}
-{{- fail (printf "runners.autoscaling.enabled needs dispatcher.replicas 1 (not %v): the pool's scaler is the one dispatcher that leases runners" .Values.dispatcher.replicas) -}}
+{{- if and (include "heddle.anyAutoscaling" .) (gt (int .Values.dispatcher.replicas) 1) -}}
+{{- fail (printf "runner autoscaling (runners.autoscaling.enabled, or a pool's) needs dispatcher.replicas 1 (not %v): the pools' scaler is the one dispatcher that leases runners" .Values.dispatcher.replicas) -}}
 {{- end -}}
 {{- /* Each orchestrator holds at least one partition: one beyond them would hold nothing. */ -}}
 {{- $partitions := 12 -}}
@@ -272,7 +272,8 @@ A control-plane Deployment. Usage: include "heddle.controlPlane" (dict "root" . 
 {{- $identity = concat $identity (list (dict "name" "HEDDLE_ADMIN_TOKEN_FILE" "value" "/var/run/heddle/admin/token") (dict "name" "HEDDLE_ALLOWED_HOSTS" "value" (include "heddle.allowedHosts" $root))) -}}
 {{- end -}}
 {{- $watch := and (eq $c "orchestrator") $root.Values.podWatch.enabled -}}
-{{- $scaler := and (eq $c "dispatcher") $root.Values.runners.autoscaling.enabled -}}
+{{- $anyScaling := include "heddle.anyAutoscaling" $root -}}
+{{- $scaler := and (eq $c "dispatcher") $anyScaling -}}
 {{- if $scaler -}}
 {{- $a := $root.Values.runners.autoscaling -}}
 {{- $identity = concat $identity (list
@@ -285,9 +286,16 @@ A control-plane Deployment. Usage: include "heddle.controlPlane" (dict "root" . 
   (dict "name" "HEDDLE_AUTOSCALE_START_TIMEOUT" "value" (toString $a.startTimeoutSeconds))
   (dict "name" "HEDDLE_RUNNER_STATEFULSET_PREFIX" "value" (printf "%s-" (include "heddle.name" (list $root "runner"))))) -}}
 {{- end -}}
+{{- /* The pools, to the dispatcher (which scales each) and the orchestrator (which steps
+some pool can take). */ -}}
+{{- with include "heddle.runnerPoolsSetting" $root -}}
+{{- if has $c (list "dispatcher" "orchestrator") -}}
+{{- $identity = append $identity (dict "name" "HEDDLE_RUNNER_POOLS" "value" .) -}}
+{{- end -}}
+{{- end -}}
 {{- if eq $c "orchestrator" -}}
 {{- $identity = concat $identity (list (dict "name" "HEDDLE_POD_WATCH" "value" (ternary "auto" "off" $watch)) (dict "name" "HEDDLE_RUNNER_POD_SELECTOR" "value" (include "heddle.runnerPodSelector" $root))) -}}
-{{- if $root.Values.runners.autoscaling.enabled -}}
+{{- if $anyScaling -}}
 {{- /* Autoscaling drains runners in the dispatcher alone: the orchestrator hands no step to one. */ -}}
 {{- $identity = concat $identity (list (dict "name" "HEDDLE_HANDOFF" "value" "off")) -}}
 {{- end -}}
@@ -332,7 +340,7 @@ spec:
       automountServiceAccountToken: {{ $watch }}
       {{- else if $scaler }}
       serviceAccountName: {{ include "heddle.dispatcherServiceAccountName" $root }}
-      # Autoscaling's token (runners.autoscaling.enabled): get and patch the runner
+      # Autoscaling's token (runners.autoscaling.enabled, or a pool's): get and patch the runner
       # StatefulSets' scale, nothing else.
       automountServiceAccountToken: true
       {{- else }}

@@ -110,14 +110,19 @@ consumer, be durable or push to any subject (see inspector() in shared/broker/na
 {{- end -}}
 {{- end -}}
 
-{{/* The runners' names: <namePrefix>runner-0 ... <namePrefix>runner-<runners.replicas - 1>. */}}
+{{/* Every runner's name, of every pool (templates/_pools.tpl): <namePrefix>runner-0 ... for
+the default pool, <namePrefix>runner-<pool>-0 ... for another; with autoscaling, every runner
+the pool may grow to (users, passwords, StatefulSets). */}}
 {{- define "heddle.runnerNames" -}}
 {{- $out := list -}}
-{{- /* With autoscaling, every runner the pool may grow to: users, passwords, StatefulSets. */ -}}
-{{- $count := ternary .Values.runners.autoscaling.maxReplicas .Values.runners.replicas .Values.runners.autoscaling.enabled -}}
-{{- range $i := until (int $count) -}}
-{{- $out = append $out (include "heddle.name" (list $ (printf "runner-%d" $i))) -}}
+{{- range include "heddle.runnerPools" . | fromJsonArray }}{{ $out = concat $out .runners }}{{ end -}}
+{{- toRawJson $out -}}
 {{- end -}}
+
+{{/* The runners autoscaling may scale: those of the pools with autoscaling. */}}
+{{- define "heddle.scaledRunnerNames" -}}
+{{- $out := list -}}
+{{- range include "heddle.runnerPools" . | fromJsonArray }}{{ if .autoscaling.enabled }}{{ $out = concat $out .runners }}{{ end }}{{ end -}}
 {{- toRawJson $out -}}
 {{- end -}}
 
