@@ -1,7 +1,9 @@
 """How many steps of one run may be queued or running at once (docs/pools.md, "Fair
-turns"): HEDDLE_RUN_WINDOW if set, else twice the runners in the registry, counted every
-HEDDLE_REGISTRY_INTERVAL. Twice: every runner busy with the run's steps, and as many more
-queued, so that a runner that frees up finds its next step in hand."""
+turns"): HEDDLE_RUN_WINDOW if set, else four times the runners in the registry, counted every
+HEDDLE_REGISTRY_INTERVAL. Four times: every runner busy with the run's steps, and three times
+as many queued, so that a runner that frees up finds its next step in hand while the
+orchestrator is still deciding the step before (twice slowed a fan-out down measurably:
+docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from heddle.shared.wire import names
 log = logging.getLogger("heddle.orchestrator")
 # Below this the window would serialise a run on a pool still registering.
 MIN_WINDOW = 8
+RUNNERS_TIMES = 4
 
 
 class RunWindow:
@@ -42,4 +45,4 @@ class RunWindow:
         except (NatsError, TimeoutError) as exc:
             log.debug("runners not counted: %s", exc)
             return
-        self.size = max(MIN_WINDOW, 2 * runners)
+        self.size = max(MIN_WINDOW, RUNNERS_TIMES * runners)
