@@ -155,9 +155,39 @@ async def _submit_and_wait(
     return run_ids, subs, list(end_times)
 
 
+BEHIND_AFTER = 0.5  # seconds from the big run's submit to the small one's
+
+
+async def measure_behind(w: Workload, probe: Probe, rep: int, timeout: float) -> dict[str, Any]:
+    """A small run submitted behind a big one under way: the small one's latency, then the
+    big one cancelled (its own wall is the fan-out's, and long)."""
+    big_id, small_id = new_run_id(f"big{rep}"), new_run_id(f"small{rep}")
+    big_end, small_end = probe.expect(big_id), probe.expect(small_id)
+    try:
+        big = await probe.submit(big_id, w.runs[0])
+        await asyncio.sleep(BEHIND_AFTER)
+        small = await probe.submit(small_id, w.runs[1])
+        if {big.status, small.status} - {200, 201, 202}:
+            raise RuntimeError(f"submit refused: {big.status} / {small.status}")
+        ended = await asyncio.wait_for(small_end, timeout)
+        await _cancel(probe, big_id, timeout)
+        await asyncio.wait_for(big_end, timeout)
+    finally:
+        probe.forget(big_id)
+        probe.forget(small_id)
+    [doc], _ = await _documents(probe, [small_id], [len(w.runs[1])])
+    figures: dict[str, float | None] = {
+        "small_run_ms": _ms(ended - small.started),
+        "succeeded": 1.0 if doc["status"] == "succeeded" else 0.0,
+    }
+    return {"figures": figures, "cpu_s": {}, "extra": {}}
+
+
 async def measure_heddle(
     w: Workload, probe: Probe, stack: BenchStack, rep: int, timeout: float
 ) -> dict[str, Any]:
+    if w.kind == "behind":
+        return await measure_behind(w, probe, rep, timeout)
     watch = None
     if len(w.runs) == 1 and not w.accept_only:
         # Server-side times of this run's step records, recorded from before the submit.
@@ -342,7 +372,7 @@ async def run_workload(
         await asyncio.wait_for(fut, 30)
         for rep in range(reps):
             bfig: dict[str, float | None] = {}
-            if not w.accept_only:
+            if not w.accept_only and w.kind != "behind":  # behind: Heddle's turns alone
                 bfig = baseline_figures(w, await run_baseline(w.baseline or w.runs, w.runners))
             if w.kind == "logs":
                 devnull = [[{"id": "seq", "command": f"seq 1 {w.lines} > /dev/null"}]]
@@ -370,6 +400,8 @@ async def run_workload(
 
 
 def _brief(f: dict[str, float | None], b: dict[str, float | None]) -> str:
+    if f.get("small_run_ms") is not None:
+        return f"small run behind the big one: {f['small_run_ms']:.0f} ms"
     if f.get("wall_s") is None:
         return f"accepted in {f['accept_s']:.3f}s"
     text = f"heddle {f['wall_s']:.3f}s ({f['steps_per_s']:.0f} steps/s)"

@@ -249,6 +249,16 @@ def _workload_rows(result: dict[str, Any]) -> list[Row]:
                 base_key=None,
             ),
         ]
+    elif kind == "behind":
+        rows += [
+            row(
+                result,
+                f"{name}: a diamond submitted behind the fan-out, submit -> terminal (4 runners)",
+                "ms",
+                "small_run_ms",
+                base_key=None,
+            )
+        ]
     elif kind == "logs":
         rows += [
             row(

@@ -2,7 +2,8 @@
 
 A name picks the shape and its size: ``chain-100``, ``fanout-1000``, ``diamonds-200``,
 ``wide-10k`` (100 layers x 100), ``wide-20x50`` (layers x width), ``logs-200k``,
-``foreach-5000`` (a fan-out made by a loop over an upstream output). Sizes accept a
+``foreach-5000`` (a fan-out made by a loop over an upstream output), ``behind-2000`` (a
+diamond submitted behind a 2,000-step fan-out of ``sleep 0.05``: fair turns). Sizes accept a
 ``k`` suffix. Each workload says how many runners the stack gets and how many runs it submits
 (``diamonds-N`` submits N separate four-step runs at once; the others one run).
 """
@@ -19,7 +20,7 @@ Step = dict[str, object]  # {"id", "command", "dependsOn"} as POST /api/runs tak
 @dataclass(frozen=True, slots=True)
 class Workload:
     name: str
-    kind: str  # chain, fanout, diamonds, wide, logs, foreach
+    kind: str  # chain, fanout, diamonds, wide, logs, foreach, behind
     runs: list[list[Step]]  # one step list per run submitted together
     runners: int
     lines: int = 0  # logs: lines the step prints
@@ -112,11 +113,13 @@ def make(name: str, accept_only: bool = False) -> Workload:
 
 
 def _make(name: str) -> Workload:
-    m = re.fullmatch(r"(chain|fanout|diamonds|wide|logs|foreach)-([0-9.]+k?)(?:x([0-9]+))?", name)
+    m = re.fullmatch(
+        r"(chain|fanout|diamonds|wide|logs|foreach|behind)-([0-9.]+k?)(?:x([0-9]+))?", name
+    )
     if not m:
         raise ValueError(
             f"unknown workload {name!r}: use chain-N, fanout-N, diamonds-N, wide-N "
-            f"(a square-ish grid), wide-LxW, logs-N or foreach-N"
+            f"(a square-ish grid), wide-LxW, logs-N, foreach-N or behind-N"
         )
     kind, size, second = m.group(1), _size(m.group(2)), m.group(3)
     if size < 1:
@@ -131,6 +134,8 @@ def _make(name: str) -> Workload:
         )
     if kind == "diamonds":
         return Workload(name, kind, [diamond() for _ in range(size)], runners=8)
+    if kind == "behind":  # the big run first, the small one timed (harness.py)
+        return Workload(name, kind, [fanout(size, "sleep 0.05"), diamond()], runners=4)
     if kind == "wide":
         if second:
             layers, width = size, int(second)

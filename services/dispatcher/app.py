@@ -58,7 +58,7 @@ class Dispatcher:
         # Several dispatchers may run: each names itself in its logs and NATS connection.
         self.instance = settings.dispatcher_name or settings.pod_name or "dispatcher"
         self.pool = Pool(suspect_for=max(settings.assign_timeout * 2, 2.0))
-        self._line = WaitingLine()  # ready steps in hand waiting for a free runner
+        self._line = WaitingLine(self.pool.loads)  # ready steps in hand waiting for a runner
         self._feed = PoolFeed(self.pool, changed=self._wake)
         self._tasks: list[asyncio.Task] = []
         self._hand = Hand()

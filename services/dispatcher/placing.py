@@ -13,6 +13,7 @@ feed, autoscaling, shutdown).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -23,7 +24,7 @@ from heddle.services.dispatcher.checks import already_taken
 from heddle.services.dispatcher.hand import AttemptKey, Hand
 from heddle.services.dispatcher.pool import Pool
 from heddle.services.dispatcher.ready import HELD_LIMIT, ack_wait
-from heddle.services.dispatcher.waiting import WaitingLine
+from heddle.services.dispatcher.waiting import Turn, WaitingLine
 from heddle.shared.broker.consume import Outcome, redelivered, settle
 from heddle.shared.broker.offers import Answer, Offered, offer
 from heddle.shared.runtime.service import event
@@ -70,6 +71,7 @@ class Placing:
         # ask for ("" the default pool) and whether they open a run.
         self.unplaced: dict[Lane, int] = {("", False): 0, ("", True): 0}
         self.inflight: set[asyncio.Task] = set()
+        self._arrivals = itertools.count()  # the order the messages came in
         self.lanes: dict[AttemptKey, Lane] = {}  # the lane of each message in hand
         self.stopping = False  # new messages go back at once, waiting ones are given back
         self._nc: Client | None = None  # from connect
@@ -138,7 +140,7 @@ class Placing:
                 if await already_taken(self._js, self._runs_kv, ready):
                     await self._unplace(msg, ready, Outcome.DONE, "already taken")
                     return
-            name = await self._reserve(msg, key, lane_of(msg.subject))
+            name = await self._reserve(msg, key, lane_of(msg.subject), ready)
             if name is None:
                 # Back to the stream at once, for another dispatcher (a rolling update), or
                 # for this one's successor.
@@ -174,17 +176,19 @@ class Placing:
             return f"held {held:.1f}s since it was last touched"
         return None
 
-    async def _reserve(self, msg: Msg, key: AttemptKey, lane: Lane) -> str | None:
-        """A free runner, reserved for this message, once there is one and (for a step that
-        opens a run) no step of a run under way waits for it; None if this dispatcher stops
-        first. The message is touched while it waits, so it is not lost."""
+    async def _reserve(self, msg: Msg, key: AttemptKey, lane: Lane, ready: StepReady) -> str | None:
+        """A free runner, reserved for this message, once there is one and no step waiting
+        for one goes before it (waiting.py: priority, then fair turns between runs); None if
+        this dispatcher stops first. The message is touched while it waits, so it is not
+        lost."""
         touch_every = ack_wait(self.settings) / 3
         # Timed from the last touch, not from the last wake: a pool that turns over often
         # wakes a waiter often, and the message must still be touched.
         touch_at = time.monotonic() + touch_every
         woken = False
         labels, opening = lane
-        while (name := self._free_runner(labels, opening)) is None:
+        turn = Turn(ready.run_id, ready.priority, opening, next(self._arrivals))
+        while (name := self._free_runner(labels, turn, woken)) is None:
             if self.stopping:
                 return None
             if (left := touch_at - time.monotonic()) <= 0:
@@ -193,14 +197,15 @@ class Placing:
                 self._hand.touch(key, now)
                 touch_at = now + touch_every
                 continue
-            # Woken and beaten to the runner: the front of the line again.
-            woken = await self._line.wait(left, front=woken, opening=opening, key=labels)
+            # Woken and beaten to the runner: in line again, keeping its arrival.
+            woken = await self._line.wait(left, turn, key=labels)
         return name
 
-    def _free_runner(self, labels: str, opening: bool) -> str | None:
-        """A free runner of the label key ``labels`` reserved, unless the step opens a run
-        and a step of a run under way waits for one: then the free runners wake those."""
-        if opening and self._line.under_way(labels):
+    def _free_runner(self, labels: str, turn: Turn, woken: bool) -> str | None:
+        """A free runner of the label key ``labels`` reserved, unless this step has just
+        come and a step waiting for one goes before it: then the free runners wake those.
+        A step woken was chosen in turn, and takes one if there is one."""
+        if not woken and self._line.ahead(labels, turn):
             self._line.wake({labels: len(self.pool.free(key=labels))})
             return None
         return self.pool.reserve(key=labels)

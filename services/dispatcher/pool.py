@@ -15,6 +15,7 @@ a runner of the pool ``default``) and every set of its labels a step's runsOn ma
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 
@@ -105,6 +106,10 @@ class Pool:
         if name in self._order:
             self._order.remove(name)
         return self.leases.pop(name, None)
+
+    def loads(self) -> Counter[str]:
+        """How many runners each run holds now, by its leases (the fair turns' measure)."""
+        return Counter(lease.run_id for lease in self.leases.values())
 
     def served(self) -> frozenset[str]:
         """Every label key some registered runner serves."""

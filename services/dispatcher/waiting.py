@@ -1,10 +1,14 @@
-"""The ready steps in a dispatcher's hand that wait for a free runner, in line. No I/O.
+"""The ready steps in a dispatcher's hand that wait for a free runner, in turn. No I/O.
 
-A runner that frees up wakes one waiter, not all of them: ``wake(free)`` wakes the first of
-the line until as many are awake as there are free runners, since in a saturated pool every
-other waiter woken would only look, find no runner and wait again (docs/performance.md). A
-waiter that finds no runner after all (another step took it first) waits again at the
-front, keeping its place.
+A runner that frees up wakes one waiter, not all of them: ``wake(free)`` wakes waiters in
+turn until as many are awake as there are free runners, since in a saturated pool every
+other waiter woken would only look, find no runner and wait again (docs/performance.md).
+
+The turn (docs/pools.md, "Fair turns"): the higher priority first; then the step of the run
+that holds the fewest runners now, so that free runners go to runs in turn and a big run
+cannot starve a small one; then a step of a run under way before one that opens a run
+(docs/bursts.md); then arrival. A waiter that finds no runner after all (another step took
+it first) waits again, keeping its arrival.
 
 Steps wait by the label key they ask for (shared/core/labels.py), each key a line of its own
 woken by the free runners that serve it: a step waiting for a busy pool never stands in
@@ -14,15 +18,38 @@ front of another pool's.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What places a waiting step in line."""
+
+    run_id: str
+    priority: int = 0
+    opening: bool = False
+    arrival: int = 0
+
+
+Loads = Callable[[], Counter[str]]  # the runners each run holds now
+
+
+def rank(turn: Turn, loads: Counter[str]) -> tuple[int, int, bool, int]:
+    return -turn.priority, loads[turn.run_id], turn.opening, turn.arrival
+
+
+def no_loads() -> Counter[str]:
+    return Counter()
 
 
 class WaitingLine:
     """The lines of every label key; "" is the default pool's."""
 
-    def __init__(self) -> None:
+    def __init__(self, loads: Loads = no_loads) -> None:
         self._lines: dict[str, KeyLine] = {}
+        self._loads = loads
         self._closed = False
 
     def __len__(self) -> int:
@@ -33,28 +60,27 @@ class WaitingLine:
     def awake(self) -> int:
         return sum(line.awake for line in self._lines.values())
 
-    def under_way(self, key: str = "") -> int:
-        """Steps of runs under way waiting for a runner of ``key``, woken or not."""
+    def ahead(self, key: str, turn: Turn) -> bool:
+        """Whether a step waiting for a runner of ``key``, woken or not, goes before
+        ``turn``: a step that finds a free runner leaves it to that one."""
         line = self._lines.get(key)
-        return line.under_way if line is not None else 0
+        return line is not None and line.ahead(turn, self._loads())
 
     def line(self, key: str = "") -> KeyLine:
         line = self._lines.get(key)
         if line is None:
-            line = self._lines[key] = KeyLine()
+            line = self._lines[key] = KeyLine(self._loads)
             if self._closed:
                 line.close()
         return line
 
-    async def wait(
-        self, timeout: float, *, front: bool = False, opening: bool = False, key: str = ""
-    ) -> bool:
+    async def wait(self, timeout: float, turn: Turn, key: str = "") -> bool:
         """Until this waiter is woken (True), or ``timeout`` seconds (False)."""
-        return await self.line(key).wait(timeout, front=front, opening=opening)
+        return await self.line(key).wait(timeout, turn)
 
     def wake(self, free: Mapping[str, int]) -> int:
         """Wake waiters of each key until as many are awake as free runners serve it."""
-        return sum(line.wake(free.get(key, 0)) for key, line in self._lines.items())
+        return sum(line.wake(free.get(key, 0)) for key, line in self._lines.items() if line)
 
     def close(self) -> None:
         """Wake every waiter, and let none wait from now on (the dispatcher stops)."""
@@ -63,92 +89,89 @@ class WaitingLine:
             line.close()
 
 
-class KeyLine:
-    """The waiters of one label key: steps of runs under way, then those that open a run."""
+@dataclass(slots=True)
+class _Waiter:
+    turn: Turn
+    fut: asyncio.Future[bool] = field(compare=False)
 
-    def __init__(self) -> None:
-        self._line: deque[asyncio.Future[bool]] = deque()  # steps of runs under way
-        self._opening: deque[asyncio.Future[bool]] = deque()  # steps that open a run
-        self._awake = 0  # woken, not yet resumed: each is about to take a free runner
-        self._awake_under_way = 0  # of which steps of runs under way
+
+class KeyLine:
+    """The waiters of one label key, woken in turn."""
+
+    def __init__(self, loads: Loads = no_loads) -> None:
+        self._waiting: list[_Waiter] = []  # not woken yet
+        self._woken: list[Turn] = []  # woken, not yet resumed: each about to take a runner
+        self._loads = loads
         self._closed = False
 
     def __len__(self) -> int:
         """Waiters not woken yet."""
-        return len(self._line) + len(self._opening)
+        return len(self._waiting)
 
     @property
     def awake(self) -> int:
-        return self._awake
+        return len(self._woken)
 
-    @property
-    def under_way(self) -> int:
-        """Steps of runs under way waiting, woken or not: a step that opens a run leaves
-        them a free runner."""
-        return len(self._line) + self._awake_under_way
+    def ahead(self, turn: Turn, loads: Counter[str]) -> bool:
+        if not self._waiting and not self._woken:
+            return False
+        mine = rank(turn, loads)
+        return any(rank(w.turn, loads) < mine for w in self._waiting) or any(
+            rank(t, loads) < mine for t in self._woken
+        )
 
-    async def wait(self, timeout: float, *, front: bool = False, opening: bool = False) -> bool:
+    async def wait(self, timeout: float, turn: Turn) -> bool:
         """Until this waiter is woken (True), or ``timeout`` seconds (False). A closed line
         does not wait."""
         if self._closed:
             return True
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bool] = loop.create_future()
-        line = self._opening if opening else self._line
-        if front:
-            line.appendleft(fut)
-        else:
-            line.append(fut)
-        timer = loop.call_later(timeout, _expire, fut)
+        waiter = _Waiter(turn, loop.create_future())
+        self._waiting.append(waiter)
+        timer = loop.call_later(timeout, _expire, waiter.fut)
         try:
-            woken = await fut
+            woken = await waiter.fut
         except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled() and fut.result():
-                self._resumed(opening)
-                self._wake_next()  # the wake meant for this waiter goes to the next one
+            if waiter.fut.done() and not waiter.fut.cancelled() and waiter.fut.result():
+                self._resumed(turn)
+                self.wake(len(self._woken) + 1)  # the wake meant for it goes to the next
             else:
-                self._forget(line, fut)
+                self._forget(waiter)
             raise
         finally:
             timer.cancel()
         if woken:
-            self._resumed(opening)
+            self._resumed(turn)
         else:
-            self._forget(line, fut)
+            self._forget(waiter)
         return woken
 
     def wake(self, free: int) -> int:
-        """Wake waiters until ``free`` are awake; how many this call woke."""
+        """Wake waiters in turn until ``free`` are awake; how many this call woke."""
         woken = 0
-        while self._awake < free and self._wake_next():
-            woken += 1
+        if len(self._woken) >= free or not self._waiting:
+            return woken
+        loads = self._loads()
+        while len(self._woken) < free and self._waiting:
+            best = min(range(len(self._waiting)), key=lambda i: rank(self._waiting[i].turn, loads))
+            waiter = self._waiting.pop(best)
+            if not waiter.fut.done():
+                waiter.fut.set_result(True)
+                self._woken.append(waiter.turn)
+                woken += 1
         return woken
-
-    def _wake_next(self) -> bool:
-        for line in (self._line, self._opening):
-            while line:
-                fut = line.popleft()
-                if not fut.done():
-                    fut.set_result(True)
-                    self._awake += 1
-                    self._awake_under_way += line is self._line
-                    return True
-        return False
 
     def close(self) -> None:
         """Wake every waiter, and let none wait from now on (the dispatcher stops)."""
         self._closed = True
-        while self._wake_next():
-            pass
+        self.wake(len(self._woken) + len(self._waiting))
 
-    def _resumed(self, opening: bool) -> None:
-        self._awake -= 1
-        self._awake_under_way -= not opening
+    def _resumed(self, turn: Turn) -> None:
+        self._woken.remove(turn)
 
-    @staticmethod
-    def _forget(line: deque[asyncio.Future[bool]], fut: asyncio.Future[bool]) -> None:
+    def _forget(self, waiter: _Waiter) -> None:
         try:
-            line.remove(fut)
+            self._waiting.remove(waiter)
         except ValueError:
             pass
 

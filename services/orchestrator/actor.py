@@ -151,6 +151,8 @@ class RunActor:
                 continue
             if msg is not None:
                 decided.append(msg)
+        # Whatever the batch freed of the run's window goes to the steps it held back.
+        effects.extend(self.state.release(now))
         if effects:
             await self._effects.apply(self.run_id, effects)
         for msg in decided:

@@ -22,6 +22,7 @@ from heddle.services.orchestrator.no_runner import NoRunnerLook
 from heddle.services.orchestrator.partitions import Partitions
 from heddle.services.orchestrator.pod_watch import PodWatch, wanted
 from heddle.services.orchestrator.routing import Router
+from heddle.services.orchestrator.run_window import RunWindow
 from heddle.services.orchestrator.slots import Slots
 from heddle.services.orchestrator.state import Policy
 from heddle.services.orchestrator.submissions import Submissions
@@ -66,6 +67,7 @@ class Orchestrator:
         self.handoffs: Handoffs | None = None
         self.workflows: WorkflowFeatures | None = None  # history, cron, retention
         self.liveness: Liveness | None = None
+        self.window: RunWindow | None = None
         self.no_runner: NoRunnerLook | None = None
         self.consumers: PartitionConsumers | None = None
         self.pod_watch: PodWatch | None = None  # in a cluster only (pod_watch.py)
@@ -85,8 +87,10 @@ class Orchestrator:
         res = await ensure_resources(nc, settings)
         # A ready message carries the step's variables: one too large for the server fails
         # its step with a reason instead (RunSteps.ready_message); 1 KiB is left for headers.
+        self.window = RunWindow(settings, res.js)
+        await self.window.start()
         self.policy = dataclasses.replace(
-            self.policy, max_ready_bytes=max(nc.max_payload - 1024, 1024)
+            self.policy, max_ready_bytes=max(nc.max_payload - 1024, 1024), window=self.window
         )
         runs, runs_kv = self.runs, res.kv[names.RUNS_BUCKET]
         self.acked = await AckedPublisher(nc).start()
@@ -142,6 +146,8 @@ class Orchestrator:
         self.runs.stop()  # whoever takes the partitions admits their waiting runs
         if self.pod_watch is not None:
             await self.pod_watch.stop()
+        if self.window is not None:
+            await self.window.stop()
         if self.liveness is not None:
             await self.liveness.stop()
         if self.no_runner is not None:

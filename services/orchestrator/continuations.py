@@ -149,6 +149,7 @@ class Chains:
         self.went_on.pop(child.id, None)
         prev = child.status
         child.status = "queued"
+        self.records.flying.add(child.id)
         child.attempt = 1
         child.offered_to = ev.runner  # prepared for any runner, if carried: that one has it
         child.runner = None

@@ -206,7 +206,9 @@ class Loops:
         tally = self.tally(step)
         effects: list[Effect] = []
         why = f"skipped because step {step.id} failed"
-        for inst in self.instances(step)[tally.next :]:
+        # Every instance not begun: those past the loop's place, and those the run's window
+        # held back (transitions.release lets them go).
+        for inst in self.instances(step):
             if inst.status == "pending":
                 effects.extend(transitions.terminate(inst, "skipped", why, stamp))
         tally.next = step.instances or 0

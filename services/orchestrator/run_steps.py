@@ -6,6 +6,7 @@ continuations.py, attempt_reports.py), each given this one object. Pure: no I/O,
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,6 +45,10 @@ class Policy:
     continuations: bool = False
     # The most items a step's forEach may give (HEDDLE_MAX_ITEMS); more fail the step.
     max_items: int = 10_000
+    # The most steps of one run queued or running at once, asked each time (0: no bound;
+    # HEDDLE_RUN_WINDOW): its other ready steps wait their turn here, so that a big run
+    # leaves room in the queue for the others (docs/pools.md, "Fair turns").
+    window: Callable[[], int] = lambda: 0
 
 
 class RunSteps:
@@ -81,6 +86,10 @@ class RunSteps:
         # of it that have outputs (computed once per step, from its parents').
         self.with_outputs = {s.id for s in steps if s.outputs}
         self._upstream_outputs: dict[str, frozenset[str]] = {}
+        # The steps queued or running, and the ready ones held back while the run's window
+        # is full, in the order they became ready (kept in memory: a rebuild holds again).
+        self.flying = {s.id for s in steps if s.status in ("queued", "running")}
+        self.held: deque[str] = deque()
 
     @property
     def done(self) -> bool:
@@ -98,8 +107,18 @@ class RunSteps:
         reason (``deadline: ...``)."""
         return "cancelled" if self.run.cancel_requested else self.run.reason or "cancelled"
 
+    def window_full(self) -> bool:
+        """Whether the run has as many steps queued or running as its window allows."""
+        window = self.policy.window()
+        return 0 < window <= len(self.flying)
+
+    def landed(self, step: StepRecord) -> None:
+        """``step`` is neither queued nor running any more: its place in the window frees."""
+        self.flying.discard(step.id)
+
     def ended(self, step: StepRecord) -> None:
         """Count ``step`` as terminal (once, as it becomes so)."""
+        self.flying.discard(step.id)
         self.terminal += 1
         if not step.on_exit:
             self.main_left -= 1

@@ -103,7 +103,7 @@ class RunState:
             if step.id in decided:
                 continue
             due = state.transitions.start_if_due(step, stamp)
-            if due is None:
+            if due is None or (not due and step.status == "pending"):  # not due, or held
                 effects.append(PersistStep(step, "new"))
             else:  # the run record goes last, below, a forEach step's expansion or not
                 effects.extend(e for e in due if not isinstance(e, PersistRun))
@@ -121,6 +121,14 @@ class RunState:
         effects.append(PersistRun(run))
         # Its deadline's timer, once the run is stored.
         return state, effects + state.stopping.deadline_timer(now)
+
+    def release(self, now: float) -> list[Effect]:
+        """The ready steps the run's window held back, queued while it has room: asked by
+        the actor after every message, whatever freed a place (docs/pools.md, "Fair
+        turns")."""
+        if not self.records.held or self.done:
+            return []
+        return self.transitions.release(from_epoch(now))
 
     def admit(self, now: float) -> list[Effect]:
         """A waiting run's turn (services/orchestrator/admission.py): its first steps are

@@ -75,9 +75,13 @@ class StepTransitions:
         if step.for_each is not None:
             return self.loops.expand(step, stamp)  # it runs as its instances
         prev = step.status
+        if prev == "pending" and handoff is None and not granted and self.records.window_full():
+            self.records.held.append(step.id)  # its turn comes as the run's steps land
+            return []
         if step.semaphores and not granted and prev not in ("queued", "running"):
             return self.wait_for_slots(step, stamp)
         step.status = "queued"
+        self.records.flying.add(step.id)
         step.attempt = attempt
         step.runner = None
         step.queued_at = stamp
@@ -106,6 +110,20 @@ class StepTransitions:
         # The prepared successor's record goes before the message that carries it.
         prepared, ready = self.chains.carried(step, ready, stamp)
         return [*spent, *prepared, PersistStep(step, prev), enqueue(step, ready)]
+
+    def release(self, stamp: str) -> list[Effect]:
+        """The held steps queued, in the order they became ready, while the window has room;
+        those the run ended meanwhile (skipped, cancelled, their loop failed) are let go."""
+        records = self.records
+        effects: list[Effect] = []
+        while records.held and not records.window_full():
+            step = records.steps[records.held.popleft()]
+            if step.status != "pending" or records.halted(step) or records.run.waiting:
+                continue
+            if step.parent is not None and records.steps[step.parent].status != "running":
+                continue
+            effects.extend(self.queue(step, step.attempt + 1, stamp))
+        return effects
 
     def wait_for_slots(self, step: StepRecord, stamp: str) -> list[Effect]:
         """A step due but for its semaphores: pending, waiting (for the first of them until
@@ -224,6 +242,7 @@ class StepTransitions:
             )
             prev = step.status
             step.status = "retrying"
+            self.records.landed(step)
             step.reason = reason
             step.retry_at = from_epoch(now + delay)
             return [

@@ -72,7 +72,8 @@ async def test_saturated_pool_queues_and_never_overbooks(stack: StackFactory) ->
 async def test_the_dispatcher_holds_the_next_steps_while_every_runner_is_busy(
     stack: StackFactory,
 ) -> None:
-    s = await stack(runners=1)
+    # A window wider than the run: every step is in the stream or in hand, none held back.
+    s = await stack(runners=1, HEDDLE_RUN_WINDOW="100")
     gate = s.tmp / "gate"  # every step runs until it exists
     wait = f"while [ ! -e {gate} ]; do sleep 0.05; done"
     doc = {"steps": [{"id": f"s{i}", "command": wait} for i in range(LOOKAHEAD + 3)]}

@@ -1,0 +1,48 @@
+"""How many steps of one run may be queued or running at once (docs/pools.md, "Fair
+turns"): HEDDLE_RUN_WINDOW if set, else four times the runners in the registry, counted every
+HEDDLE_REGISTRY_INTERVAL. Four times: every runner busy with the run's steps, and three times
+as many queued, so that a runner that frees up finds its next step in hand while the
+orchestrator is still deciding the step before (twice slowed a fan-out down measurably:
+docs/performance.md)."""
+
+from __future__ import annotations
+
+import logging
+
+from heddle.shared.broker.kv_reads import count_keys
+from heddle.shared.broker.nats_types import JetStreamContext, NatsError
+from heddle.shared.runtime.periodic import Periodic
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
+
+log = logging.getLogger("heddle.orchestrator")
+# Below this the window would serialise a run on a pool still registering.
+MIN_WINDOW = 8
+RUNNERS_TIMES = 4
+
+
+class RunWindow:
+    def __init__(self, settings: Settings, js: JetStreamContext) -> None:
+        self.js = js
+        self.fixed = settings.run_window
+        self.size = self.fixed or MIN_WINDOW
+        self._periodic = Periodic("run window", settings.registry_interval, self.count, log)
+
+    def __call__(self) -> int:
+        return self.size
+
+    async def start(self) -> None:
+        if not self.fixed:
+            await self.count()
+            self._periodic.start()
+
+    async def stop(self) -> None:
+        await self._periodic.stop()
+
+    async def count(self) -> None:
+        try:
+            runners = await count_keys(self.js, names.RUNNERS_BUCKET, ">")
+        except (NatsError, TimeoutError) as exc:
+            log.debug("runners not counted: %s", exc)
+            return
+        self.size = max(MIN_WINDOW, RUNNERS_TIMES * runners)
