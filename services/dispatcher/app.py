@@ -18,22 +18,23 @@ from typing import TYPE_CHECKING
 
 from heddle.services.dispatcher.autoscaling import Autoscaling, packing
 from heddle.services.dispatcher.hand import Hand
+from heddle.services.dispatcher.lanes import Lanes, pool_keys
 from heddle.services.dispatcher.placing import Lane, Placing
-from heddle.services.dispatcher.pool import Pool, keys_of
+from heddle.services.dispatcher.pool import Pool
 from heddle.services.dispatcher.pool_feed import PoolFeed
-from heddle.services.dispatcher.ready import LOOKAHEAD, ack_wait, ready_consumer, ready_durable
+from heddle.services.dispatcher.ready import ack_wait
 from heddle.services.dispatcher.waiting import WaitingLine
 from heddle.shared.broker.nats_io import close, connect_until_ready
-from heddle.shared.broker.nats_types import NatsError
-from heddle.shared.broker.pull import ContinuousPull
 from heddle.shared.broker.resources import ensure_resources
-from heddle.shared.broker.streams import ensure_consumer
-from heddle.shared.core.runner_pools import PoolSpec, parse_pools
+from heddle.shared.core.labels import DEFAULT_POOL
+from heddle.shared.core.runner_pools import parse_pools
 from heddle.shared.kube import client as kube
 from heddle.shared.runtime.metrics import (
     READY_WAITING,
     RUNNERS,
     RUNNERS_BUSY,
+    WAITING_OLDEST,
+    WAITING_STEPS,
     before_scrape,
     forget_before_scrape,
 )
@@ -42,7 +43,6 @@ from heddle.shared.runtime.settings import Settings
 from heddle.shared.runtime.stalls import LoopStalls
 from heddle.shared.runtime.tasks import cancel_and_wait
 from heddle.shared.wire import names
-from heddle.shared.wire.contracts import RunnerInfo
 
 if TYPE_CHECKING:
     from heddle.shared.broker.nats_types import Client, KeyValue
@@ -75,8 +75,6 @@ class Dispatcher:
             recredit=self._recredit,
             wake=self._wake,
         )
-        self._pulls: dict[Lane, ContinuousPull] = {}  # by lane, as Placing.unplaced
-        self._lanes_seen = -1  # the pool's generation the label lanes were last made for
         self._nc: Client | None = None  # from start
         # The pool's view, read when scraped: nothing is counted per step.
         RUNNERS.set_function(lambda: len(self.pool.runners))
@@ -84,12 +82,13 @@ class Dispatcher:
         self.autoscaling: Autoscaling | None = None
         self._backlog: int | None = None  # the ready steps the stream holds, as last asked
         self._backlog_by_lane: dict[Lane, int] | None = None
+        self._series_seen: set[tuple[str, str]] = set()  # the wait series set, to zero
         # The label keys each pool of HEDDLE_RUNNER_POOLS serves: those of a pool that
         # autoscaling may grow get their lanes before any of its runners registers.
-        self._pool_keys = pool_keys(parse_pools(settings.runner_pools))
-        self._growable = frozenset().union(
-            *(self._pool_keys[p.name] for p in parse_pools(settings.runner_pools) if p.autoscaling)
-        )
+        pools = parse_pools(settings.runner_pools)
+        self._pool_keys = pool_keys(pools)
+        growable = frozenset().union(*(self._pool_keys[p.name] for p in pools if p.autoscaling))
+        self._lanes = Lanes(settings, self.instance, self.pool, self._placing.on_ready, growable)
         if settings.autoscale == "on":
             # Steps go to the lowest ordinals, so that the top ones (which a StatefulSet
             # removes) fall idle; a runner outside the scaled pools first, it costs them nothing.
@@ -125,47 +124,17 @@ class Dispatcher:
         self._events_sub = await nc.subscribe(names.EVT_FINISHED_ALL, cb=self._feed.on_event)
         # Credit follows the free runners: a saturated pool leaves steps in the stream.
         for opening in (False, True):
-            await self._add_lane(("", opening))
+            await self._lanes.add(nc, self.js, ("", opening))
         before_scrape(self._count_waiting)
         initial = asyncio.Event()
         self._tasks = [
             asyncio.create_task(self._feed.follow(self.runners_kv, initial), name="runners")
         ]
         await asyncio.wait_for(initial.wait(), 10)
-        await self._add_label_lanes()
+        await self._lanes.add_labelled(nc, self.js)
         if self.settings.autoscale == "on":
             await self._start_autoscaling()
         event(log, "dispatching", dispatcher=self.instance)
-
-    async def _add_lane(self, lane: Lane) -> None:
-        """Pull the ready steps of one lane (its consumer made if it is not there yet)."""
-        key, opening = lane
-        await ensure_consumer(
-            self.js, names.STEPS_STREAM, ready_consumer(self.settings, opening, key)
-        )
-        pull = ContinuousPull(
-            self.nc_open,
-            names.STEPS_STREAM,
-            ready_durable(opening, key),
-            self._placing.on_ready,
-            credit=0,
-        )
-        await pull.start()
-        self._pulls[lane] = pull
-
-    async def _add_label_lanes(self) -> None:
-        """A lane for every set of labels some registered runner has, once: its steps wait
-        in the stream, not in this dispatcher's hand, while no runner can take them."""
-        self._lanes_seen = self.pool.generation
-        for key in sorted((self.pool.served() | self._growable) - {""}):
-            if (key, False) not in self._pulls and not self._placing.stopping:
-                try:
-                    await self._add_lane((key, False))
-                except NatsError as exc:  # tried again with the registry's next change
-                    log.warning("no consumer for runners labelled %s yet: %s", key, exc)
-                    self._lanes_seen = -1
-                    return
-                event(log, "lane opened", dispatcher=self.instance, labels=key)
 
     async def _start_autoscaling(self) -> None:
         autoscaling = Autoscaling(
@@ -198,7 +167,7 @@ class Dispatcher:
         return waits, backlog
 
     async def _ask_backlog(self) -> None:
-        by_lane = await self._pending_by_lane()
+        by_lane = await self._lanes.pending(self.js)
         self._backlog_by_lane = by_lane
         self._backlog = None if by_lane is None else sum(by_lane.values())
 
@@ -210,44 +179,53 @@ class Dispatcher:
         forget_before_scrape(self._count_waiting)
         if self.autoscaling is not None:
             await self.autoscaling.stop()
-        for pull in self._pulls.values():
+        for pull in self._lanes.pulls.values():
             # Still subscribed: what the requests already out bring is given back at once.
             await pull.pause()
         self._line.close()  # the steps waiting for a runner go back to the stream (placing.py)
         await cancel_and_wait(*self._tasks)
         if placing.inflight:
             await asyncio.wait(placing.inflight, timeout=self.settings.shutdown_grace)
-        for pull in self._pulls.values():
+        for pull in self._lanes.pulls.values():
             await pull.stop()
         self.stalls.stop()
         await close(self._nc)
 
     async def _count_waiting(self) -> None:
         """Ready steps not given to a runner yet: those the stream still holds for this
-        consumer, and those in hand without a runner. Left as it was if NATS is away."""
-        pending = await self._pending()
-        if pending is not None:
-            READY_WAITING.set(pending + max(sum(self._placing.unplaced.values()), 0))
-
-    async def _pending(self) -> int | None:
-        """Ready steps the stream still holds for the lanes' consumers; None if not known."""
-        by_lane = await self._pending_by_lane()
-        return None if by_lane is None else sum(by_lane.values())
-
-    async def _pending_by_lane(self) -> dict[Lane, int] | None:
-        pending: dict[Lane, int] = {}
-        for lane, pull in list(self._pulls.items()):
-            try:
-                info = await self.js.consumer_info(names.STEPS_STREAM, pull.durable, timeout=1.0)
-            except NatsError as exc:  # its TimeoutError, a closed connection, the server's
-                log.debug("ready backlog unknown: %s", exc)
-                return None
-            pending[lane] = info.num_pending or 0
-        return pending
+        dispatcher's lanes, and those in hand without a runner, in all and by pool; with how
+        long the longest in hand has waited. Left as they were if NATS is away."""
+        by_lane = await self._lanes.pending(self.js)
+        if by_lane is None:
+            return
+        unplaced = self._placing.unplaced
+        READY_WAITING.set(sum(by_lane.values()) + max(sum(unplaced.values()), 0))
+        held = self._hand.held(time.monotonic())
+        lanes = self._placing.lanes
+        found: dict[tuple[str, str], list[float]] = {}
+        for lane in by_lane.keys() | unplaced.keys():
+            if lane[0] and lane[0] not in self.pool.served():
+                continue  # no runner has these labels: the orchestrator counts them
+            counts = found.setdefault((lane[0] or DEFAULT_POOL, "runners-busy"), [0, 0.0])
+            counts[0] += by_lane.get(lane, 0) + max(unplaced.get(lane, 0), 0)
+        for attempt, waited in held.items():
+            in_lane = lanes.get(attempt)
+            if (
+                in_lane is not None
+                and (series := (in_lane[0] or DEFAULT_POOL, "runners-busy")) in found
+            ):
+                found[series][1] = max(found[series][1], waited)
+        for series in self._series_seen - found.keys():
+            WAITING_STEPS.labels(*series).set(0)
+            WAITING_OLDEST.labels(*series).set(0)
+        for series, (count, oldest) in found.items():
+            WAITING_STEPS.labels(*series).set(count)
+            WAITING_OLDEST.labels(*series).set(round(oldest, 3))
+        self._series_seen |= found.keys()
 
     async def _reconnected(self) -> None:
         self._hand.reconnected(time.monotonic())
-        for pull in self._pulls.values():
+        for pull in self._lanes.pulls.values():
             pull.reset()
             await pull.top_up()
         # KV watchers are ephemeral: start the registry watch again.
@@ -263,45 +241,11 @@ class Dispatcher:
         same write as whatever else this turn sends (an acknowledgement, usually)."""
         self._line.wake(self._recredit())
         if not self._placing.stopping:
-            if self.pool.generation != self._lanes_seen:
-                await self._add_label_lanes()
-            for pull in self._pulls.values():
+            if self.pool.generation != self._lanes.seen:
+                await self._lanes.add_labelled(self.nc_open, self.js)
+            for pull in self._lanes.pulls.values():
                 await pull.top_up()
 
     def _recredit(self) -> dict[str, int]:
-        """Ask the server, for each lane, for as many steps as there are free runners that
-        serve it, plus LOOKAHEAD, minus the lane's steps in hand that no runner is reserved
-        for yet. Returns the free runners by label key."""
-        free_by_key = self.pool.free_by_key()
-        unplaced_by_lane = self._placing.unplaced
-        # A free runner with no step in hand for it is served at once; the lookahead
-        # alone is refilled half at a time, so a saturated pool asks once per few steps.
-        for lane, pull in self._pulls.items():
-            key = lane[0]
-            if key and key not in self.pool.served() and key not in self._growable:
-                pull.set_credit(0)  # no runner has these labels now: its steps stay stored
-                continue
-            free = free_by_key.get(key, 0)
-            unplaced = unplaced_by_lane.get(lane, 0)
-            at_least = 1 if free > unplaced else LOOKAHEAD // 2
-            pull.set_credit(max(free + LOOKAHEAD - unplaced, 0), at_least)
-        return free_by_key
-
-
-def pool_keys(pools: list[PoolSpec]) -> dict[str, frozenset[str]]:
-    """The label keys each pool's runners serve (pool.py, ``keys_of``)."""
-    return {
-        p.name: keys_of(
-            RunnerInfo(
-                name="",
-                status="idle",
-                pid=0,
-                version="",
-                started_at="",
-                seen_at="",
-                pool=p.name,
-                labels=list(p.labels),
-            )
-        )
-        for p in pools
-    }
+        """The lanes' credit set again; the free runners by label key."""
+        return self._lanes.recredit(self._placing.unplaced)

@@ -27,11 +27,14 @@ from heddle.services.dispatcher.ready import HELD_LIMIT, ack_wait
 from heddle.services.dispatcher.waiting import Turn, WaitingLine
 from heddle.shared.broker.consume import Outcome, redelivered, settle
 from heddle.shared.broker.offers import Answer, Offered, offer
+from heddle.shared.core.labels import DEFAULT_POOL, label_key
+from heddle.shared.runtime.metrics import WAIT_SECONDS, child
 from heddle.shared.runtime.service import event
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.runtime.stalls import LoopStalls
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import AssignReply, StepReady, step_ready_decoder
+from heddle.shared.wire.timefmt import epoch_of
 
 if TYPE_CHECKING:
     from heddle.shared.broker.nats_types import Client, JetStreamContext, KeyValue, Msg
@@ -222,6 +225,9 @@ class Placing:
                 self.pool.refused(name, silent=False)
             case Offered(answer=Answer.ACCEPTED, reply=AssignReply(jobs=jobs)):
                 self.pool.accepted(name, ready.run_id, ready.step_id, ready.attempt, jobs)
+                waited = time.time() - epoch_of(ready.ready_at, time.time())
+                pool = label_key(ready.runs_on) or DEFAULT_POOL
+                child(WAIT_SECONDS, pool, "runners-busy").observe(max(waited, 0.0))
                 await self._wake()
                 await settle(msg, Outcome.DONE)
                 self._said("assigned", ready, runner=name, attempt=ready.attempt)

@@ -19,9 +19,18 @@ from typing import TYPE_CHECKING
 from heddle.services.orchestrator.actor import RunActor
 from heddle.services.orchestrator.admission import Admission
 from heddle.services.orchestrator.messages import Admit, Message
+from heddle.services.orchestrator.step_waits import Series, Tally, tally_run
 from heddle.shared.core.partitions import partition_of
-from heddle.shared.runtime.metrics import LIVE_RUNS, WAITING_RUNS
+from heddle.shared.runtime.metrics import (
+    LIVE_RUNS,
+    WAITING_OLDEST,
+    WAITING_RUNS,
+    WAITING_STEPS,
+    before_scrape,
+    forget_before_scrape,
+)
 from heddle.shared.runtime.service import event
+from heddle.shared.wire.timefmt import epoch_of
 
 if TYPE_CHECKING:
     from heddle.services.orchestrator.effects import Effects
@@ -42,6 +51,7 @@ class LiveRuns:
         self._effects: Effects | None = None  # what the actors store through (start)
         self._liveness: Liveness | None = None
         self._admitting = True
+        self._step_wait_series: set[Series] = set()  # every series set so far, to zero
 
     def start(self, effects: Effects, liveness: Liveness) -> None:
         """Serve runs: their actors store through ``effects``, and ``liveness`` forgets a
@@ -49,10 +59,29 @@ class LiveRuns:
         self._effects, self._liveness = effects, liveness
         LIVE_RUNS.set_function(lambda: len(self.actors))
         WAITING_RUNS.set_function(lambda: len(self.admission.waiting))
+        before_scrape(self.count_step_waits)
+
+    async def count_step_waits(self) -> None:
+        """The waiting steps of the live runs, by pool and reason (step_waits.py): one pass
+        over their records, when scraped."""
+        now = time.time()
+        found: dict[Series, Tally] = {}
+        for actor in list(self.actors.values()):
+            state = actor.state
+            created = epoch_of(state.run.created_at, now)
+            tally_run(state.steps, state.records.held, created, now, found)
+        for pool, reason in self._step_wait_series - found.keys():
+            WAITING_STEPS.labels(pool, reason).set(0)
+            WAITING_OLDEST.labels(pool, reason).set(0)
+        for (pool, reason), t in found.items():
+            WAITING_STEPS.labels(pool, reason).set(t.count)
+            WAITING_OLDEST.labels(pool, reason).set(round(t.oldest, 3))
+        self._step_wait_series |= found.keys()
 
     def stop(self) -> None:
         """No waiting run is admitted from now: whoever takes the partitions admits them."""
         self._admitting = False
+        forget_before_scrape(self.count_step_waits)
 
     # ---- a run's actor ----
 

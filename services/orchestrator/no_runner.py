@@ -16,6 +16,7 @@ from heddle.shared.broker.kv_reads import read_current
 from heddle.shared.broker.nats_types import NatsError
 from heddle.shared.broker.resources import Resources
 from heddle.shared.core.labels import label_key
+from heddle.shared.runtime.metrics import WAITING_OLDEST, WAITING_STEPS
 from heddle.shared.runtime.periodic import Periodic
 from heddle.shared.runtime.service import event
 from heddle.shared.runtime.settings import Settings
@@ -41,6 +42,7 @@ class NoRunnerLook:
         period = min(settings.watchdog_scan, settings.no_runner_timeout / 4)
         self._periodic = Periodic("no-runner look", period, self.look, log)
         self._asks: dict[str, bool] = {}  # by run: whether any of its steps has runsOn
+        self._counted: set[str] = set()  # the label keys of the no-runner series set
 
     def start(self) -> None:
         self._periodic.start()
@@ -64,6 +66,7 @@ class NoRunnerLook:
     async def look(self) -> None:
         waiting = list(self._waiting())
         if not waiting and not self.unplaceable.since:
+            self._count([], time.monotonic())
             return
         try:
             entries = await read_current(self.runners_kv, ">")
@@ -77,9 +80,29 @@ class NoRunnerLook:
             except msgspec.DecodeError:
                 continue
             runners.append(Runner(info.pool, info.labels or [info.pool]))
-        verdicts = self.unplaceable.verdicts(waiting, runners, self.growable, time.monotonic())
+        now = time.monotonic()
+        verdicts = self.unplaceable.verdicts(waiting, runners, self.growable, now)
+        self._count(waiting, now)
         for step, reason in verdicts:
             await self._end(step, reason)
+
+    def _count(self, waiting: list[Waiting], now: float) -> None:
+        """The steps no runner can take, by the labels they ask for: the metrics' no-runner
+        (the dispatchers have no lane for them)."""
+        found: dict[str, list[float]] = {}
+        for step in waiting:
+            since = self.unplaceable.since.get(step.key)
+            if since is not None:
+                counts = found.setdefault(label_key(step.runs_on), [0, 0.0])
+                counts[0] += 1
+                counts[1] = max(counts[1], now - since)
+        for key in self._counted - found.keys():
+            WAITING_STEPS.labels(key, "no-runner").set(0)
+            WAITING_OLDEST.labels(key, "no-runner").set(0)
+        for key, (count, oldest) in found.items():
+            WAITING_STEPS.labels(key, "no-runner").set(count)
+            WAITING_OLDEST.labels(key, "no-runner").set(round(oldest, 3))
+        self._counted |= found.keys()
 
     async def _end(self, step: Waiting, reason: str) -> None:
         actor = self.actors.get(step.run_id)

@@ -137,6 +137,32 @@ PARTITIONS_HELD = Gauge(
     "heddle_partitions_held", "Partitions of the runs this orchestrator owns.", registry=None
 )
 
+# ---- orchestrator and dispatcher: why steps wait ------------------------------------
+# ``pool``: the labels a step asks for by key (shared/core/labels.py), "default" for none;
+# ``reason``: the orchestrator's turn, semaphore and backoff, the dispatcher's runners-busy
+# and no-runner (docs/pools.md, "Waiting, measured"). No run or step in a label.
+
+WAITING_STEPS = Gauge(
+    "heddle_waiting_steps",
+    "Steps waiting now, by the pool they wait for and why, counted when scraped.",
+    ["pool", "reason"],
+    registry=None,
+)
+WAITING_OLDEST = Gauge(
+    "heddle_waiting_oldest_seconds",
+    "How long the longest-waiting of those steps has waited so far, by pool and reason.",
+    ["pool", "reason"],
+    registry=None,
+)
+WAIT_SECONDS = Histogram(
+    "heddle_step_wait_seconds",
+    "How long steps waited from queued to a runner's acceptance, by pool, observed by the "
+    "dispatcher that placed them (reason: runners-busy).",
+    ["pool", "reason"],
+    buckets=LATENCY_BUCKETS,
+    registry=None,
+)
+
 # ---- dispatcher ----------------------------------------------------------------------
 
 RUNNERS = Gauge("heddle_runners", "Runners in the pool (the registry).", registry=None)
@@ -183,8 +209,19 @@ OWNED: dict[str, tuple[Collector, ...]] = {
         LIVE_RUNS,
         WAITING_RUNS,
         PARTITIONS_HELD,
+        WAITING_STEPS,
+        WAITING_OLDEST,
     ),
-    "dispatcher": (RUNNERS, RUNNERS_BUSY, READY_WAITING, AUTOSCALE_DECISIONS, AUTOSCALE_REPLICAS),
+    "dispatcher": (
+        RUNNERS,
+        RUNNERS_BUSY,
+        READY_WAITING,
+        AUTOSCALE_DECISIONS,
+        AUTOSCALE_REPLICAS,
+        WAITING_STEPS,
+        WAITING_OLDEST,
+        WAIT_SECONDS,
+    ),
     "runner": (ATTEMPTS,),
 }
 

@@ -167,3 +167,56 @@ async def test_cron_slots_fired_on_time_and_backfilled_after_downtime(env: Env) 
     env.clock.advance(MIN)
     assert await late.tick() == 11
     assert (counted("fired") - fired, counted("backfilled") - backfilled) == (4, 10)
+
+
+async def test_waiting_steps_are_counted_by_pool_and_reason(stack: StackFactory) -> None:
+    s = await stack(runners=2, metrics=True, HEDDLE_WATCHDOG_SCAN="0.2", HEDDLE_RETRY_BASE="30")
+    flaky = await s.submit({"steps": [{"id": "f", "command": "exit 1", "retries": 1}]})
+    await s.wait_step(flaky, "f", {"retrying"})  # then 30 s of backoff
+    gate = s.tmp / "gate"
+    hold = f"while [ ! -e {gate} ]; do sleep 0.05; done"
+    busy = [{"id": f"b{i}", "command": hold} for i in range(4)]  # two run, two wait
+    tpu = {"id": "tpu", "command": "true", "runsOn": ["tpu"]}  # no runner has the label
+    run_id = await s.submit({"steps": [*busy, tpu]})
+
+    def waiting(got: dict[str, Samples], service: str, pool: str, reason: str) -> float:
+        return value(got[service], "heddle_waiting_steps", pool=pool, reason=reason)
+
+    def placed(got: dict[str, Samples]) -> float:
+        return value(
+            got["dispatcher"],
+            "heddle_step_wait_seconds_count",
+            pool="default",
+            reason="runners-busy",
+        )
+
+    got = await eventually(
+        s,
+        lambda got: (
+            waiting(got, "dispatcher", "default", "runners-busy") == 2
+            and waiting(got, "orchestrator", "tpu", "no-runner") == 1
+            and waiting(got, "orchestrator", "default", "backoff") == 1
+            and placed(got) >= 3  # f's first attempt, b0 and b1
+        ),
+    )
+    assert (
+        value(
+            got["orchestrator"], "heddle_waiting_oldest_seconds", pool="default", reason="backoff"
+        )
+        > 0
+    )
+    gate.touch()
+    await s.request("POST", f"/api/runs/{flaky}/cancel")
+    await s.request("POST", f"/api/runs/{run_id}/cancel")
+    await s.wait_run(run_id)
+    got = await eventually(
+        s,
+        lambda got: (
+            waiting(got, "orchestrator", "tpu", "no-runner") == 0
+            and waiting(got, "orchestrator", "default", "backoff") == 0
+            and waiting(got, "dispatcher", "default", "runners-busy") == 0
+        ),
+    )
+    # No run or step id in any label of the series.
+    labels = {k for (name, pairs) in got["dispatcher"] for k, _ in pairs if "wait" in name}
+    assert labels <= {"pool", "reason", "le"}

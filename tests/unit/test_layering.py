@@ -37,6 +37,7 @@ PURE_IN_SERVICES = (
     "heddle.services.orchestrator.backstop",
     "heddle.services.orchestrator.ownership",
     "heddle.services.orchestrator.unplaceable",
+    "heddle.services.orchestrator.step_waits",
     "heddle.services.orchestrator.slot_answers",
     "heddle.services.dispatcher.pool",
     "heddle.services.dispatcher.hand",
