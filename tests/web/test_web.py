@@ -51,6 +51,7 @@ async def test_page_and_assets(gateway: Gateway) -> None:
     assert {r.split("?")[0] for r in assets} == {
         "/static/app.js",
         "/static/graph.js",
+        "/static/timeline.js",
         "/static/style.css",
     }
     assert all(r.startswith(("/static/", "#", "data:")) for r in refs), refs

@@ -87,7 +87,8 @@ async def test_the_run_page_shows_instances_made_while_it_follows_the_run(
 async def test_a_large_loop_is_one_row_with_its_counts_and_its_failed_instances(
     stack: StackFactory, browser: Browser, tmp_path: Path
 ) -> None:
-    s = await stack(runners=2)
+    # A window wider than the loop: every instance queued at once, as the counts below say.
+    s = await stack(runners=2, HEDDLE_RUN_WINDOW="100")
     go, done = tmp_path / "go", tmp_path / "done"
     # Every instance waits for done; then the last one fails.
     items = "[" + ", ".join(str(k) for k in range(30)) + "]"
