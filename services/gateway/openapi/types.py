@@ -43,6 +43,9 @@ class ErrorDoc(Doc):
     needs: str | msgspec.UnsetType = msgspec.UNSET  # the role a 403 asks for
     role: str | msgspec.UnsetType = msgspec.UNSET  # the caller's role, on a 403
     host: str | msgspec.UnsetType = msgspec.UNSET  # the Host refused, on a 421
+    # The concurrency key a run was refused at (onLimit refuse), and a run holding it, on a 409.
+    key: str | msgspec.UnsetType = msgspec.UNSET
+    held_by: str | msgspec.UnsetType = msgspec.UNSET
     # Problems past the first MAX_LISTED_PROBLEMS, counted, not listed.
     problems_not_listed: int | msgspec.UnsetType = msgspec.UNSET
 
