@@ -125,6 +125,8 @@ class EffectRunner:
         if self.slots is not None and any(isinstance(e, TakeSlots | GiveBack) for e in effects):
             await self._carry_out(self.slots, run_id, effects)
         if self.keys is not None and any(isinstance(e, TakeKey | LeaveKey) for e in effects):
+            if any(isinstance(e, LeaveKey) for e in effects):
+                failpoints.hit("orchestrator.before_key_given_back")
             await self._carry_out(self.keys, run_id, effects)
 
     async def _carry_out(
