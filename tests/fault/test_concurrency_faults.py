@@ -27,7 +27,9 @@ async def test_a_queued_run_starts_after_orchestrator_deaths(
     why = (await s.run(queued["runId"]))["waitingFor"]
     assert why["reason"] == "concurrency", why
     assert (why["key"], why["heldBy"]) == ("deploy/prod", holder["runId"]), why
-    assert why["sentence"] == f"Waits for concurrency key deploy/prod, held by run {holder['runId']}."
+    assert (
+        why["sentence"] == f"Waits for concurrency key deploy/prod, held by run {holder['runId']}."
+    )
 
     s.kill("orchestrator", signal.SIGKILL)
     # Back, and gone again once the holder's end is stored, its key not given back.
