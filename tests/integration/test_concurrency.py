@@ -62,6 +62,7 @@ async def test_five_runs_of_a_key_of_limit_one(stack: StackFactory, tmp_path: Pa
     assert sorted(order) == sorted(run_of)
     last = await s.run(order[-1])
     assert last["waiting"] is True and {st["status"] for st in last["steps"]} == {"pending"}
+    assert (last["concurrencyKey"], last["concurrencyLimit"]) == ("deploy/prod", 1)
     why = last["waitingFor"]
     assert (why["reason"], why["key"]) == ("concurrency", "deploy/prod"), why
     assert why["heldBy"] in order[:-1], why
@@ -114,8 +115,18 @@ async def test_cancel_running_and_refuse(stack: StackFactory, tmp_path: Path) ->
     status, _ = await s.request("POST", f"/api/runs/{holder['runId']}/cancel")
     assert status == 202
     assert (await s.wait_run(holder["runId"]))["status"] == "cancelled"
-    status, body = await trigger(s, "after")  # the key is free again
-    assert status == 201, body
+    # The key is free again. Two at once may both pass the gateway's look: then the
+    # orchestrator fails the one that came second, at once, naming the other.
+    both = await asyncio.gather(trigger(s, "one"), trigger(s, "two"))
+    made = [body["runId"] for status, body in both if status == 201]
+    assert [status for status, _ in both].count(409) == 2 - len(made), both
+    steps = {r: (await s.wait_step(r, "go", {"running", "cancelled"}))["status"] for r in made}
+    winners = [r for r, status in steps.items() if status == "running"]
+    assert len(winners) == 1, steps  # the winner's step runs, the loser's is cancelled
+    for run_id in set(made) - set(winners):
+        lost = await s.wait_run(run_id)
+        assert lost["status"] == "failed", lost
+        assert lost["reason"] == f"refused: concurrency key deploy/prod held by run {winners[0]}"
 
 
 async def test_every_problem_of_a_concurrency_is_listed(stack: StackFactory) -> None:

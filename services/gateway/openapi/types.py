@@ -171,6 +171,10 @@ class RunDocument(RunFacts, kw_only=True):
     deadline_at: str | None  # its creation plus timeoutSeconds (docs/workflows.md, "Run deadlines")
     # Why it was stopped before its steps ended it: ``deadline: ...`` once its deadline passed
     reason: str | None
+    # The concurrency key it holds or waits for, evaluated when it was submitted, and that
+    # key's limit (docs/pools.md, "Concurrency limits"); null for a run without one.
+    concurrency_key: str | None
+    concurrency_limit: int | None
     counts: dict[str, int]
     step_count: int
     # False for the summary (``?steps=none``, and by default for a run of more steps than a
