@@ -113,9 +113,10 @@ class LiveRuns:
     def key_held(self, run_id: str, priority: int) -> bool:
         """A run live here has just taken its concurrency key: under way now (True), or
         waiting for its turn (False). Once: a run in its place already keeps it, and one
-        ended (gone from here) takes none."""
+        ended (gone from here) takes none; none while stopping (whoever takes the partition
+        admits it)."""
         placed = run_id in self.admission.under_way or run_id in self.admission.waiting
-        if run_id not in self.actors or placed:
+        if run_id not in self.actors or placed or not self._admitting:
             return False
         return self.admission.arrive(run_id, priority)
 

@@ -47,7 +47,10 @@ MAX_KEY_CHARS = 512  # a key's text, evaluated
 
 def spec_problems(value: object, path: str = "concurrency") -> list[Problem]:
     """Every problem of a document's ``concurrency``: an object of ``key`` (a CEL
-    expression that compiles), ``limit`` (1 to MAX_CONCURRENCY_LIMIT) and ``onLimit``."""
+    expression that compiles), ``limit`` (1 to MAX_CONCURRENCY_LIMIT) and ``onLimit``;
+    null is none."""
+    if value is None:
+        return []
     if not isinstance(value, dict):
         return [Problem(path, "concurrency must be an object with a key")]
     problems = [Problem(f"{path}.{name}", "unknown field") for name in value if name not in FIELDS]

@@ -55,6 +55,7 @@ def paths(value: object) -> list[str]:
 
 def test_a_concurrency_needs_a_key_that_compiles_and_names_every_problem() -> None:
     assert paths({"key": "params.env"}) == []
+    assert paths(None) == []  # none, as if left out
     assert paths({"key": "workflow", "limit": 1000, "onLimit": "refuse"}) == []
     assert paths("deploy") == ["concurrency"]
     assert paths({}) == ["concurrency.key"]
