@@ -90,7 +90,9 @@ def _concurrency_problems(doc: dict[str, Any]) -> list[Problem]:
     to get one."""
     problems = concurrency.spec_problems(doc["concurrency"])
     params = doc.get("params", [])
-    if problems or doc.get("schedule") is None or not isinstance(params, list):
+    if problems or doc["concurrency"] is None or doc.get("schedule") is None:
+        return problems
+    if not isinstance(params, list):
         return problems
     spec = msgspec.convert(doc["concurrency"], Concurrency)
     defaults = {

@@ -88,6 +88,8 @@ def test_a_workflow_document_lists_its_concurrency_problems() -> None:
     assert [p.path for p in workflow_problems(scheduled, limits)] == ["concurrency.key"]
     scheduled["concurrency"] = {"key": "workflow + '/' + params.env"}
     assert workflow_problems(scheduled, limits) == []
+    scheduled["concurrency"] = None
+    assert workflow_problems(scheduled, limits) == []
 
 
 def test_the_key_is_evaluated_over_params_and_the_workflow_name() -> None:
