@@ -57,6 +57,7 @@ class RunState:
         self.reports = AttemptReports(self.records, self.chains, self.transitions)
         self.stopping = Stopping(self.records, self.transitions)
         self.on_deadline = self.stopping.on_deadline
+        self.cancel = self.stopping.cancel
         # What the attempts' runners report is answered there, called as the run's own
         # methods with no call in between (a step's outcome is one of them).
         self.on_started = self.reports.on_started
@@ -224,33 +225,6 @@ class RunState:
         """Whether a message about the step's current attempt comes from the runner that was
         given it. Steps stored before tickets existed have none, and accept any."""
         return holds(step.ticket, ticket)
-
-    def cancel(self, now: float, reason: str | None = None) -> list[Effect]:
-        """A first cancel stops the workflow's steps, and its exit handlers run once they have
-        all ended; a second (or a cancel past the run's deadline) stops the exit handlers too.
-        A run still waiting its turn never began: its exit handlers are cancelled with the
-        rest. A cancel with a ``reason`` (another run's concurrency key) is a first cancel
-        only, and the run's reason says why."""
-        run = self.run
-        if self.done:
-            return []
-        if not self.records.stopping:
-            run.cancel_requested = True
-            run.reason = reason or run.reason
-            targets = list(self.steps.values()) if run.waiting else self.records.main_steps()
-        elif reason is not None:
-            return []
-        elif self.records.exits and not run.exit_cancelled:
-            run.exit_cancelled = True
-            targets = self.records.exit_steps()
-        else:
-            return []
-        stamp = from_epoch(now)
-        return [
-            PersistRun(run),
-            *self.stopping.stop(stamp, targets),
-            *self.transitions.maybe_finish(stamp),
-        ]
 
     # ---- recovery ----
 
