@@ -1,8 +1,8 @@
 """Concurrency limits with real services and runners (docs/pools.md, "Concurrency limits"):
 five runs of one key of limit 1 triggered together never overlap and start in the order
 they were queued, each queued run saying what it waits for; ``cancelRunning`` cancels the
-holder and starts the new run; ``refuse`` answers 409 naming the holder; every problem of
-a ``concurrency`` is listed."""
+holder and starts the new run; ``refuse`` answers 409 naming the holder; a cron slot's run
+takes the key evaluated with the defaults; every problem of a ``concurrency`` is listed."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from heddle.shared.wire import names
 from heddle.shared.wire.contracts import concurrency_key_decoder
 
 from tests.fault.test_semaphores import marking, most_at_once
+from tests.support.scheduling import MIN, Env
+from tests.support.scheduling import env as env  # the fixture
 from tests.support.stack import Stack, StackFactory
 
 
@@ -155,3 +157,15 @@ async def test_every_problem_of_a_concurrency_is_listed(stack: StackFactory) -> 
     }
     status, body = await s.request("POST", "/api/workflows", json=scheduled)
     assert status == 400 and [p["path"] for p in body["problems"]] == ["concurrency.key"], body
+
+
+async def test_a_scheduled_run_takes_its_key_evaluated_with_the_defaults(env: Env) -> None:
+    await env.register(
+        params=[{"name": "env", "default": "prod"}],
+        concurrency={"key": "workflow + '/' + params.env", "limit": 2, "onLimit": "refuse"},
+    )
+    sched = env.scheduler()
+    env.clock.advance(2 * MIN)
+    assert await sched.tick() == 2
+    found = [(r.concurrency_key, r.concurrency_limit, r.on_limit) for r in await env.submitted()]
+    assert found == [("tick/prod", 2, "refuse")] * 2
