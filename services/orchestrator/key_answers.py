@@ -39,14 +39,14 @@ class KeyAnswers:
 
     def asking(self) -> list[Effect]:
         """The take of the run's key, for a run waiting for it (new, resumed, or its turn
-        come); nothing for any other."""
+        come); nothing for any other. One past its deadline asks too: its exit handlers run
+        once it holds the key."""
         run = self.records.run
         if (
             run.concurrency_key is None
             or run.concurrency_wait is None
             or not run.waiting
             or self.records.done
-            or self.records.stopping
         ):
             return []
         return [TakeKey(run.concurrency_key, run.concurrency_limit, run.on_limit, run.priority)]
@@ -64,7 +64,7 @@ class KeyAnswers:
             return []
         if self.records.done:
             return [LeaveKey(key)]
-        if not run.waiting or self.records.stopping:
+        if not run.waiting:
             return []
         if refused:
             return self._refused(key, holder, now)

@@ -140,3 +140,15 @@ def test_resumed_a_run_waiting_for_its_key_asks_again() -> None:
     assert rebuilt(state).resume(T0 + 2)[-1] == TAKE
     state.on_key_taken(True, None, False, False, T0 + 3)  # held, waiting its turn
     assert not any(isinstance(e, TakeKey) for e in rebuilt(state).resume(T0 + 4))
+
+
+def test_past_its_deadline_while_it_waits_it_runs_its_exit_handlers_once_it_holds_the_key() -> None:
+    state, _ = keyed(timeout_seconds=10)
+    state.on_key_taken(False, "r0", False, False, T0 + 1)
+    state.on_deadline(T0 + 11)
+    assert statuses(state) == {"a": "cancelled", "b": "cancelled", "bye": "pending"}
+    assert state.on_key_free() == [TAKE]  # its turn still comes
+    effects = state.on_key_taken(True, None, False, True, T0 + 12)
+    assert [e.ready.step_id for e in of(Enqueue, effects)] == ["bye"]
+    effects = giving_back(finish_step(state, "bye"))
+    assert state.run.status == "failed" and of(LeaveKey, effects) == [LeaveKey(KEY)]
