@@ -22,6 +22,8 @@ from heddle.services.orchestrator.messages import (
     DeadlineTimer,
     HandedOff,
     Heard,
+    KeyFree,
+    KeyTaken,
     Lost,
     Message,
     NoRunner,
@@ -189,8 +191,8 @@ class RunActor:
                 effects = state.on_lost(step_id, attempt, requeue, now)
             case RetryTimer(step_id=step_id, attempt=attempt):
                 effects = state.on_retry_due(step_id, attempt, now)
-            case Cancel():
-                effects = state.cancel(now)
+            case Cancel(reason=reason):
+                effects = state.cancel(now, reason)
             case DeadlineTimer():
                 effects = state.on_deadline(now)
             case Admit():
@@ -203,6 +205,10 @@ class RunActor:
                 effects = state.on_slots(step_id, attempt, waiting_for, now)
             case SlotFree(step_id=step_id):
                 effects = state.on_slot_free(step_id, now)
+            case KeyTaken(holds=holds, holder=holder, refused=refused, admitted=admitted):
+                effects = state.on_key_taken(holds, holder, refused, admitted, now)
+            case KeyFree():
+                effects = state.on_key_free()
             case Create():
                 raise TypeError(f"unexpected message {message!r}")  # _create's alone
             case _:

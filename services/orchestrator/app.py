@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from heddle.services.orchestrator.consumers import PartitionConsumers
 from heddle.services.orchestrator.effects import EffectRunner
 from heddle.services.orchestrator.handoff import Handoffs
+from heddle.services.orchestrator.keys import ConcurrencyKeys
 from heddle.services.orchestrator.leases import Leases, member_name
 from heddle.services.orchestrator.live_runs import LiveRuns
 from heddle.services.orchestrator.liveness import Liveness
@@ -72,6 +73,7 @@ class Orchestrator:
         self.consumers: PartitionConsumers | None = None
         self.pod_watch: PodWatch | None = None  # in a cluster only (pod_watch.py)
         self.slots: Slots | None = None  # the semaphores' slots (slots.py)
+        self.keys: ConcurrencyKeys | None = None  # the runs' concurrency keys (keys.py)
         self._stopping = False
 
     # ---- lifecycle ----
@@ -97,6 +99,7 @@ class Orchestrator:
         self.leases = Leases(res.kv[names.LEASES_BUCKET], settings, self.instance)
         self.handoffs = Handoffs(nc, settings.assign_timeout, runs)
         self.slots = Slots(res.kv[names.SEMAPHORES_BUCKET], runs)
+        self.keys = ConcurrencyKeys(res.kv[names.CONCURRENCY_BUCKET], res.js, runs)
         # A holder that stood still writes nothing until its lease is renewed.
         runner = EffectRunner(
             nc,
@@ -106,6 +109,7 @@ class Orchestrator:
             handoffs=self.handoffs,
             lease=self.leases,
             slots=self.slots,
+            keys=self.keys,
         )
         self.workflows = WorkflowFeatures(settings, res, runs.actors, runner)
         effects = self.workflows.effects  # the same runner, also feeding run history
@@ -125,9 +129,11 @@ class Orchestrator:
             self.workflows,
             settings.shutdown_grace,
             self.slots,
+            self.keys,
         )
         self.workflows.start()
         self.slots.start()
+        self.keys.start()
         self.liveness.start()
         growable = [  # pools autoscaling may grow: a step for them waits for their runners
             p.labels for p in parse_pools(settings.runner_pools) if p.autoscaling and p.max_replicas
@@ -160,6 +166,8 @@ class Orchestrator:
             await self.workflows.stop()
         if self.slots is not None:
             await self.slots.stop()
+        if self.keys is not None:
+            await self.keys.stop()
         if self.handoffs is not None:
             await self.handoffs.stop()
         await close(self.nc)

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from heddle.shared.wire.contracts import (
+    TERMINAL_RUN,
     TERMINAL_STEP,
+    OnLimit,
     RunRecord,
     RunStatus,
     StepReady,
@@ -142,6 +144,26 @@ class GiveBack:
 
 
 @dataclass(frozen=True, slots=True)
+class TakeKey:
+    """Take the run's concurrency key, once its waiting record is stored; the answer comes
+    back to the run as a message: held, queued, or refused (docs/pools.md, "Concurrency
+    limits"). ``priority`` places a run that holds it among the runs waiting their turn."""
+
+    key: str
+    limit: int
+    on_limit: OnLimit
+    priority: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveKey:
+    """The run's concurrency key given back (or its place in the key's queue), once the
+    record of its end is stored."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
 class Ignored:
     step_id: str
     reason: str
@@ -159,18 +181,27 @@ Effect = (
     | Requeued
     | TakeSlots
     | GiveBack
+    | TakeKey
+    | LeaveKey
     | Ignored
 )
 
 
 def giving_back(effects: list[Effect]) -> list[Effect]:
     """``effects`` with the slots of each step they end (or send to wait out a backoff)
-    given back right after its record: however the step ends, in one place. Giving back
-    what a step does not hold changes nothing, so a step that never took is harmless."""
+    given back right after its record, and the concurrency key of a run they end right
+    after the run's: however it ends, in one place. Giving back what a step or a run does
+    not hold changes nothing, so one that never took is harmless."""
     out: list[Effect] = []
     for eff in effects:
         out.append(eff)
         if (
+            isinstance(eff, PersistRun)
+            and eff.run.concurrency_key is not None
+            and eff.status in TERMINAL_RUN
+        ):
+            out.append(LeaveKey(eff.run.concurrency_key))
+        elif (
             isinstance(eff, PersistStep)
             and eff.step.semaphores
             and eff.step.for_each is None  # it runs as its instances, which take their own

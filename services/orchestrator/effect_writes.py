@@ -30,11 +30,13 @@ from heddle.services.orchestrator.decisions import (
     GiveBack,
     Ignored,
     KillAttempt,
+    LeaveKey,
     PersistRun,
     PersistStep,
     Requeued,
     ScheduleDeadline,
     ScheduleRetry,
+    TakeKey,
     TakeSlots,
 )
 from heddle.services.orchestrator.messages import DeadlineTimer, Mailboxes, RetryTimer
@@ -115,8 +117,8 @@ class EffectWrites:
                     await self._kill(batch, eff)
                 case Requeued():
                     _log_requeued(run_id, eff)
-                case TakeSlots() | GiveBack():
-                    pass  # after the batch's records (effects.py, slots.py)
+                case TakeSlots() | GiveBack() | TakeKey() | LeaveKey():
+                    pass  # after the batch's records (effects.py, slots.py, keys.py)
                 case Ignored(step_id=step_id, reason=reason):
                     event(log, "ignored", run=run_id, step=step_id, reason=reason)
                 case _:

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Protocol
 from heddle.services.orchestrator.decisions import (
     Effect,
     GiveBack,
+    LeaveKey,
     PersistRun,
+    TakeKey,
     TakeSlots,
     giving_back,
 )
@@ -34,6 +36,7 @@ from heddle.shared.wire.contracts import LogLine, encode
 
 if TYPE_CHECKING:
     from heddle.services.orchestrator.handoff import Handoffs
+    from heddle.services.orchestrator.keys import ConcurrencyKeys
     from heddle.services.orchestrator.slots import Slots
     from heddle.shared.broker.acked import AckedPublisher
     from heddle.shared.broker.nats_types import Client, JetStreamContext
@@ -68,6 +71,7 @@ class EffectRunner:
         handoffs: Handoffs | None = None,
         lease: WriteLease | None = None,
         slots: Slots | None = None,
+        keys: ConcurrencyKeys | None = None,
     ) -> None:
         self.nc = nc
         self.js = js
@@ -77,9 +81,11 @@ class EffectRunner:
         # pause) may have lost its runs to another holder: its writes wait until its lease
         # is renewed, or until its runs are dropped for having been lost.
         self.lease = lease
-        # The semaphores' slots, taken and given back once the records that ask for it
-        # are stored (docs/pools.md, "Semaphores").
+        # The semaphores' slots and the runs' concurrency keys, taken and given back once
+        # the records that ask for it are stored (docs/pools.md, "Semaphores", "Concurrency
+        # limits").
         self.slots = slots
+        self.keys = keys
 
     async def apply(self, run_id: str, effects: list[Effect], *, create_run: bool = False) -> None:
         if not create_run:
@@ -117,22 +123,29 @@ class EffectRunner:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
         if self.slots is not None and any(isinstance(e, TakeSlots | GiveBack) for e in effects):
-            await self._carry_out_slots(run_id, effects)
+            await self._carry_out(self.slots, run_id, effects)
+        if self.keys is not None and any(isinstance(e, TakeKey | LeaveKey) for e in effects):
+            if any(isinstance(e, LeaveKey) for e in effects):
+                failpoints.hit("orchestrator.before_key_given_back")
+            await self._carry_out(self.keys, run_id, effects)
 
-    async def _carry_out_slots(self, run_id: str, effects: list[Effect]) -> None:
+    async def _carry_out(
+        self, held: Slots | ConcurrencyKeys, run_id: str, effects: list[Effect]
+    ) -> None:
         """The batch's takes and give-backs, after its records, done again until they land
         (each may be: a take finds what it holds, a give-back what it gave)."""
-        assert self.slots is not None
         delay = 0.2
         while True:
             await self._until_writable(run_id)
             try:
-                await self.slots.carry_out(run_id, effects)
+                await held.carry_out(run_id, effects)
                 return
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the slots must agree with the records stored
-                log.warning("slots of run %s failed (%s); retrying in %.1fs", run_id, exc, delay)
+                log.warning(
+                    "slots or keys of run %s failed (%s); retrying in %.1fs", run_id, exc, delay
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 

@@ -139,6 +139,16 @@ class LiveRuns:
         """A new run: under way now (True), or waiting for its turn (False)."""
         return self.admission.arrive(run_id, priority)
 
+    def key_held(self, run_id: str, priority: int) -> bool:
+        """A run live here has just taken its concurrency key: under way now (True), or
+        waiting for its turn (False). Once: a run in its place already keeps it, and one
+        ended (gone from here) takes none; none while stopping (whoever takes the partition
+        admits it)."""
+        placed = run_id in self.admission.under_way or run_id in self.admission.waiting
+        if run_id not in self.actors or placed or not self._admitting:
+            return False
+        return self.admission.arrive(run_id, priority)
+
     def free_place(self, run_id: str) -> None:
         """The run ended, or was never made: its place goes to whoever's turn it is."""
         self.admission.gone(run_id)
@@ -157,10 +167,12 @@ class LiveRuns:
 
     async def recover(self, state: RunState, now: float) -> None:
         """A live run rebuilt from its records (``RunState.resume``): its actor spawned (the
-        running steps count as running from now), its place kept, its resumed effects stored."""
+        running steps count as running from now), its place kept, its resumed effects stored.
+        A run waiting for its concurrency key has no place until it holds it (``key_held``)."""
         self.spawn(state)
         run = state.run
-        self.admission.recovered(run.run_id, run.waiting, run.priority)
+        if run.concurrency_wait is None:
+            self.admission.recovered(run.run_id, run.waiting, run.priority)
         effects = state.resume(now)
         if effects:
             await self.effects.apply(run.run_id, effects)

@@ -63,7 +63,9 @@ class RetryTimer:
 
 @dataclass(frozen=True, slots=True)
 class Cancel:
-    pass
+    # Why, for a run cancelled to free its concurrency key (CancelRun.reason): a first
+    # cancel only, never one that stops the exit handlers too.
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,23 @@ class SlotFree:
 
 
 @dataclass(frozen=True, slots=True)
+class KeyTaken:
+    """What taking the run's concurrency key came to (services/orchestrator/keys.py): held
+    (and, ``admitted``, under way at once), or not (``holder`` holds it): queued, or
+    ``refused``."""
+
+    holds: bool
+    holder: str | None = None
+    refused: bool = False
+    admitted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class KeyFree:
+    """A slot of the concurrency key the run is queued for is free, and its turn has come."""
+
+
+@dataclass(frozen=True, slots=True)
 class Create:
     """A new run's first message: store it, then announce it (the gateway waits for that)."""
 
@@ -127,6 +146,8 @@ Message = (
     | HandedOff
     | SlotsTaken
     | SlotFree
+    | KeyTaken
+    | KeyFree
     | Create
 )
 
@@ -142,4 +163,14 @@ class Mailboxes(Protocol):
 
     def post_at(self, run_id: str, message: Message, at: float) -> None:
         """To the run's actor at ``at`` (epoch seconds), if it is live here then."""
+        ...
+
+
+class KeyHolders(Mailboxes, Protocol):
+    """The live runs, and the places among the runs under way that a run holding its
+    concurrency key takes (``LiveRuns.key_held``)."""
+
+    def key_held(self, run_id: str, priority: int) -> bool:
+        """A run live here has just taken its key: under way now (True), or waiting its
+        turn (False)."""
         ...

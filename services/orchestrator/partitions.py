@@ -19,6 +19,7 @@ from heddle.shared.wire.contracts import TERMINAL_RUN, run_record_decoder
 
 if TYPE_CHECKING:
     from heddle.services.orchestrator.consumers import PartitionConsumers
+    from heddle.services.orchestrator.keys import ConcurrencyKeys
     from heddle.services.orchestrator.live_runs import LiveRuns
     from heddle.services.orchestrator.liveness import Liveness
     from heddle.services.orchestrator.slots import Slots
@@ -39,11 +40,13 @@ class Partitions:
         workflows: WorkflowFeatures,
         grace: float,
         slots: Slots | None = None,
+        keys: ConcurrencyKeys | None = None,
     ) -> None:
         self.runs, self.runs_kv, self.policy = runs, runs_kv, policy
         self.consumers, self.liveness, self.workflows = consumers, liveness, workflows
         self.grace = grace  # HEDDLE_SHUTDOWN_GRACE: how long runs given away may drain
         self.slots = slots  # the semaphores, made to agree with the runs rebuilt
+        self.keys = keys  # the concurrency keys, likewise
 
     async def take(self, parts: set[int]) -> None:
         """Partitions just acquired: their live runs rebuilt, then their commands and events
@@ -76,8 +79,8 @@ class Partitions:
         await self.liveness.unwatch(parts)
 
     async def rebuild(self, parts: set[int]) -> None:
-        """Load the partitions' live runs from KV, make the semaphores agree with them, and
-        make each whole (RunState.resume)."""
+        """Load the partitions' live runs from KV, make the semaphores and the concurrency
+        keys agree with them, and make each whole (RunState.resume)."""
         runs = [
             run_record_decoder.decode(e.value) for e in await read_current(self.runs_kv, "run.*")
         ]
@@ -101,13 +104,16 @@ class Partitions:
                 )
                 continue
             states.append(RunState(run, steps, self.policy))
+        # Before any run resumes: its takes and give-backs come after, on the agreed state.
+        here = [*states, *(a.state for a in self.runs.in_partitions(parts))]
+
+        def owned(run_id: str) -> bool:
+            return self.runs.partition(run_id) in parts
+
         if self.slots is not None:
-            # Before any run resumes: its takes and give-backs come after, on the agreed state.
-            here = [a.state for a in self.runs.in_partitions(parts)]
-            await self.slots.reconcile(
-                lambda run_id: self.runs.partition(run_id) in parts,
-                [(s.run, s.steps.values()) for s in [*states, *here]],
-            )
+            await self.slots.reconcile(owned, [(s.run, s.steps.values()) for s in here])
+        if self.keys is not None:
+            await self.keys.reconcile(owned, [s.run for s in here])
         now = time.time()
         for state in states:
             await self.runs.recover(state, now)

@@ -56,9 +56,9 @@ class Router:
             case SubmitRun(document=ref):
                 assert ref is not None  # the case above
                 return await self.submissions.submit_carried(cmd, ref, msg)
-            case CancelRun(run_id=run_id):
+            case CancelRun(run_id=run_id, reason=reason):
                 # No actor: finished or unknown, and the gateway answered already.
-                return self._post(run_id, Cancel(), msg)
+                return self._post(run_id, Cancel(reason), msg)
             case RetryDue(run_id=run_id, step_id=step_id, attempt=attempt):
                 return self._post(run_id, RetryTimer(step_id, attempt), msg)
             case DeadlineDue(run_id=run_id):

@@ -28,12 +28,14 @@ import asyncio
 import logging
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from heddle.shared.broker import registry
 from heddle.shared.broker.kv_reads import read_current
 from heddle.shared.broker.nats_types import KeyWrongLastSequenceError
+from heddle.shared.core import concurrency
 from heddle.shared.core.cron_plan import plan, scheduled_run_id, slot_stamp
+from heddle.shared.core.expressions import ExpressionError
 from heddle.shared.runtime.metrics import CRON_SLOTS
 from heddle.shared.runtime.periodic import Periodic
 from heddle.shared.runtime.service import event
@@ -43,6 +45,7 @@ from heddle.shared.wire.contracts import (
     CronSlot,
     SubmitRun,
     WorkflowLatest,
+    WorkflowSpec,
     WorkflowVersion,
     cron_cursor_decoder,
     encode,
@@ -223,6 +226,7 @@ class Scheduler:
         spec = version.spec
         # Every parameter of a scheduled workflow has a default (shared/core/validation.py).
         defaults = {p.name: p.default for p in spec.params if p.default is not None}
+        limited = _concurrency(spec, defaults, wf.name)
         futures = []
         for claim in claims:
             cmd = SubmitRun(
@@ -239,6 +243,7 @@ class Scheduler:
                 on_exit=spec.on_exit,
                 timeout_seconds=spec.timeout_seconds,
                 priority=spec.priority,
+                **limited,
             )
             futures.append(
                 await self.js.publish_async(
@@ -295,3 +300,14 @@ class Scheduler:
                     return  # another scheduler got as far or further
                 revision = entry.revision
         raise RuntimeError(f"cursor of {name} kept changing")
+
+
+def _concurrency(spec: WorkflowSpec, defaults: dict[str, str], name: str) -> dict[str, Any]:
+    """A scheduled run's concurrency fields, its key evaluated as the gateway evaluates a
+    trigger's, with the parameters' defaults: registering the workflow checked that it can
+    be. A key that fails all the same is logged, and the runs go without it."""
+    try:
+        return concurrency.submit_fields(spec.concurrency, defaults, name)
+    except ExpressionError as exc:
+        log.error("workflow %s: its concurrency key: %s; its scheduled runs go without", name, exc)
+        return {}

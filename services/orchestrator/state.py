@@ -27,6 +27,7 @@ from heddle.services.orchestrator.decisions import (
     Requeued,
     ScheduleRetry,
 )
+from heddle.services.orchestrator.key_answers import KeyAnswers
 from heddle.services.orchestrator.new_run import new_records
 from heddle.services.orchestrator.run_steps import Policy, RunSteps
 from heddle.services.orchestrator.slot_answers import SlotAnswers
@@ -56,6 +57,7 @@ class RunState:
         self.reports = AttemptReports(self.records, self.chains, self.transitions)
         self.stopping = Stopping(self.records, self.transitions)
         self.on_deadline = self.stopping.on_deadline
+        self.cancel = self.stopping.cancel
         # What the attempts' runners report is answered there, called as the run's own
         # methods with no call in between (a step's outcome is one of them).
         self.on_started = self.reports.on_started
@@ -67,6 +69,10 @@ class RunState:
         self.slots = SlotAnswers(self.records, self.transitions)
         self.on_slots = self.slots.on_slots
         self.on_slot_free = self.slots.on_slot_free
+        # The run's concurrency key: asked for, answered, its turn (key_answers.py).
+        self.keys = KeyAnswers(self.records, self.transitions, self.stopping, self.admit)
+        self.on_key_taken = self.keys.on_key_taken
+        self.on_key_free = self.keys.on_key_free
 
     @property
     def run(self) -> RunRecord:
@@ -93,7 +99,8 @@ class RunState:
         admitted: bool = True,
     ) -> tuple[RunState, list[Effect]]:
         """The run's records to store, its first steps queued; or, not ``admitted`` (the
-        runs under way at their bound), stored waiting, every step pending until ``admit``."""
+        runs under way at their bound) or with a concurrency key to take first, stored
+        waiting, every step pending until ``admit``."""
         run, steps = new_records(cmd, policy, admitted, now)
         state = cls(run, steps, policy, rand, tickets)
         effects: list[Effect] = []
@@ -119,8 +126,8 @@ class RunState:
         effects.extend(e for e in ends if not isinstance(e, PersistRun))
         # The run record goes last: it is the commit point of a new run (see effect_writes.py).
         effects.append(PersistRun(run))
-        # Its deadline's timer, once the run is stored.
-        return state, effects + state.stopping.deadline_timer(now)
+        # Its deadline's timer and its key's take, once the run is stored.
+        return state, effects + state.stopping.deadline_timer(now) + state.keys.asking()
 
     def release(self, now: float) -> list[Effect]:
         """The ready steps the run's window held back, queued while it has room: asked by
@@ -219,29 +226,6 @@ class RunState:
         given it. Steps stored before tickets existed have none, and accept any."""
         return holds(step.ticket, ticket)
 
-    def cancel(self, now: float) -> list[Effect]:
-        """A first cancel stops the workflow's steps, and its exit handlers run once they have
-        all ended; a second (or a cancel past the run's deadline) stops the exit handlers too.
-        A run still waiting its turn never began: its exit handlers are cancelled with the
-        rest."""
-        run = self.run
-        if self.done:
-            return []
-        if not self.records.stopping:
-            run.cancel_requested = True
-            targets = list(self.steps.values()) if run.waiting else self.records.main_steps()
-        elif self.records.exits and not run.exit_cancelled:
-            run.exit_cancelled = True
-            targets = self.records.exit_steps()
-        else:
-            return []
-        stamp = from_epoch(now)
-        return [
-            PersistRun(run),
-            *self.stopping.stop(stamp, targets),
-            *self.transitions.maybe_finish(stamp),
-        ]
-
     # ---- recovery ----
 
     def _ended_parent(self, step: StepRecord) -> StepRecord | None:
@@ -271,7 +255,8 @@ class RunState:
             # Cancelled again, as often as it was: finishes what a crash cut short.
             twice = self.run.exit_cancelled
             self.run.cancel_requested = self.run.exit_cancelled = False
-            effects.extend(self.cancel(now))
+            reason, self.run.reason = self.run.reason, None
+            effects.extend(self.cancel(now, reason))
             if twice:
                 effects.extend(self.cancel(now))
         elif self.records.stopping and not self.done:
@@ -307,4 +292,5 @@ class RunState:
                 effects.append(ScheduleRetry(step.id, step.attempt + 1, at, max(at - now, 0.0)))
         # The loops under way: their ends a crash kept unstored, and their next instances.
         effects.extend(self.transitions.loops.resume(stamp))
-        return effects + self.transitions.maybe_finish(stamp)
+        # A run waiting for its concurrency key asks again: its take may not have been made.
+        return effects + self.transitions.maybe_finish(stamp) + self.keys.asking()

@@ -1,7 +1,7 @@
 """Stopping a run: what a cancel and the run's deadline both do to its steps (each attempt
-a runner may hold killed, each step not started cancelled), and the deadline's own timer
-and decision. A part of the run's state machine (state.py), given the run's records and a
-step's transitions. Pure: no I/O, no clock.
+a runner may hold killed, each step not started cancelled), a cancel's own decision, and
+the deadline's own timer and decision. A part of the run's state machine (state.py), given
+the run's records and a step's transitions. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -21,6 +21,30 @@ class Stopping:
     def __init__(self, records: RunSteps, transitions: StepTransitions) -> None:
         self.records = records
         self.transitions = transitions
+
+    def cancel(self, now: float, reason: str | None = None) -> list[Effect]:
+        """A first cancel stops the workflow's steps, and its exit handlers run once they have
+        all ended; a second (or a cancel past the run's deadline) stops the exit handlers too.
+        A run still waiting its turn never began: its exit handlers are cancelled with the
+        rest. A cancel with a ``reason`` (another run's concurrency key) is a first cancel
+        only, and the run's reason says why."""
+        records = self.records
+        run = records.run
+        if records.done:
+            return []
+        if not records.stopping:
+            run.cancel_requested = True
+            run.reason = reason or run.reason
+            targets = list(records.steps.values()) if run.waiting else records.main_steps()
+        elif reason is not None:
+            return []
+        elif records.exits and not run.exit_cancelled:
+            run.exit_cancelled = True
+            targets = records.exit_steps()
+        else:
+            return []
+        stamp = from_epoch(now)
+        return [PersistRun(run), *self.stop(stamp, targets), *self.transitions.maybe_finish(stamp)]
 
     def on_deadline(self, now: float) -> list[Effect]:
         """The run's deadline timer: past it, every step still going is stopped

@@ -94,7 +94,10 @@ class Submissions:
             if ref is not None:
                 await drop_document(self.js, ref)
             return Outcome.DONE
-        admitted = self.runs.arrive(run_id, cmd.priority)  # under way at once, or waiting its turn
+        # Under way at once, or waiting its turn; a run with a concurrency key takes that first
+        # (keys.py), and its turn among the runs under way after.
+        keyed = cmd.concurrency_key is not None
+        admitted = False if keyed else self.runs.arrive(run_id, cmd.priority)
         try:
             with gc_paused():
                 state, effects = RunState.new(cmd, self.policy, time.time(), admitted=admitted)

@@ -139,6 +139,7 @@ def orchestrator() -> Permissions:
     return Permissions(
         publish=(
             names.CMD_SUBMIT_ALL,  # the cron scheduler's runs
+            names.CMD_CANCEL_ALL,  # a run cancelled to free its concurrency key
             names.CMD_TIMER_ALL,
             names.CMD_DEADLINE_ALL,
             names.SCHED_ALL,
@@ -152,6 +153,7 @@ def orchestrator() -> Permissions:
             kv_write(names.PODS_BUCKET),  # the runner pods, as its pod watch sees them
             kv_write(names.LEASES_BUCKET),  # orchestrators' membership and partitions
             kv_write(names.SEMAPHORES_BUCKET),  # the slots its runs' steps hold
+            kv_write(names.CONCURRENCY_BUCKET),  # the concurrency keys its runs hold
             f"{API}.>",
             "$JS.ACK.>",
             "$JS.FC.>",

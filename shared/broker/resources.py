@@ -185,6 +185,7 @@ def bucket_configs(settings: Settings) -> dict[str, StreamConfig]:
         names.PODS_BUCKET: kv(names.PODS_BUCKET, "Runner pods, as the orchestrator sees them"),
         names.LEASES_BUCKET: kv(names.LEASES_BUCKET, "Orchestrators and their partitions"),
         names.SEMAPHORES_BUCKET: kv(names.SEMAPHORES_BUCKET, "Semaphores: sizes and holders"),
+        names.CONCURRENCY_BUCKET: kv(names.CONCURRENCY_BUCKET, "Concurrency keys: holders, queue"),
     }
 
 

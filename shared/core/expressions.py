@@ -20,6 +20,11 @@ missing key, an output that is no number for ``int()``) raises ``ExpressionError
 A ``when`` gives a bool; a ``forEach`` gives a list, or a string holding a JSON array (an
 output such as ``files=["a.csv","b.csv"]``).
 
+A workflow's concurrency key (``concurrency.key``) is evaluated once, when a run is
+submitted, before any step exists: it sees ``params`` and ``workflow``, the workflow's name
+as a string ("" for an inline run without one), and gives a string, a number or a bool,
+taken as text (``evaluate_key``).
+
 This is the one module that imports the CEL library, cel-expr-python: the CEL team's Python
 binding of their C++ implementation (docs/decisions/0010-cel-library.md).
 """
@@ -48,12 +53,19 @@ _ENV = cel.NewEnv(
     },
     extensions=[ext_strings.ExtStrings()],  # split, join, lowerAscii, trim...: as Kubernetes
 )
+# A concurrency key's: evaluated at submit, when the run has its parameters alone.
+_KEY_ENV = cel.NewEnv(
+    variables={"params": cel.Type.Map(_STRING, _STRING), "workflow": _STRING},
+    extensions=[ext_strings.ExtStrings()],
+)
 COMPILED_KEPT = 4096  # compiled texts kept per process (a workflow's are few)
-Use = Literal["when", "forEach"]
+Use = Literal["when", "forEach", "key"]
 # The result types each use takes, as the type checker names them (without parameters).
+_KEY_KINDS = frozenset({"string", "int", "uint", "double", "bool"})
 _TAKES: dict[Use, tuple[frozenset[str], str]] = {
     "when": (frozenset({"bool", "dyn"}), "a bool"),
     "forEach": (frozenset({"list", "string", "dyn"}), "a list or a string holding a JSON array"),
+    "key": (_KEY_KINDS | {"dyn"}, "a string, a number or a bool"),
 }
 # One error of the compiler's report: "ERROR: <input>:LINE:COLUMN: message".
 _COMPILE_ERROR = re.compile(r"ERROR: <input>:(\d+):(\d+): ([^\n]*)")
@@ -122,10 +134,21 @@ def make_scope(
 def compile_expression(text: str) -> Expression:
     """``text`` compiled and type-checked, once per process; ``ExpressionError`` if it
     does not compile."""
+    return _compile(_ENV, text)
+
+
+@functools.lru_cache(maxsize=COMPILED_KEPT)
+def compile_key(text: str) -> Expression:
+    """A concurrency key's ``text`` compiled against the key's variables (``params`` and
+    ``workflow``), once per process; ``ExpressionError`` if it does not compile."""
+    return _compile(_KEY_ENV, text)
+
+
+def _compile(env: Any, text: str) -> Expression:
     if not text.strip():
         raise ExpressionError(text, "is empty")
     try:
-        program = _ENV.compile(text)
+        program = env.compile(text)
     except RuntimeError as exc:
         raise ExpressionError(text, _compile_problem(text, str(exc))) from None
     return Expression(text, program.return_type().name().lower(), program)
@@ -135,7 +158,7 @@ def expression_problem(text: str, use: Use | None = None) -> str | None:
     """What is wrong with ``text`` as a validator sees it, or None: it does not compile, or
     (``use`` given) its type checker's result type is one that ``use`` never takes."""
     try:
-        expr = compile_expression(text)
+        expr = (compile_key if use == "key" else compile_expression)(text)
     except ExpressionError as exc:
         return exc.problem
     if use is not None:
@@ -170,6 +193,28 @@ def evaluate_items(expr: Expression, scope: Scope, max_items: int) -> list[Any]:
             expr.text, f"gives {len(items)} items; a forEach takes at most {max_items}"
         )
     return items
+
+
+def evaluate_key(expr: Expression, params: Mapping[str, str], workflow: str) -> str:
+    """A concurrency key's text (``compile_key``'s ``expr``): a string as it is, a number or
+    a bool as CEL's ``string()`` writes it; ``ExpressionError`` if it fails or gives
+    anything else."""
+    variables = {"params": dict(params), "workflow": workflow}
+    try:
+        result = expr.program.eval(_KEY_ENV.Activation(variables))
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise ExpressionError(expr.text, f"failed: {exc}") from None
+    kind = _base(result.type().name().lower())
+    if kind == "error":
+        message = _STATUS_CODE.sub("", str(result.value()))
+        raise ExpressionError(expr.text, f"failed: {message}")
+    value = result.plain_value()
+    if kind not in _KEY_KINDS:
+        wanted = _TAKES["key"][1]
+        raise ExpressionError(expr.text, f"gives {_described(kind, value)}, not {wanted}")
+    if kind == "bool":
+        return "true" if value else "false"
+    return str(value)
 
 
 def item_text(item: Any) -> str:

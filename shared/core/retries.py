@@ -86,4 +86,7 @@ def retry_command(run: RunRecord, steps: list[StepRecord], submitted_at: str) ->
         carried=carried,
         timeout_seconds=run.timeout_seconds,  # a deadline of its own, from its creation
         priority=run.priority,
+        concurrency_key=run.concurrency_key,  # the same key: the same params and workflow
+        concurrency_limit=run.concurrency_limit,
+        on_limit=run.on_limit,
     )

@@ -1,10 +1,9 @@
 """Semaphores steps hold (docs/pools.md, "Semaphores"): every change to one semaphore's
 document (``Semaphore`` in heddle-semaphores), decided here and written by compare-and-set.
 
-A step takes a slot when its slot is free and no step waits ahead of it: the free slots go
-to the waiting steps in their order. Everything is keyed by run and step, so doing a change
-again (a write retried after its answer was lost) changes nothing: a step never holds two
-slots of one semaphore. Pure: no I/O, no clock.
+A semaphore is a line of slots (slot_lines.py) whose entries are steps, told apart by run
+and step: a step takes a slot when one is free and no step waits ahead of it, and never
+holds two slots of one semaphore. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -13,6 +12,8 @@ import re
 from collections.abc import Callable, Iterable
 
 import msgspec
+from heddle.shared.core import slot_lines
+from heddle.shared.core.slot_lines import Line
 from heddle.shared.wire.contracts import Semaphore, SemaphoreHolder
 
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -38,9 +39,17 @@ def key_of(entry: SemaphoreHolder) -> StepKey:
     return entry.run_id, entry.step_id
 
 
+def _line(sem: Semaphore) -> Line[SemaphoreHolder]:
+    return Line(sem.size, sem.holders, sem.waiting)
+
+
+def _of(sem: Semaphore, line: Line[SemaphoreHolder]) -> Semaphore:
+    return msgspec.structs.replace(sem, holders=line.holders, waiting=line.waiting)
+
+
 def free_slots(sem: Semaphore) -> int:
     """Slots no step holds: none while more hold it than its size (it was made smaller)."""
-    return max(sem.size - len(sem.holders), 0)
+    return slot_lines.free_slots(_line(sem))
 
 
 def over(sem: Semaphore) -> int:
@@ -54,34 +63,21 @@ def holds(sem: Semaphore, run_id: str, step_id: str) -> bool:
 
 def due(sem: Semaphore) -> list[SemaphoreHolder]:
     """The waiting steps whose turn it is: the first ones, as many as there are free slots."""
-    return sem.waiting[: free_slots(sem)]
+    return slot_lines.due(_line(sem))
 
 
 def take(sem: Semaphore, taker: SemaphoreHolder) -> tuple[Semaphore, bool]:
-    """``taker`` takes a slot (True) or waits in line (False). Taking again what it holds,
-    or waiting again where it waits, changes nothing."""
-    key = key_of(taker)
-    if any(key_of(h) == key for h in sem.holders):
-        return sem, True
-    place = next((i for i, w in enumerate(sem.waiting) if key_of(w) == key), None)
-    ahead = len(sem.waiting) if place is None else place
-    if ahead < free_slots(sem):
-        rest = [w for w in sem.waiting if key_of(w) != key]
-        return msgspec.structs.replace(sem, holders=[*sem.holders, taker], waiting=rest), True
-    if place is not None:
-        return sem, False
-    waiter = msgspec.structs.replace(taker, attempt=0)
-    return msgspec.structs.replace(sem, waiting=[*sem.waiting, waiter]), False
+    """``taker`` takes a slot (True) or waits in line (False), with attempt 0. Taking again
+    what it holds, or waiting again where it waits, changes nothing."""
+    line, granted = slot_lines.take(
+        _line(sem), taker, key_of, lambda t: msgspec.structs.replace(t, attempt=0)
+    )
+    return _of(sem, line), granted
 
 
 def give_back(sem: Semaphore, run_id: str, step_id: str) -> Semaphore:
     """The step holds no slot and waits for none any more (its slot, if any, is free)."""
-    key = (run_id, step_id)
-    return msgspec.structs.replace(
-        sem,
-        holders=[h for h in sem.holders if key_of(h) != key],
-        waiting=[w for w in sem.waiting if key_of(w) != key],
-    )
+    return _of(sem, slot_lines.give_back(_line(sem), (run_id, step_id), key_of))
 
 
 def resize(sem: Semaphore, size: int) -> Semaphore:
@@ -102,15 +98,15 @@ def reconcile(
     running), a waiter if its step is in ``waiting`` (pending, waiting for this one), the
     others are stale and given back; each step of ``must_hold`` not holding it takes a slot,
     whatever the size (it runs already). The other runs' entries are left as they are."""
-    holders = [h for h in sem.holders if not owned(h.run_id) or key_of(h) in holding]
-    queued = [w for w in sem.waiting if not owned(w.run_id) or key_of(w) in waiting]
-    held = {key_of(h) for h in holders}
-    for holder in must_hold:
-        if key_of(holder) not in held:
-            holders.append(holder)
-            held.add(key_of(holder))
-    queued = [w for w in queued if key_of(w) not in held]
-    return msgspec.structs.replace(sem, holders=holders, waiting=queued)
+    line = slot_lines.reconcile(
+        _line(sem),
+        key_of,
+        lambda e: owned(e.run_id),
+        holding,
+        waiting,
+        must_hold,
+    )
+    return _of(sem, line)
 
 
 def stale_holders(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from heddle.shared.core import concurrency
 from heddle.shared.core.conditions import reference_problems
 from heddle.shared.core.dag import structural_problems
 from heddle.shared.core.exit_handlers import exit_problems
@@ -27,7 +28,7 @@ from heddle.shared.core.step_env import (
     inline_problems,
     values_problems,
 )
-from heddle.shared.wire.contracts import RunRequest, SubmitRun, WorkflowSpec
+from heddle.shared.wire.contracts import Concurrency, RunRequest, SubmitRun, WorkflowSpec
 from heddle.shared.wire.errors import InvalidWorkflow, Problem
 
 WORKFLOW_FIELDS = {
@@ -42,6 +43,7 @@ WORKFLOW_FIELDS = {
     "onExit",
     "timeoutSeconds",
     "priority",
+    "concurrency",
 }
 RUN_FIELDS = WORKFLOW_FIELDS | {"runId", "workflowId"}
 
@@ -82,6 +84,29 @@ def _check_params(doc: dict[str, Any], inline: bool, problems: list[Problem]) ->
                 )
 
 
+def _concurrency_problems(doc: dict[str, Any]) -> list[Problem]:
+    """The document's ``concurrency``; for a scheduled workflow, whose runs take the
+    parameters' defaults, its key evaluated with them too, so that no scheduled run fails
+    to get one."""
+    problems = concurrency.spec_problems(doc["concurrency"])
+    params = doc.get("params", [])
+    if problems or doc["concurrency"] is None or doc.get("schedule") is None:
+        return problems
+    if not isinstance(params, list):
+        return problems
+    spec = msgspec.convert(doc["concurrency"], Concurrency)
+    defaults = {
+        p["name"]: p["default"]
+        for p in params
+        if isinstance(p, dict)
+        and isinstance(p.get("name"), str)
+        and isinstance(p.get("default"), str)
+    }
+    name = doc.get("name")
+    found = concurrency.key_problem(spec, defaults, name if isinstance(name, str) else None)
+    return [] if found is None else [found]
+
+
 def workflow_problems(
     doc: object,
     limits: Limits,
@@ -112,6 +137,8 @@ def workflow_problems(
     check_timeout(doc.get("timeoutSeconds"), "timeoutSeconds", problems)
     if "priority" in doc:
         problems.extend(priority_problems(doc["priority"]))
+    if "concurrency" in doc:
+        problems.extend(_concurrency_problems(doc))
     steps = doc.get("steps")
     if steps is None:
         problems.append(Problem("steps", "missing required field"))
@@ -169,6 +196,9 @@ def submit_problems(cmd: SubmitRun, limits: Limits) -> list[Problem]:
         doc["timeoutSeconds"] = cmd.timeout_seconds
     problems.extend(workflow_problems(doc, limits))
     problems.extend(priority_problems(cmd.priority))
+    problems.extend(
+        concurrency.submit_problems(cmd.concurrency_key, cmd.concurrency_limit, cmd.on_limit)
+    )
     problems.extend(values_problems(cmd.params))
     if cmd.retry_of is not None:
         check_id(cmd.retry_of, "retryOf", "run id", problems)

@@ -10,6 +10,8 @@ a runner once its outcome is stored, before anything more is offered to it.
 ``orchestrator.before_writes=stop-once`` freezes an orchestrator once, with a run's
 decisions made and not yet written. ``orchestrator.mid_expansion=exit`` ends an orchestrator
 once a forEach step's instances are stored, before the run's record and the step's are.
+``orchestrator.before_key_given_back=exit`` ends an orchestrator once a run's end is stored,
+before its concurrency key is given back.
 Unset in production; each failpoint is one dictionary lookup.
 """
 

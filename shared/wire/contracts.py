@@ -64,6 +64,18 @@ class ParamSpec(Wire, forbid_unknown_fields=True):
 
 MIN_PRIORITY = -1000  # a run's priority, from these bounds (0 by default)
 MAX_PRIORITY = 1000
+MAX_CONCURRENCY_LIMIT = 1000  # runs holding one concurrency key at once, at most
+OnLimit = Literal["queue", "cancelRunning", "refuse"]
+
+
+class Concurrency(Wire, forbid_unknown_fields=True):
+    """A workflow's concurrency limit (docs/pools.md, "Concurrency limits"): at most
+    ``limit`` runs with the same key at once; ``key`` is a CEL expression over ``params``
+    and ``workflow``, evaluated once at submit (shared/core/concurrency.py)."""
+
+    key: str
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY_LIMIT)] = 1
+    on_limit: OnLimit = "queue"
 
 
 class _Workflow(Wire, forbid_unknown_fields=True):
@@ -83,6 +95,8 @@ class _Workflow(Wire, forbid_unknown_fields=True):
     # Higher goes first: a waiting run's turn, and its steps among those a dispatcher holds
     # (docs/workflows.md, "Priority"; checked by shared/core/priority.py).
     priority: Annotated[int, msgspec.Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)] = 0
+    # At most ``limit`` runs of one key at once; what a run beyond does (docs/pools.md).
+    concurrency: Concurrency | None = None
 
 
 class WorkflowSpec(_Workflow, forbid_unknown_fields=True):
@@ -137,6 +151,11 @@ class SubmitRun(Command, tag="submit", frozen=True):
     carried: dict[str, AttemptRecord] = {}
     timeout_seconds: float | None = None  # the workflow's: the run's deadline, from its creation
     priority: int = 0  # the run's: a trigger's, else its workflow's (docs/workflows.md)
+    # The run's concurrency key, evaluated from its workflow's ``concurrency.key`` when it
+    # was submitted, that key's limit, and what the run does at the limit (docs/pools.md).
+    concurrency_key: str | None = None
+    concurrency_limit: int = 1
+    on_limit: OnLimit = "queue"
     # A submit too large for one message: this command carries the run id alone, and the
     # whole command (this field unset) is the document it names.
     document: DocumentRef | None = None
@@ -145,6 +164,10 @@ class SubmitRun(Command, tag="submit", frozen=True):
 class CancelRun(Command, tag="cancel", frozen=True):
     run_id: str
     requested_at: str
+    # Why, when the run is cancelled to free its concurrency key for another run
+    # (``onLimit: cancelRunning``): the run's reason. Such a cancel is a first cancel only:
+    # sent again, it does not stop the exit handlers too.
+    reason: str | None = None
 
 
 class RetryDue(Command, tag="timer", frozen=True):
@@ -331,6 +354,25 @@ class Semaphore(Wire):
     waiting: list[SemaphoreHolder] = []
 
 
+class KeyCancel(Wire):
+    """A run cancelled to make room for another (``by``) under ``onLimit: cancelRunning``."""
+
+    run_id: str
+    by: str
+
+
+class ConcurrencyKey(Wire):
+    """``<sha256 of the key>`` in heddle-concurrency: the key, the limit of the last run that
+    took it, the runs holding it in the order they took it, those queued for it in order, and
+    the runs cancelled to make room (shared/core/concurrency.py decides every change)."""
+
+    key: str = ""
+    limit: int = 1
+    holders: list[str] = []
+    queue: list[str] = []
+    cancels: list[KeyCancel] = []
+
+
 class LogLine(FrozenWire, frozen=True):
     """A JSON message of a step's log (HEDDLE_LOGS, ``heddle.log.<run>.<step>.<attempt>``):
     the services' notes (docs/logs.md). The command's own output is in chunks of raw lines
@@ -469,6 +511,11 @@ class RunRecord(Wire):
     # The concurrency key the run waits for, and the run that holds it.
     concurrency_wait: str | None = None
     concurrency_holder: str | None = None
+    # The run's concurrency key, its limit and what it does at the limit (SubmitRun's):
+    # the key is held from its turn until the run ends (docs/pools.md, "Concurrency limits").
+    concurrency_key: str | None = None
+    concurrency_limit: int = 1
+    on_limit: OnLimit = "queue"
 
     @property
     def registered_workflow(self) -> str | None:
@@ -573,3 +620,4 @@ cron_cursor_decoder = msgspec.json.Decoder(CronCursor)
 cron_slot_decoder = msgspec.json.Decoder(CronSlot)
 run_summary_decoder = msgspec.json.Decoder(RunSummary)
 semaphore_decoder = msgspec.json.Decoder(Semaphore)
+concurrency_key_decoder = msgspec.json.Decoder(ConcurrencyKey)

@@ -52,6 +52,8 @@ PODS_BUCKET = "heddle-pods"
 LEASES_BUCKET = "heddle-leases"
 # Each semaphore's size and the steps holding its slots, by name (shared/core/semaphores.py).
 SEMAPHORES_BUCKET = "heddle-semaphores"
+# Each concurrency key's holders and queue, by the sha256 of the key (shared/core/concurrency.py).
+CONCURRENCY_BUCKET = "heddle-concurrency"
 
 ALL_STREAMS = (CMD_STREAM, STEPS_STREAM, EVENTS_STREAM, LOGS_STREAM, DOCS_STREAM)
 ALL_BUCKETS = (
@@ -64,6 +66,7 @@ ALL_BUCKETS = (
     PODS_BUCKET,
     LEASES_BUCKET,
     SEMAPHORES_BUCKET,
+    CONCURRENCY_BUCKET,
 )
 
 # Durable consumers
@@ -149,6 +152,11 @@ def cmd_submit(run: str) -> str:
 
 def cmd_cancel(run: str) -> str:
     return f"heddle.cmd.cancel.{run}"
+
+
+def key_cancel_msg_id(run: str, by: str) -> str:
+    """The message id of ``run``'s cancel to make room for ``by`` under a concurrency key."""
+    return f"cancel.{run}.for.{by}"
 
 
 # On each log message of a runner: its number among the attempt's runner messages, so a

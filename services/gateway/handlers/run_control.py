@@ -89,6 +89,11 @@ ROUTES = (
             202: (Submitted, "Accepted; the orchestrator had not confirmed it within the wait"),
         },
         params=(RUN,),
-        errors={409: "The run is still running or succeeded (`status` says which)"},
+        errors={
+            409: (
+                "The run is still running or succeeded (`status` says which), or its "
+                "concurrency key is at its limit and its onLimit is refuse (`heldBy`)"
+            )
+        },
     ),
 )

@@ -23,6 +23,8 @@ from heddle.services.gateway.openapi.types import RunList, RunListEntry, Submitt
 from heddle.services.gateway.reads.runs import run_facts
 from heddle.shared.broker.kv_reads import value_of
 from heddle.shared.broker.nats_types import KeyValue
+from heddle.shared.core import concurrency
+from heddle.shared.core.expressions import ExpressionError
 from heddle.shared.core.step_env import inline_values
 from heddle.shared.core.validation import parse_run_request
 from heddle.shared.runtime.gc_pause import gc_paused
@@ -53,16 +55,22 @@ async def create_run(request: web.Request) -> web.Response:
         return answers.error(400, "invalid workflow", exc.problems)
     chosen = req.run_id or req.workflow_id
     run_id = chosen or new_run_id()
+    values = inline_values(req.params)
+    try:
+        keyed = concurrency.submit_fields(req.concurrency, values, req.name)
+    except ExpressionError as exc:
+        return answers.error(400, "invalid workflow", [Problem("concurrency.key", exc.problem)])
     cmd = SubmitRun(
         run_id=run_id,
         steps=req.steps,
         submitted_at=now_rfc3339(),
         workflow_name=req.name,
-        params=inline_values(req.params),
+        params=values,
         env=req.env,
         on_exit=req.on_exit,
         timeout_seconds=req.timeout_seconds,
         priority=req.priority,
+        **keyed,
     )
     return await submit(request, cmd, chosen_id=chosen is not None)
 
@@ -132,6 +140,8 @@ SUBMIT_LINKS = {
     }
     for status, found in RUN_LINKS.items()
 }
+# A run that refuses to wait at its concurrency key's limit (docs/pools.md).
+REFUSED = "The workflow's concurrency key is at its limit and its onLimit is refuse (`heldBy`)"
 SUBMITTED: dict[int, Answer] = {
     201: (Submitted, "Created and stored by the orchestrator"),
     200: (Submitted, "A run with this id exists already: nothing was created"),
@@ -158,6 +168,7 @@ ROUTES = (
         body=RunRequest,
         description=SUBMIT_NOTE,
         links=SUBMIT_LINKS,
+        errors={409: REFUSED},
         example={"runId": "hello-1", "steps": [{"id": "hello", "command": "echo hello"}]},
     ),
     Route(

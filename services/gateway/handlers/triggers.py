@@ -13,7 +13,7 @@ from typing import Any, cast
 import msgspec
 from aiohttp import web
 from heddle.services.gateway.handlers import run_inputs
-from heddle.services.gateway.handlers.runs import RUN_LINKS
+from heddle.services.gateway.handlers.runs import REFUSED, RUN_LINKS
 from heddle.services.gateway.handlers.workflows import MAX_VERSION, unknown
 from heddle.services.gateway.http import answers, inputs
 from heddle.services.gateway.http.keys import RESOURCES
@@ -23,8 +23,11 @@ from heddle.services.gateway.openapi.registry_types import TriggerRequest
 from heddle.services.gateway.openapi.route import VERSION, WORKFLOW, Param, Route
 from heddle.services.gateway.openapi.types import Submitted, Triggered
 from heddle.shared.broker import registry
+from heddle.shared.core import concurrency
 from heddle.shared.core.cron_plan import keyed_run_id, scheduled_run_id
+from heddle.shared.core.expressions import ExpressionError
 from heddle.shared.wire.contracts import SubmitRun
+from heddle.shared.wire.errors import Problem
 from heddle.shared.wire.timefmt import now_rfc3339
 
 
@@ -55,6 +58,10 @@ async def trigger_run(request: web.Request) -> web.Response:
         run_id = scheduled_run_id(name, given.slot)
     else:
         run_id = keyed_run_id(name, key) if key is not None else new_run_id()
+    try:
+        limited = concurrency.submit_fields(spec.concurrency, given.params, name)
+    except ExpressionError as exc:
+        return answers.error(400, "invalid request", [Problem("concurrency.key", exc.problem)])
     cmd = SubmitRun(
         run_id=run_id,
         steps=spec.steps,
@@ -69,6 +76,7 @@ async def trigger_run(request: web.Request) -> web.Response:
         on_exit=spec.on_exit,
         timeout_seconds=spec.timeout_seconds,
         priority=spec.priority if given.priority is None else given.priority,
+        **limited,
     )
     response = await submit(request, cmd, chosen_id=key is not None or given.slot is not None)
     if response.status >= 300:
@@ -104,6 +112,7 @@ ROUTES = (
         ),
         body=TriggerRequest,
         body_required=False,
+        errors={409: REFUSED},
         links=RUN_LINKS,
         example={"idempotencyKey": "2026-12-01"},
     ),

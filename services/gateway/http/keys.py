@@ -29,6 +29,7 @@ class GatewayResources:
     tokens: Bucket
     pods: Bucket  # heddle-pods: the runner pods (in a cluster)
     semaphores: Bucket  # heddle-semaphores: sizes and holders
+    concurrency: Bucket  # heddle-concurrency: each key's holders and queue
 
 
 SETTINGS = web.AppKey("settings", Settings)

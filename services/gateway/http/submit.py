@@ -8,13 +8,16 @@ import secrets
 import time
 
 from aiohttp import web
+from heddle.services.gateway.http import answers
 from heddle.services.gateway.http.answers import json_response
 from heddle.services.gateway.http.inputs import payload_limit
 from heddle.services.gateway.http.keys import NATS, RESOURCES, SETTINGS
 from heddle.services.gateway.openapi.types import Submitted
 from heddle.services.gateway.reads.runs import get_run_record
+from heddle.shared.broker.concurrency_store import KEYS
 from heddle.shared.broker.documents import carried, drop_document, put_document
 from heddle.shared.broker.nats_types import NatsTimeout
+from heddle.shared.core.concurrency import document_name, holder_of, would_hold
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import SubmitRun, encode
 
@@ -37,6 +40,8 @@ async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -
     nc = request.app[NATS]
     res = request.app[RESOURCES]
     settings = request.app[SETTINGS]
+    if cmd.on_limit == "refuse" and (refused := await _refused(request, cmd, chosen_id)):
+        return refused
     payload = encode(cmd)
     limit = payload_limit(request)
     run_id = cmd.run_id
@@ -82,6 +87,26 @@ async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -
         if looked_up is not None and not looked_up.done():
             looked_up.cancel()  # the publish failed: its answer is not needed
     return json_response(Submitted(run_id=run_id, status="running", created=True), 201)
+
+
+async def _refused(request: web.Request, cmd: SubmitRun, chosen_id: bool) -> web.Response | None:
+    """The 409 of a run whose concurrency key is at its limit and which refuses to wait
+    (``onLimit: refuse``), naming a run that holds the key; None if it may go. Two sent at
+    once may both pass: the orchestrator settles that, failing the one refused."""
+    res = request.app[RESOURCES]
+    key = cmd.concurrency_key
+    if key is None:
+        return None
+    doc, _ = await KEYS.read(res.concurrency, document_name(key))
+    if would_hold(doc, cmd.run_id, cmd.concurrency_limit):
+        return None
+    if chosen_id and await get_run_record(res.runs, cmd.run_id) is not None:
+        return None  # this run exists: the answer is its own (200)
+    holder = holder_of(doc) or ""
+    message = (
+        f"concurrency key {key!r} is at its limit ({cmd.concurrency_limit}): held by run {holder}"
+    )
+    return answers.error(409, message, key=key, held_by=holder)
 
 
 def _retrieved(task: asyncio.Future) -> None:

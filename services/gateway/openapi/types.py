@@ -43,6 +43,9 @@ class ErrorDoc(Doc):
     needs: str | msgspec.UnsetType = msgspec.UNSET  # the role a 403 asks for
     role: str | msgspec.UnsetType = msgspec.UNSET  # the caller's role, on a 403
     host: str | msgspec.UnsetType = msgspec.UNSET  # the Host refused, on a 421
+    # The concurrency key a run was refused at (onLimit refuse), and a run holding it, on a 409.
+    key: str | msgspec.UnsetType = msgspec.UNSET
+    held_by: str | msgspec.UnsetType = msgspec.UNSET
     # Problems past the first MAX_LISTED_PROBLEMS, counted, not listed.
     problems_not_listed: int | msgspec.UnsetType = msgspec.UNSET
 
@@ -168,6 +171,10 @@ class RunDocument(RunFacts, kw_only=True):
     deadline_at: str | None  # its creation plus timeoutSeconds (docs/workflows.md, "Run deadlines")
     # Why it was stopped before its steps ended it: ``deadline: ...`` once its deadline passed
     reason: str | None
+    # The concurrency key it holds or waits for, evaluated when it was submitted, and that
+    # key's limit (docs/pools.md, "Concurrency limits"); null for a run without one.
+    concurrency_key: str | None
+    concurrency_limit: int | None
     counts: dict[str, int]
     step_count: int
     # False for the summary (``?steps=none``, and by default for a run of more steps than a

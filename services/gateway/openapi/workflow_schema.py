@@ -50,7 +50,7 @@ DESCRIPTION = (
     "(POST /api/runs). One schema takes both: `heddle register` also needs a `name`, and "
     "takes neither `runId` nor `params` as values."
 )
-TITLES = {"StepSpec": "Step", "ParamSpec": "Parameter"}
+TITLES = {"StepSpec": "Step", "ParamSpec": "Parameter", "Concurrency": "Concurrency limit"}
 DESCRIPTIONS: dict[str, dict[str, str]] = {
     ROOT: {
         "steps": "The steps, each a shell command; at least one.",
@@ -77,6 +77,24 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "priority": (
             "The run's priority, -1000 to 1000, 0 by default: higher goes first, a waiting "
             "run's turn and its steps among those ready; a trigger may give its own."
+        ),
+        "concurrency": (
+            "At most `limit` runs with the same key at once; `onLimit` says what a run "
+            "beyond does: waits its turn (`queue`), has the oldest holder cancelled "
+            "(`cancelRunning`), or fails, its trigger answered 409 (`refuse`)."
+        ),
+    },
+    "Concurrency": {
+        "key": (
+            "A CEL expression over `params` and `workflow` (the workflow's name), evaluated "
+            "when a run is submitted, giving a string, a number or a bool, e.g. "
+            "`workflow + '/' + params.env`."
+        ),
+        "limit": "How many runs may hold the key at once, 1 to 1000; 1 by default.",
+        "onLimit": (
+            "What a run does when the key is at its limit: `queue` (the default) waits, in "
+            "order; `cancelRunning` cancels the oldest holder and starts next; `refuse` "
+            "fails at once."
         ),
     },
     "StepSpec": {

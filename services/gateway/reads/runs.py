@@ -160,6 +160,8 @@ async def run_document(
         timeout_seconds=run.timeout_seconds,
         deadline_at=run.deadline_at,
         reason=run.reason,
+        concurrency_key=run.concurrency_key,
+        concurrency_limit=run.concurrency_limit if run.concurrency_key is not None else None,
         counts=dict(Counter(s.status for s in steps)),
         step_count=run.step_count,
         steps_included=with_steps,

@@ -147,6 +147,7 @@ def test_a_waiting_run_is_behind_the_waiting_runs_of_higher_priority_alone() -> 
         waiting("lower", -2),
         waiting("under-way", 50, waiting=False),
         waiting("ended", 50, waiting=False, status="cancelled"),
+        waiting("keyed", 50, concurrency_wait="deploy/prod"),  # in its key's line, not this
         me,
     ]
     assert higher_priority_ahead(me, others) == 2

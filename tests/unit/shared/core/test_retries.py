@@ -54,3 +54,21 @@ def test_a_retry_keeps_a_loop_and_carries_its_gathered_outputs() -> None:
     ]
     assert set(cmd.carried) == {"each"}
     assert cmd.carried["each"].outputs == {"k": '["each[0]","each[1]"]'}
+
+
+def test_a_retry_keeps_its_runs_concurrency_key() -> None:
+    run = RunRecord(
+        run_id="r",
+        status="cancelled",
+        created_at="2026-12-04T00:00:00Z",
+        step_count=1,
+        concurrency_key="deploy/prod",
+        concurrency_limit=2,
+        on_limit="cancelRunning",
+    )
+    cmd = retry_command(run, [record("a", "cancelled", 0)], "2026-12-04T01:00:00Z")
+    assert (cmd.concurrency_key, cmd.concurrency_limit, cmd.on_limit) == (
+        "deploy/prod",
+        2,
+        "cancelRunning",
+    )
