@@ -71,7 +71,10 @@ class Lanes:
         """Ask the server, for each lane, for as many steps as there are free runners that
         serve it, plus LOOKAHEAD, minus the lane's steps in hand that no runner is reserved
         for yet. Returns the free runners by label key."""
-        free_by_key = self.pool.free_by_key()
+        if len(self.pulls) == 2:  # the default pool's lanes alone: one count of free runners
+            free_by_key = {"": len(self.pool.free())}
+        else:
+            free_by_key = self.pool.free_by_key()
         served = self.pool.served()
         # A free runner with no step in hand for it is served at once; the lookahead
         # alone is refilled half at a time, so a saturated pool asks once per few steps.

@@ -27,14 +27,11 @@ from heddle.services.dispatcher.ready import HELD_LIMIT, ack_wait
 from heddle.services.dispatcher.waiting import Turn, WaitingLine
 from heddle.shared.broker.consume import Outcome, redelivered, settle
 from heddle.shared.broker.offers import Answer, Offered, offer
-from heddle.shared.core.labels import DEFAULT_POOL, label_key
-from heddle.shared.runtime.metrics import WAIT_SECONDS, child
 from heddle.shared.runtime.service import event
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.runtime.stalls import LoopStalls
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import AssignReply, StepReady, step_ready_decoder
-from heddle.shared.wire.timefmt import epoch_of
 
 if TYPE_CHECKING:
     from heddle.shared.broker.nats_types import Client, JetStreamContext, KeyValue, Msg
@@ -95,22 +92,22 @@ class Placing:
     async def on_ready(self, msg: Msg) -> Outcome:
         if self.stopping:
             return Outcome.RETURNED  # to another dispatcher at once
-        self._count_unplaced(msg, 1)
+        lane = lane_of(msg.subject)
+        self._count_unplaced(lane, 1)
         self._recredit()  # before the pull tops itself up after this message
-        task = asyncio.create_task(self._assign(msg))
+        task = asyncio.create_task(self._assign(msg, lane))
         self.inflight.add(task)
         task.add_done_callback(self.inflight.discard)
         return Outcome.HELD  # settled by _assign once a runner accepted it
 
-    def _count_unplaced(self, msg: Msg, by: int) -> None:
-        lane = lane_of(msg.subject)
+    def _count_unplaced(self, lane: Lane, by: int) -> None:
         self.unplaced[lane] = self.unplaced.get(lane, 0) + by
 
-    async def _assign(self, msg: Msg) -> None:
+    async def _assign(self, msg: Msg, lane: Lane) -> None:
         try:
             ready = step_ready_decoder.decode(msg.data)
         except msgspec.DecodeError as exc:
-            self._count_unplaced(msg, -1)
+            self._count_unplaced(lane, -1)
             log.error("dropping undecodable ready message %s: %s", msg.subject, exc)
             await settle(msg, Outcome.REFUSED)
             return
@@ -121,17 +118,17 @@ class Placing:
         if key in self._hand:
             # Another copy is being offered right now; this one is left unacknowledged and
             # comes back, if ever, once that one is placed (and then is checked).
-            self._count_unplaced(msg, -1)
+            self._count_unplaced(lane, -1)
             return
         check = self._hand.take(key, time.monotonic()) or redelivered(msg) or ready.check
-        self.lanes[key] = lane_of(msg.subject)
+        self.lanes[key] = lane
         try:
-            await self._place(msg, ready, check)
+            await self._place(msg, ready, check, lane)
         finally:
             self._hand.drop(key, time.monotonic())
             self.lanes.pop(key, None)
 
-    async def _place(self, msg: Msg, ready: StepReady, check: bool) -> None:
+    async def _place(self, msg: Msg, ready: StepReady, check: bool, lane: Lane) -> None:
         """Offer the step to free runners until one accepts it; settle it without one if a
         runner has it already (``check``: looked for first) or this dispatcher stops."""
         offered = False
@@ -141,22 +138,22 @@ class Placing:
                 check = False
                 assert self._js is not None and self._runs_kv is not None  # connected first
                 if await already_taken(self._js, self._runs_kv, ready):
-                    await self._unplace(msg, ready, Outcome.DONE, "already taken")
+                    await self._unplace(msg, ready, lane, Outcome.DONE, "already taken")
                     return
-            name = await self._reserve(msg, key, lane_of(msg.subject), ready)
+            name = await self._reserve(msg, key, lane, ready)
             if name is None:
                 # Back to the stream at once, for another dispatcher (a rolling update), or
                 # for this one's successor.
-                await self._unplace(msg, ready, Outcome.RETURNED, "given back")
+                await self._unplace(msg, ready, lane, Outcome.RETURNED, "given back")
                 return
             if why := self._held_past(key):
                 # The server may have given it to another dispatcher, which may be offering
                 # it now: it comes back, if it is still anyone's, after its ack wait.
                 self.pool.unreserve(name)
                 await self._wake()
-                await self._unplace(msg, ready, Outcome.LEFT, f"left: {why}")
+                await self._unplace(msg, ready, lane, Outcome.LEFT, f"left: {why}")
                 return
-            self._count_unplaced(msg, -1)
+            self._count_unplaced(lane, -1)
             if offered:  # a full ack wait for this offer too
                 await settle(msg, Outcome.WAITING)
                 self._hand.touch(key, time.monotonic())
@@ -164,7 +161,7 @@ class Placing:
             answer = await self._offer(msg, ready, name)
             if answer is Answer.ACCEPTED:
                 return
-            self._count_unplaced(msg, 1)
+            self._count_unplaced(lane, 1)
             # Unanswered, the request may have arrived and only the answer been lost.
             check = answer is Answer.UNANSWERED
 
@@ -208,7 +205,7 @@ class Placing:
         """A free runner of the label key ``labels`` reserved, unless this step has just
         come and a step waiting for one goes before it: then the free runners wake those.
         A step woken was chosen in turn, and takes one if there is one."""
-        if not woken and self._line.ahead(labels, turn):
+        if not woken and self.pool.any_free(labels) and self._line.ahead(labels, turn):
             self._line.wake({labels: len(self.pool.free(key=labels))})
             return None
         return self.pool.reserve(key=labels)
@@ -225,17 +222,16 @@ class Placing:
                 self.pool.refused(name, silent=False)
             case Offered(answer=Answer.ACCEPTED, reply=AssignReply(jobs=jobs)):
                 self.pool.accepted(name, ready.run_id, ready.step_id, ready.attempt, jobs)
-                waited = time.time() - epoch_of(ready.ready_at, time.time())
-                pool = label_key(ready.runs_on) or DEFAULT_POOL
-                child(WAIT_SECONDS, pool, "runners-busy").observe(max(waited, 0.0))
                 await self._wake()
                 await settle(msg, Outcome.DONE)
                 self._said("assigned", ready, runner=name, attempt=ready.attempt)
         return offered.answer
 
-    async def _unplace(self, msg: Msg, ready: StepReady, outcome: Outcome, what: str) -> None:
+    async def _unplace(
+        self, msg: Msg, ready: StepReady, lane: Lane, outcome: Outcome, what: str
+    ) -> None:
         """Settle a ready message in hand that no runner will be given here."""
-        self._count_unplaced(msg, -1)
+        self._count_unplaced(lane, -1)
         self._said(what, ready, attempt=ready.attempt)
         await settle(msg, outcome)
 

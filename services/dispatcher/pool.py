@@ -26,7 +26,7 @@ from heddle.shared.wire.contracts import RunnerInfo
 def keys_of(info: RunnerInfo) -> frozenset[str]:
     """The label keys a runner serves: "" (the default pool's steps) if it is of that pool,
     and every set of its labels, by key (shared/core/labels.py)."""
-    keys = set(served_keys(info.labels or [info.pool]))
+    keys = set(served_keys(info.labels or [info.pool])) - {DEFAULT_POOL}
     if info.pool == DEFAULT_POOL:
         keys.add("")
     return frozenset(keys)
@@ -137,6 +137,19 @@ class Pool:
     def busy(self, name: str) -> bool:
         """It holds a lease, or an assignment is on its way to it."""
         return name in self.leases or name in self.reserved
+
+    def any_free(self, key: str = "", now: float | None = None) -> bool:
+        """Whether a runner that serves ``key`` is free, looked for until one is found."""
+        now = time.monotonic() if now is None else now
+        empty: frozenset[str] = frozenset()
+        return any(
+            key in self.keys.get(n, empty)
+            and n not in self.leases
+            and n not in self.reserved
+            and n not in self.set_aside
+            and self._suspect_until.get(n, 0.0) <= now
+            for n in self._order
+        )
 
     def free_by_key(self, now: float | None = None) -> dict[str, int]:
         """How many free runners serve each label key."""

@@ -14,6 +14,7 @@ from heddle.services.orchestrator.decisions import (
     Requeued,
     ScheduleRetry,
 )
+from heddle.shared.core.labels import DEFAULT_POOL, label_key
 from heddle.shared.runtime.metrics import (
     CONTINUATIONS,
     DISPATCH_SECONDS,
@@ -79,7 +80,8 @@ def _attempt_times(step: StepRecord, outcome: str | None, *, queued: bool) -> No
         started = datetime.fromisoformat(rec.started_at)  # RFC 3339 with Z: UTC, aware
         if queued and step.queued_at:
             waited = (started - datetime.fromisoformat(step.queued_at)).total_seconds()
-            DISPATCH_SECONDS.observe(max(waited, 0.0))
+            pool = label_key(step.runs_on) or DEFAULT_POOL
+            child(DISPATCH_SECONDS, pool).observe(max(waited, 0.0))
         if outcome is not None and rec.finished_at:
             ran = (datetime.fromisoformat(rec.finished_at) - started).total_seconds()
             child(STEP_SECONDS, outcome).observe(max(ran, 0.0))

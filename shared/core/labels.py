@@ -48,15 +48,18 @@ def runner_labels(pool: str, extra: Iterable[str]) -> list[str]:
 
 
 def takes(pool: str, labels: Iterable[str], runs_on: Sequence[str]) -> bool:
-    """Whether a runner of ``pool`` with ``labels`` takes a step asking for ``runs_on``."""
-    if not runs_on:
+    """Whether a runner of ``pool`` with ``labels`` takes a step asking for ``runs_on``;
+    ``runsOn: [default]`` is the default pool, as no ``runsOn`` is."""
+    if not runs_on or set(runs_on) == {DEFAULT_POOL}:
         return pool == DEFAULT_POOL
     return set(runs_on) <= set(labels)
 
 
 def label_key(runs_on: Iterable[str]) -> str:
-    """The one name of a set of labels asked for: sorted, joined; "" for none."""
-    return KEY_SEPARATOR.join(sorted(set(runs_on)))
+    """The one name of a set of labels asked for: sorted, joined; "" for none, and for the
+    default pool's name alone (its steps go where those without runsOn go)."""
+    key = KEY_SEPARATOR.join(sorted(set(runs_on)))
+    return "" if key == DEFAULT_POOL else key
 
 
 class _AsksLabels(Protocol):

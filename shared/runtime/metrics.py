@@ -87,7 +87,9 @@ STEP_SECONDS = Histogram(
 )
 DISPATCH_SECONDS = Histogram(
     "heddle_dispatch_latency_seconds",
-    "From an attempt queued (ready) to its command started, from the step's record.",
+    "From an attempt queued (ready) to its command started, from the step's record, by the "
+    "pool it asked for (its runsOn labels by key; default for none).",
+    ["pool"],
     buckets=LATENCY_BUCKETS,
     registry=None,
 )
@@ -154,15 +156,6 @@ WAITING_OLDEST = Gauge(
     ["pool", "reason"],
     registry=None,
 )
-WAIT_SECONDS = Histogram(
-    "heddle_step_wait_seconds",
-    "How long steps waited from queued to a runner's acceptance, by pool, observed by the "
-    "dispatcher that placed them (reason: runners-busy).",
-    ["pool", "reason"],
-    buckets=LATENCY_BUCKETS,
-    registry=None,
-)
-
 # ---- dispatcher ----------------------------------------------------------------------
 
 RUNNERS = Gauge("heddle_runners", "Runners in the pool (the registry).", registry=None)
@@ -220,7 +213,6 @@ OWNED: dict[str, tuple[Collector, ...]] = {
         AUTOSCALE_REPLICAS,
         WAITING_STEPS,
         WAITING_OLDEST,
-        WAIT_SECONDS,
     ),
     "runner": (ATTEMPTS,),
 }

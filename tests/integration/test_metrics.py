@@ -89,7 +89,7 @@ async def test_every_service_metrics_move_with_runs_and_outages(stack: StackFact
     # Every attempt's duration and its wait for a runner, from the step records.
     for name, labels in (
         ("heddle_step_duration_seconds_count", {"outcome": "succeeded"}),
-        ("heddle_dispatch_latency_seconds_count", {}),
+        ("heddle_dispatch_latency_seconds_count", {"pool": "default"}),
     ):
         assert value(o, name, **labels) - value(b, name, **labels) == steps, name
     assert value(o, "heddle_step_duration_seconds_sum", outcome="succeeded") >= 0.2
@@ -183,12 +183,7 @@ async def test_waiting_steps_are_counted_by_pool_and_reason(stack: StackFactory)
         return value(got[service], "heddle_waiting_steps", pool=pool, reason=reason)
 
     def placed(got: dict[str, Samples]) -> float:
-        return value(
-            got["dispatcher"],
-            "heddle_step_wait_seconds_count",
-            pool="default",
-            reason="runners-busy",
-        )
+        return value(got["orchestrator"], "heddle_dispatch_latency_seconds_count", pool="default")
 
     got = await eventually(
         s,

@@ -208,8 +208,9 @@ def test_a_runner_is_reserved_only_for_the_label_keys_it_serves() -> None:
     pool = Pool()
     pool.update(info("cpu"))  # an older runner: no pool or labels written, the default pool
     pool.update(labelled("gpu", "gpu", ["a100", "gpu"]))
-    assert pool.served() == {"", "default", "gpu", "a100", "a100+gpu"}
-    assert pool.free_by_key(now=0) == {"": 1, "default": 1, "gpu": 1, "a100": 1, "a100+gpu": 1}
+    # "default" alone is the default pool's lane, "": no lane of its own.
+    assert pool.served() == {"", "gpu", "a100", "a100+gpu"}
+    assert pool.free_by_key(now=0) == {"": 1, "gpu": 1, "a100": 1, "a100+gpu": 1}
     assert pool.reserve(now=0, key="") == "cpu"
     assert pool.reserve(now=0, key="") is None  # the GPU runner takes no default step
     assert pool.reserve(now=0, key="tpu") is None

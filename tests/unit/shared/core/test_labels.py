@@ -23,6 +23,8 @@ from heddle.shared.core.labels import (
         ("gpu", ["gpu"], ["a100", "gpu"], False),  # every label, not one of them
         ("default", ["default", "linux"], ["linux"], True),
         ("default", ["default"], ["gpu"], False),
+        ("default", ["default"], ["default"], True),  # runsOn: [default] is the default pool
+        ("gpu", ["default", "gpu"], ["default"], False),
     ],
 )
 def test_a_runner_takes_a_step_with_every_label_it_asks_for(pool, labels, runs_on, taken):
@@ -31,7 +33,7 @@ def test_a_runner_takes_a_step_with_every_label_it_asks_for(pool, labels, runs_o
 
 def test_a_label_key_names_a_set_in_one_order() -> None:
     assert label_key(["gpu", "a100", "gpu"]) == label_key(["a100", "gpu"]) == "a100+gpu"
-    assert label_key([]) == ""
+    assert label_key([]) == "" and label_key(["default"]) == ""  # the default pool's lanes
 
 
 def test_a_runner_serves_every_subset_of_its_labels() -> None:
