@@ -49,6 +49,7 @@ class Pool:
         self.keys: dict[str, frozenset[str]] = {}  # by runner, the label keys it serves
         self.generation = 0  # counts the changes to ``keys``: new lanes may be needed
         self._served: tuple[int, frozenset[str]] = (-1, frozenset())
+        self._all_default = True  # every runner serves the default pool's steps
         # With ``pack`` (the autoscaler's: a runner's ordinal), a step goes to the free runner
         # of the lowest key rather than round robin, so that the top ordinals, the ones a
         # StatefulSet removes, are the ones left idle.
@@ -115,12 +116,21 @@ class Pool:
         """Every label key some registered runner serves."""
         if self._served[0] != self.generation:
             self._served = (self.generation, frozenset().union(*self.keys.values()))
+            self._all_default = all("" in keys for keys in self.keys.values())
         return self._served[1]
+
+    def _filter(self, key: str | None) -> str | None:
+        """The key to filter free runners by: none when every runner serves it (the default
+        pool alone, the common case, costs no look-up per runner)."""
+        if key == "" and (self.served() and self._all_default):
+            return None
+        return key
 
     def free(self, now: float | None = None, key: str | None = "") -> list[str]:
         """The free runners that serve ``key`` (None: any), in the order they are given."""
         now = time.monotonic() if now is None else now
         empty: frozenset[str] = frozenset()
+        key = self._filter(key)
         free = [
             n
             for n in self._order
@@ -142,8 +152,9 @@ class Pool:
         """Whether a runner that serves ``key`` is free, looked for until one is found."""
         now = time.monotonic() if now is None else now
         empty: frozenset[str] = frozenset()
+        wanted = self._filter(key)
         return any(
-            key in self.keys.get(n, empty)
+            (wanted is None or wanted in self.keys.get(n, empty))
             and n not in self.leases
             and n not in self.reserved
             and n not in self.set_aside

@@ -64,7 +64,7 @@ class WaitingLine:
         """Whether a step waiting for a runner of ``key``, woken or not, goes before
         ``turn``: a step that finds a free runner leaves it to that one."""
         line = self._lines.get(key)
-        return line is not None and line.ahead(turn, self._loads())
+        return line is not None and line.ahead(turn)
 
     def line(self, key: str = "") -> KeyLine:
         line = self._lines.get(key)
@@ -112,9 +112,10 @@ class KeyLine:
     def awake(self) -> int:
         return len(self._woken)
 
-    def ahead(self, turn: Turn, loads: Counter[str]) -> bool:
+    def ahead(self, turn: Turn) -> bool:
         if not self._waiting and not self._woken:
             return False
+        loads = self._loads()
         mine = rank(turn, loads)
         return any(rank(w.turn, loads) < mine for w in self._waiting) or any(
             rank(t, loads) < mine for t in self._woken
