@@ -1,9 +1,9 @@
 """How many steps of one run may be queued or running at once (docs/pools.md, "Fair
-turns"): HEDDLE_RUN_WINDOW if set, else four times the runners in the registry, counted every
-HEDDLE_REGISTRY_INTERVAL. Four times: every runner busy with the run's steps, and three times
-as many queued, so that a runner that frees up finds its next step in hand while the
-orchestrator is still deciding the step before (twice slowed a fan-out down measurably:
-docs/performance.md)."""
+turns"): HEDDLE_RUN_WINDOW if set, else eight times the runners in the registry, counted every
+HEDDLE_REGISTRY_INTERVAL. Eight times: a run alone keeps every runner busy however far the
+orchestrator's decisions lag behind the runners (a narrower window makes small runs' turns
+come sooner, and slowed a lone fan-out measurably: docs/performance.md, "Pools, semaphores
+and fair turns")."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from heddle.shared.wire import names
 log = logging.getLogger("heddle.orchestrator")
 # Below this the window would serialise a run on a pool still registering.
 MIN_WINDOW = 8
-RUNNERS_TIMES = 4
+RUNNERS_TIMES = 8
 
 
 class RunWindow:

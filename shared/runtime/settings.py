@@ -315,7 +315,7 @@ class Settings:
         0,
         "HEDDLE_RUN_WINDOW",
         "the most steps of one run queued or running at once; its other ready steps wait their "
-        "turn in the orchestrator, so that a big run leaves room for small ones (0: four times "
+        "turn in the orchestrator, so that a big run leaves room for small ones (0: eight times "
         "the registered runners, at least 8)",
     )
     dispatcher_name: str = _s(
@@ -549,7 +549,7 @@ class Settings:
             ),
             (self.retention_age >= 0, "HEDDLE_RETENTION_AGE must be 0 (keep all) or more"),
             (self.registry_ttl >= 1, "HEDDLE_REGISTRY_TTL must be at least 1 second"),
-            (self.run_window >= 0, "HEDDLE_RUN_WINDOW must be 0 (four times the runners) or more"),
+            (self.run_window >= 0, "HEDDLE_RUN_WINDOW must be 0 (eight times the runners) or more"),
             (
                 0 <= self.metrics_port <= 65535,
                 "HEDDLE_METRICS_PORT must be between 0 (none) and 65535",

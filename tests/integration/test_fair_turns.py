@@ -8,7 +8,7 @@ from heddle.shared.wire.timefmt import parse
 
 from tests.support.stack import StackFactory, step_of
 
-FANOUT = 400
+FANOUT = 800
 
 
 def diamond() -> dict:
