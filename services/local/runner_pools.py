@@ -21,11 +21,27 @@ class RunnerSpec:
     name: str
     pool: str = DEFAULT_POOL
     labels: tuple[str, ...] = ()  # beside its pool's name (HEDDLE_RUNNER_LABELS)
+    # Runners before its pool's first: as root, runner-<pool>-<i> runs its steps as the
+    # (offset + i)-th uid of HEDDLE_STEP_UIDS, no other runner's (services/runner_agent/
+    # isolation.py gives runner <name>-<i> the i-th uid of the range it is given).
+    uid_offset: int = 0
 
-    def env(self) -> dict[str, str]:
-        if self.pool == DEFAULT_POOL and not self.labels:
-            return {}
-        return {"HEDDLE_RUNNER_POOL": self.pool, "HEDDLE_RUNNER_LABELS": ",".join(self.labels)}
+    def env(self, step_uids: str = "") -> dict[str, str]:
+        """Its settings beside the others'; ``step_uids``: HEDDLE_STEP_UIDS, shifted by its
+        offset (step_uids_of)."""
+        out: dict[str, str] = {}
+        if self.pool != DEFAULT_POOL or self.labels:
+            out = {"HEDDLE_RUNNER_POOL": self.pool, "HEDDLE_RUNNER_LABELS": ",".join(self.labels)}
+        if self.uid_offset and step_uids:
+            out["HEDDLE_STEP_UIDS"] = step_uids
+        return out
+
+
+def step_uids_of(uids: range, spec: RunnerSpec) -> str:
+    """The HEDDLE_STEP_UIDS a runner is given: the range from its pool's first uid on, so
+    that each runner's uid is its own; an empty range (FIRST above LAST) when the runners
+    outnumber the uids, which the runner refuses, naming it."""
+    return f"{uids.start + spec.uid_offset}-{uids.stop - 1}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +91,9 @@ def runner_specs(default_count: int, pools: Sequence[PoolRequest]) -> list[Runne
         raise PoolOptionError(f"--pool given twice for {', '.join(twice)}")
     specs = [RunnerSpec(f"runner-{i}") for i in range(default_count)]
     for pool in pools:
+        offset = len(specs)
         specs += [
-            RunnerSpec(f"runner-{pool.name}-{i}", pool.name, pool.labels) for i in range(pool.count)
+            RunnerSpec(f"runner-{pool.name}-{i}", pool.name, pool.labels, offset)
+            for i in range(pool.count)
         ]
     return specs

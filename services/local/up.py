@@ -18,7 +18,7 @@ from pathlib import Path
 
 from heddle.services.local.embedded_nats import EmbeddedNats, NatsServerError, port_open
 from heddle.services.local.nats_users import CONTEXT_FILE, NatsUsers
-from heddle.services.local.runner_pools import RunnerSpec, runner_specs
+from heddle.services.local.runner_pools import RunnerSpec, runner_specs, step_uids_of
 from heddle.services.local.supervisor import Child, Supervisor
 from heddle.services.local.up_files import (
     NATS_LOG,
@@ -32,7 +32,7 @@ from heddle.services.local.up_files import (
 )
 from heddle.services.runner_agent.isolation import step_uids_problem
 from heddle.shared.broker import nats_permissions as perms
-from heddle.shared.runtime.settings import Settings
+from heddle.shared.runtime.settings import Settings, step_uid_range
 
 # `up` is said once the gateway answers /readyz, so a submit sent on that line is taken.
 READY_POLL = 0.1
@@ -48,6 +48,11 @@ Runners = int | Sequence[RunnerSpec]  # a count of the default pool's, or each r
 
 def runner_list(runners: Runners) -> list[RunnerSpec]:
     return runner_specs(runners, ()) if isinstance(runners, int) else list(runners)
+
+
+def own_step_uids(settings: Settings, spec: RunnerSpec) -> str:
+    """The HEDDLE_STEP_UIDS a runner of a named pool is given ("" for the others: theirs)."""
+    return step_uids_of(step_uid_range(settings.step_uids), spec) if spec.uid_offset else ""
 
 
 def runner_names(runners: Runners) -> list[str]:
@@ -97,7 +102,7 @@ def plan(
     for spec in runner_list(runners):
         name = spec.name
         runner_env = users.runner_env(name) if users else {"HEDDLE_RUNNER_NAME": name}
-        runner_env = {**runner_env, **spec.env()}
+        runner_env = {**runner_env, **spec.env(own_step_uids(settings, spec))}
         children.append(Child(name, service_argv("runner"), {**env, **runner_env}))
     gateway_env = {**own(perms.GATEWAY), "HEDDLE_GATEWAY_PORT": str(settings.gateway_port)}
     if admin_token_file is not None:
@@ -231,7 +236,9 @@ async def run_up(
         return 2
     # As root, runner-i runs its steps as the i-th uid of HEDDLE_STEP_UIDS, its alone on this
     # machine: said now rather than by each runner failing to start.
-    if problem := step_uids_problem(settings, runner_names(runners)):
+    specs = runner_list(runners)
+    each = {spec.name: own_step_uids(settings, spec) for spec in specs if spec.uid_offset}
+    if problem := step_uids_problem(settings, runner_names(specs), step_uids=each):
         print(f"heddle up: {problem}", file=sys.stderr)
         return 2
     if not os.environ.get("HEDDLE_NATS_URL"):

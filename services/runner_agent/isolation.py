@@ -24,6 +24,7 @@ import pwd
 import re
 import signal
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from heddle.services.runner_agent.file_ids import filesystem_ids
@@ -186,14 +187,22 @@ def hold_step_uid(uid: int, keep: bool = True, directory: str = LOCK_DIR) -> Non
 
 
 def step_uids_problem(
-    settings: Settings, runners: list[str], euid: int | None = None
+    settings: Settings,
+    runners: list[str],
+    euid: int | None = None,
+    step_uids: Mapping[str, str] | None = None,
 ) -> str | None:
     """Why ``runners`` (named so, on this machine) cannot each have a step uid of its own,
-    or None: what `heddle up` checks before it starts any."""
+    or None: what `heddle up` checks before it starts any. ``step_uids``: the
+    HEDDLE_STEP_UIDS of the runners given their own (a named pool's)."""
     owners: dict[int, str] = {}
+    own = step_uids or {}
     try:
         for name in runners:
-            user = runner_step_user(dataclasses.replace(settings, runner_name=name), euid)
+            mine = dataclasses.replace(settings, runner_name=name)
+            if name in own:
+                mine = dataclasses.replace(mine, step_uids=own[name])
+            user = runner_step_user(mine, euid)
             if user is not None and user.own:
                 if user.uid in owners:
                     return f"{owners[user.uid]} and {name} would share step uid {user.uid}"

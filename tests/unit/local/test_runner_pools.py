@@ -47,3 +47,25 @@ def test_runners_are_named_by_pool_and_carry_their_settings() -> None:
     assert specs[2].env() == {"HEDDLE_RUNNER_POOL": "gpu", "HEDDLE_RUNNER_LABELS": "a100"}
     with pytest.raises(PoolOptionError, match="twice for gpu"):
         runner_specs(1, [PoolRequest("gpu", 1), PoolRequest("gpu", 2)])
+
+
+def test_each_pools_runners_get_uids_of_their_own() -> None:
+    from heddle.services.local.runner_pools import step_uids_of
+    from heddle.services.runner_agent.isolation import step_uids_problem
+    from heddle.shared.runtime.settings import Settings, step_uid_range
+
+    settings = Settings.from_env({"HEDDLE_STEP_UIDS": "60600-60604"})
+    specs = runner_specs(2, [PoolRequest("gpu", 2), PoolRequest("arm", 1)])
+    uids = step_uid_range(settings.step_uids)
+    own = {s.name: step_uids_of(uids, s) for s in specs if s.uid_offset}
+    assert own == {
+        "runner-gpu-0": "60602-60604",
+        "runner-gpu-1": "60602-60604",
+        "runner-arm-0": "60604-60604",
+    }
+    assert specs[2].env(own["runner-gpu-0"])["HEDDLE_STEP_UIDS"] == "60602-60604"
+    names = [s.name for s in specs]
+    # As root each runner's uid is its own (runner-gpu-1: 60603, runner-arm-0: 60604) ...
+    assert step_uids_problem(settings, names, euid=0, step_uids=own) is None
+    # ... which they would not be without their pool's range: runner-gpu-0 is runner-0's.
+    assert "share step uid 60600" in (step_uids_problem(settings, names, euid=0) or "")
