@@ -28,7 +28,12 @@ class Up:
 
 
 def start_up(
-    tmp_path: Path, data: Path, runners: int = 3, dispatchers: int = 1, orchestrators: int = 1
+    tmp_path: Path,
+    data: Path,
+    runners: int = 3,
+    dispatchers: int = 1,
+    orchestrators: int = 1,
+    pools: tuple[str, ...] = (),
 ) -> Up:
     port, nats_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
@@ -38,6 +43,8 @@ def start_up(
     argv = [sys.executable, "-m", "heddle.services.cli", "up", "--port", str(port)]
     argv += ["--runners", str(runners), "--data-dir", str(data), "--nats-port", str(nats_port)]
     argv += ["--dispatchers", str(dispatchers), "--orchestrators", str(orchestrators)]
+    for pool in pools:
+        argv += ["--pool", pool]
     proc = subprocess.Popen(
         argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
@@ -204,6 +211,38 @@ async def test_up_runs_several_dispatchers_and_orchestrators_that_share_the_work
         lines = [x for x in text.splitlines() if x.lstrip().startswith(f"{name} | ")]
         assert any('"msg":"dispatching"' in x and f'"dispatcher":"{name}"' in x for x in lines)
         assert any('"msg":"assigned"' in x for x in lines), name
+
+
+async def test_up_starts_the_runners_of_named_pools(tmp_path: Path) -> None:
+    """`heddle up --runners 1 --pool gpu=1:a100`: a runner of the pool gpu, labelled, with
+    a step uid of its own (as root), that takes the step asking for its labels."""
+    data = tmp_path / "data"
+    up = start_up(tmp_path, data, runners=1, pools=("gpu=1:a100",))
+    try:
+        pool = await wait_http(f"http://127.0.0.1:{up.port}/api/runners", data / "admin-token", 2)
+        labels = {r["name"]: (r["pool"], r["labels"]) for r in pool["runners"]}
+        assert labels == {
+            "runner-0": ("default", ["default"]),
+            "runner-gpu-0": ("gpu", ["a100", "gpu"]),
+        }
+        headers = {"Authorization": f"Bearer {(data / 'admin-token').read_text().strip()}"}
+        doc = {"steps": [{"id": "t", "command": "id -u", "runsOn": ["a100"]}]}
+        base = f"http://127.0.0.1:{up.port}/api/runs"
+        async with aiohttp.ClientSession(headers=headers) as http:
+            async with http.post(base, json=doc) as resp:
+                run_id = (await resp.json())["runId"]
+            for _ in range(600):
+                async with http.get(f"{base}/{run_id}") as resp:
+                    run = await resp.json()
+                if run["status"] != "running":
+                    break
+                await asyncio.sleep(0.05)
+        assert run["status"] == "succeeded", run
+        assert run["steps"][0]["attempts"][-1]["runner"] == "runner-gpu-0"
+    finally:
+        up.proc.send_signal(signal.SIGTERM)
+        out, _ = up.proc.communicate(timeout=60)
+    assert up.proc.returncode == 0, out.decode()[-3000:]
 
 
 async def test_up_refuses_a_busy_port(tmp_path: Path) -> None:
