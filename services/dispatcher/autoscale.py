@@ -34,7 +34,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from heddle.shared.core.runner_pools import DEFAULT_POOL, PoolSpec
+from heddle.shared.core.labels import DEFAULT_POOL
+from heddle.shared.core.runner_pools import PoolSpec
 
 Action = Literal["hold", "up", "down", "drain", "undrain"]
 

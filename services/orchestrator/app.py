@@ -27,6 +27,7 @@ from heddle.services.orchestrator.run_window import RunWindow
 from heddle.services.orchestrator.slots import Slots
 from heddle.services.orchestrator.state import Policy
 from heddle.services.orchestrator.submissions import Submissions
+from heddle.services.orchestrator.unplaceable import Runner
 from heddle.services.orchestrator.workflows import WorkflowFeatures
 from heddle.shared.broker.acked import AckedPublisher
 from heddle.shared.broker.consume import Outcome
@@ -136,7 +137,9 @@ class Orchestrator:
         self.keys.start()
         self.liveness.start()
         growable = [  # pools autoscaling may grow: a step for them waits for their runners
-            p.labels for p in parse_pools(settings.runner_pools) if p.autoscaling and p.max_replicas
+            Runner(p.name, p.labels)
+            for p in parse_pools(settings.runner_pools)
+            if p.autoscaling and p.max_replicas
         ]
         self.no_runner = NoRunnerLook(settings, res, runs.actors, growable)
         self.no_runner.start()

@@ -15,7 +15,7 @@ from heddle.services.orchestrator.unplaceable import Runner, Unplaceable, Waitin
 from heddle.shared.broker.kv_reads import read_current
 from heddle.shared.broker.nats_types import NatsError
 from heddle.shared.broker.resources import Resources
-from heddle.shared.core.labels import label_key
+from heddle.shared.core.labels import label_key, runner_labels
 from heddle.shared.runtime.metrics import WAITING_OLDEST, WAITING_STEPS
 from heddle.shared.runtime.periodic import Periodic
 from heddle.shared.runtime.service import event
@@ -32,12 +32,12 @@ class NoRunnerLook:
         settings: Settings,
         res: Resources,
         actors: dict[str, RunActor],
-        growable: Sequence[Sequence[str]] = (),
+        growable: Sequence[Runner] = (),
     ) -> None:
         self.js = res.js
         self.runners_kv = res.kv[names.RUNNERS_BUCKET]
         self.actors = actors
-        self.growable = growable  # the labels of pools autoscaling may grow
+        self.growable = growable  # a runner of each pool autoscaling may grow
         self.unplaceable = Unplaceable(settings.no_runner_timeout)
         period = min(settings.watchdog_scan, settings.no_runner_timeout / 4)
         self._periodic = Periodic("no-runner look", period, self.look, log)
@@ -51,17 +51,16 @@ class NoRunnerLook:
         await self._periodic.stop()
 
     def _waiting(self) -> Iterator[Waiting]:
-        asks = {}
+        asks: dict[str, bool] = {}  # the live runs' only: an ended run's entry goes
         for run_id, actor in list(self.actors.items()):
             steps = actor.state.steps
-            asks[run_id] = self._asks.get(run_id)
-            if asks[run_id] is None:
-                asks[run_id] = any(s.runs_on for s in steps.values())
+            known = self._asks.get(run_id)
+            asks[run_id] = any(s.runs_on for s in steps.values()) if known is None else known
             if asks[run_id]:
                 for s in steps.values():
                     if s.status == "queued" and s.runs_on and s.offered_to is None:
                         yield Waiting(run_id, s.id, s.attempt, tuple(s.runs_on))
-        self._asks = {k: v for k, v in asks.items() if v is not None}
+        self._asks = asks
 
     async def look(self) -> None:
         waiting = list(self._waiting())
@@ -79,7 +78,7 @@ class NoRunnerLook:
                 info = runner_info_decoder.decode(entry.value)
             except msgspec.DecodeError:
                 continue
-            runners.append(Runner(info.pool, info.labels or [info.pool]))
+            runners.append(Runner(info.pool, runner_labels(info.pool, info.labels)))
         now = time.monotonic()
         verdicts = self.unplaceable.verdicts(waiting, runners, self.growable, now)
         self._count(waiting, now)

@@ -47,17 +47,16 @@ class Unplaceable:
         self,
         waiting: Iterable[Waiting],
         runners: Sequence[Runner],
-        growable: Sequence[Sequence[str]],
+        growable: Sequence[Runner],
         now: float,
     ) -> list[tuple[Waiting, str]]:
         """The attempts to fail now, each with its reason. An attempt a runner can take, or
-        a pool being grown could, starts its count again when it next has none."""
+        a pool being grown could (``growable``: one runner of each, as it will register),
+        starts its count again when it next has none."""
         seen: dict[AttemptId, float] = {}
         out: list[tuple[Waiting, str]] = []
         for step in waiting:
-            if any(takes(r.pool, r.labels, step.runs_on) for r in runners):
-                continue
-            if any(set(step.runs_on) <= set(labels) for labels in growable):
+            if any(takes(r.pool, r.labels, step.runs_on) for r in (*runners, *growable)):
                 continue
             since = seen[step.key] = self.since.get(step.key, now)
             if now - since >= self.timeout:

@@ -13,12 +13,12 @@ docs/scaling.md, "Runner pools".
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
+from heddle.shared.core.labels import takes
 
-DEFAULT_POOL = "default"
 # A DNS label that starts with a letter: it goes into StatefulSet and NATS user names, and
 # never ends a runner's name in digits of its own (runner-<pool>-<i> is read back by its tail).
 POOL_NAME = re.compile(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?")
@@ -32,9 +32,6 @@ class PoolSpec(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_field
     min_replicas: int = 0
     max_replicas: int = 0
     autoscaling: bool = False
-
-    def has_labels(self, wanted: Iterable[str]) -> bool:
-        return set(wanted) <= set(self.labels)
 
 
 def parse_pools(text: str) -> list[PoolSpec]:
@@ -66,13 +63,10 @@ def parse_pools(text: str) -> list[PoolSpec]:
     return pools
 
 
-def pools_with_labels(pools: Iterable[PoolSpec], runs_on: Iterable[str]) -> list[PoolSpec]:
+def pools_with_labels(pools: Iterable[PoolSpec], runs_on: Sequence[str]) -> list[PoolSpec]:
     """The pools whose runners could take a step asking for ``runs_on``: those with every
-    label asked; with none asked, the default pool."""
-    wanted = list(runs_on)
-    if not wanted:
-        return [p for p in pools if p.name == DEFAULT_POOL]
-    return [p for p in pools if p.has_labels(wanted)]
+    label asked; with none asked, the default pool (shared/core/labels.py, ``takes``)."""
+    return [p for p in pools if takes(p.name, p.labels, runs_on)]
 
 
 def _named(item: Any) -> bool:

@@ -26,10 +26,11 @@ def test_a_runner_with_the_labels_starts_the_count_again() -> None:
 
 def test_a_pool_autoscaling_may_grow_keeps_the_step_waiting() -> None:
     look = Unplaceable(timeout=1)
-    look.verdicts([GPU], [], [["gpu", "a100"]], now=0)
-    assert look.verdicts([GPU], [], [["gpu", "a100"]], now=100) == []
-    assert len(look.verdicts([GPU], [], [["tpu"]], now=100)) == 0  # first seen now
-    assert len(look.verdicts([GPU], [], [["tpu"]], now=101)) == 1
+    gpus, tpus = [Runner("gpu", ["gpu", "a100"])], [Runner("tpu", ["tpu"])]  # pools to grow
+    look.verdicts([GPU], [], gpus, now=0)
+    assert look.verdicts([GPU], [], gpus, now=100) == []
+    assert len(look.verdicts([GPU], [], tpus, now=100)) == 0  # first seen now
+    assert len(look.verdicts([GPU], [], tpus, now=101)) == 1
 
 
 def test_an_attempt_that_ended_is_forgotten() -> None:
