@@ -18,7 +18,6 @@ from heddle.shared.core.runner_pools import PoolSpec
 from heddle.shared.runtime.service import event
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.wire import names
-from heddle.shared.wire.contracts import RunnerInfo
 
 if TYPE_CHECKING:
     from heddle.shared.broker.consume import Outcome
@@ -71,10 +70,7 @@ class Lanes:
         """Ask the server, for each lane, for as many steps as there are free runners that
         serve it, plus LOOKAHEAD, minus the lane's steps in hand that no runner is reserved
         for yet. Returns the free runners by label key."""
-        if len(self.pulls) == 2:  # the default pool's lanes alone: one count of free runners
-            free_by_key = {"": len(self.pool.free())}
-        else:
-            free_by_key = self.pool.free_by_key()
+        free_by_key = self.pool.free_by_key()
         served = self.pool.served()
         # A free runner with no step in hand for it is served at once; the lookahead
         # alone is refilled half at a time, so a saturated pool asks once per few steps.
@@ -104,18 +100,4 @@ class Lanes:
 
 def pool_keys(pools: list[PoolSpec]) -> dict[str, frozenset[str]]:
     """The label keys each pool's runners serve (pool.py, ``keys_of``)."""
-    return {p.name: keys_of(_runner_of(p)) for p in pools}
-
-
-def _runner_of(pool: PoolSpec) -> RunnerInfo:
-    """A runner of the pool as the registry would show it."""
-    return RunnerInfo(
-        name="",
-        status="idle",
-        pid=0,
-        version="",
-        started_at="",
-        seen_at="",
-        pool=pool.name,
-        labels=list(pool.labels),
-    )
+    return {p.name: keys_of(p.name, p.labels) for p in pools}

@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 
-from heddle.shared.core.labels import DEFAULT_POOL, served_keys
+from heddle.shared.core.labels import DEFAULT_POOL, runner_labels, served_keys
 from heddle.shared.wire.contracts import RunnerInfo
 
 
-def keys_of(info: RunnerInfo) -> frozenset[str]:
-    """The label keys a runner serves: "" (the default pool's steps) if it is of that pool,
-    and every set of its labels, by key (shared/core/labels.py)."""
-    keys = set(served_keys(info.labels or [info.pool])) - {DEFAULT_POOL}
-    if info.pool == DEFAULT_POOL:
+def keys_of(pool: str, labels: Sequence[str]) -> frozenset[str]:
+    """The label keys a runner of ``pool`` with ``labels`` serves: "" (the default pool's
+    steps) if it is of that pool, and every set of its labels, by key (shared/core/labels.py;
+    the default pool's name alone is its "")."""
+    keys = set(served_keys(runner_labels(pool, labels))) - {DEFAULT_POOL}
+    if pool == DEFAULT_POOL:
         keys.add("")
     return frozenset(keys)
 
@@ -77,7 +78,7 @@ class Pool:
             self._released_jobs.pop(info.name, None)
             self._early.pop(info.name, None)
         self.runners[info.name] = info
-        keys = keys_of(info)
+        keys = keys_of(info.pool, info.labels)
         if self.keys.get(info.name) != keys:
             self.keys[info.name] = keys
             self.generation += 1
@@ -163,7 +164,10 @@ class Pool:
         )
 
     def free_by_key(self, now: float | None = None) -> dict[str, int]:
-        """How many free runners serve each label key."""
+        """How many free runners serve each label key; one count while every runner is of
+        the default pool with no other label (the common case, on every credit)."""
+        if self.served() == {""}:
+            return {"": len(self.free(now))}
         counts: dict[str, int] = {}
         for name in self.free(now, key=None):
             for key in self.keys.get(name, ()):

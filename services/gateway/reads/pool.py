@@ -14,6 +14,7 @@ from heddle.services.gateway.openapi.types import Lease, PodDoc, Pool, RunnerDoc
 from heddle.services.gateway.reads.runs import get_step_record
 from heddle.shared.broker.buckets import Bucket
 from heddle.shared.broker.kv_reads import read_current, stored_at
+from heddle.shared.core.labels import runner_labels
 from heddle.shared.wire.contracts import RunnerInfo, runner_info_decoder, runner_pod_decoder
 from heddle.shared.wire.timefmt import from_epoch
 
@@ -85,7 +86,7 @@ async def pool_document(runners_kv: Bucket, runs_kv: Bucket) -> Pool:
                 seconds_since_seen=round(max(now - seen, 0.0), 3) if seen else None,
                 held_since=held,
                 pool=info.pool,
-                labels=info.labels or [info.pool],
+                labels=runner_labels(info.pool, info.labels),
             )
         )
     runners.sort(key=lambda r: r.name)

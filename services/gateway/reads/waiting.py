@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 from heddle.services.gateway.openapi.types import WaitingFor
-from heddle.shared.core.labels import DEFAULT_POOL, takes
+from heddle.shared.core.labels import DEFAULT_POOL, runner_labels, takes
 from heddle.shared.wire.contracts import TERMINAL_RUN, RunnerInfo, RunRecord, StepRecord
 
 
@@ -163,7 +163,7 @@ def runner_wait(step: StepRecord, runners: list[RunnerInfo]) -> WaitingFor | Non
         r.run_id is not None and r.step_id == step.id and r.attempt == step.attempt for r in runners
     ):
         return None
-    able = [r for r in runners if takes(r.pool, [r.pool, *r.labels], step.runs_on)]
+    able = [r for r in runners if takes(r.pool, runner_labels(r.pool, r.labels), step.runs_on)]
     labels = sorted(step.runs_on) or None
     pools = sorted({r.pool for r in able})
     pool = pools[0] if len(pools) == 1 else (None if labels else DEFAULT_POOL)
