@@ -169,6 +169,17 @@ async def test_up_keeps_its_token_and_users_across_starts(tmp_path: Path) -> Non
     assert seen[0] == seen[1]
 
 
+async def run_ended(http: aiohttp.ClientSession, url: str) -> dict:
+    """The run's document once it has ended (30 s at most)."""
+    for _ in range(600):
+        async with http.get(url) as resp:
+            run = await resp.json()
+        if run["status"] != "running":
+            break
+        await asyncio.sleep(0.05)
+    return run
+
+
 async def test_up_runs_several_dispatchers_and_orchestrators_that_share_the_work(
     tmp_path: Path,
 ) -> None:
@@ -189,12 +200,7 @@ async def test_up_runs_several_dispatchers_and_orchestrators_that_share_the_work
             async with http.post(base, json={"steps": steps}) as resp:
                 assert resp.status == 201
                 run_id = (await resp.json())["runId"]
-            for _ in range(600):
-                async with http.get(f"{base}/{run_id}") as resp:
-                    run = await resp.json()
-                if run["status"] != "running":
-                    break
-                await asyncio.sleep(0.05)
+            run = await run_ended(http, f"{base}/{run_id}")
         assert run["status"] == "succeeded"
     finally:
         up.proc.send_signal(signal.SIGTERM)
@@ -231,12 +237,7 @@ async def test_up_starts_the_runners_of_named_pools(tmp_path: Path) -> None:
         async with aiohttp.ClientSession(headers=headers) as http:
             async with http.post(base, json=doc) as resp:
                 run_id = (await resp.json())["runId"]
-            for _ in range(600):
-                async with http.get(f"{base}/{run_id}") as resp:
-                    run = await resp.json()
-                if run["status"] != "running":
-                    break
-                await asyncio.sleep(0.05)
+            run = await run_ended(http, f"{base}/{run_id}")
         assert run["status"] == "succeeded", run
         assert run["steps"][0]["attempts"][-1]["runner"] == "runner-gpu-0"
     finally:
