@@ -120,6 +120,7 @@ def gateway() -> Permissions:
             kv_write(names.WORKFLOWS_BUCKET),
             kv_write(names.TOKENS_BUCKET),
             kv_write(names.SEMAPHORES_BUCKET),  # a semaphore's size (PUT /api/semaphores)
+            kv_write(names.NAMESPACES_BUCKET),  # a namespace and its quotas
             *keeps(*ALL_STREAMS),
             *info(*ALL_STREAMS),
             *reads(names.LOGS_STREAM, *ALL_KV_STREAMS),

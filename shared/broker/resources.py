@@ -186,6 +186,7 @@ def bucket_configs(settings: Settings) -> dict[str, StreamConfig]:
         names.LEASES_BUCKET: kv(names.LEASES_BUCKET, "Orchestrators and their partitions"),
         names.SEMAPHORES_BUCKET: kv(names.SEMAPHORES_BUCKET, "Semaphores: sizes and holders"),
         names.CONCURRENCY_BUCKET: kv(names.CONCURRENCY_BUCKET, "Concurrency keys: holders, queue"),
+        names.NAMESPACES_BUCKET: kv(names.NAMESPACES_BUCKET, "Namespaces and their quotas"),
     }
 
 

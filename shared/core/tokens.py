@@ -12,6 +12,7 @@ import secrets
 from typing import Literal, cast, get_args
 
 import msgspec
+from heddle.shared.core.namespaces import DEFAULT_NAMESPACE
 from heddle.shared.core.validation import check_id
 from heddle.shared.wire.contracts import FrozenWire
 from heddle.shared.wire.errors import Problem
@@ -30,6 +31,10 @@ class TokenRecord(FrozenWire, frozen=True):
     created_at: str
     revoked: bool = False
     revoked_at: str | None = None
+    # The namespaces this token may use, each with its role there (shared/core/namespaces.py).
+    # None (a token made before namespaces existed) is ``role`` in ``default``, but an admin
+    # with none is the whole system's admin.
+    namespaces: dict[str, Role] = {}
 
 
 token_record_decoder = msgspec.json.Decoder(TokenRecord)
@@ -46,6 +51,35 @@ def token_hash(token: str) -> str:
 def allows(has: Role, needs: Role) -> bool:
     """Whether a token of role ``has`` may do what needs ``needs``."""
     return ROLES.index(has) >= ROLES.index(needs)
+
+
+def is_system_admin(record: TokenRecord) -> bool:
+    """Whether a token is the whole system's admin: ``admin`` in no namespace in particular.
+    Only it creates namespaces and tokens for any namespace."""
+    return record.role == "admin" and not record.namespaces
+
+
+def grants(record: TokenRecord) -> dict[str, Role] | None:
+    """The namespaces a token may use and its role in each; None for the system's admin,
+    who may use every namespace as admin."""
+    if is_system_admin(record):
+        return None
+    return dict(record.namespaces) or {DEFAULT_NAMESPACE: record.role}
+
+
+def role_in(record: TokenRecord, namespace: str) -> Role | None:
+    """A token's role in ``namespace``, or None where it may see nothing."""
+    granted = grants(record)
+    return "admin" if granted is None else granted.get(namespace)
+
+
+def highest_role(record: TokenRecord) -> Role:
+    """The highest role a token has anywhere: what a route's least role is checked against
+    before the route's namespace is known."""
+    granted = grants(record)
+    if granted is None:
+        return "admin"
+    return max(granted.values(), key=ROLES.index)
 
 
 def token_text_problem(token: str) -> str | None:

@@ -14,6 +14,7 @@ from heddle.shared.core import concurrency
 from heddle.shared.core.conditions import reference_problems
 from heddle.shared.core.dag import structural_problems
 from heddle.shared.core.exit_handlers import exit_problems
+from heddle.shared.core.namespaces import stored_name_problems
 from heddle.shared.core.priority import priority_problems
 from heddle.shared.core.step_checks import (
     Limits,
@@ -184,9 +185,9 @@ def submit_problems(cmd: SubmitRun, limits: Limits) -> list[Problem]:
     """A submit command checked as the gateway checks a run request: a command that reached
     the stream some other way gets no more trust than one that came through the API."""
     problems: list[Problem] = []
-    check_id(cmd.run_id, "runId", "run id", problems)
+    problems.extend(stored_name_problems(cmd.run_id, "runId", "run id"))
     if cmd.workflow_name is not None:
-        check_id(cmd.workflow_name, "workflowName", "workflow name", problems)
+        problems.extend(stored_name_problems(cmd.workflow_name, "workflowName", "workflow name"))
     doc = {"steps": msgspec.to_builtins(cmd.steps)}
     if cmd.on_exit:
         doc["onExit"] = msgspec.to_builtins(cmd.on_exit)
@@ -201,7 +202,7 @@ def submit_problems(cmd: SubmitRun, limits: Limits) -> list[Problem]:
     )
     problems.extend(values_problems(cmd.params))
     if cmd.retry_of is not None:
-        check_id(cmd.retry_of, "retryOf", "run id", problems)
+        problems.extend(stored_name_problems(cmd.retry_of, "retryOf", "run id"))
     ids = {s.id for s in cmd.steps}
     for step_id in cmd.carried:
         if step_id not in ids:

@@ -305,6 +305,12 @@ class Settings:
         "this runner's labels beside its pool's name, comma-separated (a step's runsOn names "
         "labels a runner must all have)",
     )
+    pool_namespaces: str = _s(
+        "",
+        "HEDDLE_POOL_NAMESPACES",
+        'the namespaces whose steps this runner takes, comma-separated; "" = every namespace '
+        "(docs/namespaces.md)",
+    )
     no_runner_timeout: float = _s(
         600.0,
         "HEDDLE_NO_RUNNER_TIMEOUT",

@@ -316,6 +316,17 @@ class RunnerInfo(Wire):
     jobs: int = 0
     pool: str = "default"  # HEDDLE_RUNNER_POOL
     labels: list[str] = []  # its pool's name and HEDDLE_RUNNER_LABELS, sorted
+    namespaces: list[str] = []  # HEDDLE_POOL_NAMESPACES: the only ones whose steps it takes
+
+
+class NamespaceRecord(Wire):
+    """A namespace as ``heddle-namespaces`` keeps it, by name (shared/core/namespaces.py):
+    its quotas, None where it has none. ``default`` exists without a record."""
+
+    name: str
+    created_at: str = ""
+    max_runs_under_way: int | None = None
+    max_running_steps: int | None = None
 
 
 class RunnerPod(Wire):

@@ -54,6 +54,8 @@ LEASES_BUCKET = "heddle-leases"
 SEMAPHORES_BUCKET = "heddle-semaphores"
 # Each concurrency key's holders and queue, by the sha256 of the key (shared/core/concurrency.py).
 CONCURRENCY_BUCKET = "heddle-concurrency"
+# Each namespace's record: its quotas (contracts.NamespaceRecord), by name.
+NAMESPACES_BUCKET = "heddle-namespaces"
 
 ALL_STREAMS = (CMD_STREAM, STEPS_STREAM, EVENTS_STREAM, LOGS_STREAM, DOCS_STREAM)
 ALL_BUCKETS = (
@@ -67,6 +69,7 @@ ALL_BUCKETS = (
     LEASES_BUCKET,
     SEMAPHORES_BUCKET,
     CONCURRENCY_BUCKET,
+    NAMESPACES_BUCKET,
 )
 
 # Durable consumers

@@ -58,6 +58,7 @@ NOT_CHART_SETTINGS = {
     # orchestrator are told of.
     "runner_pool",
     "runner_labels",
+    "pool_namespaces",  # each pool's, from runners.pools[].namespaces
     "runner_pools",
 }
 USERS_SECRET = "heddle-nats-users"
