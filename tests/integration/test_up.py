@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -17,38 +16,8 @@ from heddle.services.local.embedded_nats import free_port
 from bench.procfs import descendants, process_exists
 from tests.support.stack import REPO
 from tests.support.step_uids import own_step_uids
-from tests.support.up import wait_http
+from tests.support.up import run_ended, start_up, wait_http
 from tests.support.workflows import EXAMPLE
-
-
-@dataclass
-class Up:
-    proc: subprocess.Popen
-    port: int
-
-
-def start_up(
-    tmp_path: Path,
-    data: Path,
-    runners: int = 3,
-    dispatchers: int = 1,
-    orchestrators: int = 1,
-    pools: tuple[str, ...] = (),
-) -> Up:
-    port, nats_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
-    env["PYTHONPATH"] = str(REPO)
-    # As root, each runner holds a step uid on this machine: a range of this worker's own.
-    env["HEDDLE_STEP_UIDS"] = own_step_uids()
-    argv = [sys.executable, "-m", "heddle.services.cli", "up", "--port", str(port)]
-    argv += ["--runners", str(runners), "--data-dir", str(data), "--nats-port", str(nats_port)]
-    argv += ["--dispatchers", str(dispatchers), "--orchestrators", str(orchestrators)]
-    for pool in pools:
-        argv += ["--pool", pool]
-    proc = subprocess.Popen(
-        argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    return Up(proc, port)
 
 
 async def test_up_serves_the_example_and_stops_cleanly(tmp_path: Path) -> None:
@@ -167,17 +136,6 @@ async def test_up_keeps_its_token_and_users_across_starts(tmp_path: Path) -> Non
             out, _ = up.proc.communicate(timeout=60)
         assert up.proc.returncode == 0, out.decode()[-3000:]
     assert seen[0] == seen[1]
-
-
-async def run_ended(http: aiohttp.ClientSession, url: str) -> dict:
-    """The run's document once it has ended (30 s at most)."""
-    for _ in range(600):
-        async with http.get(url) as resp:
-            run = await resp.json()
-        if run["status"] != "running":
-            break
-        await asyncio.sleep(0.05)
-    return run
 
 
 async def test_up_runs_several_dispatchers_and_orchestrators_that_share_the_work(
