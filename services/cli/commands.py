@@ -19,6 +19,7 @@ from heddle.services.cli.http import (
     Refused,
     Unreachable,
     Usage,
+    resolve_namespace,
     resolve_token,
     resolve_url,
 )
@@ -29,7 +30,7 @@ USAGE, REFUSED = 2, 4  # the run's own codes are in watch.EXIT_CODES (0, 1, 3)
 
 def gateway_of(args: argparse.Namespace) -> Gateway:
     token = resolve_token(args.token, args.token_file, required=False)
-    return Gateway(resolve_url(args.url), token)
+    return Gateway(resolve_url(args.url), token, resolve_namespace(args.namespace))
 
 
 def _id(value: str) -> str:

@@ -21,6 +21,8 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
+from heddle.shared.core.namespaces import NAMESPACE_PATTERN
+
 DATA_DIR = ".heddle"  # `heddle up`'s data dir by default, where its token and address are
 DEFAULT_TOKEN_FILE = f"{DATA_DIR}/admin-token"
 URL_FILE = f"{DATA_DIR}/url"  # the gateway's address, written by `heddle up` beside its token
@@ -135,14 +137,43 @@ def _checked(token: str, source: str) -> str:
     return token
 
 
+# The routes whose body names the namespace of what they create (the others take ?namespace=).
+CREATING = frozenset({("POST", "/api/runs"), ("POST", "/api/workflows"), ("POST", "/workflow")})
+
+
+def resolve_namespace(flag: str | None) -> str | None:
+    """``--namespace``, else ``HEDDLE_NAMESPACE``; None leaves the choice to the gateway.
+    Usage if it cannot be a namespace's name."""
+    namespace = flag or os.environ.get("HEDDLE_NAMESPACE") or None
+    if namespace is not None and not NAMESPACE_PATTERN.match(namespace):
+        raise Usage(
+            f"the namespace {namespace!r} is not a namespace's name: letters, digits, '-' and "
+            "'_', 1 to 64 of them"
+        )
+    return namespace
+
+
+def in_namespace(method: str, path: str, body: Any, namespace: str | None) -> tuple[str, Any]:
+    """The path and body of a call made in ``namespace``: ``?namespace=`` on the path, and
+    in the body of a call that creates a run or a workflow, unless it names its own."""
+    if namespace is None or not path.startswith(("/api/", "/workflow")):
+        return path, body
+    if (method, path) in CREATING and isinstance(body, dict):
+        body = {"namespace": namespace, **body}
+    joiner = "&" if "?" in path else "?"
+    return f"{path}{joiner}namespace={urllib.parse.quote(namespace)}", body
+
+
 @dataclass(frozen=True, slots=True)
 class Gateway:
     url: str
     token: str | None
+    namespace: str | None = None
 
     def request(
         self, method: str, path: str, body: Any = None, accept: str = "application/json"
     ) -> urllib.request.Request:
+        path, body = in_namespace(method, path, body, self.namespace)
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.url + path, data=data, method=method)
         if self.token:

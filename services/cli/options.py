@@ -23,6 +23,8 @@ exit codes:
 gateway: --url, else $HEDDLE_URL, else {URL_FALLBACK} (written by `heddle up`)
 token: --token, else --token-file, else $HEDDLE_TOKEN, else the file $HEDDLE_TOKEN_FILE,
   else {DEFAULT_TOKEN_FILE} (options go before or after the command)
+namespace: --namespace/-n, else $HEDDLE_NAMESPACE, else the gateway chooses (the token's own
+  when it has one, else default)
 """
 
 
@@ -36,6 +38,13 @@ def connection_options(parser: argparse.ArgumentParser, after: bool) -> None:
     )
     parser.add_argument("--token", default=default, help="an API token")
     parser.add_argument("--token-file", default=default, help="a file holding an API token")
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        default=default,
+        help="the namespace to work in (default $HEDDLE_NAMESPACE, else the token's own when it "
+        "has one, else default)",
+    )
 
 
 def limit_number(text: str) -> int:

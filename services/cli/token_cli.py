@@ -24,7 +24,30 @@ from heddle.services.cli.http import (
     resolve_token,
     resolve_url,
 )
+from heddle.shared.core.namespaces import NAMESPACE_PATTERN
 from heddle.shared.core.tokens import ROLES
+
+
+def grant(text: str) -> tuple[str, str]:
+    """``NAMESPACE=ROLE`` of ``--grant``."""
+    namespace, _, role = text.partition("=")
+    if not NAMESPACE_PATTERN.match(namespace) or role not in ROLES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not NAMESPACE=ROLE, a namespace's name and one of {', '.join(ROLES)}"
+        )
+    return namespace, role
+
+
+def create_body(args: argparse.Namespace) -> dict[str, Any]:
+    """``POST /api/tokens``'s body; Usage when neither a role nor a grant was given."""
+    if args.role is None and not args.grant:
+        raise Usage("give --role, or --grant NAMESPACE=ROLE for each namespace")
+    body: dict[str, Any] = {"name": args.name}
+    if args.role is not None:
+        body["role"] = args.role
+    if args.grant:
+        body["namespaces"] = dict(args.grant)
+    return body
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,11 +80,31 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     create = action("create", "make a token; prints it, once, on stdout")
     create.add_argument("--name", required=True, help="[A-Za-z0-9_-]{1,64}, unique")
-    create.add_argument("--role", required=True, choices=ROLES, help="what the token may do")
-    ls = action("list", "every token: name, role, created, revoked")
+    create.add_argument(
+        "--role",
+        choices=ROLES,
+        help="what the token may do: in default, or, with no --grant, as the system's admin",
+    )
+    create.add_argument(
+        "--grant",
+        action="append",
+        type=grant,
+        default=[],
+        metavar="NAMESPACE=ROLE",
+        help="a namespace the token may use and its role there; repeat for each",
+    )
+    ls = action("list", "every token: name, role (in each namespace), created, revoked")
     ls.add_argument("--json", action="store_true", help="the API's JSON instead of a table")
     revoke = action("revoke", "revoke a token, on every gateway at once")
     revoke.add_argument("name")
+
+
+def roles_shown(token: dict[str, Any]) -> str:
+    """A token's role, or its role in each namespace: ``team-a:operator,team-b:viewer``."""
+    grants = token.get("namespaces") or {}
+    if not grants:
+        return str(token["role"])
+    return ",".join(f"{ns}:{role}" for ns, role in sorted(grants.items()))
 
 
 def _table(tokens: list[dict[str, Any]]) -> str:
@@ -69,7 +112,7 @@ def _table(tokens: list[dict[str, Any]]) -> str:
     rows += [
         (
             t["name"],
-            t["role"],
+            roles_shown(t),
             t["createdAt"],
             (t.get("revokedAt") or "yes") if t["revoked"] else "-",
         )
@@ -87,8 +130,7 @@ def run(args: argparse.Namespace) -> int:
         token = resolve_token(getattr(args, "token", None), getattr(args, "token_file", None))
         gateway = Gateway(resolve_url(getattr(args, "url", None)), token)
         if args.action == "create":
-            body = {"name": args.name, "role": args.role}
-            made = gateway.call("POST", "/api/tokens", body)
+            made = gateway.call("POST", "/api/tokens", create_body(args))
             print(made["token"])
             print(
                 f"token {made['name']} ({made['role']}) made: it is shown this once; send it as "
