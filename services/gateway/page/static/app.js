@@ -30,6 +30,7 @@
   const KEY_WINDOW_MS = 5000;      // Run now clicks this close together are one request
   const DRAFT_KEY = "heddle.submit.draft";
   const TOKEN_KEY = "heddle.token";  // sessionStorage: this tab only, gone when it closes
+  const NAMESPACE_KEY = "heddle.namespace";  // the namespace this tab works in
   const EXAMPLE = {
     steps: [
       { id: "A", command: "echo hello" },
@@ -172,7 +173,7 @@
       ev.preventDefault();
       if (!input.value.trim()) return;
       sessionStorage.setItem(TOKEN_KEY, input.value.trim());
-      route();
+      loadNamespaces().then(route);
     };
     put(main, h("form", { id: "token-form", class: "token-form", onsubmit: use },
       h("h1", {}, "API token"),
@@ -189,9 +190,56 @@
     askForToken("Token forgotten.");
   }
 
+  // ---- the namespace ---------------------------------------------------------------------
+  // The page works in one namespace at a time, chosen in the header among those the token
+  // may see (GET /api/namespaces). Every API call names it: ?namespace=, and the body of a
+  // call that creates a run or a workflow. Before the list arrives, the gateway chooses.
+
+  const namespace = () => sessionStorage.getItem(NAMESPACE_KEY) || "";
+  const CREATING = new Set(["POST /api/runs", "POST /api/workflows", "POST /workflow"]);
+
+  function inNamespace(method, path, body) {
+    const ns = namespace();
+    if (!ns || !/^\/(api\/|workflow)/.test(path) || path.startsWith("/api/namespaces")) {
+      return [path, body];
+    }
+    if (CREATING.has(`${method} ${path}`) && typeof body === "string") {
+      try {
+        const doc = JSON.parse(body);
+        if (doc && typeof doc === "object" && !Array.isArray(doc) && !("namespace" in doc)) {
+          body = JSON.stringify({ namespace: ns, ...doc });
+        }
+      } catch {
+        // not JSON: sent as it is, for the gateway to say what is wrong with it
+      }
+    }
+    return [path + (path.includes("?") ? "&" : "?") + "namespace=" + enc(ns), body];
+  }
+
+  async function loadNamespaces() {
+    const r = await api("GET", "/api/namespaces");
+    const names = r.status === 200 ? (r.body.namespaces || []).map((n) => n.name) : [];
+    const box = document.getElementById("namespace-choice");
+    const select = document.getElementById("namespace");
+    box.hidden = names.length === 0;
+    if (!names.length) return;
+    if (!names.includes(namespace())) {
+      sessionStorage.setItem(NAMESPACE_KEY, names.includes("default") ? "default" : names[0]);
+    }
+    select.replaceChildren(...names.map((n) => h("option", { value: n }, n)));
+    select.value = namespace();
+  }
+
+  function chooseNamespace(ev) {
+    sessionStorage.setItem(NAMESPACE_KEY, ev.target.value);
+    location.hash = "#/runs";
+    route();
+  }
+
   // {status, body}: body is the decoded JSON (or text); status 0 when the gateway was not
   // reached. A 401 shows the token prompt.
-  async function api(method, path, body, headers) {
+  async function api(method, given, sent, headers) {
+    const [path, body] = inNamespace(method, given, sent);
     const init = { method, headers: authHeaders({ Accept: "application/json", ...headers }),
       cache: "no-store" };
     if (body !== undefined) {
@@ -229,7 +277,8 @@
   // its data decoded (JSON; an event whose data is not is left out).
   // Resolves with {status: 200} when the stream ends, or the error answer as api() gives it;
   // rejects when the connection drops or is aborted.
-  async function readEvents(path, signal, opened, onEvent) {
+  async function readEvents(given, signal, opened, onEvent) {
+    const [path] = inNamespace("GET", given, undefined);
     const resp = await fetch(path, {
       headers: authHeaders({ Accept: "text/event-stream" }), cache: "no-store", signal });
     const type = resp.headers.get("Content-Type") || "";
@@ -1832,6 +1881,7 @@
 
   window.addEventListener("hashchange", route);
   forget.addEventListener("click", forgetToken);
+  document.getElementById("namespace").addEventListener("change", chooseNamespace);
   takeTokenFromUrl();
-  route();
+  loadNamespaces().then(route);
 })();
