@@ -27,7 +27,14 @@ from heddle.services.gateway.http import answers
 from heddle.services.gateway.http.keys import FINISHED_STATES, RESOURCES
 from heddle.services.gateway.http.params import query_int
 from heddle.services.gateway.openapi.registry_types import GridRun, WorkflowGrid, WorkflowRuns
-from heddle.services.gateway.openapi.route import LIMIT, RUN_STATUS, WORKFLOW, Param, Route
+from heddle.services.gateway.openapi.route import (
+    LIMIT,
+    NAMESPACE,
+    RUN_STATUS,
+    WORKFLOW,
+    Param,
+    Route,
+)
 from heddle.services.gateway.reads.finished import MAX_STEPS, step_states
 from heddle.services.gateway.reads.workflows import history_entry
 from heddle.shared.broker import registry
@@ -156,7 +163,7 @@ ROUTES = (
         tag="workflows",
         role="viewer",
         answers={200: (WorkflowRuns, "Newest first; `next` pages back")},
-        params=(WORKFLOW, LIMIT, BEFORE, RUN_STATUS),
+        params=(NAMESPACE, WORKFLOW, LIMIT, BEFORE, RUN_STATUS),
         description="Every run kept is reachable: pass an answer's `next` as `before` for the "
         "older runs, until `next` is null; `status` keeps the runs in that state alone, on "
         "every page.",
@@ -171,6 +178,7 @@ ROUTES = (
         role="viewer",
         answers={200: (WorkflowGrid, "Runs newest first, each with its steps' states")},
         params=(
+            NAMESPACE,
             WORKFLOW,
             Param(
                 "limit",

@@ -39,7 +39,7 @@ from heddle.services.gateway.http.inputs import path_id, path_step_id
 from heddle.services.gateway.http.keys import RESOURCES
 from heddle.services.gateway.http.params import header_int, query_int
 from heddle.services.gateway.http.scope import object_scope, run_names
-from heddle.services.gateway.openapi.route import RUN, STEP, Param, Route
+from heddle.services.gateway.openapi.route import NAMESPACE, RUN, STEP, Param, Route
 from heddle.services.gateway.openapi.types import LogDump, StepWithLogs
 from heddle.services.gateway.reads.log_index import last_cursor
 from heddle.services.gateway.reads.log_reader import DEFAULT_TAIL, MAX_TAIL
@@ -142,6 +142,7 @@ ROUTES = (
         role="viewer",
         answers={200: (StepWithLogs, "The step, and the last lines of each attempt")},
         params=(
+            NAMESPACE,
             RUN,
             STEP,
             Param(
@@ -168,6 +169,7 @@ ROUTES = (
             )
         },
         params=(
+            NAMESPACE,
             RUN,
             STEP,
             Param("after", "query", CURSOR, "Lines after this cursor only"),

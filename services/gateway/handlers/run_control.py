@@ -11,7 +11,7 @@ from heddle.services.gateway.http import answers
 from heddle.services.gateway.http.keys import RESOURCES
 from heddle.services.gateway.http.scope import scoped_run
 from heddle.services.gateway.http.submit import submit, submitted
-from heddle.services.gateway.openapi.route import RUN, Route
+from heddle.services.gateway.openapi.route import NAMESPACE, RUN, Route
 from heddle.services.gateway.openapi.types import Submitted
 from heddle.services.gateway.reads.runs import get_run_record
 from heddle.shared.broker.kv_reads import read_steps
@@ -73,7 +73,10 @@ ROUTES = (
             200: (Submitted, "It was cancelled already"),
             202: (Submitted, "Cancelling: running steps are stopped, the rest skipped"),
         },
-        params=(RUN,),
+        params=(
+            NAMESPACE,
+            RUN,
+        ),
         errors={409: "The run finished already (`status` says how)"},
     ),
     Route(
@@ -89,7 +92,10 @@ ROUTES = (
             200: (Submitted, "The run was retried already: its retry"),
             202: (Submitted, "Accepted; the orchestrator had not confirmed it within the wait"),
         },
-        params=(RUN,),
+        params=(
+            NAMESPACE,
+            RUN,
+        ),
         errors={
             409: (
                 "The run is still running or succeeded (`status` says which), or its "

@@ -36,7 +36,7 @@ from heddle.services.gateway.http.answers import error
 from heddle.services.gateway.http.inputs import path_id
 from heddle.services.gateway.http.keys import RESOURCES
 from heddle.services.gateway.http.scope import object_scope
-from heddle.services.gateway.openapi.route import RUN, Route
+from heddle.services.gateway.openapi.route import NAMESPACE, RUN, Route
 from heddle.services.gateway.openapi.types import RunChange, RunEnd, StepChange
 from heddle.services.gateway.reads.progress import (
     RunProgress,
@@ -228,6 +228,7 @@ ROUTES = (
             )
         },
         params=(
+            NAMESPACE,
             RUN,
             steps_param(
                 "all (the default): the steps' states and changes too; none: only the run's "

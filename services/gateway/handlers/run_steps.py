@@ -15,7 +15,7 @@ from aiohttp import web
 from heddle.services.gateway.http import answers, params
 from heddle.services.gateway.http.keys import FINISHED_STEPS, RESOURCES, RUN_INDEX, SETTINGS
 from heddle.services.gateway.http.scope import scoped_run
-from heddle.services.gateway.openapi.route import RUN, Param, Route, id_param, links
+from heddle.services.gateway.openapi.route import NAMESPACE, RUN, Param, Route, id_param, links
 from heddle.services.gateway.openapi.types import RunDocument, StepPage
 from heddle.services.gateway.reads.runs import run_document, step_documents
 from heddle.services.gateway.reads.wait_facts import WaitSources
@@ -131,6 +131,7 @@ ROUTES = (
         role="viewer",
         answers={200: (RunDocument, "The run document; its summary if `stepsIncluded` is false")},
         params=(
+            NAMESPACE,
             RUN,
             steps_param(
                 f"all: every step and edge (a 400 past {FULL_DOCUMENT_MAX} steps); none: the "
@@ -149,6 +150,7 @@ ROUTES = (
         role="viewer",
         answers={200: (StepPage, "The steps matching the filter, from the offset")},
         params=(
+            NAMESPACE,
             RUN,
             Param(
                 "offset",
@@ -179,7 +181,10 @@ ROUTES = (
         tag="legacy",
         role="viewer",
         answers={200: (RunDocument, "The run document")},
-        params=(id_param("id", "run's id"),),
+        params=(
+            NAMESPACE,
+            id_param("id", "run's id"),
+        ),
         deprecated=True,
     ),
 )

@@ -19,7 +19,15 @@ from heddle.services.gateway.http.keys import RESOURCES, RUN_INDEX, SETTINGS
 from heddle.services.gateway.http.params import whole_number
 from heddle.services.gateway.http.scope import listed_namespaces, namespace_scope
 from heddle.services.gateway.http.submit import concurrency_fields, new_run_id, submit
-from heddle.services.gateway.openapi.route import LIMIT, RUN_STATUS, Answer, Route, links
+from heddle.services.gateway.openapi.route import (
+    LIMIT,
+    NAMESPACE,
+    RUN_STATUS,
+    UNKNOWN_NAMESPACE,
+    Answer,
+    Route,
+    links,
+)
 from heddle.services.gateway.openapi.types import RunList, RunListEntry, Submitted
 from heddle.services.gateway.reads.runs import run_facts
 from heddle.shared.broker.kv_reads import value_of
@@ -166,11 +174,12 @@ ROUTES = (
         summary="Submit a workflow to run now",
         tag="runs",
         role="admin",  # any command, run as it is written
+        params=(NAMESPACE,),
         answers=SUBMITTED,
         body=RunRequest,
         description=SUBMIT_NOTE,
         links=SUBMIT_LINKS,
-        errors={409: REFUSED},
+        errors={**UNKNOWN_NAMESPACE, 409: REFUSED},
         example={"runId": "hello-1", "steps": [{"id": "hello", "command": "echo hello"}]},
     ),
     Route(
@@ -182,7 +191,8 @@ ROUTES = (
         tag="runs",
         role="viewer",
         answers={200: (RunList, "The newest runs")},
-        params=(LIMIT, RUN_STATUS),
+        params=(NAMESPACE, LIMIT, RUN_STATUS),
+        errors=UNKNOWN_NAMESPACE,
     ),
     Route(
         "POST",
@@ -192,6 +202,8 @@ ROUTES = (
         summary="Submit a workflow (older name)",
         tag="legacy",
         role="admin",
+        params=(NAMESPACE,),
+        errors=UNKNOWN_NAMESPACE,
         answers=SUBMITTED,
         body=RunRequest,
         links=links(RUN_ID, {"getRunLegacy": "id"}),

@@ -18,7 +18,7 @@ from heddle.services.gateway.openapi.registry_types import (
     SemaphoreSize,
     SemaphoreStep,
 )
-from heddle.services.gateway.openapi.route import Param, Route
+from heddle.services.gateway.openapi.route import NAMESPACE, UNKNOWN_NAMESPACE, Param, Route
 from heddle.shared.broker.semaphore_store import change, read, read_all, unknown
 from heddle.shared.core.namespaces import in_namespaces, own_name, split_qualified
 from heddle.shared.core.semaphores import name_problem, resize, size_problem
@@ -119,6 +119,8 @@ ROUTES = (
         summary="Every semaphore set or taken, with its holders",
         tag="semaphores",
         role="viewer",
+        params=(NAMESPACE,),
+        errors=UNKNOWN_NAMESPACE,
         answers={200: (SemaphoreList, "Every semaphore, by name")},
     ),
     Route(
@@ -130,7 +132,10 @@ ROUTES = (
         tag="semaphores",
         role="viewer",
         answers={200: (SemaphoreDoc, "The semaphore (size 1 and no holder if unknown)")},
-        params=(NAME,),
+        params=(
+            NAMESPACE,
+            NAME,
+        ),
     ),
     Route(
         "PUT",
@@ -141,7 +146,11 @@ ROUTES = (
         tag="semaphores",
         role="admin",
         answers={200: (SemaphoreDoc, "The semaphore with its new size")},
-        params=(NAME,),
+        params=(
+            NAMESPACE,
+            NAME,
+        ),
+        errors=UNKNOWN_NAMESPACE,
         body=SemaphoreSize,
         example={"size": 3},
         description=(

@@ -26,7 +26,7 @@ from heddle.services.gateway.http.params import query_int
 from heddle.services.gateway.http.scope import Scope
 from heddle.services.gateway.http.submit import concurrency_fields, new_run_id, submit
 from heddle.services.gateway.openapi.registry_types import TriggerRequest
-from heddle.services.gateway.openapi.route import VERSION, WORKFLOW, Param, Route
+from heddle.services.gateway.openapi.route import NAMESPACE, VERSION, WORKFLOW, Param, Route
 from heddle.services.gateway.openapi.types import Submitted, Triggered
 from heddle.shared.broker import registry
 from heddle.shared.core.cron_plan import keyed_run_id, scheduled_run_id
@@ -111,6 +111,7 @@ ROUTES = (
             202: (Triggered, "Accepted; not confirmed within the wait"),
         },
         params=(
+            NAMESPACE,
             WORKFLOW,
             VERSION,
             Param(

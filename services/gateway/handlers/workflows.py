@@ -25,7 +25,14 @@ from heddle.services.gateway.openapi.registry_types import (
     WorkflowDefinition,
     WorkflowList,
 )
-from heddle.services.gateway.openapi.route import VERSION, WORKFLOW, Route, links
+from heddle.services.gateway.openapi.route import (
+    NAMESPACE,
+    UNKNOWN_NAMESPACE,
+    VERSION,
+    WORKFLOW,
+    Route,
+    links,
+)
 from heddle.services.gateway.reads.workflows import definition_document, facts, summary_document
 from heddle.shared.broker import registry
 from heddle.shared.broker.kv_reads import read_current
@@ -169,6 +176,8 @@ ROUTES = (
         summary="Register a workflow version",
         tag="workflows",
         role="admin",
+        params=(NAMESPACE,),
+        errors=UNKNOWN_NAMESPACE,
         answers={
             201: (Registered, "A new version"),
             200: (Registered, "The same document as the latest version: nothing changed"),
@@ -193,6 +202,8 @@ ROUTES = (
         summary="Registered workflows",
         tag="workflows",
         role="viewer",
+        params=(NAMESPACE,),
+        errors=UNKNOWN_NAMESPACE,
         answers={200: (WorkflowList, "Each workflow's latest version and last run")},
     ),
     Route(
@@ -204,7 +215,7 @@ ROUTES = (
         tag="workflows",
         role="viewer",
         answers={200: (WorkflowDefinition, "The latest version, or the one asked for")},
-        params=(WORKFLOW, VERSION),
+        params=(NAMESPACE, WORKFLOW, VERSION),
     ),
     Route(
         "PATCH",
@@ -215,7 +226,10 @@ ROUTES = (
         tag="workflows",
         role="operator",
         answers={200: (PausedWorkflow, "The workflow as it is now")},
-        params=(WORKFLOW,),
+        params=(
+            NAMESPACE,
+            WORKFLOW,
+        ),
         body=PatchWorkflow,
         example={"paused": True},
     ),
