@@ -23,7 +23,7 @@ from heddle.shared.broker.documents import carried, drop_document, put_document
 from heddle.shared.broker.nats_types import NatsTimeout
 from heddle.shared.core import concurrency
 from heddle.shared.core.concurrency import document_name, holder_of, would_hold
-from heddle.shared.core.namespaces import split_qualified
+from heddle.shared.core.namespaces import namespace_of, own_name, qualified, split_qualified
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import Concurrency, SubmitRun, encode
 
@@ -127,7 +127,9 @@ async def _refused(request: web.Request, cmd: SubmitRun, chosen_id: bool) -> web
         return None
     if chosen_id and await get_run_record(res.runs, cmd.run_id) is not None:
         return None  # this run exists: the answer is its own (200)
-    holder = holder_of(doc) or ""
+    # Both within the run's namespace, as its client names them (a key may hold '=').
+    holder = own_name(holder_of(doc) or "")
+    key = key.removeprefix(qualified(namespace_of(cmd.run_id), ""))
     message = (
         f"concurrency key {key!r} is at its limit ({cmd.concurrency_limit}): held by run {holder}"
     )
