@@ -94,6 +94,7 @@ async def nats_context(app: web.Application) -> AsyncIterator[None]:
         pods=res.kv[names.PODS_BUCKET],
         semaphores=res.kv[names.SEMAPHORES_BUCKET],
         concurrency=res.kv[names.CONCURRENCY_BUCKET],
+        namespaces=res.kv[names.NAMESPACES_BUCKET],
     )
     if admin is not None:
         await seed_admin(res.kv[names.TOKENS_BUCKET], token_index, admin, settings.admin_token_file)

@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 from heddle.shared.core.cron import slots_between
+from heddle.shared.core.namespaces import qualified, split_qualified
 
 TINY = timedelta(microseconds=1)
 
@@ -106,19 +107,22 @@ def slot_stamp(slot: datetime) -> str:
 
 def scheduled_run_id(workflow: str, slot: datetime) -> str:
     """The run a slot becomes: ``<workflow>-<stamp>``, readable in `nats` output; a long
-    workflow name is shortened and disambiguated by a digest to stay within 64 characters."""
+    workflow name is shortened and disambiguated by a digest to stay within 64 characters.
+    A namespaced workflow's runs are in its namespace."""
+    namespace, own = split_qualified(workflow)
     stamp = slot_stamp(slot)
-    rid = f"{workflow}-{stamp}"
-    if len(rid) <= 64:
-        return rid
-    digest = hashlib.sha256(f"{workflow}\x00{stamp}".encode()).hexdigest()[:8]
-    return f"{workflow[:40]}-{digest}-{stamp}"
+    rid = f"{own}-{stamp}"
+    if len(rid) > 64:
+        digest = hashlib.sha256(f"{own}\x00{stamp}".encode()).hexdigest()[:8]
+        rid = f"{own[:40]}-{digest}-{stamp}"
+    return qualified(namespace, rid)
 
 
 def keyed_run_id(workflow: str, key: str) -> str:
     """The run an idempotency key names: the same workflow and key give the same run."""
-    digest = hashlib.sha256(f"{workflow}\x00{key}".encode()).hexdigest()[:16]
-    return f"{workflow[:40]}-k{digest}"
+    namespace, own = split_qualified(workflow)
+    digest = hashlib.sha256(f"{own}\x00{key}".encode()).hexdigest()[:16]
+    return qualified(namespace, f"{own[:40]}-k{digest}")
 
 
 def named_slot(text: object, expr: str | None, tz: str | None, now: datetime) -> datetime:

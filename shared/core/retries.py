@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
+from heddle.shared.core.namespaces import qualified, split_qualified
 from heddle.shared.wire.contracts import (
     TERMINAL_RUN,
     AttemptRecord,
@@ -24,12 +25,14 @@ RETRYABLE = frozenset({"failed", "cancelled"})
 
 
 def retry_run_id(run_id: str) -> str:
-    """``<run>-retry``, shortened with a digest to stay within 64 characters."""
-    rid = f"{run_id}-retry"
-    if len(rid) <= 64:
-        return rid
-    digest = hashlib.sha256(run_id.encode()).hexdigest()[:8]
-    return f"{run_id[:40]}-{digest}-retry"
+    """``<run>-retry``, shortened with a digest to stay within 64 characters, in the run's
+    namespace."""
+    namespace, own = split_qualified(run_id)
+    rid = f"{own}-retry"
+    if len(rid) > 64:
+        digest = hashlib.sha256(own.encode()).hexdigest()[:8]
+        rid = f"{own[:40]}-{digest}-retry"
+    return qualified(namespace, rid)
 
 
 def refusal(run: RunRecord) -> str | None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import Literal, cast, get_args
+from typing import Literal, NamedTuple, cast, get_args
 
 import msgspec
-from heddle.shared.core.namespaces import DEFAULT_NAMESPACE
+from heddle.shared.core.namespaces import DEFAULT_NAMESPACE, namespace_problems
 from heddle.shared.core.validation import check_id
 from heddle.shared.wire.contracts import FrozenWire
 from heddle.shared.wire.errors import Problem
@@ -93,15 +93,44 @@ def token_text_problem(token: str) -> str | None:
     return None
 
 
-def parse_token_request(doc: object) -> tuple[str, Role] | list[Problem]:
-    """The name and role of ``POST /api/tokens``, or every problem with the document."""
+class TokenRequest(NamedTuple):
+    """``POST /api/tokens`` as parsed: a token's name, its role and its grants."""
+
+    name: str
+    role: Role
+    namespaces: dict[str, Role]
+
+
+def parse_token_request(doc: object) -> TokenRequest | list[Problem]:
+    """The token ``POST /api/tokens`` asks for, or every problem with the document. With
+    ``namespaces`` (each a role), ``role`` may be left out: it is stored as the highest.
+    Whether each namespace exists is the caller's to check (it needs the store)."""
     if not isinstance(doc, dict):
         return [Problem("", "the body must be a JSON object")]
-    problems = [Problem(k, f"unknown field {k!r}") for k in doc if k not in ("name", "role")]
-    name, role = doc.get("name"), doc.get("role")
+    fields = ("name", "role", "namespaces")
+    problems = [Problem(k, f"unknown field {k!r}") for k in doc if k not in fields]
+    name, role, namespaces = doc.get("name"), doc.get("role"), doc.get("namespaces", {})
     check_id(name, "name", "token name", problems)
-    if role not in ROLES:
+    granted = _grants_problems(namespaces, problems)
+    if (role is not None or not granted) and role not in ROLES:
         problems.append(Problem("role", f"role must be one of {', '.join(ROLES)}, not {role!r}"))
     if problems:
         return problems
-    return cast(str, name), cast(Role, role)  # as check_id and ROLES found them
+    if granted:  # what the route's least role is checked against (highest_role)
+        role = max(granted.values(), key=ROLES.index)
+    # As check_id, ROLES and _grants_problems found them.
+    return TokenRequest(cast(str, name), cast(Role, role), granted)
+
+
+def _grants_problems(namespaces: object, problems: list[Problem]) -> dict[str, Role]:
+    """``namespaces`` as grants; every problem with it added to ``problems``."""
+    if not isinstance(namespaces, dict):
+        problems.append(Problem("namespaces", "namespaces must be an object: namespace -> role"))
+        return {}
+    for ns, role in namespaces.items():
+        path = f"namespaces.{ns}"
+        problems.extend(Problem(path, p.message) for p in namespace_problems(ns))
+        if role not in ROLES:
+            message = f"role must be one of {', '.join(ROLES)}, not {role!r}"
+            problems.append(Problem(path, message))
+    return cast(dict[str, Role], namespaces)

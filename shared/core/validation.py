@@ -14,7 +14,7 @@ from heddle.shared.core import concurrency
 from heddle.shared.core.conditions import reference_problems
 from heddle.shared.core.dag import structural_problems
 from heddle.shared.core.exit_handlers import exit_problems
-from heddle.shared.core.namespaces import stored_name_problems
+from heddle.shared.core.namespaces import namespace_problems, stored_name_problems
 from heddle.shared.core.priority import priority_problems
 from heddle.shared.core.step_checks import (
     Limits,
@@ -45,6 +45,7 @@ WORKFLOW_FIELDS = {
     "timeoutSeconds",
     "priority",
     "concurrency",
+    "namespace",
 }
 RUN_FIELDS = WORKFLOW_FIELDS | {"runId", "workflowId"}
 
@@ -128,6 +129,8 @@ def workflow_problems(
             problems.append(Problem("name", "missing required field"))
     else:
         check_id(name, "name", "workflow name", problems)
+    if "namespace" in doc:
+        problems.extend(namespace_problems(doc["namespace"]))
     if "description" in doc and not isinstance(doc["description"], str):
         problems.append(Problem("description", "description must be a string"))
     check_schedule(doc, problems)

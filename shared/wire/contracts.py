@@ -97,6 +97,9 @@ class _Workflow(Wire, forbid_unknown_fields=True):
     priority: Annotated[int, msgspec.Meta(ge=MIN_PRIORITY, le=MAX_PRIORITY)] = 0
     # At most ``limit`` runs of one key at once; what a run beyond does (docs/pools.md).
     concurrency: Concurrency | None = None
+    # The namespace it is registered or run in (docs/namespaces.md); the gateway keeps it in
+    # the stored name instead, so a stored spec has none.
+    namespace: str | None = None
 
 
 class WorkflowSpec(_Workflow, forbid_unknown_fields=True):

@@ -173,6 +173,7 @@ async def test_cancel_workflows_and_refusals(stack: StackFactory, tmp_path: Path
     assert (rc, out) == (0, "workflow etl version 1 registered\n"), err
     assert (await ok_json("register", str(etl), env=env)) == {
         "name": "etl",
+        "namespace": "default",
         "version": 1,
         "created": False,
     }

@@ -198,7 +198,10 @@ async def test_a_run_id_that_exists_answers_200_at_any_age(stack: StackFactory) 
             await asyncio.sleep(0.05)
     again = {"runId": "old", "steps": [{"id": "x", "command": "echo second"}]}
     status, body = await s.request("POST", "/api/runs", json=again)
-    assert (status, body) == (200, {"runId": "old", "status": "succeeded", "created": False})
+    assert (status, body) == (
+        200,
+        {"runId": "old", "status": "succeeded", "created": False, "namespace": "default"},
+    )
     assert await s.run("old") == done
 
 

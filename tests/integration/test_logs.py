@@ -158,6 +158,7 @@ def expected_doc(
         )
     return {
         "runId": run["runId"],
+        "namespace": "default",
         **step_of(run, step),
         "logs": groups,
         "logsCursor": lines[-1]["cursor"],

@@ -14,7 +14,13 @@ async def test_sizes_are_set_by_admins_and_read_by_viewers(stack: StackFactory) 
     s = await stack(runners=1)
     status, body = await s.request("GET", "/api/semaphores/never-set")
     assert status == 200
-    assert body == {"name": "never-set", "size": 1, "holders": [], "waiting": []}
+    assert body == {
+        "name": "never-set",
+        "namespace": "default",
+        "size": 1,
+        "holders": [],
+        "waiting": [],
+    }
     status, body = await s.request("PUT", "/api/semaphores/db", json={"size": 3})
     assert (status, body["size"]) == (200, 3)
     status, body = await s.request("GET", "/api/semaphores")
@@ -64,7 +70,7 @@ async def test_the_commands(stack: StackFactory) -> None:
     rc, out, err = await heddle("semaphores", "--json", env=env)
     assert rc == 0, err
     assert json.loads(out)["semaphores"] == [
-        {"name": "db", "size": 2, "holders": [], "waiting": []}
+        {"name": "db", "namespace": "default", "size": 2, "holders": [], "waiting": []}
     ]
     rc, out, _ = await heddle("semaphores", env=env)
     assert rc == 0 and out.split("\n")[1].split() == ["db", "2", "0", "0", "-"]

@@ -27,7 +27,7 @@ async def test_token_routes(gateway: Gateway, admin_file: Path, heddle_nc: Clien
     status, made = await call(
         gw, "POST", "/api/tokens", boss, json={"name": "ci", "role": "operator"}
     )
-    assert status == 201 and set(made) == {"name", "role", "token", "createdAt"}
+    assert status == 201 and set(made) == {"name", "role", "token", "createdAt", "namespaces"}
     token = made["token"]
     assert token.startswith("hdl_") and len(token) > 40
     assert (await call(gw, "GET", "/api/runs", token))[0] == 200
@@ -42,6 +42,7 @@ async def test_token_routes(gateway: Gateway, admin_file: Path, heddle_nc: Clien
         "createdAt": made["createdAt"],
         "revoked": False,
         "revokedAt": None,
+        "namespaces": {},
     }
     assert by_name["admin"]["role"] == "admin"
     assert token not in str(listed) and token_hash(token) not in str(listed)

@@ -22,16 +22,24 @@ import re
 import msgspec
 from aiohttp import web
 from heddle.services.gateway.handlers.runs import run_status
-from heddle.services.gateway.handlers.workflows import unknown
-from heddle.services.gateway.http import answers, inputs
+from heddle.services.gateway.handlers.workflows import scoped_workflow, unknown
+from heddle.services.gateway.http import answers
 from heddle.services.gateway.http.keys import FINISHED_STATES, RESOURCES
 from heddle.services.gateway.http.params import query_int
 from heddle.services.gateway.openapi.registry_types import GridRun, WorkflowGrid, WorkflowRuns
-from heddle.services.gateway.openapi.route import LIMIT, RUN_STATUS, WORKFLOW, Param, Route
+from heddle.services.gateway.openapi.route import (
+    LIMIT,
+    NAMESPACE,
+    RUN_STATUS,
+    WORKFLOW,
+    Param,
+    Route,
+)
 from heddle.services.gateway.reads.finished import MAX_STEPS, step_states
 from heddle.services.gateway.reads.workflows import history_entry
 from heddle.shared.broker import registry
 from heddle.shared.broker.kv_reads import read_current
+from heddle.shared.core.namespaces import namespace_of, own_name
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import RunSummary, run_summary_decoder
 from heddle.shared.wire.errors import Problem
@@ -59,49 +67,52 @@ def before_param(request: web.Request) -> tuple[str, str] | None:
 
 
 async def history_page(
-    request: web.Request, name: str, limit: int
+    request: web.Request, name: str | None, limit: int
 ) -> tuple[list[RunSummary], str | None] | None:
-    """A page of the workflow's history, newest first, after ``?before=``, and the cursor of
-    the next page; None for an unknown workflow. One filtered replay of its summaries."""
+    """A page of the history of the workflow stored as ``name``, newest first, after
+    ``?before=``, and the cursor of the next page; None for an unknown workflow (or an unseen
+    one: ``name`` None). One filtered replay of its summaries."""
     before = before_param(request)
     problems: list[Problem] = []
     status = run_status(request, problems)
     if problems:
         raise answers.bad_request("invalid status", problems)
     res = request.app[RESOURCES]
-    if await registry.get_latest(res.workflows, name) is None:
+    if name is None or await registry.get_latest(res.workflows, name) is None:
         return None
     runs = [
         run_summary_decoder.decode(e.value)
         for e in await read_current(res.runs, names.hist_of_workflow(name))
     ]
     if before is not None:
-        runs = [r for r in runs if (r.created_at, r.run_id) < before]
+        runs = [r for r in runs if (r.created_at, own_name(r.run_id)) < before]
     if status is not None:
         runs = [r for r in runs if r.status == status]
-    runs.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
+    runs.sort(key=lambda r: (r.created_at, own_name(r.run_id)), reverse=True)
     page = runs[:limit]
     more = len(runs) > limit
-    return page, (f"{page[-1].created_at}_{page[-1].run_id}" if more else None)
+    return page, (f"{page[-1].created_at}_{own_name(page[-1].run_id)}" if more else None)
 
 
 async def workflow_runs(request: web.Request) -> web.Response:
-    name = inputs.path_id(request, "name", "workflow name")
+    name, stored = scoped_workflow(request)
     limit = query_int(request, "limit", 1, MAX_LIMIT, DEFAULT_LIMIT)
-    found = await history_page(request, name, limit)
-    if found is None:
+    found = await history_page(request, stored, limit)
+    if found is None or stored is None:
         return unknown(name)
     runs, after = found
+    entries = [history_entry(r) for r in runs]
+    namespace = namespace_of(stored)
     return answers.json_response(
-        WorkflowRuns(workflow=name, runs=[history_entry(r) for r in runs], next=after)
+        WorkflowRuns(workflow=name, namespace=namespace, runs=entries, next=after)
     )
 
 
 async def workflow_grid(request: web.Request) -> web.Response:
-    name = inputs.path_id(request, "name", "workflow name")
+    name, stored = scoped_workflow(request)
     limit = query_int(request, "limit", 1, GRID_LIMIT, DEFAULT_LIMIT)
-    found = await history_page(request, name, limit)
-    if found is None:
+    found = await history_page(request, stored, limit)
+    if found is None or stored is None:
         return unknown(name)
     runs, after = found
     gate = asyncio.Semaphore(READS_AT_ONCE)
@@ -110,10 +121,10 @@ async def workflow_grid(request: web.Request) -> web.Response:
     states = await asyncio.gather(*(step_states(runs_kv, r, kept, gate) for r in runs))
     # Rows: the latest version's steps in its order, then any other step the page's runs had.
     rows: dict[str, None] = {}
-    current = await registry.get_latest(request.app[RESOURCES].workflows, name)
+    current = await registry.get_latest(request.app[RESOURCES].workflows, stored)
     if current is not None:
         latest = await registry.get_version(
-            request.app[RESOURCES].workflows, name, current[0].version
+            request.app[RESOURCES].workflows, stored, current[0].version
         )
         if latest is not None:
             rows.update((s.id, None) for s in latest.spec.steps)
@@ -124,7 +135,13 @@ async def workflow_grid(request: web.Request) -> web.Response:
         for r, st in zip(runs, states, strict=True)
     ]
     return answers.json_response(
-        WorkflowGrid(workflow=name, steps=list(rows), runs=columns, next=after)
+        WorkflowGrid(
+            workflow=name,
+            namespace=namespace_of(stored),
+            steps=list(rows),
+            runs=columns,
+            next=after,
+        )
     )
 
 
@@ -146,7 +163,7 @@ ROUTES = (
         tag="workflows",
         role="viewer",
         answers={200: (WorkflowRuns, "Newest first; `next` pages back")},
-        params=(WORKFLOW, LIMIT, BEFORE, RUN_STATUS),
+        params=(NAMESPACE, WORKFLOW, LIMIT, BEFORE, RUN_STATUS),
         description="Every run kept is reachable: pass an answer's `next` as `before` for the "
         "older runs, until `next` is null; `status` keeps the runs in that state alone, on "
         "every page.",
@@ -161,6 +178,7 @@ ROUTES = (
         role="viewer",
         answers={200: (WorkflowGrid, "Runs newest first, each with its steps' states")},
         params=(
+            NAMESPACE,
             WORKFLOW,
             Param(
                 "limit",

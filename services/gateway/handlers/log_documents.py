@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from heddle.services.gateway.http.scope import run_names
 from heddle.services.gateway.reads.log_lines import Line, encode_json
 from heddle.services.gateway.reads.log_reader import replay
 from heddle.services.gateway.reads.log_tail import StepTails, tail_lines
@@ -61,7 +62,12 @@ async def dump_logs(
     subject = names.log_step_filter(run_id, step.id)
 
     async def body(resp: web.StreamResponse) -> None:
-        head = {"runId": run_id, "stepId": step.id, "status": step.status, "attempt": step.attempt}
+        head = {
+            **run_names(run_id),
+            "stepId": step.id,
+            "status": step.status,
+            "attempt": step.attempt,
+        }
         await resp.write(encode_json(head)[:-1] + b',"lines":[')
         async with contextlib.aclosing(replay(js, subject, after, end)) as batches:
             n, cursor = await write_lines(resp, batches)

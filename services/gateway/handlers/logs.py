@@ -38,7 +38,8 @@ from heddle.services.gateway.http.answers import bad_request, error_body
 from heddle.services.gateway.http.inputs import path_id, path_step_id
 from heddle.services.gateway.http.keys import RESOURCES
 from heddle.services.gateway.http.params import header_int, query_int
-from heddle.services.gateway.openapi.route import RUN, STEP, Param, Route
+from heddle.services.gateway.http.scope import object_scope, run_names
+from heddle.services.gateway.openapi.route import NAMESPACE, RUN, STEP, Param, Route
 from heddle.services.gateway.openapi.types import LogDump, StepWithLogs
 from heddle.services.gateway.reads.log_index import last_cursor
 from heddle.services.gateway.reads.log_reader import DEFAULT_TAIL, MAX_TAIL
@@ -66,18 +67,23 @@ def flag_param(request: web.Request, name: str) -> bool:
 
 
 async def _lookup(request: web.Request) -> tuple[str, StepRecord]:
-    """The run's id and the step's record; a 404 (raised) if either is unknown."""
+    """The run's stored id and the step's record; a 404 (raised) if either is unknown, or
+    the run is in a namespace the caller may not see (as if it were unknown)."""
     run_id = path_id(request, "run", "run id")
     step_id = path_step_id(request)
+    scope = object_scope(request)
+    stored = scope.stored(run_id)
     runs = request.app[RESOURCES].runs
-    run, step = await asyncio.gather(
-        get_run_record(runs, run_id), get_step_record(runs, run_id, step_id)
-    )
+    run, step = None, None
+    if scope.seen:
+        run, step = await asyncio.gather(
+            get_run_record(runs, stored), get_step_record(runs, stored, step_id)
+        )
     if run is None:
         raise _not_found(f"run {run_id!r} not found")
     if step is None:
         raise _not_found(f"run {run_id!r} has no step {step_id!r}")
-    return run_id, step
+    return stored, step
 
 
 def _not_found(message: str) -> web.HTTPNotFound:
@@ -106,7 +112,7 @@ async def get_step(request: web.Request) -> web.StreamResponse:
     beat = None
     if step.status in ("queued", "running"):
         beat = await heartbeat_at(js, run_id, step)
-    head = {"runId": run_id, **msgspec.to_builtins(step_document(step, beat))}
+    head = {**run_names(run_id), **msgspec.to_builtins(step_document(step, beat))}
     tails = await locate_step(js, step, run_id, tail)
     return await write_step(request, js, head, tails)
 
@@ -136,6 +142,7 @@ ROUTES = (
         role="viewer",
         answers={200: (StepWithLogs, "The step, and the last lines of each attempt")},
         params=(
+            NAMESPACE,
             RUN,
             STEP,
             Param(
@@ -162,6 +169,7 @@ ROUTES = (
             )
         },
         params=(
+            NAMESPACE,
             RUN,
             STEP,
             Param("after", "query", CURSOR, "Lines after this cursor only"),

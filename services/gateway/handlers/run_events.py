@@ -35,7 +35,8 @@ from heddle.services.gateway.http import sse
 from heddle.services.gateway.http.answers import error
 from heddle.services.gateway.http.inputs import path_id
 from heddle.services.gateway.http.keys import RESOURCES
-from heddle.services.gateway.openapi.route import RUN, Route
+from heddle.services.gateway.http.scope import object_scope
+from heddle.services.gateway.openapi.route import NAMESPACE, RUN, Route
 from heddle.services.gateway.openapi.types import RunChange, RunEnd, StepChange
 from heddle.services.gateway.reads.progress import (
     RunProgress,
@@ -47,6 +48,7 @@ from heddle.services.gateway.reads.runs import get_run_record, stored_when
 from heddle.shared.broker.buckets import Bucket
 from heddle.shared.broker.kv_changes import KeyChanges
 from heddle.shared.broker.kv_reads import read_run_and_steps, read_steps
+from heddle.shared.core.namespaces import own_name
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import (
     TERMINAL_RUN,
@@ -97,7 +99,7 @@ class RunChanges:
             return b""
         self.run = progress
         change = RunChange(
-            run_id=rec.run_id,
+            run_id=own_name(rec.run_id),
             status=rec.status,
             finished_at=rec.finished_at,
             cancel_requested=rec.cancel_requested,
@@ -112,7 +114,12 @@ def end_event(run: RunRecord, steps: list[StepRecord]) -> bytes:
     counts = dict(tally)
     return sse.event(
         "end",
-        RunEnd(run_id=run.run_id, status=run.status, finished_at=run.finished_at, counts=counts),
+        RunEnd(
+            run_id=own_name(run.run_id),
+            status=run.status,
+            finished_at=run.finished_at,
+            counts=counts,
+        ),
     )
 
 
@@ -128,13 +135,17 @@ def _decoded(queue: asyncio.Queue[RunRecord | StepRecord]) -> Callable[[str, byt
 async def run_events(request: web.Request) -> web.StreamResponse:
     run_id = path_id(request, "run", "run id")
     with_steps = steps_choice(request) != "none"
+    scope = object_scope(request)
+    if not scope.seen:  # nothing followed nor told: as a run that does not exist
+        return error(404, f"run {run_id!r} not found")
+    stored = scope.stored(run_id)
     runs: Bucket = request.app[RESOURCES].runs
     queue: asyncio.Queue[RunRecord | StepRecord] = asyncio.Queue()
-    keys = (names.run_key(run_id), names.steps_of_run(run_id))
+    keys = (names.run_key(stored), names.steps_of_run(stored))
     changes = KeyChanges(runs, keys if with_steps else keys[:1], _decoded(queue))
     await changes.start()
     try:
-        run = await get_run_record(runs, run_id)
+        run = await get_run_record(runs, stored)
         if run is None:
             return error(404, f"run {run_id!r} not found")
         resp = web.StreamResponse(headers=sse.HEADERS)
@@ -217,6 +228,7 @@ ROUTES = (
             )
         },
         params=(
+            NAMESPACE,
             RUN,
             steps_param(
                 "all (the default): the steps' states and changes too; none: only the run's "

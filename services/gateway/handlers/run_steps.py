@@ -12,12 +12,14 @@ from __future__ import annotations
 from typing import get_args
 
 from aiohttp import web
-from heddle.services.gateway.http import answers, inputs, params
+from heddle.services.gateway.http import answers, params
 from heddle.services.gateway.http.keys import FINISHED_STEPS, RESOURCES, RUN_INDEX, SETTINGS
-from heddle.services.gateway.openapi.route import RUN, Param, Route, id_param, links
+from heddle.services.gateway.http.scope import scoped_run
+from heddle.services.gateway.openapi.route import NAMESPACE, RUN, Param, Route, id_param, links
 from heddle.services.gateway.openapi.types import RunDocument, StepPage
-from heddle.services.gateway.reads.runs import get_run_record, run_document, step_documents
+from heddle.services.gateway.reads.runs import run_document, step_documents
 from heddle.services.gateway.reads.wait_facts import WaitSources
+from heddle.shared.core.namespaces import namespace_of
 from heddle.shared.wire.contracts import StepStatus
 from heddle.shared.wire.errors import Problem
 
@@ -39,10 +41,9 @@ def steps_choice(request: web.Request) -> str | None:
 
 
 async def get_run(request: web.Request, key: str = "run") -> web.Response:
-    run_id = inputs.path_id(request, key, "run id")
     choice = steps_choice(request)
+    run_id, run = await scoped_run(request, key)
     res = request.app[RESOURCES]
-    run = await get_run_record(res.runs, run_id)
     if run is None:
         return answers.error(404, f"run {run_id!r} not found")
     big = run.step_count > FULL_DOCUMENT_MAX
@@ -85,10 +86,9 @@ def page_params(request: web.Request, max_steps: int) -> tuple[int, int, frozens
 
 
 async def get_steps(request: web.Request) -> web.Response:
-    run_id = inputs.path_id(request, "run", "run id")
     offset, limit, wanted = page_params(request, max(request.app[SETTINGS].max_steps, 1))
+    run_id, run = await scoped_run(request)
     res = request.app[RESOURCES]
-    run = await get_run_record(res.runs, run_id)
     if run is None:
         return answers.error(404, f"run {run_id!r} not found")
     steps = await request.app[FINISHED_STEPS].read(res.runs, run)
@@ -99,12 +99,13 @@ async def get_steps(request: web.Request) -> web.Response:
     return answers.json_response(
         StepPage(
             run_id=run_id,
+            namespace=namespace_of(run.run_id),
             step_count=run.step_count,
             matching=len(steps),
             offset=offset,
             limit=limit,
             next=after if after < len(steps) else None,
-            steps=await step_documents(res.heartbeats, run_id, page),
+            steps=await step_documents(res.heartbeats, run.run_id, page),
         )
     )
 
@@ -130,6 +131,7 @@ ROUTES = (
         role="viewer",
         answers={200: (RunDocument, "The run document; its summary if `stepsIncluded` is false")},
         params=(
+            NAMESPACE,
             RUN,
             steps_param(
                 f"all: every step and edge (a 400 past {FULL_DOCUMENT_MAX} steps); none: the "
@@ -148,6 +150,7 @@ ROUTES = (
         role="viewer",
         answers={200: (StepPage, "The steps matching the filter, from the offset")},
         params=(
+            NAMESPACE,
             RUN,
             Param(
                 "offset",
@@ -178,7 +181,10 @@ ROUTES = (
         tag="legacy",
         role="viewer",
         answers={200: (RunDocument, "The run document")},
-        params=(id_param("id", "run's id"),),
+        params=(
+            NAMESPACE,
+            id_param("id", "run's id"),
+        ),
         deprecated=True,
     ),
 )

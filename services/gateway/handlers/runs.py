@@ -17,13 +17,21 @@ from aiohttp import web
 from heddle.services.gateway.http import answers, inputs
 from heddle.services.gateway.http.keys import RESOURCES, RUN_INDEX, SETTINGS
 from heddle.services.gateway.http.params import whole_number
-from heddle.services.gateway.http.submit import new_run_id, submit
-from heddle.services.gateway.openapi.route import LIMIT, RUN_STATUS, Answer, Route, links
+from heddle.services.gateway.http.scope import listed_namespaces, namespace_scope
+from heddle.services.gateway.http.submit import concurrency_fields, new_run_id, submit
+from heddle.services.gateway.openapi.route import (
+    LIMIT,
+    NAMESPACE,
+    RUN_STATUS,
+    UNKNOWN_NAMESPACE,
+    Answer,
+    Route,
+    links,
+)
 from heddle.services.gateway.openapi.types import RunList, RunListEntry, Submitted
 from heddle.services.gateway.reads.runs import run_facts
 from heddle.shared.broker.kv_reads import value_of
 from heddle.shared.broker.nats_types import KeyValue
-from heddle.shared.core import concurrency
 from heddle.shared.core.expressions import ExpressionError
 from heddle.shared.core.step_env import inline_values
 from heddle.shared.core.validation import parse_run_request
@@ -48,23 +56,24 @@ RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 async def create_run(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
     doc = await inputs.read_json(request)
+    scope = await namespace_scope(request, doc)
     try:
         with gc_paused():
             req = parse_run_request(doc, inputs.limits(settings))
     except InvalidWorkflow as exc:
         return answers.error(400, "invalid workflow", exc.problems)
     chosen = req.run_id or req.workflow_id
-    run_id = chosen or new_run_id()
+    run_id = scope.stored(chosen or new_run_id())
     values = inline_values(req.params)
     try:
-        keyed = concurrency.submit_fields(req.concurrency, values, req.name)
+        keyed = concurrency_fields(scope, req.concurrency, values, req.name)
     except ExpressionError as exc:
         return answers.error(400, "invalid workflow", [Problem("concurrency.key", exc.problem)])
     cmd = SubmitRun(
         run_id=run_id,
         steps=req.steps,
         submitted_at=now_rfc3339(),
-        workflow_name=req.name,
+        workflow_name=None if req.name is None else scope.stored(req.name),
         params=values,
         env=req.env,
         on_exit=req.on_exit,
@@ -100,9 +109,10 @@ def run_summary(run: RunRecord, counts: dict[str, int] | None) -> RunListEntry:
 
 async def list_runs(request: web.Request) -> web.Response:
     limit, status = list_params(request)
+    namespaces = await listed_namespaces(request)
     runs_kv = request.app[RESOURCES].runs
     runs = await request.app[RUN_INDEX].caught_up()
-    shown = runs.newest(limit, status)
+    shown = runs.newest(limit, status, namespaces)
     # Only runs of registered workflows have counts kept, in the history index: one get per
     # shown run (at most ``limit``), not a replay of every workflow's history.
     named = [(r, r.registered_workflow) for r in shown if r.registered_workflow is not None]
@@ -113,8 +123,8 @@ async def list_runs(request: web.Request) -> web.Response:
     return answers.json_response(
         RunList(
             runs=[run_summary(r, counts.get(r.run_id)) for r in shown],
-            total=runs.total,
-            matching=runs.matching(status),
+            total=runs.count(None, namespaces),
+            matching=runs.count(status, namespaces),
             limit=limit,
         )
     )
@@ -164,11 +174,12 @@ ROUTES = (
         summary="Submit a workflow to run now",
         tag="runs",
         role="admin",  # any command, run as it is written
+        params=(NAMESPACE,),
         answers=SUBMITTED,
         body=RunRequest,
         description=SUBMIT_NOTE,
         links=SUBMIT_LINKS,
-        errors={409: REFUSED},
+        errors={**UNKNOWN_NAMESPACE, 409: REFUSED},
         example={"runId": "hello-1", "steps": [{"id": "hello", "command": "echo hello"}]},
     ),
     Route(
@@ -180,7 +191,8 @@ ROUTES = (
         tag="runs",
         role="viewer",
         answers={200: (RunList, "The newest runs")},
-        params=(LIMIT, RUN_STATUS),
+        params=(NAMESPACE, LIMIT, RUN_STATUS),
+        errors=UNKNOWN_NAMESPACE,
     ),
     Route(
         "POST",
@@ -190,6 +202,8 @@ ROUTES = (
         summary="Submit a workflow (older name)",
         tag="legacy",
         role="admin",
+        params=(NAMESPACE,),
+        errors=UNKNOWN_NAMESPACE,
         answers=SUBMITTED,
         body=RunRequest,
         links=links(RUN_ID, {"getRunLegacy": "id"}),

@@ -11,14 +11,16 @@ import logging
 from aiohttp import web
 from heddle.services.gateway.http import answers, inputs
 from heddle.services.gateway.http.keys import CALLER, RESOURCES
+from heddle.services.gateway.http.scope import listed_namespaces, namespace_scope, object_scope
 from heddle.services.gateway.openapi.registry_types import (
     SemaphoreDoc,
     SemaphoreList,
     SemaphoreSize,
     SemaphoreStep,
 )
-from heddle.services.gateway.openapi.route import Param, Route
-from heddle.shared.broker.semaphore_store import change, read, read_all
+from heddle.services.gateway.openapi.route import NAMESPACE, UNKNOWN_NAMESPACE, Param, Route
+from heddle.shared.broker.semaphore_store import change, read, read_all, unknown
+from heddle.shared.core.namespaces import in_namespaces, own_name, split_qualified
 from heddle.shared.core.semaphores import name_problem, resize, size_problem
 from heddle.shared.runtime.service import event
 from heddle.shared.wire.contracts import Semaphore, SemaphoreHolder
@@ -27,15 +29,25 @@ from heddle.shared.wire.errors import Problem
 log = logging.getLogger("heddle.gateway")
 
 
-def semaphore_document(name: str, sem: Semaphore) -> SemaphoreDoc:
+def semaphore_document(stored: str, sem: Semaphore) -> SemaphoreDoc:
+    """A semaphore as the API shows it: its names (its own, its steps' runs') within its
+    namespace."""
+
     def shown(entries: list[SemaphoreHolder]) -> list[SemaphoreStep]:
         return [
-            SemaphoreStep(run_id=e.run_id, step_id=e.step_id, attempt=e.attempt, since=e.since)
+            SemaphoreStep(
+                run_id=own_name(e.run_id), step_id=e.step_id, attempt=e.attempt, since=e.since
+            )
             for e in entries
         ]
 
+    namespace, name = split_qualified(stored)
     return SemaphoreDoc(
-        name=name, size=sem.size, holders=shown(sem.holders), waiting=shown(sem.waiting)
+        name=name,
+        namespace=namespace,
+        size=sem.size,
+        holders=shown(sem.holders),
+        waiting=shown(sem.waiting),
     )
 
 
@@ -48,15 +60,24 @@ def _name(request: web.Request) -> str:
 
 
 async def list_semaphores(request: web.Request) -> web.Response:
+    namespaces = await listed_namespaces(request)
     found = await read_all(request.app[RESOURCES].semaphores)
-    docs = [semaphore_document(name, sem) for name, sem in sorted(found.items())]
+    docs = [
+        semaphore_document(name, sem)
+        for name, sem in sorted(found.items())
+        if in_namespaces(name, namespaces)
+    ]
     return answers.json_response(SemaphoreList(semaphores=docs))
 
 
 async def get_semaphore(request: web.Request) -> web.Response:
     name = _name(request)
-    sem, _ = await read(request.app[RESOURCES].semaphores, name)
-    return answers.json_response(semaphore_document(name, sem))
+    scope = object_scope(request)
+    # One never set nor taken, where the caller may not look: as a semaphore unknown.
+    sem = unknown()
+    if scope.seen:
+        sem, _ = await read(request.app[RESOURCES].semaphores, scope.stored(name))
+    return answers.json_response(semaphore_document(scope.stored(name), sem))
 
 
 async def set_size(request: web.Request) -> web.Response:
@@ -75,11 +96,12 @@ async def set_size(request: web.Request) -> web.Response:
             problems.append(Problem("size", why))
     if problems:
         return answers.error(400, "invalid semaphore size", problems)
+    stored = (await namespace_scope(request)).stored(name)
     size: int = body["size"]
-    sem = await change(request.app[RESOURCES].semaphores, name, lambda s: resize(s, size))
+    sem = await change(request.app[RESOURCES].semaphores, stored, lambda s: resize(s, size))
     caller = request.get(CALLER)
-    event(log, "semaphore size", name=name, size=size, by=caller.name if caller else None)
-    return answers.json_response(semaphore_document(name, sem))
+    event(log, "semaphore size", name=stored, size=size, by=caller.name if caller else None)
+    return answers.json_response(semaphore_document(stored, sem))
 
 
 NAME = Param(
@@ -97,6 +119,8 @@ ROUTES = (
         summary="Every semaphore set or taken, with its holders",
         tag="semaphores",
         role="viewer",
+        params=(NAMESPACE,),
+        errors=UNKNOWN_NAMESPACE,
         answers={200: (SemaphoreList, "Every semaphore, by name")},
     ),
     Route(
@@ -108,7 +132,10 @@ ROUTES = (
         tag="semaphores",
         role="viewer",
         answers={200: (SemaphoreDoc, "The semaphore (size 1 and no holder if unknown)")},
-        params=(NAME,),
+        params=(
+            NAMESPACE,
+            NAME,
+        ),
     ),
     Route(
         "PUT",
@@ -119,7 +146,11 @@ ROUTES = (
         tag="semaphores",
         role="admin",
         answers={200: (SemaphoreDoc, "The semaphore with its new size")},
-        params=(NAME,),
+        params=(
+            NAMESPACE,
+            NAME,
+        ),
+        errors=UNKNOWN_NAMESPACE,
         body=SemaphoreSize,
         example={"size": 3},
         description=(

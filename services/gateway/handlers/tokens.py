@@ -1,5 +1,9 @@
 """HTTP handlers for API tokens (admin only): make one, list them, revoke one.
 
+The system's admin manages every token; a namespace's admin, those whose every grant lies
+within the namespaces it administers (shared/core/namespace_access.py): it sees no other,
+and revoking another answers as for a token that does not exist.
+
 A new token is in the answer to ``POST /api/tokens`` and nowhere else: the bucket keeps its
 hash, and no list or error shows it. Writes go to the heddle-tokens bucket by create and
 compare-and-set, so two gateways cannot both make a name or lose a revocation; the writing
@@ -14,6 +18,7 @@ import msgspec
 from aiohttp import web
 from heddle.services.gateway.http import answers, inputs
 from heddle.services.gateway.http.keys import CALLER, RESOURCES, TOKENS
+from heddle.services.gateway.http.scope import exists, grants_of
 from heddle.services.gateway.openapi.registry_types import (
     NewToken,
     TokenDoc,
@@ -22,14 +27,18 @@ from heddle.services.gateway.openapi.registry_types import (
 )
 from heddle.services.gateway.openapi.route import Route, id_param, links
 from heddle.shared.broker.nats_types import KeyNotFoundError, KeyWrongLastSequenceError
+from heddle.shared.core.namespace_access import administered, manages, ungrantable
+from heddle.shared.core.namespaces import namespace_problems
 from heddle.shared.core.tokens import (
     TokenRecord,
+    grants,
     new_token,
     parse_token_request,
     token_hash,
     token_record_decoder,
 )
 from heddle.shared.runtime.service import event
+from heddle.shared.wire.errors import Problem
 from heddle.shared.wire.timefmt import now_rfc3339
 
 log = logging.getLogger("heddle.gateway")
@@ -50,30 +59,71 @@ def token_document(r: TokenRecord) -> TokenDoc:
         created_at=r.created_at,
         revoked=r.revoked,
         revoked_at=r.revoked_at,
+        namespaces=r.namespaces,
     )
 
 
+async def unknown_namespaces(request: web.Request, doc: object) -> list[Problem]:
+    """A problem for each well-formed namespace of the request that does not exist, among
+    those the caller administers (another is refused as not the caller's to grant)."""
+    asked = doc.get("namespaces") if isinstance(doc, dict) else None
+    if not isinstance(asked, dict):
+        return []
+    mine = administered(grants_of(request))
+    return [
+        Problem(f"namespaces.{ns}", f"namespace {ns!r} does not exist")
+        for ns in asked
+        if not namespace_problems(ns)
+        and (mine is None or ns in mine)
+        and not await exists(request, ns)
+    ]
+
+
+def refusal(request: web.Request, wanted: TokenRecord) -> web.Response | None:
+    """The 403 of a token the caller may not make, naming the namespaces it may not grant."""
+    refused = ungrantable(grants_of(request), grants(wanted))
+    if not refused:
+        return None
+    if refused == ["*"]:
+        return answers.error(403, "only the system's admin makes a token for every namespace")
+    listed = ", ".join(repr(ns) for ns in refused)
+    return answers.error(403, f"this token is not admin in namespace {listed}: it cannot grant it")
+
+
 async def create_token(request: web.Request) -> web.Response:
-    parsed = parse_token_request(await inputs.read_json(request))
-    if isinstance(parsed, list):
-        return answers.error(400, "invalid token request", parsed)
-    name, role = parsed
+    doc = await inputs.read_json(request)
+    parsed = parse_token_request(doc)
+    problems = (parsed if isinstance(parsed, list) else []) + await unknown_namespaces(request, doc)
+    if problems or isinstance(parsed, list):
+        return answers.error(400, "invalid token request", problems)
+    name, role, namespaces = parsed
     token = new_token()
-    record = TokenRecord(name=name, role=role, hash=token_hash(token), created_at=now_rfc3339())
+    record = TokenRecord(
+        name=name,
+        role=role,
+        hash=token_hash(token),
+        created_at=now_rfc3339(),
+        namespaces=namespaces,
+    )
+    if (refused := refusal(request, record)) is not None:
+        return refused
     try:
         revision = await request.app[RESOURCES].tokens.create(name, msgspec.json.encode(record))
     except KeyWrongLastSequenceError:
         return answers.error(409, f"a token named {name!r} exists already")
     request.app[TOKENS].put(revision, record)
     event(log, "token made", token=name, role=role, by=_caller(request))
-    body = NewToken(name=name, role=role, token=token, created_at=record.created_at)
+    body = NewToken(
+        name=name, role=role, token=token, created_at=record.created_at, namespaces=namespaces
+    )
     made = answers.json_response(body, 201)
     made.headers["Cache-Control"] = "no-store"  # the one answer that holds a token
     return made
 
 
 async def list_tokens(request: web.Request) -> web.Response:
-    records = request.app[TOKENS].records()
+    granted = grants_of(request)
+    records = [r for r in request.app[TOKENS].records() if manages(granted, r)]
     return answers.json_response(TokenList(tokens=[token_document(r) for r in records]))
 
 
@@ -86,6 +136,8 @@ async def revoke_token(request: web.Request) -> web.Response:
         except KeyNotFoundError:
             return answers.error(404, f"token {name!r} not found")
         record = token_record_decoder.decode(entry.value or b"")
+        if not manages(grants_of(request), record):  # as a token that does not exist
+            return answers.error(404, f"token {name!r} not found")
         if record.revoked:  # revoking twice changes nothing
             return answers.json_response(token_document(record))
         revoked = msgspec.structs.replace(record, revoked=True, revoked_at=now_rfc3339())
@@ -114,7 +166,7 @@ ROUTES = (
         body=TokenRequest,
         links=links("$response.body#/name", {"revokeToken": "name"}),
         errors={409: "A token of that name exists already"},
-        example={"name": "ci", "role": "operator"},
+        example={"name": "ci", "namespaces": {"team-a": "operator", "team-b": "viewer"}},
     ),
     Route(
         "GET",

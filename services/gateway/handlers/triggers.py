@@ -14,26 +14,32 @@ import msgspec
 from aiohttp import web
 from heddle.services.gateway.handlers import run_inputs
 from heddle.services.gateway.handlers.runs import REFUSED, RUN_LINKS
-from heddle.services.gateway.handlers.workflows import MAX_VERSION, unknown
+from heddle.services.gateway.handlers.workflows import (
+    MAX_VERSION,
+    latest_of,
+    scoped_workflow,
+    unknown,
+)
 from heddle.services.gateway.http import answers, inputs
 from heddle.services.gateway.http.keys import RESOURCES
 from heddle.services.gateway.http.params import query_int
-from heddle.services.gateway.http.submit import new_run_id, submit
+from heddle.services.gateway.http.scope import Scope
+from heddle.services.gateway.http.submit import concurrency_fields, new_run_id, submit
 from heddle.services.gateway.openapi.registry_types import TriggerRequest
-from heddle.services.gateway.openapi.route import VERSION, WORKFLOW, Param, Route
+from heddle.services.gateway.openapi.route import NAMESPACE, VERSION, WORKFLOW, Param, Route
 from heddle.services.gateway.openapi.types import Submitted, Triggered
 from heddle.shared.broker import registry
-from heddle.shared.core import concurrency
 from heddle.shared.core.cron_plan import keyed_run_id, scheduled_run_id
 from heddle.shared.core.expressions import ExpressionError
+from heddle.shared.core.namespaces import namespace_of, qualified
 from heddle.shared.wire.contracts import SubmitRun
 from heddle.shared.wire.errors import Problem
 from heddle.shared.wire.timefmt import now_rfc3339
 
 
 async def trigger_run(request: web.Request) -> web.Response:
-    name = inputs.path_id(request, "name", "workflow name")
     version = query_int(request, "version", 1, MAX_VERSION, None)
+    name, stored_name = scoped_workflow(request)
     body: Any = {}
     if request.can_read_body:
         body = await inputs.read_json(request)
@@ -41,32 +47,36 @@ async def trigger_run(request: web.Request) -> web.Response:
     if problems:
         return answers.error(400, "invalid request", problems)
     kv = request.app[RESOURCES].workflows
-    if version is None:
-        current = await registry.get_latest(kv, name)
-        if current is None:
-            return unknown(name)
-        version = current[0].version
-    stored = await registry.get_version(kv, name, version)
+    latest = await latest_of(request, stored_name)
+    if latest is None:
+        return unknown(name)
+    version = version or latest.version
+    stored = await registry.get_version(kv, latest.name, version)
     if stored is None:
-        return unknown(name, version) if await registry.get_latest(kv, name) else unknown(name)
+        return unknown(name, version)
     spec = stored.spec
     given = run_inputs.trigger_inputs(body, request.headers.get("Idempotency-Key"), spec)
     if given.problems:
         return answers.error(400, "invalid request", given.problems)
     key = given.key
+    workflow = latest.name  # stored: its runs' ids are in its namespace
     if given.slot is not None:  # one run per slot, whoever starts it (cron or a person)
-        run_id = scheduled_run_id(name, given.slot)
+        run_id = scheduled_run_id(workflow, given.slot)
+    elif key is not None:
+        run_id = keyed_run_id(workflow, key)
     else:
-        run_id = keyed_run_id(name, key) if key is not None else new_run_id()
+        run_id = qualified(namespace_of(workflow), new_run_id())
     try:
-        limited = concurrency.submit_fields(spec.concurrency, given.params, name)
+        limited = concurrency_fields(
+            Scope(namespace_of(workflow)), spec.concurrency, given.params, name
+        )
     except ExpressionError as exc:
         return answers.error(400, "invalid request", [Problem("concurrency.key", exc.problem)])
     cmd = SubmitRun(
         run_id=run_id,
         steps=spec.steps,
         submitted_at=now_rfc3339(),
-        workflow_name=name,
+        workflow_name=workflow,
         version=version,
         trigger="api",
         scheduled_for=given.scheduled_for,
@@ -101,6 +111,7 @@ ROUTES = (
             202: (Triggered, "Accepted; not confirmed within the wait"),
         },
         params=(
+            NAMESPACE,
             WORKFLOW,
             VERSION,
             Param(

@@ -9,7 +9,9 @@
 3. **No form posts**: POST, PUT, PATCH and DELETE with a form or text/plain content type
    (what a page elsewhere can send without asking first) get 415, even with no body.
 4. **Token and role**: ``Authorization: Bearer <token>`` must name a token that exists and is
-   not revoked (else 401), whose role is at least the route's (else 403). A route's role is
+   not revoked (else 401), whose highest role in any namespace is at least the route's
+   (else 403); its role in the request's namespace is the handler's to check
+   (services/gateway/http/scope.py). A route's role is
    declared with the route, in its handler's module (``Route.role``, openapi/route.py), and
    nowhere else; a route the app serves without a declaration needs admin.
 
@@ -26,12 +28,12 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from heddle.services.gateway.http import slow_clients
 from heddle.services.gateway.http.answers import error
-from heddle.services.gateway.http.keys import CALLER, TOKENS
+from heddle.services.gateway.http.keys import CALLER, NEEDS, TOKENS
 from heddle.services.gateway.http.origin import STATE_CHANGING, cross_origin_refusal
 from heddle.services.gateway.http.params import sent_as_utf8
 from heddle.services.gateway.openapi.route import Handler, Route
 from heddle.shared.core.hosts import AllowedHosts
-from heddle.shared.core.tokens import Role, allows
+from heddle.shared.core.tokens import Role, allows, highest_role
 from heddle.shared.runtime.settings import Settings
 
 if TYPE_CHECKING:
@@ -98,9 +100,10 @@ def _check_token(request: web.Request, needs: Role) -> web.Response | None:
         return _unauthorized("unknown token", True)
     if record.revoked:
         return _unauthorized(f"token {record.name!r} was revoked", True)
-    if not allows(record.role, needs):
-        message = f"this needs the {needs} role; the token has {record.role}"
-        return error(403, message, needs=needs, role=record.role)
+    has = highest_role(record)  # its role in the request's namespace is the handler's check
+    if not allows(has, needs):
+        message = f"this needs the {needs} role; the token has {has}"
+        return error(403, message, needs=needs, role=has)
     request[CALLER] = record
     return None
 
@@ -163,6 +166,7 @@ def auth_middleware(settings: Settings, routes: Iterable[Route]) -> Middleware:
                 return refused
         if needs is not None or not tokens_on:
             slow_clients.authenticated(request)
+        request[NEEDS] = needs or "viewer"
         return await handler(request)
 
     return guard

@@ -30,6 +30,7 @@ class GatewayResources:
     pods: Bucket  # heddle-pods: the runner pods (in a cluster)
     semaphores: Bucket  # heddle-semaphores: sizes and holders
     concurrency: Bucket  # heddle-concurrency: each key's holders and queue
+    namespaces: Bucket  # heddle-namespaces: one record per namespace but default
 
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -43,3 +44,5 @@ FINISHED_STEPS = web.AppKey("finished_steps", FinishedSteps)
 FINISHED_STATES = web.AppKey("finished_states", FinishedStates)
 # The token a request came with, once the auth middleware accepted it (absent when open).
 CALLER = web.RequestKey("caller", TokenRecord)
+# The least role of the request's route (auth.py), which its namespace's role must reach too.
+NEEDS = web.RequestKey("needs", str)

@@ -6,20 +6,45 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from collections.abc import Mapping
+from typing import Any
 
+import msgspec
 from aiohttp import web
 from heddle.services.gateway.http import answers
 from heddle.services.gateway.http.answers import json_response
 from heddle.services.gateway.http.inputs import payload_limit
 from heddle.services.gateway.http.keys import NATS, RESOURCES, SETTINGS
+from heddle.services.gateway.http.scope import Scope
 from heddle.services.gateway.openapi.types import Submitted
 from heddle.services.gateway.reads.runs import get_run_record
 from heddle.shared.broker.concurrency_store import KEYS
 from heddle.shared.broker.documents import carried, drop_document, put_document
 from heddle.shared.broker.nats_types import NatsTimeout
+from heddle.shared.core import concurrency
 from heddle.shared.core.concurrency import document_name, holder_of, would_hold
+from heddle.shared.core.namespaces import namespace_of, own_name, qualified, split_qualified
 from heddle.shared.wire import names
-from heddle.shared.wire.contracts import SubmitRun, encode
+from heddle.shared.wire.contracts import Concurrency, SubmitRun, encode
+
+
+def submitted(
+    run_id: str, status: str, created: bool | msgspec.UnsetType = msgspec.UNSET
+) -> Submitted:
+    """The answer about a run asked for, its id as its namespace knows it."""
+    namespace, own = split_qualified(run_id)
+    return Submitted(run_id=own, namespace=namespace, status=status, created=created)
+
+
+def concurrency_fields(
+    scope: Scope, spec: Concurrency | None, values: Mapping[str, str], workflow: str | None
+) -> dict[str, Any]:
+    """A run's concurrency fields (``concurrency.submit_fields``), its key evaluated over the
+    workflow's own name and kept within its namespace. ``ExpressionError`` as there."""
+    fields = concurrency.submit_fields(spec, values, workflow)
+    if "concurrency_key" in fields:
+        fields["concurrency_key"] = scope.stored(fields["concurrency_key"])
+    return fields
 
 
 def new_run_id() -> str:
@@ -50,7 +75,7 @@ async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -
     if chosen_id and big:
         existing = await get_run_record(res.runs, run_id)
         if existing is not None:
-            return json_response(Submitted(run_id=run_id, status=existing.status, created=False))
+            return json_response(submitted(run_id, status=existing.status, created=False))
     if big:  # the command names its document
         ref = await put_document(res.js, run_id, payload, limit)
         payload = encode(
@@ -69,24 +94,24 @@ async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -
             existing = await looked_up
             if existing is not None and existing.created_at != cmd.submitted_at:
                 status = existing.status
-                return json_response(Submitted(run_id=run_id, status=status, created=False))
+                return json_response(submitted(run_id, status=status, created=False))
         if ack.duplicate and ref is not None:
             await drop_document(res.js, ref)  # the orchestrator never sees this command
         if ack.duplicate and (existing := await get_run_record(res.runs, run_id)) is not None:
-            return json_response(Submitted(run_id=run_id, status=existing.status, created=False))
+            return json_response(submitted(run_id, status=existing.status, created=False))
         if ref is not None:
             # A big run takes the orchestrator longer to store than a client should wait:
             # its command is durable now, and that is the answer.
-            return json_response(Submitted(run_id=run_id, status="accepted"), 202)
+            return json_response(submitted(run_id, status="accepted"), 202)
         try:
             await stored.next_msg(timeout=settings.submit_confirm_timeout)
         except (NatsTimeout, TimeoutError):
-            return json_response(Submitted(run_id=run_id, status="accepted"), 202)
+            return json_response(submitted(run_id, status="accepted"), 202)
     finally:
         await stored.unsubscribe()
         if looked_up is not None and not looked_up.done():
             looked_up.cancel()  # the publish failed: its answer is not needed
-    return json_response(Submitted(run_id=run_id, status="running", created=True), 201)
+    return json_response(submitted(run_id, status="running", created=True), 201)
 
 
 async def _refused(request: web.Request, cmd: SubmitRun, chosen_id: bool) -> web.Response | None:
@@ -102,7 +127,9 @@ async def _refused(request: web.Request, cmd: SubmitRun, chosen_id: bool) -> web
         return None
     if chosen_id and await get_run_record(res.runs, cmd.run_id) is not None:
         return None  # this run exists: the answer is its own (200)
-    holder = holder_of(doc) or ""
+    # Both within the run's namespace, as its client names them (a key may hold '=').
+    holder = own_name(holder_of(doc) or "")
+    key = key.removeprefix(qualified(namespace_of(cmd.run_id), ""))
     message = (
         f"concurrency key {key!r} is at its limit ({cmd.concurrency_limit}): held by run {holder}"
     )

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import msgspec
 from heddle.services.gateway.openapi.types import Doc, Edge, Id
+from heddle.shared.core.namespaces import NAMESPACE_PATTERN
 from heddle.shared.core.tokens import Role
 from heddle.shared.wire.contracts import (
     MAX_PRIORITY,
@@ -21,11 +22,14 @@ from heddle.shared.wire.contracts import (
 )
 from msgspec import UNSET, UnsetType
 
+NAMESPACE_SCHEMA_PATTERN = NAMESPACE_PATTERN.pattern.replace("\\Z", "$")
+
 # ---- registered workflows -----------------------------------------------------------------
 
 
 class Registered(Doc):
     name: str
+    namespace: str
     version: int
     created: bool
 
@@ -37,7 +41,8 @@ class LastRun(Doc):
 
 
 class WorkflowFacts(Doc):
-    name: str
+    name: str  # its own, within ``namespace`` (docs/namespaces.md)
+    namespace: str
     version: int
     registered_at: str
     schedule: str | None
@@ -78,6 +83,7 @@ class WorkflowDefinition(WorkflowFacts, kw_only=True):
 
 class HistoryEntry(Doc):
     run_id: str
+    namespace: str
     status: RunStatus
     version: int | None
     trigger: str
@@ -89,6 +95,7 @@ class HistoryEntry(Doc):
 
 class WorkflowRuns(Doc):
     workflow: str
+    namespace: str
     runs: list[HistoryEntry]
     next: str | None  # pass as ``before`` for the older runs; null on the oldest page
 
@@ -102,6 +109,7 @@ class WorkflowGrid(Doc):
     """A workflow's runs by steps: the history page with every step's state."""
 
     workflow: str
+    namespace: str
     steps: list[str]  # the rows: the latest version's steps in order, then others seen
     runs: list[GridRun]  # the columns, newest first
     next: str | None
@@ -112,10 +120,12 @@ class WorkflowGrid(Doc):
 
 class TokenDoc(Doc):
     name: str
-    role: Role
+    role: Role  # its highest; what it may do is its role in each of ``namespaces``
     created_at: str
     revoked: bool
     revoked_at: str | None
+    # Its role in each namespace; empty: ``role`` in default, or the system's admin if admin
+    namespaces: dict[str, Role]
 
 
 class TokenList(Doc):
@@ -129,6 +139,7 @@ class NewToken(Doc):
     role: Role
     token: str
     created_at: str
+    namespaces: dict[str, Role]
 
 
 # ---- request bodies the gateway checks by hand (their schema for the document) ------------
@@ -154,7 +165,12 @@ class TriggerRequest(Doc, forbid_unknown_fields=True):
 
 class TokenRequest(Doc, forbid_unknown_fields=True):
     name: Id
-    role: Role
+    # Needed without namespaces; with them, stored as the highest of theirs
+    role: Role | UnsetType = UNSET
+    # The namespaces it may use, its role in each (docs/namespaces.md)
+    namespaces: (
+        dict[Annotated[str, msgspec.Meta(pattern=NAMESPACE_SCHEMA_PATTERN)], Role] | UnsetType
+    ) = UNSET
 
 
 # ---- semaphores ---------------------------------------------------------------------------
@@ -170,7 +186,8 @@ class SemaphoreStep(Doc):
 
 
 class SemaphoreDoc(Doc):
-    name: str
+    name: str  # its own, within ``namespace``, as its steps name it
+    namespace: str
     size: int
     holders: list[SemaphoreStep]
     waiting: list[SemaphoreStep]  # in order of waiting

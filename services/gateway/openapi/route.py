@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 from heddle.services.gateway.openapi.types import ID_SCHEMA_PATTERN
+from heddle.shared.core.namespaces import NAMESPACE_PATTERN
 from heddle.shared.core.tokens import Role
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -98,6 +99,15 @@ RUN_STATUS = Param(
     "Only runs in this state",
 )
 LIMIT = Param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 1000}, "How many")
+NAMESPACE = Param(
+    "namespace",
+    "query",
+    {"type": "string", "pattern": NAMESPACE_PATTERN.pattern.replace("\\Z", "$")},
+    "The namespace (docs/namespaces.md): by default the token's own if its grants name one, "
+    "else default",
+)
+# A list's or a write's answer for a namespace the token may not see, as for one unknown.
+UNKNOWN_NAMESPACE = {404: "The namespace does not exist, or the token may not see it"}
 VERSION = Param(
     "version", "query", {"type": "integer", "minimum": 1, "maximum": 2**31}, "A version"
 )

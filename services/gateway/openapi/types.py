@@ -63,6 +63,7 @@ class Submitted(Doc):
     run_id: str
     status: str
     created: bool | msgspec.UnsetType = msgspec.UNSET
+    namespace: str = "default"  # the run's (docs/namespaces.md)
 
 
 class Triggered(Submitted, kw_only=True):
@@ -144,9 +145,11 @@ class StepDocument(Doc):
 
 
 class RunFacts(Doc):
-    """What the run document and the runs list share: the run record's fields."""
+    """What the run document and the runs list share: the run record's fields. Its id and
+    its workflow's name are their own, within ``namespace`` (docs/namespaces.md)."""
 
     run_id: str
+    namespace: str
     status: RunStatus
     created_at: str
     finished_at: str | None
@@ -192,6 +195,7 @@ class StepPage(Doc):
     the workflow's order, from ``offset``; ``next`` is the offset of the next page, if any."""
 
     run_id: str
+    namespace: str
     step_count: int  # the run's, whatever the filter
     matching: int  # steps matching the filter
     offset: int
@@ -274,6 +278,7 @@ class AttemptLogs(Doc):
 
 class StepWithLogs(StepDocument, kw_only=True):
     run_id: str
+    namespace: str
     logs: list[AttemptLogs]
     logs_cursor: int
     logs_expired: bool
@@ -281,6 +286,7 @@ class StepWithLogs(StepDocument, kw_only=True):
 
 class LogDump(Doc):
     run_id: str
+    namespace: str
     step_id: str
     status: StepStatus
     attempt: int

@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 from heddle.services.gateway.openapi.document import refine
 from heddle.services.gateway.openapi.types import ID_SCHEMA_PATTERN
+from heddle.shared.core.namespaces import NAMESPACE_PATTERN
 from heddle.shared.core.step_env import ENV_NAME, RESERVED_PREFIX
 from heddle.shared.wire.contracts import RunRequest
 
@@ -39,7 +40,7 @@ ENV_NAMES = {
 # The fields the validator refuses as null, though their type is optional: null in a
 # document is not the same as leaving the field out for these.
 NOT_NULL = {
-    ROOT: ("description", "runId", "workflowId"),
+    ROOT: ("description", "runId", "workflowId", "namespace"),
     "ParamSpec": ("default", "description"),
     "StepSpec": ("maxParallel",),
 }
@@ -66,6 +67,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "env": "Static environment variables of every step.",
         "runId": "The run's id (`heddle submit` alone): submitted again, it makes no new run.",
         "workflowId": "The older name of `runId`.",
+        "namespace": (
+            "The namespace it is registered or run in (docs/namespaces.md): by default the "
+            "token's own if it has one, else `default`. Its names are its own within it."
+        ),
         "timeoutSeconds": (
             "The deadline of each run, in seconds from its creation: past it, its steps are "
             "stopped, its exit handlers run, and it fails."
@@ -143,6 +148,7 @@ def _tighten(defs: dict[str, Any]) -> None:
     root, step, param = (defs[n]["properties"] for n in (ROOT, "StepSpec", "ParamSpec"))
     step["command"]["pattern"] = r"\S"
     param["name"] |= ID
+    root["namespace"] |= {"pattern": NAMESPACE_PATTERN.pattern.replace("\\Z", "$")}
     for option in _options(root["params"]):
         if option["type"] == "object":
             option["propertyNames"] = ID

@@ -21,11 +21,13 @@ import bisect
 import contextlib
 import logging
 from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import msgspec
 from heddle.shared.broker.kv_reads import read_current
 from heddle.shared.broker.nats_types import DeliverPolicy, NatsError
+from heddle.shared.core.namespaces import in_namespaces, namespace_of
 from heddle.shared.runtime.tasks import cancel_and_wait
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import RunRecord, run_record_decoder
@@ -46,6 +48,7 @@ class RunList:
         self._runs: dict[str, tuple[int, RunRecord]] = {}  # run id -> (stream sequence, record)
         self._order: list[tuple[str, str]] = []  # (created_at, run id), oldest first
         self._statuses: Counter[str] = Counter()
+        self._of_namespace: dict[str, Counter[str]] = {}  # statuses of each namespace's runs
         # The same order per registered workflow, for its recent runs (the workflow list).
         self._of_workflow: dict[str, list[tuple[str, str]]] = {}
         self._waiting: set[str] = set()  # runs waiting for their turn (RunRecord.waiting)
@@ -60,6 +63,7 @@ class RunList:
         self._runs[run.run_id] = (seq, run)
         bisect.insort(self._order, (run.created_at, run.run_id))
         self._statuses[run.status] += 1
+        self._of_namespace.setdefault(namespace_of(run.run_id), Counter())[run.status] += 1
         if run.waiting:
             self._waiting.add(run.run_id)
         workflow = run.registered_workflow
@@ -73,11 +77,15 @@ class RunList:
             del self._runs[run_id]
             self._forget(held[1])
 
-    def newest(self, limit: int, status: str | None = None) -> list[RunRecord]:
+    def newest(
+        self, limit: int, status: str | None = None, namespaces: Iterable[str] | None = None
+    ) -> list[RunRecord]:
+        """The newest runs, of ``status`` and in ``namespaces`` (None: any) if given."""
         out: list[RunRecord] = []
+        kept = None if namespaces is None else set(namespaces)
         for _, run_id in reversed(self._order):
             run = self._runs[run_id][1]
-            if status is None or run.status == status:
+            if (status is None or run.status == status) and in_namespaces(run_id, kept):
                 out.append(run)
                 if len(out) == limit:
                     break
@@ -99,6 +107,13 @@ class RunList:
     def matching(self, status: str | None) -> int:
         return self.total if status is None else self._statuses[status]
 
+    def count(self, status: str | None, namespaces: Iterable[str] | None) -> int:
+        """How many runs are in ``status`` (None: any) and in ``namespaces`` (None: any)."""
+        if namespaces is None:
+            return self.matching(status)
+        found = [self._of_namespace.get(ns, Counter()) for ns in set(namespaces)]
+        return sum(c.total() if status is None else c[status] for c in found)
+
     def _forget(self, run: RunRecord) -> None:
         _drop(self._order, (run.created_at, run.run_id))
         self._waiting.discard(run.run_id)
@@ -108,6 +123,7 @@ class RunList:
             if not self._of_workflow[workflow]:
                 del self._of_workflow[workflow]
         self._statuses[run.status] -= 1
+        self._of_namespace[namespace_of(run.run_id)][run.status] -= 1
 
 
 def _delivered(info: ConsumerInfo) -> int:

@@ -23,6 +23,7 @@ from heddle.services.gateway.openapi.types import (
 from heddle.services.gateway.reads.wait_facts import WaitSources, wait_facts
 from heddle.services.gateway.reads.waiting import Waits, waits
 from heddle.shared.broker.kv_reads import read_current, read_steps, stored_at, value_of
+from heddle.shared.core.namespaces import namespace_of, own_name
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import (
     RunRecord,
@@ -113,9 +114,22 @@ def step_document(
     )
 
 
+def shown_name(stored: str | None) -> str | None:
+    """A stored run or workflow name as the API shows it: its own name, its namespace being
+    shown beside it (shared/core/namespaces.py)."""
+    return None if stored is None else own_name(stored)
+
+
 def run_facts(run: RunRecord) -> dict[str, Any]:
-    """The run record's fields as ``RunFacts`` names them (the document and the list)."""
-    return {f: getattr(run, f) for f in RunFacts.__struct_fields__}
+    """The run record's fields as ``RunFacts`` names them (the document and the list), its
+    names as its namespace knows them."""
+    facts = {f: getattr(run, f) for f in RunFacts.__struct_fields__ if f != "namespace"}
+    facts.update(
+        run_id=own_name(run.run_id),
+        namespace=namespace_of(run.run_id),
+        workflow_name=shown_name(run.workflow_name),
+    )
+    return facts
 
 
 async def step_documents(
@@ -155,8 +169,8 @@ async def run_document(
         **run_facts(run),
         params=run.params,
         env=run.env,
-        retry_of=run.retry_of,
-        retried_by=run.retried_by,
+        retry_of=shown_name(run.retry_of),
+        retried_by=shown_name(run.retried_by),
         timeout_seconds=run.timeout_seconds,
         deadline_at=run.deadline_at,
         reason=run.reason,

@@ -14,6 +14,7 @@ from heddle.services.gateway.openapi.registry_types import (
 )
 from heddle.services.gateway.openapi.types import Edge
 from heddle.shared.core.cron import slots_between
+from heddle.shared.core.namespaces import namespace_of, own_name
 from heddle.shared.wire.contracts import RunRecord, RunSummary, WorkflowLatest, WorkflowVersion
 from heddle.shared.wire.timefmt import rfc3339
 
@@ -24,7 +25,8 @@ HORIZON = timedelta(days=5 * 366)  # how far ahead next fire times are looked fo
 def facts(w: WorkflowLatest) -> dict[str, Any]:
     """What a workflow's list entry and its pause answer share."""
     return {
-        "name": w.name,
+        "name": own_name(w.name),
+        "namespace": namespace_of(w.name),
         "version": w.version,
         "registered_at": w.registered_at,
         "schedule": w.schedule,
@@ -48,7 +50,9 @@ def next_fires(w: WorkflowLatest, now: datetime) -> list[str]:
 
 
 def recent_runs(runs: list[RunRecord]) -> list[LastRun]:
-    return [LastRun(run_id=r.run_id, status=r.status, created_at=r.created_at) for r in runs]
+    return [
+        LastRun(run_id=own_name(r.run_id), status=r.status, created_at=r.created_at) for r in runs
+    ]
 
 
 def summary_document(
@@ -56,7 +60,9 @@ def summary_document(
 ) -> WorkflowSummary:
     shown = None
     if last is not None:
-        shown = LastRun(run_id=last.run_id, status=last.status, created_at=last.created_at)
+        shown = LastRun(
+            run_id=own_name(last.run_id), status=last.status, created_at=last.created_at
+        )
     return WorkflowSummary(
         **facts(w),
         last_run=shown,
@@ -70,7 +76,8 @@ def definition_document(
 ) -> WorkflowDefinition:
     spec = w.spec
     return WorkflowDefinition(
-        name=w.name,
+        name=own_name(w.name),
+        namespace=namespace_of(w.name),
         version=w.version,
         latest_version=latest.version,
         registered_at=w.registered_at,
@@ -93,7 +100,8 @@ def definition_document(
 
 def history_entry(r: RunSummary) -> HistoryEntry:
     return HistoryEntry(
-        run_id=r.run_id,
+        run_id=own_name(r.run_id),
+        namespace=namespace_of(r.run_id),
         status=r.status,
         version=r.version,
         trigger=r.trigger,

@@ -77,3 +77,18 @@ def test_waiting_runs_of_higher_priority_are_counted_as_they_come_and_go() -> No
     runs.put(6, RunRecord(run_id="a", status="running", created_at="", step_count=1, priority=5))
     runs.remove("d", 7)
     assert runs.higher_priority_ahead(mine) == 0  # a admitted, d removed
+
+
+def test_runs_by_namespace() -> None:
+    runs = RunList()
+    stored = [("a", "running"), ("team-a=a", "running"), ("team-a=b", "succeeded")]
+    for minute, (run_id, status) in enumerate([*stored, ("team-b=a", "failed")]):
+        runs.put(minute + 1, run(run_id, minute, status))
+    assert ids(runs.newest(10, namespaces={"team-a"})) == ["team-a=b", "team-a=a"]
+    assert ids(runs.newest(10, "running", ["default", "team-a"])) == ["team-a=a", "a"]
+    assert ids(runs.newest(10, namespaces=[])) == []
+    assert runs.count(None, {"team-a"}) == 2 and runs.count("succeeded", {"team-a"}) == 1
+    assert runs.count("failed", {"team-a", "team-b"}) == 1 and runs.count(None, {"nope"}) == 0
+    assert runs.count(None, None) == 4
+    runs.remove("team-a=b", 10)
+    assert runs.count(None, {"team-a"}) == 1

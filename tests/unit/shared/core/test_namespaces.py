@@ -94,3 +94,23 @@ def test_a_namespaced_token_has_its_role_in_each_of_its_namespaces() -> None:
     assert highest_role(token) == "operator"
     namespace_admin = _token("admin", {"team-a": "admin"})
     assert not is_system_admin(namespace_admin) and role_in(namespace_admin, "team-b") is None
+
+
+def test_derived_run_ids_stay_in_their_namespace() -> None:
+    from datetime import UTC, datetime
+
+    from heddle.shared.core.cron_plan import keyed_run_id, scheduled_run_id
+    from heddle.shared.core.retries import retry_run_id
+
+    long_ns = "n" * 64
+    slot = datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
+    for ns in ("team-a", long_ns):
+        for derived, plain in (
+            (retry_run_id(f"{ns}=nightly-1"), retry_run_id("nightly-1")),
+            (retry_run_id(f"{ns}={'r' * 64}"), retry_run_id("r" * 64)),
+            (scheduled_run_id(f"{ns}=etl", slot), scheduled_run_id("etl", slot)),
+            (scheduled_run_id(f"{ns}={'w' * 64}", slot), scheduled_run_id("w" * 64, slot)),
+            (keyed_run_id(f"{ns}=etl", "k"), keyed_run_id("etl", "k")),
+        ):
+            assert split_qualified(derived) == (ns, plain)
+            assert len(plain) <= 64
