@@ -210,7 +210,7 @@ async def test_a_runner_restricted_to_namespaces_wakes_a_waiter_of_its_own():
 
 async def test_each_waiter_takes_a_runner_it_may_use_the_restricted_first():
     line = KeyLine()
-    a1, a2, b1 = turn("team-a=1"), turn("team-a=2"), turn("team-b=1")
+    a1, b1, a2 = turn("team-a=1"), turn("team-b=1"), turn("team-a=2")
     tasks = await _waiters(line, [a1, b1, a2])
     # a1 takes the team-a runner, not the one for all, which is left to b1; a2 has none.
     assert line.wake(2, [None, frozenset({"team-a"})]) == 2
