@@ -53,9 +53,10 @@ def parser() -> argparse.ArgumentParser:
         "--pool",
         action="append",
         default=[],
-        metavar="NAME=COUNT[:LABELS]",
-        help="COUNT runners in the pool NAME, labelled NAME and the comma-separated LABELS "
-        "(repeatable)",
+        metavar="NAME=COUNT[:LABELS][@NAMESPACES]",
+        help="COUNT runners in the pool NAME, labelled NAME and the comma-separated LABELS, "
+        "taking the steps of the '+'-joined NAMESPACES alone ('*': every one; default: "
+        "HEDDLE_POOL_NAMESPACES) (repeatable)",
     )
     up.add_argument("--dispatchers", type=int, default=1, help="dispatcher processes (default 1)")
     up.add_argument(
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "up":
         from heddle.services.local.runner_pools import PoolOptionError, parse_pools, runner_specs
         from heddle.services.local.up import main_up
+        from heddle.shared.core.pool_namespaces import parse_namespaces
 
         counts = {"runners": args.runners, "dispatchers": args.dispatchers}
         counts["orchestrators"] = args.orchestrators
@@ -113,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         try:
-            runners = runner_specs(args.runners, parse_pools(args.pool))
+            pools = parse_pools(args.pool)
+            runners = runner_specs(args.runners, pools, parse_namespaces(settings.pool_namespaces))
         except PoolOptionError as exc:
             print(f"heddle up: {exc}", file=sys.stderr)
             return 2

@@ -201,6 +201,7 @@ def runners_view(pool: dict[str, Any]) -> str:
             r["name"],
             r.get("pool", "default"),
             ",".join(r.get("labels", [])) or "-",
+            ",".join(r.get("namespaces", [])) or "*",
             r["status"],
             f"{r['runId']}/{r['stepId']}" if r.get("runId") else "-",
             r.get("node") or "-",
@@ -212,7 +213,9 @@ def runners_view(pool: dict[str, Any]) -> str:
     return (
         head
         + "\n\n"
-        + table(("RUNNER", "POOL", "LABELS", "STATUS", "STEP", "NODE", "LAST SEEN"), rows)
+        + table(
+            ("RUNNER", "POOL", "LABELS", "NAMESPACES", "STATUS", "STEP", "NODE", "LAST SEEN"), rows
+        )
     )
 
 

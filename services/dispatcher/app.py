@@ -58,7 +58,8 @@ class Dispatcher:
         # Several dispatchers may run: each names itself in its logs and NATS connection.
         self.instance = settings.dispatcher_name or settings.pod_name or "dispatcher"
         self.pool = Pool(suspect_for=max(settings.assign_timeout * 2, 2.0))
-        self._line = WaitingLine(self.pool.loads)  # ready steps in hand waiting for a runner
+        # Ready steps in hand waiting for a runner.
+        self._line = WaitingLine(self.pool.loads, self.pool.serving)
         self._feed = PoolFeed(self.pool, changed=self._wake)
         self._tasks: list[asyncio.Task] = []
         self._hand = Hand()
@@ -247,5 +248,9 @@ class Dispatcher:
                 await pull.top_up()
 
     def _recredit(self) -> dict[str, int]:
-        """The lanes' credit set again; the free runners by label key."""
-        return self._lanes.recredit(self._placing.unplaced)
+        """The lanes' credit set again; the free runners by label key. A step in hand that
+        no free runner may take, for its namespace, holds no credit (waiting.py, unfit)."""
+        unplaced = self._placing.unplaced
+        if self.pool.namespaces:
+            unplaced = {lane: n - self._line.unfit(*lane) for lane, n in unplaced.items()}
+        return self._lanes.recredit(unplaced)

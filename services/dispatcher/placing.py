@@ -24,9 +24,10 @@ from heddle.services.dispatcher.checks import already_taken
 from heddle.services.dispatcher.hand import AttemptKey, Hand
 from heddle.services.dispatcher.pool import Pool
 from heddle.services.dispatcher.ready import HELD_LIMIT, ack_wait
-from heddle.services.dispatcher.waiting import Turn, WaitingLine
+from heddle.services.dispatcher.waiting import Competes, Turn, WaitingLine, fits
 from heddle.shared.broker.consume import Outcome, redelivered, settle
 from heddle.shared.broker.offers import Answer, Offered, offer
+from heddle.shared.core.namespaces import namespace_of
 from heddle.shared.runtime.service import event
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.runtime.stalls import LoopStalls
@@ -141,10 +142,12 @@ class Placing:
                     await self._unplace(msg, ready, lane, Outcome.DONE, "already taken")
                     return
             name = await self._reserve(msg, key, lane, ready)
-            if name is None:
-                # Back to the stream at once, for another dispatcher (a rolling update), or
-                # for this one's successor.
-                await self._unplace(msg, ready, lane, Outcome.RETURNED, "given back")
+            if isinstance(name, Outcome):
+                # DONE: failed meanwhile for want of a runner (no_runner.py). RETURNED: back
+                # to the stream at once, for another dispatcher (a rolling update), or for
+                # this one's successor.
+                what = "ended while it waited" if name is Outcome.DONE else "given back"
+                await self._unplace(msg, ready, lane, name, what)
                 return
             if why := self._held_past(key):
                 # The server may have given it to another dispatcher, which may be offering
@@ -176,11 +179,13 @@ class Placing:
             return f"held {held:.1f}s since it was last touched"
         return None
 
-    async def _reserve(self, msg: Msg, key: AttemptKey, lane: Lane, ready: StepReady) -> str | None:
+    async def _reserve(
+        self, msg: Msg, key: AttemptKey, lane: Lane, ready: StepReady
+    ) -> str | Outcome:
         """A free runner, reserved for this message, once there is one and no step waiting
-        for one goes before it (waiting.py: priority, then fair turns between runs); None if
-        this dispatcher stops first. The message is touched while it waits, so it is not
-        lost."""
+        for one goes before it (waiting.py: priority, then fair turns between runs);
+        RETURNED if this dispatcher stops first, DONE if the step ended meanwhile while no
+        runner could take it. The message is touched while it waits, so it is not lost."""
         touch_every = ack_wait(self.settings) / 3
         # Timed from the last touch, not from the last wake: a pool that turns over often
         # wakes a waiter often, and the message must still be touched.
@@ -190,8 +195,10 @@ class Placing:
         turn = Turn(ready.run_id, ready.priority, opening, next(self._arrivals))
         while (name := self._free_runner(labels, turn, woken)) is None:
             if self.stopping:
-                return None
+                return Outcome.RETURNED
             if (left := touch_at - time.monotonic()) <= 0:
+                if await self._ended_unplaceable(labels, ready):
+                    return Outcome.DONE
                 await settle(msg, Outcome.WAITING)  # waiting for a runner, not lost
                 now = time.monotonic()
                 self._hand.touch(key, now)
@@ -202,13 +209,38 @@ class Placing:
         return name
 
     def _free_runner(self, labels: str, turn: Turn, woken: bool) -> str | None:
-        """A free runner of the label key ``labels`` reserved, unless this step has just
-        come and a step waiting for one goes before it: then the free runners wake those.
-        A step woken was chosen in turn, and takes one if there is one."""
-        if not woken and self.pool.any_free(labels) and self._line.ahead(labels, turn):
+        """A free runner of the label key ``labels`` (that takes the step's namespace)
+        reserved, unless this step has just come and a step waiting for one goes before
+        it: then the free runners wake those. A step woken was chosen in turn, and takes
+        one if there is one."""
+        namespace = namespace_of(turn.run_id) if self.pool.namespaces else None
+        if (
+            not woken
+            and self.pool.any_free(labels, namespace=namespace)
+            and self._line.ahead(labels, turn, self._competes(labels, namespace))
+        ):
             self._line.wake({labels: len(self.pool.free(key=labels))})
             return None
-        return self.pool.reserve(key=labels)
+        return self.pool.reserve(key=labels, namespace=namespace)
+
+    def _competes(self, labels: str, namespace: str | None) -> Competes | None:
+        """Whether a waiter may use one of the free runners a step of ``namespace`` may:
+        only such a waiter goes before it (None: every one, no runner being restricted)."""
+        if namespace is None:
+            return None
+        mine = [
+            self.pool.namespaces.get(n) for n in self.pool.free(key=labels, namespace=namespace)
+        ]
+        return lambda turn: any(fits(turn, served) for served in mine)
+
+    async def _ended_unplaceable(self, labels: str, ready: StepReady) -> bool:
+        """Whether a step in hand that no registered runner may take, for its namespace,
+        has ended meanwhile: the orchestrator fails it after HEDDLE_NO_RUNNER_TIMEOUT, and
+        it must not go to a runner that registers later."""
+        if not self.pool.namespaces or self.pool.serves_any(labels, namespace_of(ready.run_id)):
+            return False
+        assert self._js is not None and self._runs_kv is not None  # connected first
+        return await already_taken(self._js, self._runs_kv, ready)
 
     async def _offer(self, msg: Msg, ready: StepReady, name: str) -> Answer:
         """Offer the step to the reserved runner ``name``; on acceptance, lease it and

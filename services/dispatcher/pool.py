@@ -9,7 +9,9 @@ reached the lease's), when a new process registers under the same name (a restar
 or when the runner leaves the pool.
 
 Each runner serves some sets of labels (its ``keys``): the default pool's steps ("", for
-a runner of the pool ``default``) and every set of its labels a step's runsOn may name.
+a runner of the pool ``default``) and every set of its labels a step's runsOn may name. A
+runner restricted to namespaces (``namespaces``) is free only for those namespaces' steps;
+while none is, no look-up is made for them (docs/namespaces.md).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class Pool:
     ) -> None:
         self.runners: dict[str, RunnerInfo] = {}
         self.keys: dict[str, frozenset[str]] = {}  # by runner, the label keys it serves
+        # By runner restricted to namespaces (no other is listed), the only ones it serves.
+        self.namespaces: dict[str, frozenset[str]] = {}
         self.generation = 0  # counts the changes to ``keys``: new lanes may be needed
         self._served: tuple[int, frozenset[str]] = (-1, frozenset())
         self._all_default = True  # every runner serves the default pool's steps
@@ -78,6 +82,10 @@ class Pool:
             self._released_jobs.pop(info.name, None)
             self._early.pop(info.name, None)
         self.runners[info.name] = info
+        if info.namespaces:
+            self.namespaces[info.name] = frozenset(info.namespaces)
+        else:
+            self.namespaces.pop(info.name, None)
         keys = keys_of(info.pool, info.labels)
         if self.keys.get(info.name) != keys:
             self.keys[info.name] = keys
@@ -98,6 +106,7 @@ class Pool:
 
     def remove(self, name: str) -> Lease | None:
         self.runners.pop(name, None)
+        self.namespaces.pop(name, None)
         if self.keys.pop(name, None) is not None:
             self.generation += 1
         self.reserved.discard(name)
@@ -127,8 +136,12 @@ class Pool:
             return None
         return key
 
-    def free(self, now: float | None = None, key: str | None = "") -> list[str]:
-        """The free runners that serve ``key`` (None: any), in the order they are given."""
+    def free(
+        self, now: float | None = None, key: str | None = "", namespace: str | None = None
+    ) -> list[str]:
+        """The free runners that serve ``key`` (None: any), in the order they are given;
+        with ``namespace``, those that take its steps, the ones restricted to it first (so
+        that a runner that takes any namespace's steps is left to the others)."""
         now = time.monotonic() if now is None else now
         empty: frozenset[str] = frozenset()
         key = self._filter(key)
@@ -143,14 +156,41 @@ class Pool:
         ]
         if self.pack is not None:
             free.sort(key=self.pack)
+        if namespace is not None and self.namespaces:
+            free = [n for n in free if self._serves(n, namespace)]
+            free.sort(key=lambda n: n not in self.namespaces)
         return free
+
+    def _serves(self, name: str, namespace: str) -> bool:
+        served = self.namespaces.get(name)
+        return served is None or namespace in served
+
+    def serving(self, key: str) -> list[frozenset[str] | None] | None:
+        """The namespaces each free runner of ``key`` serves (None: every one); None while
+        no runner is restricted to namespaces (waiting.py then counts free runners)."""
+        if not self.namespaces:
+            return None
+        return [self.namespaces.get(n) for n in self.free(key=key)]
+
+    def serves_any(self, key: str, namespace: str) -> bool:
+        """Whether a registered runner of ``key``, free or not, takes ``namespace``'s steps."""
+        wanted = self._filter(key)
+        return any(
+            (wanted is None or wanted in keys) and self._serves(n, namespace)
+            for n, keys in self.keys.items()
+        )
 
     def busy(self, name: str) -> bool:
         """It holds a lease, or an assignment is on its way to it."""
         return name in self.leases or name in self.reserved
 
-    def any_free(self, key: str = "", now: float | None = None) -> bool:
-        """Whether a runner that serves ``key`` is free, looked for until one is found."""
+    def any_free(
+        self, key: str = "", now: float | None = None, namespace: str | None = None
+    ) -> bool:
+        """Whether a runner that serves ``key`` (and ``namespace``) is free, looked for until
+        one is found."""
+        if namespace is not None and self.namespaces:
+            return bool(self.free(now, key, namespace))
         now = time.monotonic() if now is None else now
         empty: frozenset[str] = frozenset()
         wanted = self._filter(key)
@@ -174,8 +214,10 @@ class Pool:
                 counts[key] = counts.get(key, 0) + 1
         return counts
 
-    def reserve(self, now: float | None = None, key: str = "") -> str | None:
-        free = self.free(now, key)
+    def reserve(
+        self, now: float | None = None, key: str = "", namespace: str | None = None
+    ) -> str | None:
+        free = self.free(now, key, namespace)
         if not free:
             return None
         name = free[0]

@@ -12,15 +12,19 @@ it first) waits again, keeping its arrival.
 
 Steps wait by the label key they ask for (shared/core/labels.py), each key a line of its own
 woken by the free runners that serve it: a step waiting for a busy pool never stands in
-front of another pool's.
+front of another pool's. Where runners are restricted to namespaces (docs/namespaces.md), a
+free runner wakes only a waiter of a namespace it serves, each waiter in turn taking one it
+may use, so a step of a namespace no free runner serves never stands in front of the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from heddle.shared.core.namespaces import namespace_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +38,10 @@ class Turn:
 
 
 Loads = Callable[[], Counter[str]]  # the runners each run holds now
+# The namespaces each free runner of a label key serves (None: every one); None while no
+# runner is restricted to namespaces (pool.py, ``serving``).
+Serving = Sequence[frozenset[str] | None]
+Competes = Callable[[Turn], bool]  # whether a waiter may use the runner a step would take
 
 
 def rank(turn: Turn, loads: Counter[str]) -> tuple[int, int, bool, int]:
@@ -44,12 +52,23 @@ def no_loads() -> Counter[str]:
     return Counter()
 
 
+def no_restriction(key: str) -> Serving | None:
+    return None
+
+
+def fits(turn: Turn, served: frozenset[str] | None) -> bool:
+    return served is None or namespace_of(turn.run_id) in served
+
+
 class WaitingLine:
     """The lines of every label key; "" is the default pool's."""
 
-    def __init__(self, loads: Loads = no_loads) -> None:
+    def __init__(
+        self, loads: Loads = no_loads, serving: Callable[[str], Serving | None] = no_restriction
+    ) -> None:
         self._lines: dict[str, KeyLine] = {}
         self._loads = loads
+        self._serving = serving
         self._closed = False
 
     def __len__(self) -> int:
@@ -60,11 +79,20 @@ class WaitingLine:
     def awake(self) -> int:
         return sum(line.awake for line in self._lines.values())
 
-    def ahead(self, key: str, turn: Turn) -> bool:
+    def ahead(self, key: str, turn: Turn, competes: Competes | None = None) -> bool:
         """Whether a step waiting for a runner of ``key``, woken or not, goes before
-        ``turn``: a step that finds a free runner leaves it to that one."""
+        ``turn`` (of those that ``competes`` for its runner); a step that finds a free
+        runner leaves it to that one."""
         line = self._lines.get(key)
-        return line is not None and line.ahead(turn)
+        return line is not None and line.ahead(turn, competes)
+
+    def unfit(self, key: str, opening: bool) -> int:
+        """Waiters of ``key`` (opening a run or not) that no free runner may take, for their
+        namespace: they hold no credit of their lane (app.py), so the steps behind them in
+        the stream still come to the runners that may take them."""
+        line = self._lines.get(key)
+        serving = self._serving(key) if line else None
+        return 0 if line is None or serving is None else line.unfit(opening, serving)
 
     def line(self, key: str = "") -> KeyLine:
         line = self._lines.get(key)
@@ -80,7 +108,11 @@ class WaitingLine:
 
     def wake(self, free: Mapping[str, int]) -> int:
         """Wake waiters of each key until as many are awake as free runners serve it."""
-        return sum(line.wake(free.get(key, 0)) for key, line in self._lines.items() if line)
+        return sum(
+            line.wake(free.get(key, 0), self._serving(key))
+            for key, line in self._lines.items()
+            if line
+        )
 
     def close(self) -> None:
         """Wake every waiter, and let none wait from now on (the dispatcher stops)."""
@@ -112,13 +144,19 @@ class KeyLine:
     def awake(self) -> int:
         return len(self._woken)
 
-    def ahead(self, turn: Turn) -> bool:
+    def ahead(self, turn: Turn, competes: Competes | None = None) -> bool:
         if not self._waiting and not self._woken:
             return False
         loads = self._loads()
         mine = rank(turn, loads)
-        return any(rank(w.turn, loads) < mine for w in self._waiting) or any(
-            rank(t, loads) < mine for t in self._woken
+        turns = [*(w.turn for w in self._waiting), *self._woken]
+        return any(rank(t, loads) < mine and (competes is None or competes(t)) for t in turns)
+
+    def unfit(self, opening: bool, serving: Serving) -> int:
+        return sum(
+            1
+            for w in self._waiting
+            if w.turn.opening == opening and not any(fits(w.turn, s) for s in serving)
         )
 
     async def wait(self, timeout: float, turn: Turn) -> bool:
@@ -147,8 +185,12 @@ class KeyLine:
             self._forget(waiter)
         return woken
 
-    def wake(self, free: int) -> int:
-        """Wake waiters in turn until ``free`` are awake; how many this call woke."""
+    def wake(self, free: int, serving: Serving | None = None) -> int:
+        """Wake waiters in turn until ``free`` are awake; how many this call woke. With
+        ``serving`` (runners restricted to namespaces), each waiter in turn takes a free
+        runner that serves its namespace, those awake first, and one with none stays."""
+        if serving is not None:
+            return self._wake_fitting(list(serving))
         woken = 0
         if len(self._woken) >= free or not self._waiting:
             return woken
@@ -160,6 +202,33 @@ class KeyLine:
                 waiter.fut.set_result(True)
                 self._woken.append(waiter.turn)
                 woken += 1
+        return woken
+
+    def _wake_fitting(self, runners: list[frozenset[str] | None]) -> int:
+        # The runners restricted to namespaces are given first: one that serves every
+        # namespace is kept for a waiter that no other fits.
+        runners.sort(key=lambda served: served is None)
+
+        def take(turn: Turn) -> bool:
+            for i, served in enumerate(runners):
+                if fits(turn, served):
+                    del runners[i]
+                    return True
+            return False
+
+        for turn in self._woken:
+            take(turn)
+        loads = self._loads()
+        woken = 0
+        for waiter in sorted(self._waiting, key=lambda w: rank(w.turn, loads)):
+            if not runners:
+                break
+            if take(waiter.turn):
+                self._waiting.remove(waiter)
+                if not waiter.fut.done():
+                    waiter.fut.set_result(True)
+                    self._woken.append(waiter.turn)
+                    woken += 1
         return woken
 
     def close(self) -> None:

@@ -137,7 +137,7 @@ class Orchestrator:
         self.keys.start()
         self.liveness.start()
         growable = [  # pools autoscaling may grow: a step for them waits for their runners
-            Runner(p.name, p.labels)
+            Runner(p.name, p.labels, p.namespaces)
             for p in parse_pools(settings.runner_pools)
             if p.autoscaling and p.max_replicas
         ]

@@ -1,6 +1,7 @@
 """The periodic look for queued steps that no registered runner can take, and their end
 (services/orchestrator/unplaceable.py decides; docs/pools.md, "No runner with those
-labels"). Runs only looked at: a run whose steps ask for no labels costs nothing here."""
+labels"). Runs only looked at: a run whose steps ask for no labels costs nothing here, unless
+a runner of the default pool is restricted to namespaces (docs/namespaces.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from heddle.services.orchestrator.unplaceable import Runner, Unplaceable, Waitin
 from heddle.shared.broker.kv_reads import read_current
 from heddle.shared.broker.nats_types import NatsError
 from heddle.shared.broker.resources import Resources
-from heddle.shared.core.labels import label_key, runner_labels
+from heddle.shared.core.labels import DEFAULT_POOL, label_key, runner_labels
 from heddle.shared.runtime.metrics import WAITING_OLDEST, WAITING_STEPS
 from heddle.shared.runtime.periodic import Periodic
 from heddle.shared.runtime.service import event
@@ -43,6 +44,10 @@ class NoRunnerLook:
         self._periodic = Periodic("no-runner look", period, self.look, log)
         self._asks: dict[str, bool] = {}  # by run: whether any of its steps has runsOn
         self._counted: set[str] = set()  # the label keys of the no-runner series set
+        # A default pool's runner restricted to namespaces (at the last look; the first
+        # looks): then steps without runsOn are looked at too, and the registry read each
+        # time, since some namespace's steps may have no runner.
+        self._all_steps = True
 
     def start(self) -> None:
         self._periodic.start()
@@ -56,15 +61,16 @@ class NoRunnerLook:
             steps = actor.state.steps
             known = self._asks.get(run_id)
             asks[run_id] = any(s.runs_on for s in steps.values()) if known is None else known
-            if asks[run_id]:
+            if asks[run_id] or self._all_steps:
                 for s in steps.values():
-                    if s.status == "queued" and s.runs_on and s.offered_to is None:
+                    wants = s.runs_on or self._all_steps
+                    if s.status == "queued" and wants and s.offered_to is None:
                         yield Waiting(run_id, s.id, s.attempt, tuple(s.runs_on))
         self._asks = asks
 
     async def look(self) -> None:
         waiting = list(self._waiting())
-        if not waiting and not self.unplaceable.since:
+        if not waiting and not self.unplaceable.since and not self._all_steps:
             self._count([], time.monotonic())
             return
         try:
@@ -78,7 +84,9 @@ class NoRunnerLook:
                 info = runner_info_decoder.decode(entry.value)
             except msgspec.DecodeError:
                 continue
-            runners.append(Runner(info.pool, runner_labels(info.pool, info.labels)))
+            labels = runner_labels(info.pool, info.labels)
+            runners.append(Runner(info.pool, labels, info.namespaces))
+        self._all_steps = any(r.pool == DEFAULT_POOL and r.namespaces for r in runners)
         now = time.monotonic()
         verdicts = self.unplaceable.verdicts(waiting, runners, self.growable, now)
         self._count(waiting, now)

@@ -2,8 +2,9 @@
 those labels"). Pure: no I/O, no clock.
 
 A step whose runsOn names labels that no registered runner has waits in the stream, where no
-dispatcher takes it. It fails once it has waited so for HEDDLE_NO_RUNNER_TIMEOUT, unless a
-pool that autoscaling may grow has those labels: that pool's runners are on their way.
+dispatcher takes it; so does one whose labels' runners all serve other namespaces than its
+run's (docs/namespaces.md). It fails once it has waited so for HEDDLE_NO_RUNNER_TIMEOUT,
+unless a pool that autoscaling may grow could take it: that pool's runners are on their way.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from heddle.shared.core.labels import takes
+from heddle.shared.core.pool_namespaces import namespace_refusal, takes_step
 
 AttemptId = tuple[str, str, int]  # run, step, attempt
 
@@ -34,6 +35,7 @@ class Waiting:
 class Runner:
     pool: str
     labels: Sequence[str]
+    namespaces: Sequence[str] = ()  # the only ones whose steps it takes; none: every one
 
 
 class Unplaceable:
@@ -55,18 +57,24 @@ class Unplaceable:
         starts its count again when it next has none."""
         seen: dict[AttemptId, float] = {}
         out: list[tuple[Waiting, str]] = []
+        able = (*runners, *growable)
         for step in waiting:
-            if any(takes(r.pool, r.labels, step.runs_on) for r in (*runners, *growable)):
+            if any(takes_step(r, step.runs_on, step.run_id) for r in able):
                 continue
             since = seen[step.key] = self.since.get(step.key, now)
             if now - since >= self.timeout:
-                out.append((step, reason(step.runs_on, now - since)))
+                out.append((step, reason(step, able, now - since)))
         self.since = seen  # forgets the attempts that ended, or found a runner
         return out
 
 
-def reason(runs_on: Sequence[str], waited: float) -> str:
+def reason(step: Waiting, runners: Sequence[Runner], waited: float) -> str:
+    if (why := namespace_refusal(runners, step.runs_on, step.run_id)) is not None:
+        return (
+            f"{why}: no runner that may take it registered for {waited:.0f}s "
+            "(HEDDLE_NO_RUNNER_TIMEOUT)"
+        )
     return (
-        f"no runner has the labels {', '.join(sorted(runs_on))}: "
+        f"no runner has the labels {', '.join(sorted(step.runs_on)) or 'default'}: "
         f"none registered for {waited:.0f}s (HEDDLE_NO_RUNNER_TIMEOUT)"
     )

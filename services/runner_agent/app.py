@@ -176,6 +176,7 @@ class RunnerAgent:
             jobs=self.assignments.jobs,
             pool=self.settings.runner_pool,
             labels=self.assignments.labels,
+            namespaces=self.assignments.namespaces,
         )
 
     def _registration_soon(self) -> None:

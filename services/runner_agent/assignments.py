@@ -20,6 +20,7 @@ from heddle.services.runner_agent.continuations import Continuations
 from heddle.services.runner_agent.taken import Taken
 from heddle.shared.broker.acked import NOT_STORED
 from heddle.shared.core.labels import parse_labels, runner_labels, takes
+from heddle.shared.core.pool_namespaces import parse_namespaces, serves
 from heddle.shared.runtime import failpoints
 from heddle.shared.runtime.service import event
 from heddle.shared.wire.contracts import AssignReply, StepReady, encode, step_ready_decoder
@@ -55,6 +56,7 @@ class Assignments:
         self.continuations = Continuations()  # those that came before their attempt's offer
         self.pool = settings.runner_pool
         self.labels = runner_labels(self.pool, parse_labels(settings.runner_labels))
+        self.namespaces = sorted(parse_namespaces(settings.pool_namespaces))  # none: all
 
     async def _refuse(self, msg: Msg, reason: str) -> None:
         await msg.respond(
@@ -79,6 +81,11 @@ class Assignments:
         if not takes(self.pool, self.labels, ready.runs_on):
             # Handed here directly by an orchestrator that did not know this runner's labels.
             await self._refuse(msg, f"not for this runner's labels: {', '.join(self.labels)}")
+            return
+        if not serves(self.namespaces, ready.run_id):
+            await self._refuse(
+                msg, f"not for this runner's namespaces: {', '.join(self.namespaces)}"
+            )
             return
         if stall := self.stalls.stall_before_now():
             # It may have waited through the stall, and its offer been given up
@@ -124,7 +131,9 @@ class Assignments:
         still)."""
         if self.stopping or self.stalls.stall_before_now():
             return ""
-        if not takes(self.pool, self.labels, ready.runs_on):
+        if not takes(self.pool, self.labels, ready.runs_on) or not serves(
+            self.namespaces, ready.run_id
+        ):
             return ""
         assert self.ctx is not None
         attempt = Attempt(self.ctx, ready, after=done)

@@ -4,9 +4,10 @@ which pools could take a step. Pure: no I/O.
 The setting is a JSON list, one object per pool: ``name``, ``labels`` (its runners' labels;
 the pool's name is always one of them), ``statefulset`` (its StatefulSets' names are
 ``<statefulset><i>``, one single-replica StatefulSet per runner, its runner named after it),
-``minReplicas``, ``maxReplicas`` and ``autoscaling`` (whether the dispatcher scales it between
-the two; a pool that does not has its fixed size as both). Empty: only the default pool, as
-``HEDDLE_AUTOSCALE_*`` and ``HEDDLE_RUNNER_STATEFULSET_PREFIX`` describe it. See
+``minReplicas``, ``maxReplicas``, ``autoscaling`` (whether the dispatcher scales it between
+the two; a pool that does not has its fixed size as both) and ``namespaces`` (the only ones
+whose steps its runners take, HEDDLE_POOL_NAMESPACES; none: every one). Empty: only the
+default pool, as ``HEDDLE_AUTOSCALE_*`` and ``HEDDLE_RUNNER_STATEFULSET_PREFIX`` describe it. See
 docs/scaling.md, "Runner pools".
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 
 import msgspec
 from heddle.shared.core.labels import takes
+from heddle.shared.core.pool_namespaces import pool_namespaces_problems
 
 # A DNS label that starts with a letter: it goes into StatefulSet and NATS user names, and
 # never ends a runner's name in digits of its own (runner-<pool>-<i> is read back by its tail).
@@ -32,6 +34,7 @@ class PoolSpec(msgspec.Struct, frozen=True, rename="camel", forbid_unknown_field
     min_replicas: int = 0
     max_replicas: int = 0
     autoscaling: bool = False
+    namespaces: tuple[str, ...] = ()
 
 
 def parse_pools(text: str) -> list[PoolSpec]:
@@ -92,6 +95,7 @@ def _pool_problems(pool: PoolSpec) -> list[str]:
         )
     if pool.autoscaling and pool.max_replicas < 1:
         problems.append("an autoscaling pool needs maxReplicas of 1 or more")
+    problems.extend(f"namespaces: {p}" for p in pool_namespaces_problems(list(pool.namespaces)))
     return problems
 
 

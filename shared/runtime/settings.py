@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar, cast, get_args
 
 from heddle.shared.core.hosts import DEFAULT_ALLOWED_HOSTS, host_patterns
 from heddle.shared.core.labels import MAX_RUNNER_LABELS, label_problems, parse_labels
+from heddle.shared.core.pool_namespaces import parse_namespaces, pool_namespaces_problems
 from heddle.shared.core.runner_pools import parse_pools
 from heddle.shared.wire.errors import SettingsError
 from heddle.shared.wire.names import MAX_PARTITIONS
@@ -489,11 +490,15 @@ class Settings:
         return [*self._choice_problems(), *self._range_problems(), *self._label_problems()]
 
     def _label_problems(self) -> list[str]:
-        """The runner's pool name and labels (shared/core/labels.py)."""
+        """The runner's pool name, labels and namespaces (shared/core/labels.py,
+        pool_namespaces.py)."""
         pool = [f"HEDDLE_RUNNER_POOL: {p}" for p in label_problems([self.runner_pool], 1)]
         extra = parse_labels(self.runner_labels)
-        return pool + [
-            f"HEDDLE_RUNNER_LABELS: {p}" for p in label_problems(extra, MAX_RUNNER_LABELS - 1)
+        namespaces = parse_namespaces(self.pool_namespaces)
+        return [
+            *pool,
+            *(f"HEDDLE_RUNNER_LABELS: {p}" for p in label_problems(extra, MAX_RUNNER_LABELS - 1)),
+            *(f"HEDDLE_POOL_NAMESPACES: {p}" for p in pool_namespaces_problems(namespaces)),
         ]
 
     def _choice_problems(self) -> list[str]:

@@ -43,6 +43,7 @@ POOLS: dict[str, Any] = {
                 "name": "gpu",
                 "stepUids": "61100-61199",
                 "labels": ["cuda"],
+                "namespaces": ["ml", "team-a"],
                 "replicas": 1,
                 "image": {"repository": "registry.example/heddle-cuda", "tag": "2.0"},
                 "resources": {"limits": {"nvidia.com/gpu": 1}},
@@ -100,19 +101,20 @@ def test_each_pool_is_its_own_statefulsets_each_scaled_on_its_own(pools: Manifes
         assert selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()
 
 
-def test_each_runner_knows_its_pool_labels_and_uid(pools: Manifest) -> None:
+def test_each_runner_knows_its_pool_labels_namespaces_and_uid(pools: Manifest) -> None:
     containers = pools.heddle_containers()
     expected = {
-        "runner-1": ("default", "linux", "60600-61099"),
-        "runner-gpu-3": ("gpu", "cuda", "61100-61199"),
-        "runner-big-4": ("big", "", "61200-61209"),
-        "runner-arm-1": ("arm", "", "61300-61309"),
+        "runner-1": ("default", "linux", "", "60600-61099"),
+        "runner-gpu-3": ("gpu", "cuda", "ml,team-a", "61100-61199"),
+        "runner-big-4": ("big", "", "", "61200-61209"),
+        "runner-arm-1": ("arm", "", "", "61300-61309"),
     }
-    for name, (pool, labels, uids) in expected.items():
+    for name, (pool, labels, namespaces, uids) in expected.items():
         _, container = containers[name]
         settings = Settings.from_env(only_strings(pools.env(container)))
         assert (settings.runner_name, settings.runner_pool) == (name, pool)
         assert (settings.runner_labels, settings.step_uids) == (labels, uids)
+        assert settings.pool_namespaces == namespaces
 
 
 def test_each_pool_has_its_own_image_resources_and_scheduling(pools: Manifest) -> None:
@@ -140,7 +142,7 @@ def test_the_dispatcher_scales_each_pool_within_its_own_bounds(pools: Manifest) 
     assert settings.autoscale == "on"
     assert parse_pools(settings.runner_pools) == [
         PoolSpec("default", "runner-", ("default", "linux"), 1, 3, True),
-        PoolSpec("gpu", "runner-gpu-", ("cuda", "gpu"), 0, 4, True),
+        PoolSpec("gpu", "runner-gpu-", ("cuda", "gpu"), 0, 4, True, ("ml", "team-a")),
         PoolSpec("big", "runner-big-", ("big",), 2, 5, True),
         PoolSpec("arm", "runner-arm-", ("arm",), 2, 2, False),
     ]
@@ -274,6 +276,11 @@ def test_pools_whose_runners_would_share_uids_or_cannot_scale_are_refused(
         {"name": "gpu", "stepUids": "61100-61199", "image": {"repo": "x"}},
         {"name": "gpu", "stepUids": "61100-61199", "autoscaling": {"maxReplicas": 0}},
         {"name": "gpu", "stepUids": "61100-61199", "autoscaling": {"upAfterSeconds": 5}},
+        {"name": "gpu", "stepUids": "61100-61199", "namespaces": "team-a"},
+        {"name": "gpu", "stepUids": "61100-61199", "namespaces": ["team a"]},
+        {"name": "gpu", "stepUids": "61100-61199", "namespaces": ["team=a"]},
+        {"name": "gpu", "stepUids": "61100-61199", "namespaces": [""]},
+        {"name": "gpu", "stepUids": "61100-61199", "namespaces": ["ml", "ml"]},
     ],
 )
 def test_values_schema_validates_each_pool(chart: helm.Chart, entry: dict) -> None:

@@ -15,6 +15,7 @@ from heddle.services.gateway.http import answers
 from heddle.services.gateway.http.answers import json_response
 from heddle.services.gateway.http.inputs import payload_limit
 from heddle.services.gateway.http.keys import NATS, RESOURCES, SETTINGS
+from heddle.services.gateway.http.pool_check import namespace_refused
 from heddle.services.gateway.http.scope import Scope
 from heddle.services.gateway.openapi.types import Submitted
 from heddle.services.gateway.reads.runs import get_run_record
@@ -65,6 +66,8 @@ async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -
     nc = request.app[NATS]
     res = request.app[RESOURCES]
     settings = request.app[SETTINGS]
+    if refused := await namespace_refused(request, cmd):
+        return refused
     if cmd.on_limit == "refuse" and (refused := await _refused(request, cmd, chosen_id)):
         return refused
     payload = encode(cmd)

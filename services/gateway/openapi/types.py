@@ -316,6 +316,8 @@ class RunnerDoc(Doc):
     held_since: str | None
     pool: str = "default"  # its pool (HEDDLE_RUNNER_POOL)
     labels: list[str] = []  # its pool's name and its other labels: a step's runsOn
+    # The only namespaces whose steps it takes (HEDDLE_POOL_NAMESPACES); empty: every one
+    namespaces: list[str] = []
 
 
 class Lease(Doc):

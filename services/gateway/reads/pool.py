@@ -87,6 +87,7 @@ async def pool_document(runners_kv: Bucket, runs_kv: Bucket) -> Pool:
                 held_since=held,
                 pool=info.pool,
                 labels=runner_labels(info.pool, info.labels),
+                namespaces=info.namespaces,
             )
         )
     runners.sort(key=lambda r: r.name)

@@ -38,7 +38,7 @@ class WaitSources:
 async def wait_facts(src: WaitSources, run: RunRecord, steps: list[StepRecord]) -> WaitFacts:
     wanted = semaphores_waited(steps)
     registry, docs = await asyncio.gather(
-        _registry(src.runners) if needs_registry(steps) else _nothing(),
+        read_registry(src.runners) if needs_registry(steps) else _nothing(),
         asyncio.gather(*(_semaphore(src.js, name) for name in wanted)),
     )
     return WaitFacts(
@@ -52,7 +52,7 @@ async def _nothing() -> list[RunnerInfo]:
     return []
 
 
-async def _registry(runners_kv: Bucket) -> list[RunnerInfo]:
+async def read_registry(runners_kv: Bucket) -> list[RunnerInfo]:
     out = []
     for entry in await read_current(runners_kv, ">"):
         with contextlib.suppress(msgspec.DecodeError):

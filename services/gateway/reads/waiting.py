@@ -14,7 +14,8 @@ from typing import Any
 
 import msgspec
 from heddle.services.gateway.openapi.types import WaitingFor
-from heddle.shared.core.labels import DEFAULT_POOL, runner_labels, takes
+from heddle.shared.core.labels import DEFAULT_POOL
+from heddle.shared.core.pool_namespaces import namespace_refusal, takes_step
 from heddle.shared.wire.contracts import TERMINAL_RUN, RunnerInfo, RunRecord, StepRecord
 
 
@@ -53,7 +54,7 @@ def semaphores_waited(steps: list[StepRecord]) -> list[str]:
 def waits(run: RunRecord, steps: list[StepRecord], facts: WaitFacts) -> Waits:
     if run.status in TERMINAL_RUN:
         return Waits({}, None)
-    found = {s.id: w for s in steps if (w := step_waiting(s, facts)) is not None}
+    found = {s.id: w for s in steps if (w := step_waiting(s, facts, run.run_id)) is not None}
     if not run.waiting:
         found.update(held_back(steps))
     return Waits(found, run_waiting(run, steps, found, facts.priority_ahead))
@@ -85,14 +86,16 @@ def held_back(steps: list[StepRecord]) -> dict[str, WaitingFor]:
     }
 
 
-def step_waiting(step: StepRecord, facts: WaitFacts) -> WaitingFor | None:
+def step_waiting(step: StepRecord, facts: WaitFacts, run_id: str = "") -> WaitingFor | None:
+    """Why ``step`` of the run ``run_id`` (stored, qualified; "" a default namespace's)
+    waits, or None."""
     if step.status == "retrying" and step.retry_at:
         return backoff(step)
     if step.status == "pending" and step.semaphore_wait:
         name = step.semaphore_wait
         return semaphore_full(name, facts.semaphores.get(name, Semaphore()))
     if step.status == "queued" and step.offered_to is None:
-        return runner_wait(step, facts.runners)
+        return runner_wait(step, facts.runners, run_id)
     return None
 
 
@@ -156,15 +159,23 @@ def semaphore_full(name: str, sem: Semaphore) -> WaitingFor:
     )
 
 
-def runner_wait(step: StepRecord, runners: list[RunnerInfo]) -> WaitingFor | None:
-    """A queued step: no runner could take it, or every one that could is busy; None while
-    one is free (the step is being handed to it) or one holds it already."""
+def runner_wait(step: StepRecord, runners: list[RunnerInfo], run_id: str) -> WaitingFor | None:
+    """A queued step: no runner could take it (its labels, or its run's namespace), or every
+    one that could is busy; None while one is free (the step is being handed to it) or one
+    holds it already."""
     if any(
         r.run_id is not None and r.step_id == step.id and r.attempt == step.attempt for r in runners
     ):
         return None
-    able = [r for r in runners if takes(r.pool, runner_labels(r.pool, r.labels), step.runs_on)]
+    able = [r for r in runners if takes_step(r, step.runs_on, run_id)]
     labels = sorted(step.runs_on) or None
+    if not able and (why := namespace_refusal(runners, step.runs_on, run_id)) is not None:
+        return WaitingFor(
+            reason="no-runner",
+            sentence=f"No runner may take it: {why}.",
+            pool=DEFAULT_POOL if not labels else None,
+            labels=labels,
+        )
     pools = sorted({r.pool for r in able})
     pool = pools[0] if len(pools) == 1 else (None if labels else DEFAULT_POOL)
     whose = f"with labels {', '.join(labels)}" if labels else f"of pool {DEFAULT_POOL}"

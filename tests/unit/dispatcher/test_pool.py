@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from heddle.services.dispatcher.pool import Pool
 from heddle.shared.wire.contracts import RunnerInfo
 
@@ -228,3 +229,36 @@ def test_the_generation_counts_changes_to_what_runners_serve() -> None:
     assert pool.generation == first + 1 and "fast+gpu" in pool.served()
     pool.remove("g")
     assert pool.generation == first + 2 and pool.served() == frozenset()
+
+
+def restricted(name: str, pool: str, *namespaces: str) -> RunnerInfo:
+    return msgspec.structs.replace(labelled(name, pool, [pool]), namespaces=list(namespaces))
+
+
+def test_a_runner_restricted_to_namespaces_is_free_for_their_steps_alone() -> None:
+    pool = Pool()
+    pool.update(restricted("gpu-a", "gpu", "team-a"))
+    pool.update(labelled("gpu-any", "gpu", ["gpu"]))
+    assert pool.free(now=0, key="gpu") == ["gpu-a", "gpu-any"]  # no namespace: any
+    # A step of team-a takes the runner restricted to it first: the other is kept for
+    # the namespaces it alone serves.
+    assert pool.free(now=0, key="gpu", namespace="team-a") == ["gpu-a", "gpu-any"]
+    assert pool.free(now=0, key="gpu", namespace="team-b") == ["gpu-any"]
+    assert pool.serving("gpu") == [frozenset({"team-a"}), None]
+    assert pool.reserve(now=0, key="gpu", namespace="team-b") == "gpu-any"
+    assert not pool.any_free("gpu", now=0, namespace="team-b")
+    assert pool.any_free("gpu", now=0, namespace="team-a")
+    assert pool.serves_any("gpu", "team-b") and not pool.serves_any("tpu", "team-a")
+    pool.remove("gpu-any")
+    assert not pool.serves_any("gpu", "team-b") and pool.serves_any("gpu", "team-a")
+
+
+def test_without_restricted_runners_the_namespace_asks_nothing() -> None:
+    pool = Pool()
+    pool.update(info("a"))
+    assert pool.serving("") is None
+    assert pool.free(now=0, namespace="team-b") == ["a"]
+    pool.update(restricted("a", "default", "team-a"))
+    assert pool.free(now=0, namespace="team-b") == []
+    pool.update(info("a"))  # its restriction lifted
+    assert pool.namespaces == {} and pool.free(now=0, namespace="team-b") == ["a"]

@@ -193,3 +193,40 @@ async def test_free_runners_wake_only_the_waiters_of_the_keys_they_serve() -> No
     assert all(t.done() for t in gpu) and line.awake == 0
     line.close()
     await asyncio.gather(*cpu)
+
+
+async def test_a_runner_restricted_to_namespaces_wakes_a_waiter_of_its_own():
+    line = KeyLine()
+    theirs, ours = turn("team-b=r"), turn("team-a=r")
+    tasks = await _waiters(line, [theirs, ours])
+    # The first in turn is team-b's, but the free runner serves team-a alone.
+    assert line.wake(1, [frozenset({"team-a"})]) == 1
+    await asyncio.sleep(0)
+    assert done(tasks) == [False, True]
+    assert line.unfit(False, [frozenset({"team-a"})]) == 1  # team-b's holds no credit
+    assert line.unfit(False, [None]) == 0
+    line.close()
+
+
+async def test_each_waiter_takes_a_runner_it_may_use_the_restricted_first():
+    line = KeyLine()
+    a1, b1, a2 = turn("team-a=1"), turn("team-b=1"), turn("team-a=2")
+    tasks = await _waiters(line, [a1, b1, a2])
+    # a1 takes the team-a runner, not the one for all, which is left to b1; a2 has none.
+    assert line.wake(2, [None, frozenset({"team-a"})]) == 2
+    await asyncio.sleep(0)
+    assert done(tasks) == [True, True, False]
+    line.close()
+
+
+async def test_a_waiter_ahead_counts_only_if_it_may_use_the_runner():
+    line = WaitingLine(serving=lambda key: [frozenset({"team-a"})])
+    task = asyncio.create_task(line.wait(5.0, turn("team-b=r", priority=5), key="gpu"))
+    await asyncio.sleep(0)
+    mine = turn("team-a=r")
+    assert line.ahead("gpu", mine)
+    assert not line.ahead("gpu", mine, competes=lambda t: t.run_id.startswith("team-a="))
+    assert line.unfit("gpu", False) == 1 and line.unfit("", False) == 0
+    assert line.wake({"gpu": 1}) == 0  # the free runner is not for it: it keeps waiting
+    line.close()
+    assert await task is True

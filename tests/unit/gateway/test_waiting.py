@@ -139,6 +139,21 @@ def test_no_runner_of_the_default_pool() -> None:
     assert alone is not None and alone.reason == "no-runner"
 
 
+def test_a_step_whose_labels_runners_serve_other_namespaces_says_so() -> None:
+    facts = WaitFacts(runners=[runner("d"), runner("g", pool="gpu", namespaces=["team-a"])])
+    assert as_json(step_waiting(step(runs_on=["gpu"]), facts, "team-b=r")) == {
+        "reason": "no-runner",
+        "sentence": "No runner may take it: pool gpu serves namespace team-a only; this run "
+        "is in namespace team-b.",
+        "labels": ["gpu"],
+    }
+    mine = as_json(step_waiting(step(runs_on=["gpu"]), facts, "team-a=r"))
+    assert mine is None  # its runner is free: it is on its way there
+    theirs = msgspec.structs.replace(run(), run_id="team-b=r")
+    both = as_json(waits(theirs, [step(runs_on=["gpu"])], facts).run)
+    assert "Step s: No runner may take it: pool gpu serves namespace team-a" in both["sentence"]
+
+
 def test_the_registry_is_needed_only_for_a_queued_step_not_offered() -> None:
     assert needs_registry([step(status="queued")])
     assert not needs_registry([step(status="queued", offered_to="a")])

@@ -1,4 +1,4 @@
-"""`heddle up --pool NAME=COUNT[:labels]` (services/local/runner_pools.py)."""
+"""`heddle up --pool NAME=COUNT[:labels][@namespaces]` (services/local/runner_pools.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,10 @@ def test_a_pool_option_gives_its_count_and_labels() -> None:
         ("g.pu=1", "pool name"),
         ("gpu=1:a.b", "'a.b'"),
         ("default=2", "--runners N"),
+        ("gpu=1@", "after '@'"),
+        ("gpu=1:a100@team a", "'team a'"),
+        ("gpu=1@team-a+team=b", "'team=b'"),
+        ("gpu=1@team-a+team-a", "repeated: team-a"),
     ],
 )
 def test_a_bad_pool_option_is_named(text: str, says: str) -> None:
@@ -43,8 +47,12 @@ def test_every_bad_option_is_named_at_once() -> None:
 def test_runners_are_named_by_pool_and_carry_their_settings() -> None:
     specs = runner_specs(2, [PoolRequest("gpu", 2, ("a100",))])
     assert [s.name for s in specs] == ["runner-0", "runner-1", "runner-gpu-0", "runner-gpu-1"]
-    assert specs[0].env() == {}
-    assert specs[2].env() == {"HEDDLE_RUNNER_POOL": "gpu", "HEDDLE_RUNNER_LABELS": "a100"}
+    assert specs[0].env() == {"HEDDLE_POOL_NAMESPACES": ""}
+    assert specs[2].env() == {
+        "HEDDLE_RUNNER_POOL": "gpu",
+        "HEDDLE_RUNNER_LABELS": "a100",
+        "HEDDLE_POOL_NAMESPACES": "",
+    }
     with pytest.raises(PoolOptionError, match="twice for gpu"):
         runner_specs(1, [PoolRequest("gpu", 1), PoolRequest("gpu", 2)])
 
@@ -69,3 +77,30 @@ def test_each_pools_runners_get_uids_of_their_own() -> None:
     assert step_uids_problem(settings, names, euid=0, step_uids=own) is None
     # ... which they would not be without their pool's range: runner-gpu-0 is runner-0's.
     assert "share step uid 60600" in (step_uids_problem(settings, names, euid=0) or "")
+
+
+def test_a_pool_option_names_its_namespaces() -> None:
+    assert parse_pool("gpu=1@team-a") == PoolRequest("gpu", 1, (), ("team-a",))
+    assert parse_pool("gpu=2:a100@team-a+team-b") == PoolRequest(
+        "gpu", 2, ("a100",), ("team-a", "team-b")
+    )
+    assert parse_pool("gpu=1@*") == PoolRequest("gpu", 1, (), ())
+    assert parse_pool("gpu=1").namespaces is None
+
+
+def test_heddle_ups_namespaces_go_to_the_pools_without_their_own() -> None:
+    pools = parse_pools(["gpu=1", "arm=1@team-c", "big=1@*"])
+    specs = {s.name: s for s in runner_specs(1, pools, ["team-a", "team-b"])}
+    served = {name: s.env()["HEDDLE_POOL_NAMESPACES"] for name, s in specs.items()}
+    assert served == {
+        "runner-0": "",  # the default pool's take every namespace's steps
+        "runner-gpu-0": "team-a,team-b",
+        "runner-arm-0": "team-c",
+        "runner-big-0": "",
+    }
+
+
+def test_every_bad_namespace_of_every_option_is_named() -> None:
+    with pytest.raises(PoolOptionError) as exc:
+        parse_pools(["gpu=1@a.b+ok", "arm=1@c d"])
+    assert "'a.b'" in str(exc.value) and "'c d'" in str(exc.value)

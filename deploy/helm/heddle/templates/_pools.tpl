@@ -5,7 +5,7 @@ StatefulSets, one per runner (see templates/runner.yaml): the default pool's are
 <namePrefix>runner-<i> as ever, another pool's <namePrefix>runner-<pool>-<i>. Each entry:
 name, where (its values' path, for messages), replicas, image, pullPolicy, resources,
 nodeSelector, tolerations, affinity (a pool's own, else the chart's), labels (its extra runner
-labels), stepUids, autoscaling {enabled, minReplicas, maxReplicas}, prefix (its StatefulSets'
+labels), namespaces (the only ones whose steps its runners take; none: every one), stepUids, autoscaling {enabled, minReplicas, maxReplicas}, prefix (its StatefulSets'
 names before the ordinal) and runners (every StatefulSet's name: autoscaling's maxReplicas of
 them, else replicas).
 */}}
@@ -17,7 +17,7 @@ them, else replicas).
   "image" (include "heddle.image" .) "pullPolicy" .Values.image.pullPolicy
   "resources" ($r.resources | default dict) "nodeSelector" (.Values.nodeSelector | default dict)
   "tolerations" (.Values.tolerations | default list) "affinity" (.Values.affinity | default dict)
-  "labels" ($r.labels | default list) "stepUids" (toString $r.stepUids)
+  "labels" ($r.labels | default list) "namespaces" list "stepUids" (toString $r.stepUids)
   "autoscaling" (dict "enabled" $a.enabled "minReplicas" (int $a.minReplicas) "maxReplicas" (int $a.maxReplicas))
   "prefix" (printf "%s-" (include "heddle.name" (list . "runner")))) -}}
 {{- range $p := $r.pools | default list -}}
@@ -36,7 +36,7 @@ them, else replicas).
   "nodeSelector" (ternary $p.nodeSelector $.Values.nodeSelector (hasKey $p "nodeSelector") | default dict)
   "tolerations" (ternary $p.tolerations $.Values.tolerations (hasKey $p "tolerations") | default list)
   "affinity" (ternary $p.affinity $.Values.affinity (hasKey $p "affinity") | default dict)
-  "labels" ($p.labels | default list) "stepUids" (toString $p.stepUids)
+  "labels" ($p.labels | default list) "namespaces" ($p.namespaces | default list) "stepUids" (toString $p.stepUids)
   "autoscaling" (dict "enabled" ($scaling.enabled | default false) "minReplicas" (int (ternary $scaling.minReplicas 1 (hasKey $scaling "minReplicas"))) "maxReplicas" (int (ternary $scaling.maxReplicas 8 (hasKey $scaling "maxReplicas"))))
   "prefix" (printf "%s-" (include "heddle.name" (list $ (printf "runner-%s" $p.name))))) -}}
 {{- end -}}
@@ -58,8 +58,8 @@ them, else replicas).
 
 {{/*
 HEDDLE_RUNNER_POOLS for the dispatcher and the orchestrator (shared/core/runner_pools.py):
-every pool's name, labels (its name among them, sorted), StatefulSet name prefix and bounds (a
-pool that does not autoscale: its fixed size as both). "" without runners.pools.
+every pool's name, labels (its name among them, sorted), StatefulSet name prefix, bounds (a
+pool that does not autoscale: its fixed size as both) and namespaces. "" without runners.pools.
 */}}
 {{- define "heddle.runnerPoolsSetting" -}}
 {{- if .Values.runners.pools -}}
@@ -68,7 +68,7 @@ pool that does not autoscale: its fixed size as both). "" without runners.pools.
 {{- $a := .autoscaling -}}
 {{- $min := ternary $a.minReplicas .replicas $a.enabled -}}
 {{- $max := ternary $a.maxReplicas .replicas $a.enabled -}}
-{{- $out = append $out (dict "name" .name "labels" (prepend .labels .name | uniq | sortAlpha) "statefulset" .prefix "minReplicas" (int $min) "maxReplicas" (int $max) "autoscaling" $a.enabled) -}}
+{{- $out = append $out (dict "name" .name "labels" (prepend .labels .name | uniq | sortAlpha) "statefulset" .prefix "minReplicas" (int $min) "maxReplicas" (int $max) "autoscaling" $a.enabled "namespaces" .namespaces) -}}
 {{- end -}}
 {{- toRawJson $out -}}
 {{- end -}}
