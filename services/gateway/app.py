@@ -11,6 +11,7 @@ from aiohttp import web
 from heddle.services.gateway.handlers import (
     history,
     logs,
+    namespaces,
     operations,
     run_control,
     run_events,
@@ -68,6 +69,7 @@ ROUTES: tuple[Route, ...] = (
     *triggers.ROUTES,
     *history.ROUTES,
     *semaphores.ROUTES,
+    *namespaces.ROUTES,
     *tokens.ROUTES,
     *operations.ROUTES,
     *api_page.ROUTES,
@@ -94,6 +96,7 @@ async def nats_context(app: web.Application) -> AsyncIterator[None]:
         pods=res.kv[names.PODS_BUCKET],
         semaphores=res.kv[names.SEMAPHORES_BUCKET],
         concurrency=res.kv[names.CONCURRENCY_BUCKET],
+        namespaces=res.kv[names.NAMESPACES_BUCKET],
     )
     if admin is not None:
         await seed_admin(res.kv[names.TOKENS_BUCKET], token_index, admin, settings.admin_token_file)
