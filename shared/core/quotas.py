@@ -42,6 +42,15 @@ def quota_namespace(name: str) -> str | None:
     return None
 
 
+def with_quota(names: list[str], quota: str | None) -> list[str]:
+    """A step's semaphores as it asks for them now: its own, and its namespace's quota's
+    while the namespace has one (``quota``); the same list when nothing changes."""
+    if quota is None and not any(quota_namespace(n) for n in names):
+        return names
+    own = [n for n in names if quota_namespace(n) is None]
+    return own if quota is None else [*own, quota]
+
+
 def size(quota: int | None) -> int:
     """A quota document's size: the quota, or no bound at all."""
     return UNLIMITED if quota is None else quota

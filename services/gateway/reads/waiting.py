@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 from heddle.services.gateway.openapi.types import WaitingFor
 from heddle.shared.core.labels import DEFAULT_POOL, runner_labels, takes
+from heddle.shared.core.quotas import UNLIMITED, quota_namespace
 from heddle.shared.wire.contracts import TERMINAL_RUN, RunnerInfo, RunRecord, StepRecord
 
 
@@ -90,7 +91,9 @@ def step_waiting(step: StepRecord, facts: WaitFacts) -> WaitingFor | None:
         return backoff(step)
     if step.status == "pending" and step.semaphore_wait:
         name = step.semaphore_wait
-        return semaphore_full(name, facts.semaphores.get(name, Semaphore()))
+        sem = facts.semaphores.get(name, Semaphore())
+        namespace = quota_namespace(name)
+        return semaphore_full(name, sem) if namespace is None else quota_full(namespace, sem)
     if step.status == "queued" and step.offered_to is None:
         return runner_wait(step, facts.runners)
     return None
@@ -152,6 +155,20 @@ def semaphore_full(name: str, sem: Semaphore) -> WaitingFor:
         reason="semaphore",
         sentence=f"Semaphore {name} is full{size}{held}.",
         semaphore=name,
+        holders=list(sem.holders),
+    )
+
+
+def quota_full(namespace: str, sem: Semaphore) -> WaitingFor:
+    """A step waiting for its namespace's running-steps quota (its implicit semaphore)."""
+    running = f" ({len(sem.holders)} running)" if sem.holders else ""
+    quota = sem.size if sem.size is not None and sem.size < UNLIMITED else None
+    at = f" of {quota}" if quota is not None else ""
+    return WaitingFor(
+        reason="quota",
+        sentence=f"Namespace {namespace} is at its quota{at} of running steps{running}.",
+        namespace=namespace,
+        quota=quota,
         holders=list(sem.holders),
     )
 
