@@ -16,6 +16,7 @@ import msgspec
 from heddle.services.gateway.openapi.types import WaitingFor
 from heddle.shared.core.labels import DEFAULT_POOL, runner_labels, takes
 from heddle.shared.core.quotas import UNLIMITED, quota_namespace
+from heddle.shared.core.semaphores import DEFAULT_SIZE
 from heddle.shared.wire.contracts import TERMINAL_RUN, RunnerInfo, RunRecord, StepRecord
 
 
@@ -162,7 +163,8 @@ def semaphore_full(name: str, sem: Semaphore) -> WaitingFor:
 def quota_full(namespace: str, sem: Semaphore) -> WaitingFor:
     """A step waiting for its namespace's running-steps quota (its implicit semaphore)."""
     running = f" ({len(sem.holders)} running)" if sem.holders else ""
-    quota = sem.size if sem.size is not None and sem.size < UNLIMITED else None
+    size = DEFAULT_SIZE if sem.size is None else sem.size  # a size of 1 is stored unsaid
+    quota = size if size < UNLIMITED else None
     at = f" of {quota}" if quota is not None else ""
     return WaitingFor(
         reason="quota",
