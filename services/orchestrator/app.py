@@ -102,9 +102,7 @@ class Orchestrator:
         self.leases = Leases(res.kv[names.LEASES_BUCKET], settings, self.instance)
         self.handoffs = Handoffs(nc, settings.assign_timeout, runs)
         self.quotas = NamespaceQuotas(
-            res.kv[names.NAMESPACES_BUCKET],
-            res.kv[names.SEMAPHORES_BUCKET],
-            res.kv[names.CONCURRENCY_BUCKET],
+            res.kv[names.NAMESPACES_BUCKET], res.kv[names.SEMAPHORES_BUCKET]
         )
         await self.quotas.start()  # every quota known before a run is taken
         self.policy = dataclasses.replace(self.policy, step_quota=self.quotas.running_steps)

@@ -2,9 +2,9 @@
 record of heddle-namespaces in memory, kept by a watch, so that a step or a run of a namespace
 without a quota costs a look in a dict and nothing more.
 
-A record changed, its quotas' documents are sized anew (by compare-and-set: every
-orchestrator does it, the first alone writes): a quota raised or gone lets the steps and runs
-waiting in it go ahead through the semaphores' and keys' own watches."""
+A record changed, its running-steps quota's semaphore is sized anew (by compare-and-set:
+every orchestrator does it, the first alone writes): a quota raised or gone lets the steps
+waiting in it go ahead through the semaphores' own watch."""
 
 from __future__ import annotations
 
@@ -12,15 +12,13 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-import msgspec
-from heddle.shared.broker.concurrency_store import KEYS
 from heddle.shared.broker.kv_watch import follow
 from heddle.shared.broker.namespace_store import NAMESPACES
 from heddle.shared.broker.semaphore_store import SEMAPHORES
 from heddle.shared.core import quotas, semaphores
 from heddle.shared.runtime.service import event
 from heddle.shared.runtime.tasks import cancel_and_wait
-from heddle.shared.wire.contracts import ConcurrencyKey, NamespaceRecord
+from heddle.shared.wire.contracts import NamespaceRecord
 
 if TYPE_CHECKING:
     from heddle.shared.broker.buckets import Bucket
@@ -29,10 +27,9 @@ log = logging.getLogger("heddle.orchestrator")
 
 
 class NamespaceQuotas:
-    def __init__(self, kv: Bucket, semaphores_kv: Bucket, keys_kv: Bucket) -> None:
+    def __init__(self, kv: Bucket, semaphores_kv: Bucket) -> None:
         self.kv = kv
         self.semaphores_kv = semaphores_kv
-        self.keys_kv = keys_kv
         self.records: dict[str, NamespaceRecord] = {}
         self._caught_up = asyncio.Event()
         self._watch: asyncio.Task | None = None
@@ -41,11 +38,6 @@ class NamespaceQuotas:
         """The namespace's running-steps quota (None: none)."""
         rec = self.records.get(namespace)
         return None if rec is None else rec.max_running_steps
-
-    def runs_under_way(self, namespace: str) -> int | None:
-        """The namespace's runs-under-way quota (None: none)."""
-        rec = self.records.get(namespace)
-        return None if rec is None else rec.max_runs_under_way
 
     async def start(self) -> None:
         """The watch started, and every record read before a run is taken."""
@@ -74,8 +66,7 @@ class NamespaceQuotas:
 
     async def _size(self, name: str, rec: NamespaceRecord) -> None:
         """The quotas' documents sized as the record says; none made for a quota never set."""
-        sem_name, key_name = quotas.steps_semaphore(name), quotas.runs_key(name)
-        steps, runs = quotas.size(rec.max_running_steps), quotas.size(rec.max_runs_under_way)
+        sem_name, steps = quotas.steps_semaphore(name), quotas.size(rec.max_running_steps)
         if (
             rec.max_running_steps is not None
             or (await SEMAPHORES.read(self.semaphores_kv, sem_name))[1]
@@ -83,8 +74,6 @@ class NamespaceQuotas:
             await SEMAPHORES.change(
                 self.semaphores_kv, sem_name, lambda s: semaphores.resize(s, steps)
             )
-        if rec.max_runs_under_way is not None or (await KEYS.read(self.keys_kv, key_name))[1]:
-            await KEYS.change(self.keys_kv, key_name, lambda d: _limited(d, key_name, runs))
         event(
             log,
             "namespace quotas",
@@ -92,7 +81,3 @@ class NamespaceQuotas:
             max_runs_under_way=rec.max_runs_under_way,
             max_running_steps=rec.max_running_steps,
         )
-
-
-def _limited(doc: ConcurrencyKey, key: str, limit: int) -> ConcurrencyKey:
-    return msgspec.structs.replace(doc, key=key, limit=limit)

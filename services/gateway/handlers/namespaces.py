@@ -3,9 +3,9 @@
 what it has in use; ``PUT /api/namespaces/{ns}`` makes one or sets its quotas (the system's
 admin alone). A namespace the token may not see answers as one that does not exist.
 
-What a quota counts is read off the documents the orchestrators keep it with: the holders of
-the namespace's implicit semaphore (its running steps) and of its implicit concurrency key
-(its runs under way), shared/core/quotas.py."""
+The running steps a quota counts are the holders of the namespace's implicit semaphore the
+orchestrators keep (shared/core/quotas.py); the runs under way, those the runs index shows
+running and not waiting their turn."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from heddle.services.gateway.openapi.registry_types import (
     NamespaceQuotas,
 )
 from heddle.services.gateway.openapi.route import Param, Route
-from heddle.shared.broker.concurrency_store import KEYS
 from heddle.shared.broker.namespace_store import NAMESPACES
 from heddle.shared.broker.semaphore_store import SEMAPHORES
 from heddle.shared.core import quotas
@@ -59,9 +58,6 @@ async def _document(
     """A namespace as the API shows it: its quotas and what it has in use."""
     res = request.app[RESOURCES]
     name = record.name
-    runs = under_way[name]
-    if record.max_runs_under_way is not None:
-        runs = len((await KEYS.read(res.concurrency, quotas.runs_key(name)))[0].holders)
     steps = None
     if record.max_running_steps is not None:
         sem, _ = await SEMAPHORES.read(res.semaphores, quotas.steps_semaphore(name))
@@ -70,7 +66,7 @@ async def _document(
         name=name,
         max_runs_under_way=record.max_runs_under_way,
         max_running_steps=record.max_running_steps,
-        runs_under_way=runs,
+        runs_under_way=under_way[name],
         running_steps=steps,
         created_at=record.created_at or None,
     )

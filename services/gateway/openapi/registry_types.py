@@ -191,8 +191,8 @@ class NamespaceDoc(Doc):
     name: str
     max_runs_under_way: int | None  # null: no limit
     max_running_steps: int | None
-    # Its runs under way (holding its quota, with one) and its running steps (holding its
-    # quota; null while it has none: they are not counted).
+    # Its runs under way (running, not waiting their turn) and its running steps (holding
+    # its quota; null while it has none: they are not counted).
     runs_under_way: int
     running_steps: int | None
     created_at: str | None  # null for default, which exists without a record
