@@ -11,6 +11,7 @@ from aiohttp import web
 from heddle.services.gateway.handlers import (
     history,
     logs,
+    namespaces,
     operations,
     run_control,
     run_events,
@@ -68,6 +69,7 @@ ROUTES: tuple[Route, ...] = (
     *triggers.ROUTES,
     *history.ROUTES,
     *semaphores.ROUTES,
+    *namespaces.ROUTES,
     *tokens.ROUTES,
     *operations.ROUTES,
     *api_page.ROUTES,

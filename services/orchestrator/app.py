@@ -19,6 +19,7 @@ from heddle.services.orchestrator.keys import ConcurrencyKeys
 from heddle.services.orchestrator.leases import Leases, member_name
 from heddle.services.orchestrator.live_runs import LiveRuns
 from heddle.services.orchestrator.liveness import Liveness
+from heddle.services.orchestrator.namespace_quotas import NamespaceQuotas
 from heddle.services.orchestrator.no_runner import NoRunnerLook
 from heddle.services.orchestrator.partitions import Partitions
 from heddle.services.orchestrator.pod_watch import PodWatch, wanted
@@ -74,6 +75,7 @@ class Orchestrator:
         self.consumers: PartitionConsumers | None = None
         self.pod_watch: PodWatch | None = None  # in a cluster only (pod_watch.py)
         self.slots: Slots | None = None  # the semaphores' slots (slots.py)
+        self.quotas: NamespaceQuotas | None = None  # the namespaces' (namespace_quotas.py)
         self.keys: ConcurrencyKeys | None = None  # the runs' concurrency keys (keys.py)
         self._stopping = False
 
@@ -99,7 +101,12 @@ class Orchestrator:
         self.acked = await AckedPublisher(nc).start()
         self.leases = Leases(res.kv[names.LEASES_BUCKET], settings, self.instance)
         self.handoffs = Handoffs(nc, settings.assign_timeout, runs)
-        self.slots = Slots(res.kv[names.SEMAPHORES_BUCKET], runs)
+        self.quotas = NamespaceQuotas(
+            res.kv[names.NAMESPACES_BUCKET], res.kv[names.SEMAPHORES_BUCKET]
+        )
+        await self.quotas.start()  # every quota known before a run is taken
+        self.policy = dataclasses.replace(self.policy, step_quota=self.quotas.running_steps)
+        self.slots = Slots(res.kv[names.SEMAPHORES_BUCKET], runs, self.quotas.running_steps)
         self.keys = ConcurrencyKeys(res.kv[names.CONCURRENCY_BUCKET], res.js, runs)
         # A holder that stood still writes nothing until its lease is renewed.
         runner = EffectRunner(
@@ -169,6 +176,8 @@ class Orchestrator:
             await self.workflows.stop()
         if self.slots is not None:
             await self.slots.stop()
+        if self.quotas is not None:
+            await self.quotas.stop()
         if self.keys is not None:
             await self.keys.stop()
         if self.handoffs is not None:

@@ -46,6 +46,7 @@ class Chains:
                 and child.when is None  # decided once its dependency has ended, not before
                 and child.for_each is None
                 and not child.semaphores  # it asks for its slots before it may run
+                and self.records.quota_semaphore() is None  # and for its namespace's
                 and child.attempt == 0
                 and len(only) == 1
                 and only[0] == step_id

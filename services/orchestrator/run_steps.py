@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from heddle.shared.core.conditions import referenced_steps
 from heddle.shared.core.dag import Graph, Readiness
 from heddle.shared.core.expressions import Scope, make_scope
+from heddle.shared.core.namespaces import namespace_of
+from heddle.shared.core.quotas import steps_semaphore
 from heddle.shared.core.step_env import (
     FAILED_STEPS,
     ITEM,
@@ -49,6 +51,9 @@ class Policy:
     # HEDDLE_RUN_WINDOW): its other ready steps wait their turn here, so that a big run
     # leaves room in the queue for the others (docs/pools.md, "Fair turns").
     window: Callable[[], int] = lambda: 0
+    # A namespace's running-steps quota (None: none), asked as each step is queued
+    # (services/orchestrator/namespace_quotas.py; docs/namespaces.md, "Quotas").
+    step_quota: Callable[[str], int | None] = lambda namespace: None
 
 
 class RunSteps:
@@ -111,6 +116,12 @@ class RunSteps:
         """Whether the run has as many steps queued or running as its window allows."""
         window = self.policy.window()
         return 0 < window <= len(self.flying)
+
+    def quota_semaphore(self) -> str | None:
+        """The implicit semaphore the run's steps take while its namespace has a
+        running-steps quota; None (a look in a dict, nothing more) while it has none."""
+        namespace = namespace_of(self.run.run_id)
+        return None if self.policy.step_quota(namespace) is None else steps_semaphore(namespace)
 
     def landed(self, step: StepRecord) -> None:
         """``step`` is neither queued nor running any more: its place in the window frees."""

@@ -19,7 +19,7 @@ from heddle.services.orchestrator.decisions import Effect, GiveBack, TakeSlots
 from heddle.services.orchestrator.messages import Mailboxes, SlotFree, SlotsTaken
 from heddle.shared.broker.kv_watch import follow
 from heddle.shared.broker.semaphore_store import change, decoded, read_all
-from heddle.shared.core import semaphores
+from heddle.shared.core import quotas, semaphores
 from heddle.shared.runtime.service import event
 from heddle.shared.runtime.tasks import cancel_and_wait
 from heddle.shared.wire.contracts import Semaphore, SemaphoreHolder, StepRecord
@@ -36,9 +36,12 @@ def has_slot_effects(effects: list[Effect]) -> bool:
 
 
 class Slots:
-    def __init__(self, kv: Bucket, runs: Mailboxes) -> None:
+    def __init__(
+        self, kv: Bucket, runs: Mailboxes, step_quota: Callable[[str], int | None]
+    ) -> None:
         self.kv = kv
         self.runs = runs
+        self.step_quota = step_quota  # a namespace's running-steps quota: its semaphore's size
         self._watch: asyncio.Task | None = None
 
     # ---- the effects ----
@@ -61,7 +64,7 @@ class Slots:
         waiting_for: str | None = None
         for name in eff.names:  # in name order: a step holding some waits for the next
             got: list[bool] = []
-            await change(self.kv, name, _taking(taker, got))
+            await change(self.kv, name, _taking(taker, got, self._size(name)))
             if not got[-1]:
                 waiting_for = name
                 break
@@ -74,6 +77,11 @@ class Slots:
             waiting_for=waiting_for,
         )
         self.runs.post(run_id, SlotsTaken(eff.step_id, eff.attempt, waiting_for))
+
+    def _size(self, name: str) -> int | None:
+        """The size a namespace's quota semaphore has now (None: a user's keeps its own)."""
+        namespace = quotas.quota_namespace(name)
+        return None if namespace is None else quotas.size(self.step_quota(namespace))
 
     # ---- the watch ----
 
@@ -152,9 +160,12 @@ def _place(
             holding[name].add(key)
 
 
-def _taking(taker: SemaphoreHolder, got: list[bool]) -> Callable[[Semaphore], Semaphore]:
+def _taking(
+    taker: SemaphoreHolder, got: list[bool], size: int | None
+) -> Callable[[Semaphore], Semaphore]:
     def fn(sem: Semaphore) -> Semaphore:
-        new, granted = semaphores.take(sem, taker)
+        sized = sem if size is None else semaphores.resize(sem, size)
+        new, granted = semaphores.take(sized, taker)
         got.append(granted)
         return new
 

@@ -1,6 +1,7 @@
 """Why the steps of live runs wait, counted for the metrics (docs/pools.md, "Waiting,
-measured"): held back by their run's window (``turn``), waiting for a semaphore's slot, or
-for a retry's backoff. Pure: from the records and the time given."""
+measured"): held back by their run's window (``turn``), waiting for a semaphore's slot, for
+their namespace's running-steps quota (``quota``), or for a retry's backoff. Pure: from the
+records and the time given."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from heddle.shared.core.labels import DEFAULT_POOL, label_key
+from heddle.shared.core.quotas import quota_namespace
 from heddle.shared.wire.contracts import StepRecord
 from heddle.shared.wire.timefmt import epoch_of
 
@@ -28,7 +30,7 @@ def reason_of(step: StepRecord, succeeded: set[str], held: set[str]) -> str | No
     if step.status == "retrying":
         return "backoff"
     if step.status == "pending" and step.semaphore_wait:
-        return "semaphore"
+        return "quota" if quota_namespace(step.semaphore_wait) is not None else "semaphore"
     if step.status == "pending" and step.id in held and set(step.depends_on) <= succeeded:
         return "turn"
     return None

@@ -26,6 +26,7 @@ from heddle.shared.core.expressions import (
     evaluate_condition,
 )
 from heddle.shared.core.labels import same_labels
+from heddle.shared.core.quotas import with_quota
 from heddle.shared.wire.contracts import (
     AttemptRecord,
     StepFinished,
@@ -78,6 +79,8 @@ class StepTransitions:
         if prev == "pending" and handoff is None and not granted and self.records.window_full():
             self.records.held.append(step.id)  # its turn comes as the run's steps land
             return []
+        if not granted and prev not in ("queued", "running") and step.semaphore_wait is None:
+            step.semaphores = with_quota(step.semaphores, self.records.quota_semaphore())
         if step.semaphores and not granted and prev not in ("queued", "running"):
             return self.wait_for_slots(step, stamp)
         step.status = "queued"

@@ -30,7 +30,7 @@ class GatewayResources:
     pods: Bucket  # heddle-pods: the runner pods (in a cluster)
     semaphores: Bucket  # heddle-semaphores: sizes and holders
     concurrency: Bucket  # heddle-concurrency: each key's holders and queue
-    namespaces: Bucket  # heddle-namespaces: one record per namespace but default
+    namespaces: Bucket  # heddle-namespaces: each namespace's record and quotas
 
 
 SETTINGS = web.AppKey("settings", Settings)

@@ -199,3 +199,26 @@ class SemaphoreList(Doc):
 
 class SemaphoreSize(Doc, forbid_unknown_fields=True):
     size: Annotated[int, msgspec.Meta(ge=1)]
+
+
+# ---- namespaces ---------------------------------------------------------------------------
+
+
+class NamespaceDoc(Doc):
+    name: str
+    max_runs_under_way: int | None  # null: no limit
+    max_running_steps: int | None
+    # Its runs under way (running, not waiting their turn) and its running steps (holding
+    # its quota; null while it has none: they are not counted).
+    runs_under_way: int
+    running_steps: int | None
+    created_at: str | None  # null for default, which exists without a record
+
+
+class NamespaceList(Doc):
+    namespaces: list[NamespaceDoc]
+
+
+class NamespaceQuotas(Doc, forbid_unknown_fields=True):
+    max_runs_under_way: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    max_running_steps: Annotated[int, msgspec.Meta(ge=1)] | None = None

@@ -24,7 +24,15 @@ Answer = tuple[type | str | tuple[type | str, ...] | None, str]
 OPEN = None  # the role of a route anyone may call
 # The document's groups of operations, in its order.
 Tag = Literal[
-    "runs", "runners", "semaphores", "workflows", "tokens", "operations", "page", "legacy"
+    "runs",
+    "runners",
+    "semaphores",
+    "namespaces",
+    "workflows",
+    "tokens",
+    "operations",
+    "page",
+    "legacy",
 ]
 
 

@@ -80,6 +80,7 @@ WaitReason = Literal[
     "runners-busy",
     "no-runner",
     "semaphore",
+    "quota",
     "concurrency",
     "runs-at-limit",
     "priority",
@@ -105,6 +106,8 @@ class WaitingFor(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=Tru
     held_by: str | None = None  # the run holding it
     until: str | None = None  # the end of a retry's backoff (RFC 3339)
     ahead: int | None = None  # waiting runs of higher priority ahead of it
+    namespace: str | None = None  # whose quota it waits for (quota)
+    quota: int | None = None  # that quota: its most running steps at once
 
 
 class StepDocument(Doc):

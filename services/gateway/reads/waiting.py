@@ -16,6 +16,8 @@ import msgspec
 from heddle.services.gateway.openapi.types import WaitingFor
 from heddle.shared.core.labels import DEFAULT_POOL
 from heddle.shared.core.pool_namespaces import namespace_refusal, takes_step
+from heddle.shared.core.quotas import UNLIMITED, quota_namespace
+from heddle.shared.core.semaphores import DEFAULT_SIZE
 from heddle.shared.wire.contracts import TERMINAL_RUN, RunnerInfo, RunRecord, StepRecord
 
 
@@ -93,7 +95,9 @@ def step_waiting(step: StepRecord, facts: WaitFacts, run_id: str = "") -> Waitin
         return backoff(step)
     if step.status == "pending" and step.semaphore_wait:
         name = step.semaphore_wait
-        return semaphore_full(name, facts.semaphores.get(name, Semaphore()))
+        sem = facts.semaphores.get(name, Semaphore())
+        namespace = quota_namespace(name)
+        return semaphore_full(name, sem) if namespace is None else quota_full(namespace, sem)
     if step.status == "queued" and step.offered_to is None:
         return runner_wait(step, facts.runners, run_id)
     return None
@@ -155,6 +159,21 @@ def semaphore_full(name: str, sem: Semaphore) -> WaitingFor:
         reason="semaphore",
         sentence=f"Semaphore {name} is full{size}{held}.",
         semaphore=name,
+        holders=list(sem.holders),
+    )
+
+
+def quota_full(namespace: str, sem: Semaphore) -> WaitingFor:
+    """A step waiting for its namespace's running-steps quota (its implicit semaphore)."""
+    running = f" ({len(sem.holders)} running)" if sem.holders else ""
+    size = DEFAULT_SIZE if sem.size is None else sem.size  # a size of 1 is stored unsaid
+    quota = size if size < UNLIMITED else None
+    at = f" of {quota}" if quota is not None else ""
+    return WaitingFor(
+        reason="quota",
+        sentence=f"Namespace {namespace} is at its quota{at} of running steps{running}.",
+        namespace=namespace,
+        quota=quota,
         holders=list(sem.holders),
     )
 
