@@ -100,7 +100,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def roles_shown(token: dict[str, Any]) -> str:
-    """A token's role, or its role in each namespace: ``team-a:operator,team-b:viewer``."""
+    """A token's role in each namespace, ``team-a:operator,team-b:viewer``, or ``admin`` for
+    the system's admin."""
     grants = token.get("namespaces") or {}
     if not grants:
         return str(token["role"])

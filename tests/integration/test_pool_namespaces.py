@@ -26,15 +26,18 @@ from heddle.shared.wire.contracts import (
 )
 from heddle.shared.wire.timefmt import now_rfc3339
 
+from tests.support.namespaces import set_quotas, submit_in
 from tests.support.stack import Stack, StackFactory
 
 GPU_OF_TEAM_A = {"HEDDLE_RUNNER_POOL": "gpu", "HEDDLE_POOL_NAMESPACES": "team-a"}
 NO_RUNNER_SOON = {"HEDDLE_NO_RUNNER_TIMEOUT": "1.5", "HEDDLE_WATCHDOG_SCAN": "0.2"}
 
 
-async def submit_in(s: Stack, namespace: str, run: str, steps: list[dict[str, Any]]) -> str:
-    """Submit a run into ``namespace`` (its qualified id, as the orchestrator stores it),
-    past the gateway: the one place to switch to the API's namespace once it has one."""
+async def publish_past_the_gateway(
+    s: Stack, namespace: str, run: str, steps: list[dict[str, Any]]
+) -> str:
+    """A run of ``namespace`` sent as the gateway's submit command, so it skips the gateway's
+    check: as a run submitted just before the registry changed does; its qualified id."""
     run_id = qualified(namespace, run)
     cmd = SubmitRun(
         run_id=run_id,
@@ -50,8 +53,8 @@ async def submit_in(s: Stack, namespace: str, run: str, steps: list[dict[str, An
 
 
 async def wait_run_in(s: Stack, run_id: str, step_ids: list[str], timeout: float = 30.0) -> Run:
-    """A run of a namespace once it has ended, read from its records (the API reads runs of
-    the default namespace alone, for now): its status and the records of ``step_ids``."""
+    """A run of a namespace once it has ended, read from its records under its qualified id:
+    its status and the records of ``step_ids``."""
     nc = await s.connect()
     try:
         runs = await nc.jetstream().key_value(names.RUNS_BUCKET)
@@ -91,7 +94,8 @@ async def test_a_namespaced_pool_runs_its_namespaces_steps_alone(stack: StackFac
         {"id": f"g{i}", "command": "true", "runsOn": ["gpu"], "dependsOn": []} for i in range(3)
     ]
     plain = [{"id": "p", "command": "true", "dependsOn": ["g0"]}]
-    ours = await submit_in(s, "team-a", "train", steps + plain)
+    await set_quotas(s, "team-a")  # the namespace made, with no quota
+    ours = await submit_in(s, "team-a", "train", {"steps": steps + plain})
     run = await wait_run_in(s, ours, ["g0", "g1", "g2", "p"])
     assert run.status == "succeeded", run
     assert {run.steps[f"g{i}"].runner for i in range(3)} == {"runner-gpu-0"}
@@ -104,19 +108,19 @@ async def test_a_namespaced_pool_runs_its_namespaces_steps_alone(stack: StackFac
 async def test_another_namespaces_step_is_refused_at_submit(stack: StackFactory) -> None:
     s = await stack(runners=1, **NO_RUNNER_SOON)
     await with_team_a_gpu(s, 1)
-    # A run of the default namespace asking for gpu: every gpu runner serves team-a alone.
-    status, body = await s.request(
-        "POST",
-        "/api/runs",
-        json={"steps": [{"id": "ok", "command": "true"}, {"id": "train", "command": "true",
-                                                              "runsOn": ["gpu"]}]},
-    )  # fmt: skip
-    assert status == 400, body
-    [problem] = body["problems"]
-    assert problem["path"] == "steps[1].runsOn"
-    assert problem["message"] == (
-        "step train: pool gpu serves namespace team-a only; this run is in namespace default"
-    )
+    # Runs of team-b and of default asking for gpu: every gpu runner serves team-a alone.
+    await set_quotas(s, "team-b")
+    steps = [{"id": "ok", "command": "true"}, {"id": "train", "command": "true", "runsOn": ["gpu"]}]
+    for namespace in ("team-b", "default"):
+        doc = {"namespace": namespace, "steps": steps}
+        status, body = await s.request("POST", "/api/runs", json=doc)
+        assert status == 400, body
+        [problem] = body["problems"]
+        assert problem["path"] == "steps[1].runsOn"
+        assert problem["message"] == (
+            f"step train: pool gpu serves namespace team-a only; this run is in namespace "
+            f"{namespace}"
+        )
 
 
 async def test_a_step_past_submit_no_runner_may_take_fails_naming_why(
@@ -124,7 +128,7 @@ async def test_a_step_past_submit_no_runner_may_take_fails_naming_why(
 ) -> None:
     s = await stack(runners=1, **NO_RUNNER_SOON)
     await with_team_a_gpu(s, 1)
-    theirs = await submit_in(
+    theirs = await publish_past_the_gateway(
         s,
         "team-b",
         "train",
@@ -134,7 +138,7 @@ async def test_a_step_past_submit_no_runner_may_take_fails_naming_why(
         ],
     )
     # Behind it in the gpu lane, team-a's steps still reach the gpu runner.
-    ours = await submit_in(
+    ours = await publish_past_the_gateway(
         s,
         "team-a",
         "after",

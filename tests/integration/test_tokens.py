@@ -42,9 +42,10 @@ async def test_token_routes(gateway: Gateway, admin_file: Path, heddle_nc: Clien
         "createdAt": made["createdAt"],
         "revoked": False,
         "revokedAt": None,
-        "namespaces": {},
+        "namespaces": {"default": "operator"},  # made without namespaces: default's
+        "systemAdmin": False,
     }
-    assert by_name["admin"]["role"] == "admin"
+    assert by_name["admin"]["role"] == "admin" and by_name["admin"]["systemAdmin"] is True
     assert token not in str(listed) and token_hash(token) not in str(listed)
     # The bucket holds the hash, never the token.
     kv = await heddle_nc.jetstream().key_value(names.TOKENS_BUCKET)
@@ -141,7 +142,7 @@ async def test_cli(gateway: Gateway, admin_file: Path, tmp_path: Path) -> None:
     assert rc == 0, err
     assert [line.split()[:2] for line in out.splitlines()[1:]] == [
         ["admin", "admin"],
-        ["cli-v", "viewer"],
+        ["cli-v", "default:viewer"],
     ]
     assert token not in out
     env = {"HEDDLE_URL": url, "HEDDLE_TOKEN": root(admin_file)}

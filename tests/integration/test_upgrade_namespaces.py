@@ -109,6 +109,6 @@ async def _check_they_still_work(
     status, answer = await post(http, f"{base}/api/runs/broken-1/retry", ci)
     assert status in (200, 201), answer
     retried = await ended(http, f"{base}/api/runs/{answer['runId']}", ci)
-    assert {s["id"]: s["state"] for s in retried["steps"]}["first"] == "succeeded"
+    assert {s["id"]: s["status"] for s in retried["steps"]}["first"] == "succeeded"
     fired = await scheduled_run(http, base, ci, old)
     assert (await ended(http, f"{base}/api/runs/{fired['runId']}", ci))["status"] == "succeeded"

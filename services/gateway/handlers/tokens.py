@@ -32,6 +32,7 @@ from heddle.shared.core.namespaces import namespace_problems
 from heddle.shared.core.tokens import (
     TokenRecord,
     grants,
+    is_system_admin,
     new_token,
     parse_token_request,
     token_hash,
@@ -59,7 +60,8 @@ def token_document(r: TokenRecord) -> TokenDoc:
         created_at=r.created_at,
         revoked=r.revoked,
         revoked_at=r.revoked_at,
-        namespaces=r.namespaces,
+        namespaces=grants(r) or {},
+        system_admin=is_system_admin(r),
     )
 
 

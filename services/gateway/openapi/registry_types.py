@@ -124,8 +124,10 @@ class TokenDoc(Doc):
     created_at: str
     revoked: bool
     revoked_at: str | None
-    # Its role in each namespace; empty: ``role`` in default, or the system's admin if admin
+    # Its role in each namespace it may use (a token made before namespaces: ``role`` in
+    # default); empty for the system's admin, who may use every namespace
     namespaces: dict[str, Role]
+    system_admin: bool = False
 
 
 class TokenList(Doc):
