@@ -118,10 +118,7 @@ class Leases:
         self._looping = None
         async with self._lock:
             await self._give(set(self.held))
-            try:
-                await self.kv.delete(MEMBER + self.me.name, last=self._member_revision)
-            except NatsError as exc:  # the others find it silent instead
-                log.warning("leaving the members failed: %s", exc)
+            await self._leave()
         await self.halt()
 
     async def halt(self) -> None:
@@ -215,6 +212,22 @@ class Leases:
                 continue
             self._renewed(sent)
             return
+
+    async def _leave(self) -> None:
+        """Delete the member key, so the others move at once rather than after the lease."""
+        revision: int | None = self._member_revision
+        for _ in range(2):  # a second try with the revision adopted below
+            try:
+                await self.kv.delete(MEMBER + self.me.name, last=revision)
+                return
+            except KeyWrongLastSequenceError:
+                # A renewal that timed out but was applied (as in _renew): adopt its revision.
+                revision = await self._own_revision()
+                if revision is None:
+                    return  # judged silent and declared gone already
+            except NatsError as exc:  # the others find it silent instead
+                log.warning("leaving the members failed: %s", exc)
+                return
 
     async def _own_revision(self) -> int | None:
         """The member key's revision while it still names this life, else None."""
