@@ -116,11 +116,20 @@ class AttemptLogs:
     subjects: list[str] = field(default_factory=list)
     hidden: bool = False
 
+    @property
+    def mixed(self) -> bool:
+        """Whether the attempt was written in both forms (across an upgrade)."""
+        legacy = [s for s in self.subjects if names.log_writer(s)[1] is None]
+        return bool(legacy) and len(legacy) < len(self.subjects)
+
     def subject(self, run_id: str, step_id: str, attempt: int) -> str:
-        """Where the attempt's shown messages are: their one subject, else every writer's
-        (then a reader shows only what ``shown`` does, when ``hidden``)."""
+        """Where the attempt's shown messages are: their one subject, else every writer's,
+        else (``mixed``) the step's; a reader then shows only what ``shown`` does of the
+        attempt, when ``hidden`` or ``mixed``."""
         if len(self.subjects) == 1:
             return self.subjects[0]
+        if self.mixed:
+            return names.log_step_filter(run_id, step_id)
         return names.log_attempt_filter(run_id, step_id, attempt)
 
 

@@ -36,6 +36,7 @@ from heddle.services.gateway.reads.log_lines import (
     shown,
 )
 from heddle.services.gateway.reads.log_reader import BATCH, read_lines, replay
+from heddle.shared.wire import names
 from heddle.shared.wire.contracts import StepRecord
 
 if TYPE_CHECKING:
@@ -72,18 +73,20 @@ async def locate(
 ) -> AttemptTail:
     """An attempt's line count and where its last ``tail`` lines start (``logs``: its
     messages in the stream; ``runners``: the runner of each attempt). An attempt another
-    runner also wrote under is read whole, showing only its own runner's lines."""
+    runner also wrote under, or written in both forms, is read whole, showing only its own
+    runner's lines."""
     messages = logs.messages
     out = AttemptTail(attempt, logs.subject(run_id, step_id, attempt), tail)
-    if logs.hidden:
-        out.verdict = lambda subject: shown(subject, runners)
+    whole = logs.hidden or logs.mixed
+    if whole:
+        out.verdict = lambda subj: names.log_writer(subj)[0] == attempt and shown(subj, runners)
     if messages == 0:
         return out
     last = await last_message(js, out.subject)
     if last is None:
         return out
     out.last = end = last.last_cursor
-    if messages <= SMALL_ATTEMPT or logs.hidden:
+    if messages <= SMALL_ATTEMPT or whole:
         lines = await read_lines(js, out.subject, 0, end, out.verdict)
         out.last = lines[-1].cursor if lines else 0
         out.count = len(lines)
