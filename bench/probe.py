@@ -218,9 +218,9 @@ class Probe:
         chunk of them (``lines``), so the lines are summed over a replay of the subject."""
         assert self.nc is not None
         js = self.nc.jetstream()
-        subject = f"heddle.log.{run_id}.{step_id}.{attempt}"
+        subject = f"heddle.log.{run_id}.{step_id}.{attempt}.>"  # every writer's
         info = await js.stream_info(LOGS_STREAM, subjects_filter=subject)
-        count = (info.state.subjects or {}).get(subject, 0)
+        count = sum((info.state.subjects or {}).values())
         messages = lines = 0
         first = last = None
         last_seq = None

@@ -64,6 +64,14 @@ def parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--data-dir", default=".heddle", help="NATS store and logs (default .heddle)")
     up.add_argument("--nats-port", type=int, default=4222, help="embedded NATS port (default 4222)")
+    up.add_argument(
+        "--inspector-namespace",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="a NATS user inspector-NS that may watch namespace NS's logs, and its nats "
+        "context (repeatable)",
+    )
     sub.add_parser("settings", help="print every setting with its default")
     token_cli.add_parser(sub)
     nats_users_cli.add_parser(sub)
@@ -97,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"heddle: {exc}", file=sys.stderr)
         return 2
     if args.command == "up":
+        from heddle.services.local.nats_users import inspector_namespaces_problems
         from heddle.services.local.runner_pools import PoolOptionError, parse_pools, runner_specs
         from heddle.services.local.up import main_up
         from heddle.shared.core.pool_namespaces import parse_namespaces
@@ -104,8 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         counts = {"runners": args.runners, "dispatchers": args.dispatchers}
         counts["orchestrators"] = args.orchestrators
         low = [f"--{name}" for name, n in counts.items() if n < 1]
-        if low:
-            print(f"heddle up: {' and '.join(low)} must be at least 1", file=sys.stderr)
+        problems = [f"{' and '.join(low)} must be at least 1"] if low else []
+        problems += inspector_namespaces_problems(args.inspector_namespace)
+        if problems:
+            print(f"heddle up: {'; '.join(problems)}", file=sys.stderr)
             return 2
         if args.orchestrators > settings.partitions:
             print(
@@ -129,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             args.nats_port,
             args.dispatchers,
             args.orchestrators,
+            args.inspector_namespace,
         )
     raise AssertionError(f"unhandled command {args.command!r}")
 

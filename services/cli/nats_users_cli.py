@@ -1,6 +1,6 @@
-"""`heddle nats-users --dir DIR [--runners N]`: the NATS users and the first admin token of a
-Heddle whose parts are started by something that cannot make secrets itself (Docker Compose's
-one-shot init service, see docker-compose.yml).
+"""`heddle nats-users --dir DIR [--runners N] [--inspector-namespace NS ...]`: the NATS users
+and the first admin token of a Heddle whose parts are started by something that cannot make
+secrets itself (Docker Compose's one-shot init service, see docker-compose.yml).
 
 It writes, every file 0600:
 
@@ -11,7 +11,9 @@ It writes, every file 0600:
 
 One directory per user, so each can be its own volume and a container mounts its own password
 alone. The users are the services, the inspector and runner-runner-0 ... runner-runner-<N-1>
-(runners named runner-0 ...); a runner user beyond N is removed. ``--owner`` and
+(runners named runner-0 ...), and inspector-<NS> for each ``--inspector-namespace`` (it may
+watch NS's logs alone); a runner user beyond N, or a namespace inspector not asked for, is
+removed. ``--owner`` and
 ``--runner-owner`` (needs root) hand each user's directory and files to the uid that reads them:
 a runner started as root with its capabilities dropped cannot read another uid's 0600 file.
 """
@@ -23,7 +25,13 @@ import os
 import sys
 from pathlib import Path
 
-from heddle.services.local.nats_users import CONFIG_FILE, PASSWORDS_FILE, NatsUsers, write_private
+from heddle.services.local.nats_users import (
+    CONFIG_FILE,
+    PASSWORDS_FILE,
+    NatsUsers,
+    inspector_namespaces_problems,
+    write_private,
+)
 from heddle.shared.broker import nats_permissions as perms
 from heddle.shared.core.tokens import new_token
 
@@ -40,6 +48,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--dir", required=True, help="where to write (made if missing)")
     p.add_argument(
         "--runners", type=int, default=1, help="runner users for runner-0 ... (default 1)"
+    )
+    p.add_argument(
+        "--inspector-namespace",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="a user inspector-NS that may watch namespace NS's logs (repeatable)",
     )
     p.add_argument("--owner", type=owner_arg, default=None, help="UID:GID of every file")
     p.add_argument(
@@ -62,7 +77,11 @@ def runner_names(count: int) -> list[str]:
 
 
 def write(
-    directory: Path, runners: int, owner: Owner | None, runner_owner: Owner | None
+    directory: Path,
+    runners: int,
+    owner: Owner | None,
+    runner_owner: Owner | None,
+    inspector_namespaces: list[str] | None = None,
 ) -> list[str]:
     """Write every file (see the module's doc); the users, sorted."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -72,6 +91,8 @@ def write(
         if user.startswith(perms.RUNNER_PREFIX) and user not in wanted:
             del users.passwords[user]  # a runner no longer run keeps no way in
             (directory / user / PASSWORD_FILE).unlink(missing_ok=True)
+    for user in users.keep_namespace_inspectors(inspector_namespaces or []):
+        (directory / user / PASSWORD_FILE).unlink(missing_ok=True)
     users.ensure_runners(runner_names(runners))
     users.save()
     for name in (PASSWORDS_FILE, CONFIG_FILE):
@@ -97,12 +118,16 @@ def chown(path: Path, owner: Owner | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.runners < 0:
-        print("heddle nats-users: --runners must be 0 or more", file=sys.stderr)
+    problems = ["--runners must be 0 or more"] if args.runners < 0 else []
+    problems += inspector_namespaces_problems(args.inspector_namespace)
+    if problems:
+        print(f"heddle nats-users: {'; '.join(problems)}", file=sys.stderr)
         return 2
     directory = Path(args.dir)
     try:
-        users = write(directory, args.runners, args.owner, args.runner_owner)
+        users = write(
+            directory, args.runners, args.owner, args.runner_owner, args.inspector_namespace
+        )
     except OSError as exc:
         print(f"heddle nats-users: {exc}", file=sys.stderr)
         return 1

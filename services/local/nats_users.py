@@ -1,7 +1,7 @@
 """The NATS users of a local Heddle (``heddle up``, the tests, the benchmark): passwords
 generated once per data dir and kept there, the server's configuration written from
-shared/broker/nats_permissions.py, and a ``nats`` CLI context for the inspector. Every file is
-the owner's alone (0600)."""
+shared/broker/nats_permissions.py, and a ``nats`` CLI context for the inspector and for each
+namespace's (``inspector-<namespace>``). Every file is the owner's alone (0600)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,21 @@ from pathlib import Path
 
 from heddle.shared.broker import nats_accounts
 from heddle.shared.broker import nats_permissions as perms
+from heddle.shared.core.namespaces import namespace_problems
 
 PASSWORDS_FILE = "nats-users.json"
 CONFIG_FILE = "nats-auth.conf"
 CONTEXT_FILE = "nats-context.json"
+
+
+def namespace_context_file(namespace: str) -> str:
+    """A namespace inspector's ``nats`` CLI context, beside the inspector's."""
+    return f"nats-context-{namespace}.json"
+
+
+def inspector_namespaces_problems(namespaces: list[str]) -> list[str]:
+    """Every problem with the namespaces given their own inspector (``--inspector-namespace``)."""
+    return [p.message for ns in namespaces for p in namespace_problems(ns, "inspector-namespace")]
 
 
 def write_private(path: Path, text: str) -> None:
@@ -64,6 +75,18 @@ class NatsUsers:
         new = [self.ensure(perms.runner_user(r)) for r in runners]
         return any(new)
 
+    def keep_namespace_inspectors(self, namespaces: list[str]) -> list[str]:
+        """Exactly these namespaces' inspectors: one no longer asked for keeps no way in.
+        Returns the users removed."""
+        wanted = {perms.namespace_inspector_user(ns) for ns in namespaces}
+        prefix = perms.NAMESPACE_INSPECTOR_PREFIX
+        gone = [u for u in self.passwords if u.startswith(prefix) and u not in wanted]
+        for user in gone:
+            del self.passwords[user]
+        for user in sorted(wanted):
+            self.ensure(user)
+        return gone
+
     @property
     def config_path(self) -> Path:
         return self.data_dir / CONFIG_FILE
@@ -80,12 +103,32 @@ class NatsUsers:
 
     def save_context(self, url: str) -> Path:
         """``nats --context <this file>``: the read-only inspector."""
-        path = self.data_dir / CONTEXT_FILE
+        return self._context(CONTEXT_FILE, "Heddle's read-only inspector", url, perms.INSPECTOR)
+
+    def save_namespace_contexts(self, url: str) -> list[Path]:
+        """One context per namespace inspector; those of inspectors no longer kept removed."""
+        prefix = perms.NAMESPACE_INSPECTOR_PREFIX
+        for old in self.data_dir.glob(namespace_context_file("*")):
+            if prefix + old.name[len("nats-context-") : -len(".json")] not in self.passwords:
+                old.unlink(missing_ok=True)
+        return [
+            self._context(
+                namespace_context_file(user[len(prefix) :]),
+                f"Heddle's inspector of namespace {user[len(prefix) :]}'s logs",
+                url,
+                user,
+            )
+            for user in sorted(self.passwords)
+            if user.startswith(prefix)
+        ]
+
+    def _context(self, name: str, description: str, url: str, user: str) -> Path:
+        path = self.data_dir / name
         context = {
-            "description": "Heddle's read-only inspector",
+            "description": description,
             "url": url,
-            "user": perms.INSPECTOR,
-            "password": self.passwords[perms.INSPECTOR],
+            "user": user,
+            "password": self.passwords[user],
         }
         write_private(path, json.dumps(context, indent=2))
         return path

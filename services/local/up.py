@@ -130,17 +130,20 @@ def metrics_ports(
 
 
 def start_embedded_nats(
-    data_dir: Path, port: int, runners: Runners
+    data_dir: Path, port: int, runners: Runners, inspector_namespaces: list[str] | None = None
 ) -> tuple[EmbeddedNats, NatsUsers]:
-    """The embedded nats-server with a user for every service and runner, kept in data_dir."""
+    """The embedded nats-server with a user for every service and runner, and an inspector
+    for each of ``inspector_namespaces``, kept in data_dir."""
     users = NatsUsers.load(data_dir)
     users.ensure_runners(runner_names(runners))
+    users.keep_namespace_inspectors(inspector_namespaces or [])
     users.save()
     nats = EmbeddedNats(
         data_dir / NATS_STORE, port=port, log_file=data_dir / NATS_LOG, config=users.config_path
     )
     nats.start()
     users.save_context(nats.url)
+    users.save_namespace_contexts(nats.url)
     return nats, users
 
 
@@ -225,6 +228,7 @@ async def run_up(
     nats_port: int,
     dispatchers: int = 1,
     orchestrators: int = 1,
+    inspector_namespaces: list[str] | None = None,
 ) -> int:
     nats: EmbeddedNats | None = None
     users: NatsUsers | None = None
@@ -243,7 +247,7 @@ async def run_up(
         return 2
     if not os.environ.get("HEDDLE_NATS_URL"):
         with private_umask():  # nats-server makes its store and log under the umask it gets
-            nats, users = start_embedded_nats(data_dir, nats_port, runners)
+            nats, users = start_embedded_nats(data_dir, nats_port, runners, inspector_namespaces)
         settings = Settings.from_env(nats_url=nats.url, gateway_port=settings.gateway_port)
     auth = settings.auth != "none"
     token_file, token = admin_token(data_dir) if auth else (None, "")
@@ -288,6 +292,7 @@ def main_up(
     nats_port: int,
     dispatchers: int = 1,
     orchestrators: int = 1,
+    inspector_namespaces: list[str] | None = None,
 ) -> int:
     try:
         return asyncio.run(
@@ -298,6 +303,7 @@ def main_up(
                 nats_port,
                 dispatchers,
                 orchestrators,
+                inspector_namespaces,
             )
         )
     except NatsServerError as exc:

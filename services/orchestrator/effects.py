@@ -30,6 +30,7 @@ from heddle.services.orchestrator.messages import Mailboxes
 from heddle.services.orchestrator.notes import transition_notes
 from heddle.shared.broker.kv_reads import last_value_matching
 from heddle.shared.broker.nats_types import KeyWrongLastSequenceError, NatsError
+from heddle.shared.core.namespaces import namespace_of
 from heddle.shared.runtime import failpoints
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import LogLine, encode
@@ -174,9 +175,10 @@ class EffectRunner:
         """The batch's transition notes into the steps' logs (see notes.py): core publishes,
         sent ahead of the state writes on the same connection, never awaited, never fatal."""
         try:
+            namespace = namespace_of(run_id)
             for note in transition_notes(effects):
                 await self.nc.publish(
-                    names.log(run_id, note.step_id, note.attempt),
+                    names.log(run_id, note.step_id, note.attempt, namespace, names.NOTES_WRITER),
                     encode(LogLine(stream="heddle", seq=0, text=note.text)),
                 )
         except NatsError as exc:

@@ -9,7 +9,7 @@ died.
 Notes are derived here, purely, from the effects the state machine already returns (the
 state machine does not change): a step's status before and after one message, the kill
 requests and the retry timer of the same batch. Each note is a ``LogLine`` with stream
-``heddle`` and ``seq`` 0 on ``heddle.log.<run>.<step>.<attempt>``. Seq 0 cannot collide with
+``heddle`` and ``seq`` 0 on ``names.log(..., NOTES_WRITER)``. Seq 0 cannot collide with
 a runner's lines (1, 2, ... per attempt); readers order every line by its stream sequence,
 which is the order the server stored them in. A note goes into the log of the attempt it is
 about; a step that never got an attempt (skipped, or cancelled while pending) logs under

@@ -93,6 +93,7 @@ class Attempt:
             ready.step_id,
             ready.attempt,
             ctx.settings.log_line_max_bytes,
+            ctx.runner,
         )
         env = step_env(ctx.base_env, ready.run_id, ready.step_id, ready.attempt, ready.env)
         what = "outputs file"

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from heddle.services.runner_agent.chunks import chunk, cut_long_lines, cut_point, split_long
 from heddle.shared.broker.acked import NOT_STORED
 from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.core.namespaces import namespace_of
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import LogLine, encode
 
@@ -64,10 +65,12 @@ class LogPublisher:
         step_id: str,
         attempt: int,
         max_line_bytes: int,
+        runner: str,
     ) -> None:
         self._acked = acked  # the checkpoints
         self._nc = nc  # core publishes: ordered, pipelined, stored by the stream
-        self.subject = names.log(run_id, step_id, attempt)
+        # Under its own name: the only log subjects the server lets this runner write.
+        self.subject = names.log(run_id, step_id, attempt, namespace_of(run_id), runner)
         self.max_line_bytes = max_line_bytes
         self.seq = 0  # lines numbered so far (the command's and the runner's notes)
         self.messages = 0  # messages published so far

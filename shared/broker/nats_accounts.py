@@ -13,8 +13,9 @@ account alone, where no stream is.
   runner may publish (its events, logs, heartbeats and registry entry, and the lookups it
   makes at start); ``HEDDLE`` reaches them through a service import of ``heddle.runner.>``
   (assignments and cancels, whose replies the server routes back).
-- ``INSPECT``: the read-only inspector. It imports the read calls of the JetStream API as
-  services and the live subjects as streams, and exports nothing.
+- ``INSPECT``: the read-only inspector and each namespace's (``inspector-<namespace>``,
+  confined by its own user to its namespace's logs). It imports the read calls of the
+  JetStream API as services and the live subjects as streams, and exports nothing.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def account_of(user: str) -> str:
     user, a test's or a benchmark's own included)."""
     if user.startswith(perms.RUNNER_PREFIX):
         return RUNNERS
-    if user == perms.INSPECTOR:
+    if user == perms.INSPECTOR or user.startswith(perms.NAMESPACE_INSPECTOR_PREFIX):
         return INSPECT
     return HEDDLE
 

@@ -19,6 +19,8 @@ GATEWAY = "gateway"
 ORCHESTRATOR = "orchestrator"
 DISPATCHER = "dispatcher"
 INSPECTOR = "inspector"
+# A namespace's inspector is inspector-<namespace>: it reads that namespace's logs alone.
+NAMESPACE_INSPECTOR_PREFIX = INSPECTOR + "-"
 SERVICES = (GATEWAY, ORCHESTRATOR, DISPATCHER)
 RUNNER_PREFIX = "runner-"  # a runner's user is runner-<runner name>
 
@@ -179,7 +181,7 @@ def runner(name: str) -> Permissions:
         publish=(
             names.evt("*", "*", "started", name),
             names.evt("*", "*", "finished", name),
-            names.LOG_ALL,
+            names.runner_logs(name),
             kv_write(names.HEARTBEATS_BUCKET, names.heartbeat_key("*", "*", name)),
             kv_write(names.RUNNERS_BUCKET, name),
             *info(
@@ -222,6 +224,22 @@ def inspector() -> Permissions:
     )
 
 
+def namespace_inspector_user(namespace: str) -> str:
+    return NAMESPACE_INSPECTOR_PREFIX + namespace
+
+
+def namespace_inspector(namespace: str) -> Permissions:
+    """One namespace's inspector: it watches that namespace's logs live (``nats sub``) and
+    nothing else. It reads no stream: no KV, no message by sequence, and no consumer, whose
+    create request may name in its body a deliver subject the server then writes the
+    stream's messages to, whatever the creator may publish (nats-server issue #8274); a
+    step's output, which the namespace's users control, would land there."""
+    return Permissions(
+        publish=(f"{API}.INFO",),  # nothing it can change: the account's own limits
+        subscribe=(names.namespace_logs(namespace), _inbox(namespace_inspector_user(namespace))),
+    )
+
+
 def permissions_for(user: str) -> Permissions:
     fixed = {
         GATEWAY: gateway,
@@ -233,4 +251,6 @@ def permissions_for(user: str) -> Permissions:
         return fixed[user]()
     if user.startswith(RUNNER_PREFIX):
         return runner(user[len(RUNNER_PREFIX) :])
+    if user.startswith(NAMESPACE_INSPECTOR_PREFIX):
+        return namespace_inspector(user[len(NAMESPACE_INSPECTOR_PREFIX) :])
     raise KeyError(f"no NATS role for user {user!r}")

@@ -257,12 +257,52 @@ def evt_runner(subject: str) -> str:
     return subject.split(".")[5]
 
 
-def log(run: str, step: str, attempt: int) -> str:
+# Log subjects: heddle.log.<run>.<step>.<attempt>.<namespace>.<writer>, the writer a runner's
+# name or NOTES_WRITER. The writer is a token of its own so the server lets a runner write
+# under its own name alone, the namespace so a namespace's inspector may read its own alone;
+# both come after the attempt, so one filter (``log_step_filter``, ``log_run_filter``) also
+# takes the logs written before them, on heddle.log.<run>.<step>.<attempt> (``legacy_log``).
+NOTES_WRITER = "=heddle"  # the orchestrator's notes: no runner's name holds "="
+LOG_TOKENS = 7  # of a log subject; one from before namespaces has 5
+
+
+def log(run: str, step: str, attempt: int, namespace: str, writer: str) -> str:
+    """Where ``writer`` writes an attempt's log (``namespace``: the run's)."""
+    return f"heddle.log.{run}.{step_token(step)}.{attempt}.{namespace}.{writer}"
+
+
+def legacy_log(run: str, step: str, attempt: int) -> str:
+    """An attempt's log as it was written before namespaces (the default namespace's)."""
     return f"heddle.log.{run}.{step_token(step)}.{attempt}"
 
 
+def log_attempt_filter(run: str, step: str, attempt: int) -> str:
+    """Every writer's log of an attempt (not one from before namespaces)."""
+    return f"{legacy_log(run, step, attempt)}.>"
+
+
 def log_step_filter(run: str, step: str) -> str:
-    return f"heddle.log.{run}.{step_token(step)}.*"
+    """Every log of a step, of every attempt and writer, of both forms."""
+    return f"heddle.log.{run}.{step_token(step)}.>"
+
+
+def runner_logs(runner: str) -> str:
+    """What a runner may write: logs under its own name."""
+    return f"heddle.log.*.*.*.*.{runner}"
+
+
+def namespace_logs(namespace: str) -> str:
+    """Every log of a namespace's runs (what its inspector may read)."""
+    return f"heddle.log.*.*.*.{namespace}.*"
+
+
+def log_writer(subject: str) -> tuple[int, str | None]:
+    """The attempt and the writer a log subject names; the writer None for a log written
+    before namespaces (whose subject names none), the attempt -1 if it is not a number."""
+    tokens = subject.split(".")
+    attempt = tokens[4] if len(tokens) > 4 else ""
+    writer = tokens[6] if len(tokens) == LOG_TOKENS else None
+    return (int(attempt) if attempt.isdigit() else -1), writer
 
 
 def runner_assign(runner: str) -> str:

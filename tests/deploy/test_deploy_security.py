@@ -76,6 +76,7 @@ def test_nats_accounts_are_exactly_nats_accounts(default: Manifest) -> None:
     ("values", "runners"),
     [
         ({}, DEFAULT_RUNNERS),
+        ({"nats": {"namespaceInspectors": ["team-a", "team-b"]}}, DEFAULT_RUNNERS),
         ({"runners": {"replicas": 5}}, tuple(f"runner-{i}" for i in range(5))),
         ({"namePrefix": "blue-", "runners": {"replicas": 1}}, ("blue-runner-0",)),
         ({"runners": {"replicas": 0}}, ()),
@@ -95,7 +96,13 @@ def test_nats_users_are_exactly_nats_permissions(
     manifest = render(chart, values)
     prefix = values.get("namePrefix", "")
     users = authorization(manifest, prefix)
-    expected = {*perms.SERVICES, perms.INSPECTOR, *map(perms.runner_user, runners)}
+    inspectors = values.get("nats", {}).get("namespaceInspectors", [])
+    expected = {
+        *perms.SERVICES,
+        perms.INSPECTOR,
+        *map(perms.runner_user, runners),
+        *map(perms.namespace_inspector_user, inspectors),
+    }
     assert [u["user"] for u in users] == sorted(expected)
     passwords = manifest.secret_data(prefix + USERS_SECRET)
     assert set(passwords) == expected

@@ -116,3 +116,22 @@ async def test_nats_server_loads_the_config_and_each_user_its_password_file(
             await nc.close()
     finally:
         server.stop()
+
+
+def test_namespace_inspectors_are_made_kept_and_removed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "secrets"
+    assert run(out, "--runners", "0", "--inspector-namespace", "team-a") == 0
+    passwords = json.loads((out / "nats-users.json").read_text())
+    assert sorted(passwords) == sorted([*USERS, "inspector-team-a"])
+    first = passwords["inspector-team-a"]
+    assert (out / "inspector-team-a" / "password").read_text().strip() == first
+    assert run(out, "--runners", "0", "--inspector-namespace", "team-b") == 0
+    passwords = json.loads((out / "nats-users.json").read_text())
+    assert sorted(passwords) == sorted([*USERS, "inspector-team-b"])  # team-a's is gone
+    assert not (out / "inspector-team-a" / "password").exists()
+    capsys.readouterr()
+    assert run(out, "--inspector-namespace", "bad.name", "--inspector-namespace", "x y") == 2
+    err = capsys.readouterr().err
+    assert "'bad.name'" in err and "'x y'" in err

@@ -36,7 +36,7 @@ async def test_log_followers_leave_no_consumer_behind(
                 await runs.put(key, value)
             for n in (1, 2):
                 line = LogLine(stream="stdout", seq=n, text=f"{run_id} line {n}")
-                await js.publish(names.log(run_id, "a", 1), encode(line))
+                await js.publish(names.log(run_id, "a", 1, "default", "r"), encode(line))
         before = (await js.stream_info(names.LOGS_STREAM)).state.consumer_count
 
         async def follow(run_id: str) -> list[str]:

@@ -152,7 +152,9 @@ async def _prepare(url: str) -> None:
         res = await ensure_resources(nc, Settings(nats_url=url))
         js = res.js
         await js.publish(names.evt("r1", "s", "finished", RUNNER), b'{"runId":"r1"}')
-        await js.publish(names.log("r1", "s", 1), b'{"runId":"r1","stepId":"s","attempt":1}')
+        await js.publish(
+            names.log("r1", "s", 1, "default", "r"), b'{"runId":"r1","stepId":"s","attempt":1}'
+        )
         await res.kv[names.RUNS_BUCKET].put(names.run_key("r1"), b'{"status":"running"}')
         durable = ConsumerConfig(durable_name=DURABLE, filter_subject=names.evt_of_partition(0))
         await js.add_consumer(EVENTS, durable)
@@ -213,7 +215,9 @@ async def test_the_inspector_still_reads(server: Server) -> None:
         js = nc.jetstream(timeout=10)  # a busy machine is not a refusal
         assert (await js.account_info()).streams >= len(perms.ALL_STREAMS)
         assert {EVENTS, LOGS, STEPS} <= {i.config.name for i in await js.streams_info()}
-        assert (await js.find_stream_name_by_subject(names.log("r1", "s", 1))) == LOGS
+        assert (
+            await js.find_stream_name_by_subject(names.log("r1", "s", 1, "default", "r"))
+        ) == LOGS
         stored = names.stored_evt("r1", "s", "finished", RUNNER)  # `nats stream subjects`
         info = await js.stream_info(EVENTS, subjects_filter=stored)
         assert list((info.state.subjects or {}).values()) == [1]

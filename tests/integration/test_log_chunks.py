@@ -15,7 +15,7 @@ from typing import Any
 import nats
 import pytest
 from heddle.services.gateway.reads import log_tail
-from heddle.services.gateway.reads.log_index import attempt_messages
+from heddle.services.gateway.reads.log_index import AttemptLogs, attempt_messages
 from heddle.services.gateway.reads.log_lines import CURSOR_SPAN
 from heddle.services.gateway.reads.log_reader import read_lines
 from heddle.services.gateway.reads.log_tail import read_attempt
@@ -33,6 +33,10 @@ from tests.support.logs import all_lines, sse
 from tests.support.stack import StackFactory
 
 # ---- publisher and reader against a real nats-server --------------------------------------
+
+
+RUNNER = "r"  # the runner each attempt here is recorded as given to
+RUNNERS = dict.fromkeys(range(10), RUNNER)
 
 
 @pytest.fixture
@@ -62,14 +66,15 @@ class Attempt:
         self.nc = nc
         self.js = nc.jetstream(timeout=10)
         self.attempt = attempt
-        self.subject = names.log("run", "step", attempt)
-        self.pub = LogPublisher(nc, acked, "run", "step", attempt, max_line_bytes)
+        self.subject = names.log_attempt_filter("run", "step", attempt)  # both writers
+        self.notes = names.log("run", "step", attempt, "default", names.NOTES_WRITER)
+        self.pub = LogPublisher(nc, acked, "run", "step", attempt, max_line_bytes, RUNNER)
         self.expected: list[tuple[str, int, str]] = []  # (stream, seq, text)
 
     async def orchestrator(self, text: str) -> None:
         """A note as the orchestrator writes it (same connection: its place is known), its
         storing awaited: a flush does not wait for it, and the count below raced the last two."""
-        await self.js.publish(self.subject, encode(LogLine(stream="heddle", seq=0, text=text)))
+        await self.js.publish(self.notes, encode(LogLine(stream="heddle", seq=0, text=text)))
         self.expected.append(("heddle", 0, text))
 
     async def note(self, text: str) -> None:
@@ -89,19 +94,20 @@ class Attempt:
         await self.pub.close(text)
         self.expected.append(("heddle", self.pub.seq, text))
 
-    async def check(self, tails: list[int]) -> int:
+    async def check(self, tails: list[int]) -> AttemptLogs:
         """Everything reads back as written: all of it, from any cursor, and every tail;
         returns the number of messages the lines took."""
         await self.nc.flush()
-        messages = (await attempt_messages(self.js, "run", "step")).get(self.attempt, 0)
-        whole = await read_attempt(self.js, "run", "step", self.attempt, messages, 10**6)
+        found = await attempt_messages(self.js, "run", "step", RUNNERS)
+        messages = found[self.attempt]
+        whole = await read_attempt(self.js, "run", "step", self.attempt, messages, 10**6, RUNNERS)
         got = [(x.stream, x.seq, x.text) for x in whole.lines]
         assert got == self.expected
         assert whole.count == len(self.expected)
         cursors = [x.cursor for x in whole.lines]
         assert cursors == sorted(set(cursors)) and whole.last == cursors[-1]
         for tail in tails:
-            part = await read_attempt(self.js, "run", "step", self.attempt, messages, tail)
+            part = await read_attempt(self.js, "run", "step", self.attempt, messages, tail, RUNNERS)
             assert part.count == len(self.expected), tail
             assert part.lines == (whole.lines[-tail:] if tail else []), tail
         # From any cursor: the lines after it, in the middle of a chunk or not.
@@ -131,7 +137,7 @@ async def test_chunks_read_back_with_notes_anywhere(
     # 7,000 and 15,000 lines hold one and two of the notes among the chunks.
     tails = [0, 1, 2, 3, 4, 5, 999, 1000, 1001, 1699, 1700, 1701, 5000, 7000, 15000]
     messages = await a.check([*tails, total - 1, total, total + 1])
-    assert messages < total / 100  # chunks, not a message per line
+    assert messages.messages < total / 100  # chunks, not a message per line
     # A tail reads about its own lines (and the rest of one chunk), not the attempt.
     read: list[int] = []
     replay = log_tail.replay
@@ -144,7 +150,7 @@ async def test_chunks_read_back_with_notes_anywhere(
 
     monkeypatch.setattr(log_tail, "replay", counted)
     for tail in (1, 5, 1000, 1001, 3000):
-        part = await read_attempt(js, "run", "step", 1, messages, tail)
+        part = await read_attempt(js, "run", "step", 1, messages, tail, RUNNERS)
         assert len(part.lines) == tail and read[-1] <= tail + MAX_CHUNK_LINES + 4, (tail, read)
     # The runner numbers its messages: a header on each.
     first = await js.get_msg(names.LOGS_STREAM, seq=1, subject=a.subject, next=True)
@@ -186,7 +192,9 @@ async def test_single_lines_and_notes_only(nc: Client, acked: AckedPublisher) ->
 async def stored(js: JetStreamContext) -> None:
     """Until everything published so far on this connection is stored: the stream stores a
     connection's messages in order, so an acknowledged one comes after them."""
-    await js.publish(names.log("run", "other", 1), encode(LogLine(stream="heddle", seq=0)))
+    await js.publish(
+        names.log("run", "other", 1, "default", RUNNER), encode(LogLine(stream="heddle", seq=0))
+    )
 
 
 async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
@@ -201,7 +209,7 @@ async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
     await quiet.close("succeeded")  # unconfirmed (no output): stored once what follows is
     await stored(js)
     quiet.expected.insert(0, ("heddle", 1, held))
-    assert await quiet.check([0, 1, 2, 3]) == 1
+    assert (await quiet.check([0, 1, 2, 3])).messages == 1
     only = await js.get_last_msg(names.LOGS_STREAM, quiet.subject)
     assert json.loads(only.data) == {"stream": "heddle", "seq": 1, "lines": [held, "succeeded"]}
     assert only.headers == {MSG_HEADER: "1"}
@@ -211,7 +219,7 @@ async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
     await loud.pub.write("stdout", b"a\nb\n")
     await loud.close("succeeded")
     loud.expected[:0] = [("heddle", 1, held), ("stdout", 2, "a"), ("stdout", 3, "b")]
-    assert await loud.check([0, 1, 4]) == 3
+    assert (await loud.check([0, 1, 4])).messages == 3
     # Released (the command outlived the report delay): sent once, then the rest as usual.
     slow = Attempt(nc, acked, 3)
     slow.pub.hold(held)
@@ -221,7 +229,7 @@ async def test_a_held_first_note_leads_the_output_or_joins_the_final_note(
     await slow.close("succeeded")
     await stored(js)
     slow.expected.insert(0, ("heddle", 1, held))
-    assert await slow.check([0, 3]) == 3
+    assert (await slow.check([0, 3])).messages == 3
 
 
 async def test_long_lines_and_partial_lines(

@@ -265,13 +265,13 @@ async def test_200k_lines_all_stored_in_order(stack: StackFactory) -> None:
     nc = await s.connect()
     try:
         raw = await nc.jetstream().get_msg(names.LOGS_STREAM, seq=sseq)
-        subject = f"heddle.log.{run_id}.seq.1"
+        subject = raw.subject  # the runner's own: heddle.log.<run>.<step>.<attempt>.<ns>.<it>
         info = await nc.jetstream().stream_info(names.LOGS_STREAM, subjects_filter=subject)
     finally:
         await nc.close()
     # A message per pipe read, not per line: 200,002 lines in a few hundred messages.
     assert info.state.subjects[subject] < 2000
-    assert raw.subject == f"heddle.log.{run_id}.seq.1"
+    assert raw.subject.startswith(f"heddle.log.{run_id}.seq.1.default.runner-")
     chunk = raw.data.split(b"\n")
     assert raw.headers is not None
     assert raw.headers[names.LOG_STREAM_HEADER] == "stdout"

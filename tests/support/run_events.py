@@ -48,7 +48,7 @@ def records(run_id: str, step: str, run: str) -> dict[str, bytes]:
     done = None if run == "running" else "2026-01-01T00:00:00Z"
     return {
         names.step_key(run_id, "a"): encode(
-            StepRecord(id="a", command="true", status=step, attempt=1)  # type: ignore[arg-type]
+            StepRecord(id="a", command="true", status=step, attempt=1, runner="r")  # type: ignore[arg-type]
         ),
         names.run_key(run_id): encode(
             RunRecord(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from heddle.services.gateway.http.scope import run_names
-from heddle.services.gateway.reads.log_lines import Line, encode_json
+from heddle.services.gateway.reads.log_lines import Line, attempt_runners, encode_json, shown
 from heddle.services.gateway.reads.log_reader import replay
 from heddle.services.gateway.reads.log_tail import StepTails, tail_lines
 from heddle.shared.broker.nats_types import NatsError
@@ -60,6 +60,7 @@ async def dump_logs(
     """Every line of the step after cursor ``after`` up to ``end`` as one JSON document,
     written as it is read."""
     subject = names.log_step_filter(run_id, step.id)
+    runners = attempt_runners(step)
 
     async def body(resp: web.StreamResponse) -> None:
         head = {
@@ -69,7 +70,8 @@ async def dump_logs(
             "attempt": step.attempt,
         }
         await resp.write(encode_json(head)[:-1] + b',"lines":[')
-        async with contextlib.aclosing(replay(js, subject, after, end)) as batches:
+        lines = replay(js, subject, after, end, lambda subj: shown(subj, runners))
+        async with contextlib.aclosing(lines) as batches:
             n, cursor = await write_lines(resp, batches)
         expired = _bool(bool(step.attempts) and end == 0)
         await resp.write(b'],"cursor":%d,"logsExpired":%s}' % (cursor if n else after, expired))

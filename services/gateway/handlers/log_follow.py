@@ -16,7 +16,7 @@ from aiohttp import web
 from heddle.services.gateway.http import sse
 from heddle.services.gateway.http.keys import RESOURCES
 from heddle.services.gateway.reads.log_index import last_cursor
-from heddle.services.gateway.reads.log_lines import encode_json
+from heddle.services.gateway.reads.log_lines import attempt_runners, encode_json, shown
 from heddle.services.gateway.reads.log_reader import DRAIN_WAIT, KEEPALIVE, Feed
 from heddle.services.gateway.reads.progress import StepProgress, step_progress
 from heddle.services.gateway.reads.runs import get_step_record, stored_when
@@ -27,6 +27,9 @@ from heddle.shared.wire.contracts import TERMINAL_STEP, StepRecord, step_record_
 if TYPE_CHECKING:
     from heddle.shared.broker.buckets import Bucket
     from heddle.shared.broker.nats_types import JetStreamContext
+
+
+RUNNER_READS, RUNNER_WAIT = 20, 0.05  # reads of a step record that names no runner yet
 
 
 def _end(step: StepRecord, cursor: int) -> dict[str, Any]:
@@ -54,7 +57,8 @@ async def follow_logs(
     keepalive (in case the connection dropped meanwhile)."""
     runs = request.app[RESOURCES].runs
     states = _StepStates(js, runs, run_id, step, subject)
-    feed = await Feed(js, subject, after).start()
+    verdict = lambda subj: shown(subj, states.runners)  # noqa: E731
+    feed = await Feed(js, subject, after, verdict, states.learn_runner).start()
     changes = KeyChanges(runs, (names.step_key(run_id, step.id),), states.live(feed))
     resp = web.StreamResponse(headers=sse.HEADERS)
     try:
@@ -113,13 +117,16 @@ class _StepStates:
         self.shown: StepProgress | None = None
         self.terminal: StepRecord | None = None
         self.end = 0  # the cursor of the step's last line, once it is terminal
+        self.runners = attempt_runners(step)  # whose lines are shown (log_lines.shown)
 
     def live(self, feed: Feed) -> Callable[[str, bytes], None]:
         """What takes the record's puts: queued, and the line reader woken to tell them."""
 
         def put(_key: str, value: bytes) -> None:
             with contextlib.suppress(msgspec.DecodeError):
-                self.queue.put_nowait(step_record_decoder.decode(value))
+                rec = step_record_decoder.decode(value)
+                self.runners.update(attempt_runners(rec))
+                self.queue.put_nowait(rec)
                 with contextlib.suppress(asyncio.QueueFull):  # a full queue wakes it anyway
                     feed.queue.put_nowait(None)
 
@@ -149,6 +156,19 @@ class _StepStates:
 
     async def _read(self) -> StepRecord | None:
         return await get_step_record(self.runs, self.run_id, self.step_id)
+
+    async def learn_runner(self, subject: str) -> None:
+        """A line came for an attempt whose runner is not known yet: its runner's first
+        lines may be stored before the record naming it. Read the record until it names
+        one, a little while at most; until then the line is not shown."""
+        attempt, _ = names.log_writer(subject)
+        for _ in range(RUNNER_READS):
+            fresh = await self._read()
+            if fresh is not None:
+                self.runners.update(attempt_runners(fresh))
+            if attempt in self.runners:
+                return
+            await asyncio.sleep(RUNNER_WAIT)
 
     async def refresh(self) -> None:
         """A plain read of the record: what changed before the subscription, or while

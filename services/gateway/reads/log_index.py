@@ -23,10 +23,11 @@ chunk, of at most 4,000), not 200,000.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from heddle.services.gateway.reads.log_lines import cursor_of, decode
+from heddle.services.gateway.reads.log_lines import cursor_of, decode, shown
 from heddle.shared.broker.nats_types import (
     AckPolicy,
     ConsumerConfig,
@@ -105,17 +106,52 @@ async def runner_at(js: JetStreamContext, subject: str, sseq: int, until: int) -
     return None
 
 
-async def attempt_messages(js: JetStreamContext, run_id: str, step_id: str) -> dict[int, int]:
+@dataclass(slots=True)
+class AttemptLogs:
+    """The subjects of one attempt's log in the stream, as one stream-info request lists
+    them: those shown (log_lines.shown) and their message count, and whether any other
+    runner wrote under the attempt."""
+
+    messages: int = 0
+    subjects: list[str] = field(default_factory=list)
+    hidden: bool = False
+
+    @property
+    def mixed(self) -> bool:
+        """Whether the attempt was written in both forms (across an upgrade)."""
+        legacy = [s for s in self.subjects if names.log_writer(s)[1] is None]
+        return bool(legacy) and len(legacy) < len(self.subjects)
+
+    def subject(self, run_id: str, step_id: str, attempt: int) -> str:
+        """Where the attempt's shown messages are: their one subject, else every writer's,
+        else (``mixed``) the step's; a reader then shows only what ``shown`` does of the
+        attempt, when ``hidden`` or ``mixed``."""
+        if len(self.subjects) == 1:
+            return self.subjects[0]
+        if self.mixed:
+            return names.log_step_filter(run_id, step_id)
+        return names.log_attempt_filter(run_id, step_id, attempt)
+
+
+async def attempt_messages(
+    js: JetStreamContext, run_id: str, step_id: str, runners: Mapping[int, str]
+) -> dict[int, AttemptLogs]:
     """Messages stored per attempt: one stream-info request filtered on the step's
-    subjects."""
+    subjects (both forms), told apart by writer (``runners``: each attempt's runner)."""
     info = await js.stream_info(
         names.LOGS_STREAM, subjects_filter=names.log_step_filter(run_id, step_id)
     )
-    out: dict[int, int] = {}
+    out: dict[int, AttemptLogs] = {}
     for subject, count in (info.state.subjects or {}).items():
-        attempt = subject.rsplit(".", 1)[1]
-        if attempt.isdigit():
-            out[int(attempt)] = out.get(int(attempt), 0) + count
+        attempt, _ = names.log_writer(subject)
+        if attempt < 0:
+            continue
+        logs = out.setdefault(attempt, AttemptLogs())
+        if shown(subject, runners):
+            logs.messages += count
+            logs.subjects.append(subject)
+        else:
+            logs.hidden = True
     return out
 
 

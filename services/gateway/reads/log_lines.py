@@ -1,5 +1,10 @@
 """Log messages as the HTTP API's lines: decoding, cursors and times. Pure: no I/O.
 
+**Writers.** A runner may write log lines under its own name for any attempt (the server
+checks the name, not the attempt), so a reader shows an attempt's lines only from the runner
+recorded for it, with the orchestrator's notes and the logs from before writers were named
+(``shown``).
+
 **Cursors.** A line's cursor is ``stream sequence * CURSOR_SPAN + index within its
 message``: unique, increasing in the order the server stored the lines, and opaque to
 clients. A message holds at most 4,000 lines (``MAX_CHUNK_LINES``), so the index fits.
@@ -9,11 +14,13 @@ resumes at the next line, in the middle of a message if need be.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import msgspec
-from heddle.shared.wire.contracts import chunk_texts, log_line_decoder
+from heddle.shared.wire import names
+from heddle.shared.wire.contracts import StepRecord, chunk_texts, log_line_decoder
 from heddle.shared.wire.names import LOG_SEQ_HEADER as SEQ_HEADER
 from heddle.shared.wire.names import LOG_STREAM_HEADER as STREAM_HEADER
 from heddle.shared.wire.timefmt import from_epoch
@@ -83,13 +90,35 @@ def decode(data: bytes, headers: dict[str, str] | None = None) -> tuple[str, int
     return stream, seq, texts
 
 
+# Whether a log message's subject is shown: True, False, or None while its attempt's runner
+# is not known yet.
+Verdict = Callable[[str], bool | None]
+
+
+def attempt_runners(step: StepRecord) -> dict[int, str]:
+    """The runner recorded for each of a step's attempts that has one."""
+    out = {rec.attempt: rec.runner for rec in step.attempts if rec.runner}
+    if step.runner and step.attempt not in out:
+        out[step.attempt] = step.runner
+    return out
+
+
+def shown(subject: str, runners: Mapping[int, str]) -> bool | None:
+    """Whether a log message is shown: the orchestrator's notes, a log from before writers
+    were named, and the lines of the runner recorded for its attempt (None: none is yet)."""
+    attempt, writer = names.log_writer(subject)
+    if writer is None or writer == names.NOTES_WRITER:
+        return True
+    runner = runners.get(attempt)
+    return None if runner is None else writer == runner
+
+
 def parse_message(msg: Msg, clock: Clock, after: int = 0) -> tuple[list[Line], int]:
     """A delivered message as its lines with a cursor above ``after``, and the consumer's
     count of messages still pending. The stream sequence, time and pending count are the
     message's JetStream metadata."""
     meta = msg.metadata
-    name = msg.subject.rsplit(".", 1)[1]
-    attempt = int(name) if name.isdigit() else 0
+    attempt = max(names.log_writer(msg.subject)[0], 0)
     stream, seq, texts = decode(msg.data, msg.headers)
     base = meta.sequence.stream * CURSOR_SPAN
     time = clock(meta.timestamp)

@@ -15,11 +15,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from heddle.services.gateway.reads.log_index import forget, pull_consumer
-from heddle.services.gateway.reads.log_lines import Clock, Line, parse_message, start_of
+from heddle.services.gateway.reads.log_lines import (
+    Clock,
+    Line,
+    Verdict,
+    cursor_of,
+    parse_message,
+    start_of,
+)
 from heddle.shared.broker.nats_types import ConsumerConfig, DeliverPolicy
 from heddle.shared.wire import names
 
@@ -51,10 +58,21 @@ class Feed:
     (the SSE of services/gateway/handlers/logs.py): the messages land in a bounded queue, so a slow
     reader holds the consumer back (flow control) instead of piling lines up here."""
 
-    def __init__(self, js: JetStreamContext, subject: str, after: int = 0) -> None:
+    def __init__(
+        self,
+        js: JetStreamContext,
+        subject: str,
+        after: int = 0,
+        verdict: Verdict | None = None,
+        resolve: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         self.js = js
         self.subject = subject
         self.after = after
+        # Which messages are shown (log_lines.shown); ``resolve`` learns more when it cannot
+        # tell yet (the runner's first lines may come before its attempt's record names it).
+        self.verdict = verdict
+        self.resolve = resolve
         self.queue: asyncio.Queue[Msg | None] = asyncio.Queue(QUEUE_MESSAGES)
         self._clock = Clock()
         self._sub: Any = None
@@ -99,7 +117,8 @@ class Feed:
         while True:
             if item is not None:
                 got, pending = parse_message(item, self._clock, self.after)
-                lines.extend(got)
+                if await self._shown(item.subject):
+                    lines.extend(got)
             if len(lines) >= BATCH:
                 break
             try:
@@ -108,9 +127,22 @@ class Feed:
                 break
         return lines, pending
 
+    async def _shown(self, subject: str) -> bool:
+        if self.verdict is None:
+            return True
+        verdict = self.verdict(subject)
+        if verdict is None and self.resolve is not None:
+            await self.resolve(subject)
+            verdict = self.verdict(subject)
+        return verdict is True
+
 
 async def replay(
-    js: JetStreamContext, subject: str, after: int, end: int
+    js: JetStreamContext,
+    subject: str,
+    after: int,
+    end: int,
+    verdict: Verdict | None = None,
 ) -> AsyncGenerator[list[Line], None]:
     """The lines on ``subject`` after cursor ``after`` up to cursor ``end``, in batches of
     about ``BATCH`` as they are read (close it, e.g. with ``contextlib.aclosing``, to stop
@@ -120,7 +152,8 @@ async def replay(
     the reader holds that many messages at most, whatever the log's size, and the server
     sends nothing it was not asked for (a push consumer's flow control lets a fast reader
     have 32 MiB in flight, and a connection carrying several past 64 MiB is cut as a slow
-    consumer). A NATS timeout is raised; lines gone meanwhile (retention) end it early."""
+    consumer). A NATS timeout is raised; lines gone meanwhile (retention) end it early.
+    With ``verdict``, only the messages it shows (log_lines.shown; undecided is not shown)."""
     if end <= after:
         return
     info = await pull_consumer(js, subject, start_of(after), REPLAY_IDLE)
@@ -137,6 +170,11 @@ async def replay(
                 raise
             for msg in msgs:
                 got, want = parse_message(msg, clock, after)
+                if verdict is not None and verdict(msg.subject) is not True:
+                    got = []
+                    if cursor_of(msg.metadata.sequence.stream + 1) > end:
+                        want = 0  # not shown, and it reaches the end
+                        break
                 if got and got[-1].cursor >= end:
                     lines += [x for x in got if x.cursor <= end]
                     want = 0
@@ -154,10 +192,13 @@ async def replay(
         forget(js, info.name)
 
 
-async def read_lines(js: JetStreamContext, subject: str, after: int, end: int) -> list[Line]:
-    """Every line on ``subject`` after cursor ``after`` up to cursor ``end``."""
+async def read_lines(
+    js: JetStreamContext, subject: str, after: int, end: int, verdict: Verdict | None = None
+) -> list[Line]:
+    """Every line on ``subject`` after cursor ``after`` up to cursor ``end`` (that
+    ``verdict`` shows)."""
     lines: list[Line] = []
-    async with contextlib.aclosing(replay(js, subject, after, end)) as batches:
+    async with contextlib.aclosing(replay(js, subject, after, end, verdict)) as batches:
         async for batch in batches:
             lines.extend(batch)
     return lines

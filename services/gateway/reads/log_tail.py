@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from heddle.services.gateway.reads.log_index import (
+    AttemptLogs,
     Stored,
     attempt_messages,
     holding,
@@ -27,7 +28,13 @@ from heddle.services.gateway.reads.log_index import (
     nth_last,
     runner_at,
 )
-from heddle.services.gateway.reads.log_lines import Line, cursor_of
+from heddle.services.gateway.reads.log_lines import (
+    Line,
+    Verdict,
+    attempt_runners,
+    cursor_of,
+    shown,
+)
 from heddle.services.gateway.reads.log_reader import BATCH, read_lines, replay
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import StepRecord
@@ -52,22 +59,36 @@ class AttemptTail:
     skip: int = 0  # lines at the start of the replay that are before the tail
     lines: list[Line] | None = None  # the tail itself, when the attempt was read whole
     expired: bool = False  # it ran, and its lines are gone, all of them or the first
+    verdict: Verdict | None = None  # which of the subject's messages are shown (all: None)
 
 
 async def locate(
-    js: JetStreamContext, run_id: str, step_id: str, attempt: int, messages: int, tail: int
+    js: JetStreamContext,
+    run_id: str,
+    step_id: str,
+    attempt: int,
+    logs: AttemptLogs,
+    tail: int,
+    runners: dict[int, str],
 ) -> AttemptTail:
-    """An attempt's line count and where its last ``tail`` lines start (``messages``: how
-    many messages the stream holds for it)."""
-    out = AttemptTail(attempt, names.log(run_id, step_id, attempt), tail)
+    """An attempt's line count and where its last ``tail`` lines start (``logs``: its
+    messages in the stream; ``runners``: the runner of each attempt). An attempt another
+    runner also wrote under, or written in both forms, is read whole, showing only its own
+    runner's lines."""
+    messages = logs.messages
+    out = AttemptTail(attempt, logs.subject(run_id, step_id, attempt), tail)
+    whole = logs.hidden or logs.mixed
+    if whole:
+        out.verdict = lambda subj: names.log_writer(subj)[0] == attempt and shown(subj, runners)
     if messages == 0:
         return out
     last = await last_message(js, out.subject)
     if last is None:
         return out
     out.last = end = last.last_cursor
-    if messages <= SMALL_ATTEMPT:
-        lines = await read_lines(js, out.subject, 0, end)
+    if messages <= SMALL_ATTEMPT or whole:
+        lines = await read_lines(js, out.subject, 0, end, out.verdict)
+        out.last = lines[-1].cursor if lines else 0
         out.count = len(lines)
         out.first_seq = min((x.seq for x in lines if x.seq > 0), default=None)
         out.lines = lines[-tail:] if tail else []
@@ -163,7 +184,8 @@ async def tail_lines(js: JetStreamContext, where: AttemptTail) -> AsyncGenerator
     if where.tail == 0 or where.last == 0:
         return
     skip = where.skip
-    async with aclosing(replay(js, where.subject, where.after, where.last)) as batches:
+    replayed = replay(js, where.subject, where.after, where.last, where.verdict)
+    async with aclosing(replayed) as batches:
         async for batch in batches:
             if skip:
                 batch, skip = batch[skip:], max(0, skip - len(batch))
@@ -181,26 +203,37 @@ class StepTails:
 
 
 async def locate_step(js: JetStreamContext, step: StepRecord, run_id: str, tail: int) -> StepTails:
-    messages = await attempt_messages(js, run_id, step.id)
+    runners = attempt_runners(step)
+    messages = await attempt_messages(js, run_id, step.id, runners)
     ran = {rec.attempt for rec in step.attempts}
-    attempts = sorted(set(messages) | ran)
+    attempts = sorted({a for a, logs in messages.items() if logs.messages} | ran)
     found = await asyncio.gather(
-        *(locate(js, run_id, step.id, a, messages.get(a, 0), tail) for a in attempts)
+        *(
+            locate(js, run_id, step.id, a, messages.get(a, AttemptLogs()), tail, runners)
+            for a in attempts
+        )
     )
     for where in found:
         # Lines that ran but are gone: all of them, or the first (a runner numbers from 1).
         gone = where.count == 0 and where.attempt in ran
         where.expired = gone or (where.first_seq or 1) > 1
     cursor = max((where.last for where in found), default=0)
-    return StepTails(list(found), cursor, bool(ran) and not messages)
+    stored = any(logs.messages for logs in messages.values())
+    return StepTails(list(found), cursor, bool(ran) and not stored)
 
 
 async def read_attempt(
-    js: JetStreamContext, run_id: str, step_id: str, attempt: int, messages: int, tail: int
+    js: JetStreamContext,
+    run_id: str,
+    step_id: str,
+    attempt: int,
+    logs: AttemptLogs,
+    tail: int,
+    runners: dict[int, str],
 ) -> AttemptTail:
     """An attempt located and its tail read whole into ``lines`` (for a caller that wants a
     list, not a stream)."""
-    where = await locate(js, run_id, step_id, attempt, messages, tail)
+    where = await locate(js, run_id, step_id, attempt, logs, tail, runners)
     if where.lines is None:
         lines: list[Line] = []
         async with aclosing(tail_lines(js, where)) as batches:

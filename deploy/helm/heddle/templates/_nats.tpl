@@ -86,7 +86,7 @@ list "subscribe" list ["publishDeny" list] ["allowResponses" true]) */}}
 stream. Usage: include "heddle.nats.runner" "<runner name>" */}}
 {{- define "heddle.nats.runner" -}}
 {{- $n := . -}}
-{{- $publish := concat (list (printf "heddle.evt.*.*.started.%s" $n) (printf "heddle.evt.*.*.finished.%s" $n) "heddle.log.>" (printf "$KV.heddle-heartbeats.*.*.%s" $n) (printf "$KV.heddle-runners.%s" $n))
+{{- $publish := concat (list (printf "heddle.evt.*.*.started.%s" $n) (printf "heddle.evt.*.*.finished.%s" $n) (printf "heddle.log.*.*.*.*.%s" $n) (printf "$KV.heddle-heartbeats.*.*.%s" $n) (printf "$KV.heddle-runners.%s" $n))
   (include "heddle.nats.info" (list "HEDDLE_EVENTS" "HEDDLE_LOGS" "KV_heddle-heartbeats" "KV_heddle-runners") | fromJsonArray) -}}
 {{- $subscribe := list (printf "_INBOX_runner-%s.>" $n) (printf "heddle.runner.%s.>" $n) -}}
 {{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" $subscribe "allowResponses" true) -}}
@@ -99,12 +99,22 @@ consumer, be durable or push to any subject (see inspector() in shared/broker/na
 {{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "heddle.>" "$KV.>" "_INBOX.>" "_INBOX_inspector.>")) -}}
 {{- end -}}
 
+{{/* One namespace's inspector: that namespace's logs live, nothing else (no stream read, no
+consumer: see namespace_inspector() in shared/broker/nats_permissions.py).
+Usage: include "heddle.nats.namespaceInspector" "<namespace>" */}}
+{{- define "heddle.nats.namespaceInspector" -}}
+{{- $subscribe := list (printf "heddle.log.*.*.*.%s.*" .) (printf "_INBOX_inspector-%s.>" .) -}}
+{{- include "heddle.nats.rule" (dict "publish" (list "$JS.API.INFO") "subscribe" $subscribe) -}}
+{{- end -}}
+
 {{/* permissions_for(user). Usage: include "heddle.nats.permissions" "<user>" */}}
 {{- define "heddle.nats.permissions" -}}
 {{- if has . (list "gateway" "orchestrator" "dispatcher" "inspector") -}}
 {{- include (printf "heddle.nats.%s" .) . -}}
 {{- else if hasPrefix "runner-" . -}}
 {{- include "heddle.nats.runner" (trimPrefix "runner-" .) -}}
+{{- else if hasPrefix "inspector-" . -}}
+{{- include "heddle.nats.namespaceInspector" (trimPrefix "inspector-" .) -}}
 {{- else -}}
 {{- fail (printf "no NATS role for user %q" .) -}}
 {{- end -}}
@@ -139,8 +149,8 @@ the pool may grow to (users, passwords, StatefulSets). */}}
 {{- end -}}
 
 {{/*
-{user: password} for every user of this release: the services, the inspector and one user per
-runner (runner-<runner name>). A password that is already in the Secret (an upgrade) is kept;
+{user: password} for every user of this release: the services, the inspector, one user per
+runner (runner-<runner name>) and one per nats.namespaceInspectors (inspector-<namespace>). A password that is already in the Secret (an upgrade) is kept;
 a new user gets a random one. Computed once per render and remembered, so the passwords
 Secret, the server's configuration and the pods' checksums all see the same passwords.
 */}}
@@ -152,6 +162,7 @@ Secret, the server's configuration and the pods' checksums all see the same pass
 {{- end -}}
 {{- $users := list "gateway" "orchestrator" "dispatcher" "inspector" -}}
 {{- range include "heddle.runnerNames" . | fromJsonArray }}{{ $users = append $users (printf "runner-%s" .) }}{{ end -}}
+{{- range .Values.nats.namespaceInspectors }}{{ $users = append $users (printf "inspector-%s" .) }}{{ end -}}
 {{- $passwords := dict -}}
 {{- range $users -}}
 {{- if hasKey $existing . -}}
@@ -187,7 +198,7 @@ inspector in accounts of their own, so that no reply subject reaches a stream). 
 {{- $_ := set (index $accounts "HEDDLE") "jetstream" "enabled" -}}
 {{- range $user, $password := include "heddle.nats.passwords" . | fromJson -}}
 {{- $account := "HEDDLE" -}}
-{{- if hasPrefix "runner-" $user }}{{ $account = "RUNNERS" }}{{ else if eq $user "inspector" }}{{ $account = "INSPECT" }}{{ end -}}
+{{- if hasPrefix "runner-" $user }}{{ $account = "RUNNERS" }}{{ else if hasPrefix "inspector" $user }}{{ $account = "INSPECT" }}{{ end -}}
 {{- $block := index $accounts $account -}}
 {{- $_ := set $block "users" (append $block.users (dict "user" $user "password" $password "permissions" (include "heddle.nats.permissions" $user | fromJson))) -}}
 {{- end -}}

@@ -61,7 +61,7 @@ def test_an_instance_id_is_one_token_of_a_subject_and_a_key() -> None:
     assert step == "build[12]"
     assert names.step_key("r1", step) == "step.r1.build=12"
     assert names.step_ready("r1", step) == "heddle.step.ready.r1.build=12"
-    assert names.log("r1", step, 2) == "heddle.log.r1.build=12.2"
+    assert names.log("r1", step, 2, "default", "w") == "heddle.log.r1.build=12.2.default.w"
     assert names.heartbeat_key("r1", step, "runner-0") == "r1.build=12.runner-0"
     assert names.step_key("r1", "build") == "step.r1.build"  # a plain id as it is
     assert names.is_step_id(step) and names.is_step_id("build")
