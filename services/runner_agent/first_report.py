@@ -20,6 +20,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.core.namespaces import namespace_of
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import StepReady, StepStarted, encode
 
@@ -154,7 +155,13 @@ class FirstReport:
             await logs.release()
             await self.after_reported()  # a started event for a step still pending is fenced
             await ctx.nc.publish(
-                names.evt(ready.run_id, ready.step_id, "started", ctx.runner),
+                names.evt(
+                    ready.run_id,
+                    ready.step_id,
+                    "started",
+                    ctx.runner,
+                    namespace_of(ready.run_id),
+                ),
                 encode(started),
                 headers={
                     "Nats-Msg-Id": names.event_msg_id(
