@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from tests.support.cli import env_of, heddle
-from tests.support.namespaces import set_quotas
+from tests.support.namespaces import stack_of_teams
 from tests.support.stack import StackFactory
 
 
@@ -22,9 +22,7 @@ def workflow_file(tmp_path: Path, text: str) -> Path:
 async def test_the_command_line_works_in_the_namespace_it_is_given(
     stack: StackFactory, tmp_path: Path
 ) -> None:
-    s = await stack(runners=2)
-    for ns in ("team-a", "team-b"):
-        await set_quotas(s, ns)
+    s = await stack_of_teams(stack)
     admin = env_of(s)
     for ns, text in (("team-a", "from-a"), ("team-b", "from-b")):
         path = str(workflow_file(tmp_path, text))

@@ -27,7 +27,7 @@ from heddle.shared.wire.timefmt import epoch_of, now_rfc3339
 from nats.aio.client import Client
 from nats.js.errors import KeyNotFoundError
 
-from tests.support.stack import Stack
+from tests.support.stack import Stack, StackFactory
 
 Answer = tuple[int, str, bytes]  # status, content type, body: compared byte for byte
 
@@ -61,6 +61,14 @@ async def set_quotas(s: Stack, namespace: str, **quotas: int | None) -> dict[str
     status, body = await s.request("PUT", f"/api/namespaces/{namespace}", json=quotas)
     assert status == 200, body
     return body
+
+
+async def stack_of_teams(stack: StackFactory) -> Stack:
+    """A stack of two runners with namespaces team-a and team-b made (no quota)."""
+    s = await stack(runners=2)
+    for ns in ("team-a", "team-b"):
+        await set_quotas(s, ns)
+    return s
 
 
 async def submit_in(s: Stack, namespace: str, run: str, doc: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from tests.support.namespaces import granted_token, set_quotas
+from tests.support.namespaces import granted_token, stack_of_teams
 from tests.support.stack import Stack, StackFactory
 from tests.support.web_page import WAIT, open_page, shot, with_token
 
@@ -30,9 +30,7 @@ async def shown_runs(page: Page) -> list[str]:
 async def test_the_page_shows_a_namespace_nothing_of_another(
     stack: StackFactory, browser: Browser
 ) -> None:
-    s = await stack(runners=2)
-    for ns in ("team-a", "team-b"):
-        await set_quotas(s, ns)
+    s = await stack_of_teams(stack)
     await fill(s, "team-a", "a-run", "a-flow")
     await fill(s, "team-b", "b-run", "b-flow")
     b_token = await granted_token(s.base, s.admin_token, "b", {"team-b": "operator"})
@@ -56,9 +54,7 @@ async def test_the_page_shows_a_namespace_nothing_of_another(
 async def test_a_token_of_two_namespaces_switches_between_them(
     stack: StackFactory, browser: Browser
 ) -> None:
-    s = await stack(runners=2)
-    for ns in ("team-a", "team-b"):
-        await set_quotas(s, ns)
+    s = await stack_of_teams(stack)
     await fill(s, "team-a", "a-run", "a-flow")
     await fill(s, "team-b", "b-run", "b-flow")
     both = await granted_token(
