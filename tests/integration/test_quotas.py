@@ -102,6 +102,8 @@ async def test_a_step_waiting_for_its_quota_says_so(stack: StackFactory) -> None
     assert (step["waitingFor"]["namespace"], step["waitingFor"]["quota"]) == ("default", 1)
     status, ns = await s.request("GET", "/api/namespaces/default")
     assert (ns["runningSteps"], ns["runsUnderWay"]) == (1, 1)
+    _, listed = await s.request("GET", "/api/semaphores")
+    assert listed["semaphores"] == []  # the quota's count is the namespace's, not a semaphore
 
     # Raised: the waiting step goes at once.
     await set_quotas(s, "default", maxRunningSteps=2)

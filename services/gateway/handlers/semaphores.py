@@ -21,6 +21,7 @@ from heddle.services.gateway.openapi.registry_types import (
 from heddle.services.gateway.openapi.route import NAMESPACE, UNKNOWN_NAMESPACE, Param, Route
 from heddle.shared.broker.semaphore_store import change, read, read_all, unknown
 from heddle.shared.core.namespaces import in_namespaces, own_name, split_qualified
+from heddle.shared.core.quotas import quota_namespace
 from heddle.shared.core.semaphores import name_problem, resize, size_problem
 from heddle.shared.runtime.service import event
 from heddle.shared.wire.contracts import Semaphore, SemaphoreHolder
@@ -65,7 +66,8 @@ async def list_semaphores(request: web.Request) -> web.Response:
     docs = [
         semaphore_document(name, sem)
         for name, sem in sorted(found.items())
-        if in_namespaces(name, namespaces)
+        # A namespace's quota is its own document, shown by GET /api/namespaces alone.
+        if in_namespaces(name, namespaces) and quota_namespace(name) is None
     ]
     return answers.json_response(SemaphoreList(semaphores=docs))
 
