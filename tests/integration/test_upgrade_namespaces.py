@@ -61,15 +61,19 @@ async def test_a_data_dir_from_before_namespaces_is_defaults_and_still_works(
         archive.extractall(data, filter="data")
     tokens = json.loads((data / "fixture-tokens.json").read_text())
     up = start_up(tmp_path, data, runners=2)
+    checked = False
     try:
         base = f"http://127.0.0.1:{up.port}"
-        await wait_http(f"{base}/api/runners", data / "admin-token", runners=2)
+        await wait_http(f"{base}/api/runners", data / "admin-token", runners=2, timeout=60)
         async with aiohttp.ClientSession() as http:
             old = await _check_old_objects(http, base, tokens)
             await _check_they_still_work(http, base, tokens, old)
+        checked = True
     finally:
         up.proc.send_signal(signal.SIGTERM)
         out, _ = up.proc.communicate(timeout=60)
+        if not checked:
+            print(out.decode()[-8000:])  # what heddle up said, shown with the failure
     assert up.proc.returncode == 0, out.decode()[-3000:]
 
 

@@ -10,6 +10,7 @@ import re
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 from multidict import CIMultiDict
@@ -380,7 +381,10 @@ async def test_browser_run_page_follows_the_run_s_events(
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     reads = document_reads(page, "watched")
     streams: list[str] = []
-    page.on("request", lambda r: streams.append(r.url) if r.url.endswith("/events") else None)
+    page.on(
+        "request",
+        lambda r: streams.append(r.url) if urlparse(r.url).path.endswith("/events") else None,
+    )
     await page.goto(with_token(s, "/#/runs/watched"))
     badge_a = page.locator('tr[data-step="a"] .badge')
     node_a = page.locator('#dag [data-node="a"]')

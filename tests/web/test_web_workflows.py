@@ -10,6 +10,7 @@ import asyncio
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 from heddle.shared.wire import names
@@ -75,7 +76,10 @@ async def test_workflows_list_run_now_pause_and_resume(
     # Its own page shows the same next fire times, read from GET /api/workflows/nightly
     # alone: the page does not read the whole list for one workflow.
     lists: list[str] = []
-    page.on("request", lambda r: lists.append(r.url) if r.url.endswith("/api/workflows") else None)
+    page.on(
+        "request",
+        lambda r: lists.append(r.url) if urlparse(r.url).path == "/api/workflows" else None,
+    )
     await row.locator("a.mono", has_text="nightly").click()
     fired = page.locator("#workflow-meta .fires time")
     await expect(fired).to_have_count(3, timeout=WAIT)
