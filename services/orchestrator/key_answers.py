@@ -4,7 +4,9 @@ what the answer does, and the turn that comes for a run queued for it (docs/pool
 
 A run with a key is stored waiting, every step pending, with ``concurrency_wait`` set until
 it holds the key; then it waits for its turn among the runs under way (admission.py), if it
-must, as any run does.
+must, as any run does. A run of a namespace with a runs-under-way quota takes that quota's
+key first (``quota_wait`` until it holds it; docs/namespaces.md, "Quotas"), then its own:
+every run takes them in that order, so none holds one while another waits for it in turn.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from heddle.services.orchestrator.decisions import Effect, LeaveKey, PersistRun,
 from heddle.services.orchestrator.run_steps import RunSteps
 from heddle.services.orchestrator.stopping import Stopping
 from heddle.services.orchestrator.transitions import StepTransitions
+from heddle.shared.core.namespaces import namespace_of
+from heddle.shared.core.quotas import runs_key
 from heddle.shared.wire.timefmt import from_epoch
 
 
@@ -38,10 +42,14 @@ class KeyAnswers:
         self.admit = admit  # the run's first steps queued: its turn among the runs under way
 
     def asking(self) -> list[Effect]:
-        """The take of the run's key, for a run waiting for it (new, resumed, or its turn
-        come); nothing for any other. One past its deadline asks too: its exit handlers run
-        once it holds the key."""
+        """The take of the run's quota or key, for a run waiting for it (new, resumed, or
+        its turn come); nothing for any other. One past its deadline asks too: its exit
+        handlers run once it holds them."""
         run = self.records.run
+        if run.quota_wait and run.waiting and not self.records.done:
+            quota = runs_key(namespace_of(run.run_id))
+            admits = run.concurrency_wait is None  # no key of its own to take after
+            return [TakeKey(quota, 0, "queue", run.priority, quota=True, admits=admits)]
         if (
             run.concurrency_key is None
             or run.concurrency_wait is None
@@ -78,6 +86,31 @@ class KeyAnswers:
             return []  # held already (its answer came first), or nothing new to say
         run.concurrency_holder = holder
         return [PersistRun(run)]
+
+    def on_quota_taken(
+        self, holds: bool, holder: str | None, admitted: bool, now: float
+    ) -> list[Effect]:
+        """The answer to the take of the namespace's quota: held, and then the run's own
+        key asked for, or ``admitted`` under way at once, or not; else queued behind
+        ``holder``. A run that ended meanwhile gives back what it got."""
+        run = self.records.run
+        if self.records.done:
+            return [LeaveKey(runs_key(namespace_of(run.run_id)), quota=True)]
+        if not run.waiting:
+            return []
+        if not holds:
+            if not run.quota_wait or run.concurrency_holder == holder:
+                return []  # held already (its answer came first), or nothing new to say
+            run.concurrency_holder = holder
+            return [PersistRun(run)]
+        changed = run.quota_wait
+        if changed:
+            run.quota_wait, run.concurrency_holder = False, None
+        if run.concurrency_wait is not None:  # its own key next, asked once
+            return [PersistRun(run), *self.asking()] if changed else []
+        if admitted:
+            return self.admit(now)
+        return [PersistRun(run)] if changed else []
 
     def on_key_free(self) -> list[Effect]:
         """The run's turn for its key has come: it asks again (a take that finds it holding
