@@ -193,12 +193,12 @@ def runs_quota_full(run: RunRecord, doc: ConcurrencyKey) -> WaitingFor:
     """A run waiting for its namespace's runs-under-way quota (its implicit key)."""
     namespace = namespace_of(run.run_id)
     quota = doc.limit if doc.key and doc.limit < UNLIMITED else None
-    at = f" of {quota}" if quota is not None else ""
+    at = f"of {quota} run{'' if quota == 1 else 's'}" if quota is not None else "of runs"
     holders = [own_name(h) for h in doc.holders]
-    under_way = f" ({len(holders)} under way)" if holders else ""
+    held = f", held by run{'' if len(holders) == 1 else 's'} {', '.join(holders)}"
     return WaitingFor(
         reason="quota",
-        sentence=f"Namespace {namespace} is at its quota{at} of runs under way{under_way}.",
+        sentence=f"Namespace {namespace} is at its quota {at} under way{held if holders else ''}.",
         namespace=namespace,
         quota=quota,
         holders=holders,
