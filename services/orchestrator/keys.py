@@ -156,17 +156,17 @@ class ConcurrencyKeys:
 
     def _keys_of(self, run: RunRecord) -> list[tuple[str, ConcurrencyKey, bool]]:
         """The keys a live run has taken, by document name: each with the document to make
-        if it is gone, and whether the run waits for it. Its own key is not taken while it
-        waits for its namespace's quota."""
+        if it is gone, and whether the run waits for it. Its namespace's quota is not taken
+        while it waits for its own key."""
         out: list[tuple[str, ConcurrencyKey, bool]] = []
-        if run.runs_quota:
+        key = run.concurrency_key
+        if key is not None:
+            doc = ConcurrencyKey(key=key, limit=run.concurrency_limit)
+            out.append((document_name(key), doc, run.concurrency_wait is not None))
+        if run.runs_quota and (key is None or run.concurrency_wait is None):
             name = quotas.runs_key(namespace_of(run.run_id))
             quota = ConcurrencyKey(key=name, limit=self._quota_limit(name))
             out.append((name, quota, run.quota_wait))
-        key = run.concurrency_key
-        if key is not None and not run.quota_wait:
-            doc = ConcurrencyKey(key=key, limit=run.concurrency_limit)
-            out.append((document_name(key), doc, run.concurrency_wait is not None))
         return out
 
 

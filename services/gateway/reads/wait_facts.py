@@ -47,7 +47,7 @@ async def wait_facts(src: WaitSources, run: RunRecord, steps: list[StepRecord]) 
         asyncio.gather(*(_semaphore(src.js, name) for name in wanted)),
     )
     quota = None
-    if run.quota_wait:
+    if run.quota_wait and not run.concurrency_wait:
         quota, _ = await KEYS.read(src.concurrency, runs_key(namespace_of(run.run_id)))
     return WaitFacts(
         runners=registry,

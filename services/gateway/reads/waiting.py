@@ -68,7 +68,7 @@ def waits(run: RunRecord, steps: list[StepRecord], facts: WaitFacts) -> Waits:
     found = {s.id: w for s in steps if (w := step_waiting(s, facts, run.run_id)) is not None}
     if not run.waiting:
         found.update(held_back(steps))
-    if run.quota_wait:
+    if run.quota_wait and not run.concurrency_wait:  # its own key first
         return Waits(found, runs_quota_full(run, facts.runs_quota or ConcurrencyKey()))
     return Waits(found, run_waiting(run, steps, found, facts.priority_ahead))
 

@@ -277,6 +277,9 @@ def test_a_run_waiting_for_its_namespaces_quota_names_it_and_its_runs_under_way(
     }
     unread = as_json(waits(r, [], WaitFacts()).run)  # its document not read yet
     assert unread["sentence"] == "Namespace team-a is at its quota of runs under way."
+    keyed = msgspec.structs.replace(r, concurrency_wait="team-a=deploy")
+    first = waits(keyed, [], WaitFacts(runs_quota=doc)).run  # its own key first
+    assert first is not None and first.reason == "concurrency"
 
 
 def test_a_run_none_of_whose_steps_runs_waits_for_its_first_waiting_step() -> None:

@@ -1,5 +1,5 @@
 """A namespace's runs-under-way quota in the run's state machine: a run of a namespace with
-one is stored waiting until it holds the quota's key, then takes its own key (if any) and
+one is stored waiting until it holds its own key (if any), then the quota's key, then takes
 its turn; it gives the quota back however it ends, and asks again when rebuilt
 (services/orchestrator/key_answers.py, decisions.giving_back)."""
 
@@ -38,8 +38,8 @@ def quota_run(**fields: Any) -> tuple[RunState, list]:
     return state, giving_back(effects)
 
 
-def take_quota(admits: bool = True) -> TakeKey:
-    return TakeKey(QUOTA, 0, "queue", 2, quota=True, admits=admits)
+def take_quota() -> TakeKey:
+    return TakeKey(QUOTA, 0, "queue", 2, quota=True)
 
 
 def of(kind: type, effects: list) -> list:
@@ -77,21 +77,33 @@ def test_held_but_not_admitted_it_waits_its_turn_among_the_runs_under_way() -> N
     assert [e.ready.step_id for e in of(Enqueue, state.admit(T0 + 2))] == ["a"]
 
 
-def test_with_a_key_of_its_own_it_takes_the_quota_first_then_the_key() -> None:
+def test_with_a_key_of_its_own_it_takes_the_key_first_then_the_quota() -> None:
     state, effects = quota_run(concurrency_key=KEY)
-    assert effects[-1] == take_quota(admits=False)  # holding the quota admits nothing yet
-    effects = state.on_quota_taken(True, None, False, T0 + 1)
-    assert effects == [PersistRun(state.run), TakeKey(KEY, 1, "queue", 2)]
-    assert state.run.waiting and state.run.concurrency_wait == KEY
-    assert state.on_quota_taken(True, None, False, T0 + 1) == []  # its key asked once
-    effects = state.on_key_taken(True, None, False, True, T0 + 2)
+    take_key = TakeKey(KEY, 1, "queue", 2, admits=False)  # holding it admits nothing yet
+    assert effects[-1] == take_key
+    assert state.on_key_taken(False, "team-a=r0", False, False, T0 + 1)
+    assert state.run.quota_wait and state.run.concurrency_wait == KEY
+    effects = state.on_key_taken(True, None, False, False, T0 + 1)
+    assert effects == [PersistRun(state.run), take_quota()]
+    assert state.run.waiting and state.run.concurrency_wait is None
+    assert state.run.concurrency_holder is None
+    assert state.on_key_taken(True, None, False, False, T0 + 1) == []  # the quota asked once
+    effects = state.on_quota_taken(True, None, True, T0 + 2)
     assert [e.ready.step_id for e in of(Enqueue, effects)] == ["a"]
+
+
+def test_refused_its_key_it_fails_waiting_for_no_quota() -> None:
+    state, _ = quota_run(concurrency_key=KEY, on_limit="refuse")
+    effects = giving_back(state.on_key_taken(False, "team-a=r0", True, False, T0 + 1))
+    assert state.run.status == "failed"
+    assert of(TakeKey, effects) == []
+    assert of(LeaveKey, effects) == [LeaveKey(KEY), LeaveKey(QUOTA, quota=True)]
 
 
 def test_it_gives_the_quota_back_when_it_ends() -> None:
     state, _ = quota_run(concurrency_key=KEY)
-    state.on_quota_taken(True, None, False, T0 + 1)
-    state.on_key_taken(True, None, False, True, T0 + 2)
+    state.on_key_taken(True, None, False, False, T0 + 1)
+    state.on_quota_taken(True, None, True, T0 + 2)
     effects = giving_back(finish_step(state, "a"))
     assert state.run.status == "succeeded"
     assert of(LeaveKey, effects) == [LeaveKey(KEY), LeaveKey(QUOTA, quota=True)]
@@ -108,9 +120,9 @@ def test_cancelled_while_it_waits_it_leaves_the_line_and_gives_back_a_late_answe
 
 def test_rebuilt_it_asks_for_what_it_waits_for() -> None:
     state, _ = quota_run(concurrency_key=KEY)
-    assert rebuilt(state).resume(T0 + 1)[-1] == take_quota(admits=False)
-    state.on_quota_taken(True, None, False, T0 + 1)
-    assert rebuilt(state).resume(T0 + 2)[-1] == TakeKey(KEY, 1, "queue", 2)
+    assert rebuilt(state).resume(T0 + 1)[-1] == TakeKey(KEY, 1, "queue", 2, admits=False)
+    state.on_key_taken(True, None, False, False, T0 + 1)
+    assert rebuilt(state).resume(T0 + 2)[-1] == take_quota()
 
 
 def test_a_run_without_the_quota_takes_and_gives_back_nothing_of_it() -> None:
