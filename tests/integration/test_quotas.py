@@ -123,10 +123,16 @@ async def test_a_runs_under_way_quota_holds_its_namespaces_further_runs(
     s = await stack(runners=3, orchestrators=2)
     await set_quotas(s, "team-a", maxRunsUnderWay=1)
     gate = s.tmp / "gate"
-    first = await submit_in(s, "team-a", "first", gated(gate))
+    await submit_in(s, "team-a", "first", gated(gate))
     await s.wait_step("first?namespace=team-a", "hold", {"running"})
-    for run in ("second", "third"):
-        await submit_in(s, "team-a", run, gated(gate))
+    await submit_in(s, "team-a", "second", gated(gate))
+    # The third has a concurrency key of its own: it holds that, and waits for the quota.
+    solo = {"name": "solo", "namespace": "team-a", "concurrency": {"key": "'solo'"}}
+    status, body = await s.request("POST", "/api/workflows", json={**solo, **gated(gate)})
+    assert status == 201, body
+    status, body = await s.request("POST", "/api/workflows/solo/runs?namespace=team-a", json={})
+    assert status == 201, body
+    third_id = body["runId"]
 
     # Another namespace goes on at once, while team-a's first run holds its quota.
     free = await submit_in(s, "default", "free", {"steps": [{"id": "a", "command": "true"}]})
@@ -146,11 +152,12 @@ async def test_a_runs_under_way_quota_holds_its_namespaces_further_runs(
     # Raised, the run that came next goes at once; the third still waits its turn.
     await set_quotas(s, "team-a", maxRunsUnderWay=2)
     await s.wait_step("second?namespace=team-a", "hold", {"running"})
-    third = await s.run("third?namespace=team-a")
-    assert third["waitingFor"]["quota"] == 2 and third["counts"] == {"pending": 1}
+    third = await s.run(f"{third_id}?namespace=team-a")
+    assert third["waitingFor"]["reason"] == "quota" and third["waitingFor"]["quota"] == 2
+    assert third["counts"] == {"pending": 1}
     # Removed, nothing is held back.
     await set_quotas(s, "team-a", maxRunsUnderWay=None)
-    await s.wait_step("third?namespace=team-a", "hold", {"running"})
+    await s.wait_step(f"{third_id}?namespace=team-a", "hold", {"running"})
     gate.touch()
-    for run_id in (first, qualified("team-a", "second"), qualified("team-a", "third")):
-        await wait_ended(s, run_id)
+    for run in ("first", "second", third_id):
+        await wait_ended(s, qualified("team-a", run))
