@@ -206,7 +206,10 @@ class RunActor:
             case SlotFree(step_id=step_id):
                 effects = state.on_slot_free(step_id, now)
             case KeyTaken(holds=holds, holder=holder, refused=refused, admitted=admitted):
-                effects = state.on_key_taken(holds, holder, refused, admitted, now)
+                if message.quota:
+                    effects = state.on_quota_taken(holds, holder, admitted, now)
+                else:
+                    effects = state.on_key_taken(holds, holder, refused, admitted, now)
             case KeyFree():
                 effects = state.on_key_free()
             case Create():

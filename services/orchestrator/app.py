@@ -101,13 +101,16 @@ class Orchestrator:
         self.acked = await AckedPublisher(nc).start()
         self.leases = Leases(res.kv[names.LEASES_BUCKET], settings, self.instance)
         self.handoffs = Handoffs(nc, settings.assign_timeout, runs)
-        self.quotas = NamespaceQuotas(
-            res.kv[names.NAMESPACES_BUCKET], res.kv[names.SEMAPHORES_BUCKET]
+        keys_kv = res.kv[names.CONCURRENCY_BUCKET]
+        self.quotas = quotas = NamespaceQuotas(
+            res.kv[names.NAMESPACES_BUCKET], res.kv[names.SEMAPHORES_BUCKET], keys_kv
         )
-        await self.quotas.start()  # every quota known before a run is taken
-        self.policy = dataclasses.replace(self.policy, step_quota=self.quotas.running_steps)
-        self.slots = Slots(res.kv[names.SEMAPHORES_BUCKET], runs, self.quotas.running_steps)
-        self.keys = ConcurrencyKeys(res.kv[names.CONCURRENCY_BUCKET], res.js, runs)
+        await quotas.start()  # every quota known before a run is taken
+        self.policy = dataclasses.replace(
+            self.policy, step_quota=quotas.running_steps, runs_quota=quotas.runs_under_way
+        )
+        self.slots = Slots(res.kv[names.SEMAPHORES_BUCKET], runs, quotas.running_steps)
+        self.keys = ConcurrencyKeys(keys_kv, res.js, runs, quotas.runs_under_way)
         # A holder that stood still writes nothing until its lease is renewed.
         runner = EffectRunner(
             nc,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from heddle.shared.core.namespaces import namespace_of
+from heddle.shared.core.quotas import runs_key
 from heddle.shared.wire.contracts import (
     TERMINAL_RUN,
     TERMINAL_STEP,
@@ -147,20 +149,26 @@ class GiveBack:
 class TakeKey:
     """Take the run's concurrency key, once its waiting record is stored; the answer comes
     back to the run as a message: held, queued, or refused (docs/pools.md, "Concurrency
-    limits"). ``priority`` places a run that holds it among the runs waiting their turn."""
+    limits"). ``priority`` places a run that holds it among the runs waiting their turn,
+    when holding it is the last the run waits for (``admits``). A ``quota`` is the run's
+    namespace's runs-under-way quota: ``key`` is its document's name (quotas.runs_key), and
+    its limit the quota as the orchestrator knows it, not ``limit``."""
 
     key: str
     limit: int
     on_limit: OnLimit
     priority: int
+    quota: bool = False
+    admits: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class LeaveKey:
     """The run's concurrency key given back (or its place in the key's queue), once the
-    record of its end is stored."""
+    record of its end is stored; a ``quota`` as ``TakeKey``'s."""
 
     key: str
+    quota: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,12 +203,8 @@ def giving_back(effects: list[Effect]) -> list[Effect]:
     out: list[Effect] = []
     for eff in effects:
         out.append(eff)
-        if (
-            isinstance(eff, PersistRun)
-            and eff.run.concurrency_key is not None
-            and eff.status in TERMINAL_RUN
-        ):
-            out.append(LeaveKey(eff.run.concurrency_key))
+        if isinstance(eff, PersistRun) and eff.status in TERMINAL_RUN:
+            out.extend(leaving(eff.run))
         elif (
             isinstance(eff, PersistStep)
             and eff.step.semaphores
@@ -209,4 +213,15 @@ def giving_back(effects: list[Effect]) -> list[Effect]:
             and eff.previous != "new"
         ):
             out.append(GiveBack(eff.step.id, tuple(sorted(eff.step.semaphores))))
+    return out
+
+
+def leaving(run: RunRecord) -> list[Effect]:
+    """The keys a run gives back when it ends: its own concurrency key, then its
+    namespace's runs-under-way quota, if it takes them."""
+    out: list[Effect] = []
+    if run.concurrency_key is not None:
+        out.append(LeaveKey(run.concurrency_key))
+    if run.runs_quota:
+        out.append(LeaveKey(runs_key(namespace_of(run.run_id)), quota=True))
     return out

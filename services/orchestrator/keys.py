@@ -6,7 +6,11 @@ to agree with the rebuilt runs.
 
 Only the holder of a run's partition changes that run's entries, as with the semaphores'
 (slots.py): the takes and give-backs are its actors' effects, and a rebuild reconciles the
-entries of the partitions taken alone."""
+entries of the partitions taken alone.
+
+A namespace's runs-under-way quota is a key of the same kind, kept under its own name
+(quotas.runs_key: no sha256 name a user's key has holds ``==``) and sized by the
+namespace's record (namespace_quotas.py), not by the runs that take it."""
 
 from __future__ import annotations
 
@@ -20,8 +24,9 @@ from heddle.services.orchestrator.decisions import Effect, LeaveKey, TakeKey
 from heddle.services.orchestrator.messages import KeyFree, KeyHolders, KeyTaken
 from heddle.shared.broker.concurrency_store import KEYS
 from heddle.shared.broker.kv_watch import follow
-from heddle.shared.core import concurrency
+from heddle.shared.core import concurrency, quotas
 from heddle.shared.core.concurrency import Verdict, document_name
+from heddle.shared.core.namespaces import namespace_of
 from heddle.shared.runtime.service import event
 from heddle.shared.runtime.tasks import cancel_and_wait
 from heddle.shared.wire import names
@@ -42,10 +47,17 @@ def cancel_reason(by: str, key: str) -> str:
 
 
 class ConcurrencyKeys:
-    def __init__(self, kv: Bucket, js: JetStreamContext, runs: KeyHolders) -> None:
+    def __init__(
+        self,
+        kv: Bucket,
+        js: JetStreamContext,
+        runs: KeyHolders,
+        runs_quota: Callable[[str], int | None] = lambda namespace: None,
+    ) -> None:
         self.kv = kv
         self.js = js  # the cancels, sent as commands: the run may be another's
         self.runs = runs
+        self.runs_quota = runs_quota  # a namespace's runs-under-way quota: its key's limit
         self._watch: asyncio.Task | None = None
 
     # ---- the effects ----
@@ -57,23 +69,28 @@ class ConcurrencyKeys:
             if isinstance(eff, TakeKey):
                 await self._take(run_id, eff)
             elif isinstance(eff, LeaveKey):
-                name = document_name(eff.key)
+                name = eff.key if eff.quota else document_name(eff.key)
                 await KEYS.change(self.kv, name, lambda d: concurrency.give_back(d, run_id))
                 event(log, "concurrency key given back", run=run_id, key=eff.key)
 
+    def _quota_limit(self, name: str) -> int:
+        """The limit of a quota's key: its namespace's quota as this orchestrator knows it."""
+        return quotas.size(self.runs_quota(quotas.quota_namespace(name) or ""))
+
     async def _take(self, run_id: str, eff: TakeKey) -> None:
         verdicts: list[Verdict] = []
+        limit = self._quota_limit(eff.key) if eff.quota else eff.limit
 
         def taking(doc: ConcurrencyKey) -> ConcurrencyKey:
-            new, verdict = concurrency.take(doc, run_id, eff.key, eff.limit, eff.on_limit)
+            new, verdict = concurrency.take(doc, run_id, eff.key, limit, eff.on_limit)
             verdicts.append(verdict)
             return new
 
-        await KEYS.change(self.kv, document_name(eff.key), taking)
+        await KEYS.change(self.kv, eff.key if eff.quota else document_name(eff.key), taking)
         verdict = verdicts[-1]
         for victim in verdict.cancel:  # sent again on every take: a lost one is sent anew
             await self._cancel(victim, run_id, eff.key)
-        admitted = verdict.holds and self.runs.key_held(run_id, eff.priority)
+        admitted = verdict.holds and eff.admits and self.runs.key_held(run_id, eff.priority)
         event(
             log,
             "concurrency key "
@@ -83,7 +100,9 @@ class ConcurrencyKeys:
             holder=verdict.holder,
             cancelled=list(verdict.cancel) or None,
         )
-        self.runs.post(run_id, KeyTaken(verdict.holds, verdict.holder, verdict.refused, admitted))
+        self.runs.post(
+            run_id, KeyTaken(verdict.holds, verdict.holder, verdict.refused, admitted, eff.quota)
+        )
 
     async def _cancel(self, victim: str, by: str, key: str) -> None:
         """``victim`` cancelled for ``by``, by the command a person's cancel sends: its
@@ -121,23 +140,34 @@ class ConcurrencyKeys:
         for one kept in their places (or asking again, when they resume)."""
         holding: dict[str, set[str]] = defaultdict(set)
         queued: dict[str, set[str]] = defaultdict(set)
-        keys: dict[str, RunRecord] = {}  # a run of each key, for a document to make
+        made: dict[str, ConcurrencyKey] = {}  # each key's document, to make if it is gone
         for run in runs:
-            key = run.concurrency_key
-            if key is None or run.status in TERMINAL_RUN:
+            if run.status in TERMINAL_RUN:
                 continue
-            name = document_name(key)
-            keys.setdefault(name, run)
-            if run.concurrency_wait is not None:
-                queued[name].add(run.run_id)
-            else:
-                holding[name].add(run.run_id)
+            for name, doc, waits in self._keys_of(run):
+                made.setdefault(name, doc)
+                (queued if waits else holding)[name].add(run.run_id)
         stored = await KEYS.read_all(self.kv)
-        for name in sorted(set(stored) | set(keys)):
+        for name in sorted(set(stored) | set(made)):
             fixed = await KEYS.change(
-                self.kv, name, _reconciling(owned, holding[name], queued[name], keys.get(name))
+                self.kv, name, _reconciling(owned, holding[name], queued[name], made.get(name))
             )
             event(log, "concurrency key reconciled", key=fixed.key, holders=len(fixed.holders))
+
+    def _keys_of(self, run: RunRecord) -> list[tuple[str, ConcurrencyKey, bool]]:
+        """The keys a live run has taken, by document name: each with the document to make
+        if it is gone, and whether the run waits for it. Its namespace's quota is not taken
+        while it waits for its own key."""
+        out: list[tuple[str, ConcurrencyKey, bool]] = []
+        key = run.concurrency_key
+        if key is not None:
+            doc = ConcurrencyKey(key=key, limit=run.concurrency_limit)
+            out.append((document_name(key), doc, run.concurrency_wait is not None))
+        if run.runs_quota and (key is None or run.concurrency_wait is None):
+            name = quotas.runs_key(namespace_of(run.run_id))
+            quota = ConcurrencyKey(key=name, limit=self._quota_limit(name))
+            out.append((name, quota, run.quota_wait))
+        return out
 
 
 def _nothing() -> None:
@@ -145,11 +175,11 @@ def _nothing() -> None:
 
 
 def _reconciling(
-    owned: Callable[[str], bool], holding: set[str], queued: set[str], run: RunRecord | None
+    owned: Callable[[str], bool], holding: set[str], queued: set[str], made: ConcurrencyKey | None
 ) -> Callable[[ConcurrencyKey], ConcurrencyKey]:
     def fn(doc: ConcurrencyKey) -> ConcurrencyKey:
-        if not doc.key and run is not None and run.concurrency_key is not None:
-            doc = ConcurrencyKey(key=run.concurrency_key, limit=run.concurrency_limit)
+        if not doc.key and made is not None:
+            doc = made
         # Sorted: the holders a key lost come back in the order they were made.
         return concurrency.reconcile(doc, owned, holding, queued, sorted(holding))
 

@@ -168,10 +168,11 @@ class LiveRuns:
     async def recover(self, state: RunState, now: float) -> None:
         """A live run rebuilt from its records (``RunState.resume``): its actor spawned (the
         running steps count as running from now), its place kept, its resumed effects stored.
-        A run waiting for its concurrency key has no place until it holds it (``key_held``)."""
+        A run waiting for its quota or its concurrency key has no place until it holds them
+        (``key_held``)."""
         self.spawn(state)
         run = state.run
-        if run.concurrency_wait is None:
+        if run.concurrency_wait is None and not run.quota_wait:
             self.admission.recovered(run.run_id, run.waiting, run.priority)
         effects = state.resume(now)
         if effects:

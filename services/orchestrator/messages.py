@@ -110,12 +110,13 @@ class SlotFree:
 class KeyTaken:
     """What taking the run's concurrency key came to (services/orchestrator/keys.py): held
     (and, ``admitted``, under way at once), or not (``holder`` holds it): queued, or
-    ``refused``."""
+    ``refused``; ``quota``: the answer for its namespace's runs-under-way quota."""
 
     holds: bool
     holder: str | None = None
     refused: bool = False
     admitted: bool = False
+    quota: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,12 +14,12 @@ from heddle.shared.wire.timefmt import epoch_of, from_epoch
 
 
 def new_records(
-    cmd: SubmitRun, policy: Policy, admitted: bool, now: float
+    cmd: SubmitRun, policy: Policy, admitted: bool, now: float, runs_quota: bool = False
 ) -> tuple[RunRecord, list[StepRecord]]:
     """The run's record and its steps', every step pending; not ``admitted`` (the runs under
-    way at their bound), or with a concurrency key (waiting for it), the run is stored
-    waiting. A run with a timeout has its deadline, counted from its creation (``now`` if its
-    stamp cannot be read)."""
+    way at their bound), or with its namespace's ``runs_quota`` or a concurrency key
+    (waiting for them), the run is stored waiting. A run with a timeout has its deadline,
+    counted from its creation (``now`` if its stamp cannot be read)."""
     run = RunRecord(
         run_id=cmd.run_id,
         status="running",
@@ -32,13 +32,15 @@ def new_records(
         scheduled_tz=cmd.scheduled_tz,
         params=dict(cmd.params),
         env=dict(cmd.env),
-        waiting=not admitted or cmd.concurrency_key is not None,
+        waiting=not admitted or runs_quota or cmd.concurrency_key is not None,
         timeout_seconds=cmd.timeout_seconds,
         priority=cmd.priority,
         concurrency_key=cmd.concurrency_key,
         concurrency_limit=cmd.concurrency_limit,
         on_limit=cmd.on_limit,
         concurrency_wait=cmd.concurrency_key,
+        runs_quota=runs_quota,
+        quota_wait=runs_quota,
     )
     if cmd.timeout_seconds is not None:
         run.deadline_at = from_epoch(epoch_of(cmd.submitted_at, now) + cmd.timeout_seconds)

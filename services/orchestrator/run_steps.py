@@ -54,6 +54,8 @@ class Policy:
     # A namespace's running-steps quota (None: none), asked as each step is queued
     # (services/orchestrator/namespace_quotas.py; docs/namespaces.md, "Quotas").
     step_quota: Callable[[str], int | None] = lambda namespace: None
+    # A namespace's runs-under-way quota (None: none), asked as each run comes.
+    runs_quota: Callable[[str], int | None] = lambda namespace: None
 
 
 class RunSteps:

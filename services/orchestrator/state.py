@@ -72,6 +72,7 @@ class RunState:
         # The run's concurrency key: asked for, answered, its turn (key_answers.py).
         self.keys = KeyAnswers(self.records, self.transitions, self.stopping, self.admit)
         self.on_key_taken = self.keys.on_key_taken
+        self.on_quota_taken = self.keys.on_quota_taken
         self.on_key_free = self.keys.on_key_free
 
     @property
@@ -97,11 +98,12 @@ class RunState:
         rand: Callable[[], float] = random.random,
         tickets: Callable[[], str] = new_ticket,
         admitted: bool = True,
+        runs_quota: bool = False,
     ) -> tuple[RunState, list[Effect]]:
         """The run's records to store, its first steps queued; or, not ``admitted`` (the
-        runs under way at their bound) or with a concurrency key to take first, stored
-        waiting, every step pending until ``admit``."""
-        run, steps = new_records(cmd, policy, admitted, now)
+        runs under way at their bound) or with its namespace's ``runs_quota`` or a
+        concurrency key to take first, stored waiting, every step pending until ``admit``."""
+        run, steps = new_records(cmd, policy, admitted, now, runs_quota)
         state = cls(run, steps, policy, rand, tickets)
         effects: list[Effect] = []
         stamp = from_epoch(now)

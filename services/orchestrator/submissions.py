@@ -13,6 +13,7 @@ from heddle.services.orchestrator.state import Policy, RunState
 from heddle.shared.broker.consume import Outcome
 from heddle.shared.broker.documents import DocumentGone, drop_document, read_document
 from heddle.shared.broker.nats_types import KeyWrongLastSequenceError, NatsError
+from heddle.shared.core.namespaces import namespace_of
 from heddle.shared.core.validation import Limits, submit_problems
 from heddle.shared.runtime.gc_pause import gc_paused
 from heddle.shared.runtime.service import event
@@ -94,13 +95,17 @@ class Submissions:
             if ref is not None:
                 await drop_document(self.js, ref)
             return Outcome.DONE
-        # Under way at once, or waiting its turn; a run with a concurrency key takes that first
-        # (keys.py), and its turn among the runs under way after.
-        keyed = cmd.concurrency_key is not None
+        # Under way at once, or waiting its turn; a run with its namespace's runs-under-way
+        # quota or a concurrency key takes those first (keys.py), its turn among the runs
+        # under way after.
+        quota = self.policy.runs_quota(namespace_of(run_id)) is not None
+        keyed = quota or cmd.concurrency_key is not None
         admitted = False if keyed else self.runs.arrive(run_id, cmd.priority)
         try:
             with gc_paused():
-                state, effects = RunState.new(cmd, self.policy, time.time(), admitted=admitted)
+                state, effects = RunState.new(
+                    cmd, self.policy, time.time(), admitted=admitted, runs_quota=quota
+                )
             actor = self.runs.spawn(state)
         except BaseException:
             self.runs.free_place(run_id)  # not made after all

@@ -221,6 +221,12 @@ def _make_room(doc: ConcurrencyKey, run_id: str) -> ConcurrencyKey:
     return msgspec.structs.replace(doc, queue=queue, cancels=cancels)
 
 
+def resized(doc: ConcurrencyKey, key: str, limit: int) -> ConcurrencyKey:
+    """The key of ``limit`` slots from now (a namespace's quota set anew): a lower one
+    stops no holder, a higher one lets the runs queued go (``due``)."""
+    return msgspec.structs.replace(doc, key=key, limit=limit)
+
+
 def give_back(doc: ConcurrencyKey, run_id: str) -> ConcurrencyKey:
     """The run holds the key no more and waits for it no more (it ended): its slot, if any,
     is free, and no cancel names it any more."""

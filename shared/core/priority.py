@@ -35,8 +35,8 @@ def line_key(priority: int, arrival: int) -> tuple[int, int]:
 
 def higher_priority_ahead(run: RunRecord, waiting: Iterable[RunRecord]) -> int:
     """How many of ``waiting`` are of higher priority than ``run``: those are admitted
-    before it, whenever they came (a run waiting for its concurrency key is in no such line
-    yet). Each orchestrator keeps its own line, for the partitions
+    before it, whenever they came (a run waiting for its quota or concurrency key is in no
+    such line yet). Each orchestrator keeps its own line, for the partitions
     it holds: with several, ``waiting`` should be the waiting runs of partitions the same
     orchestrator holds; all the waiting runs count the most it can be."""
     return sum(
@@ -44,6 +44,7 @@ def higher_priority_ahead(run: RunRecord, waiting: Iterable[RunRecord]) -> int:
         for other in waiting
         if other.waiting
         and other.concurrency_wait is None
+        and not other.quota_wait
         and other.status == "running"
         and other.run_id != run.run_id
         and other.priority > run.priority

@@ -522,9 +522,15 @@ class RunRecord(Wire):
     # Higher first: a waiting run is admitted before those of lower priority, whenever they
     # came (services/orchestrator/admission.py), and its steps carry it (StepReady.priority).
     priority: int = 0
-    # The concurrency key the run waits for, and the run that holds it.
+    # The concurrency key the run waits for, and the run that holds it (or, while it waits
+    # for its namespace's quota, a run holding that).
     concurrency_wait: str | None = None
     concurrency_holder: str | None = None
+    # The run counts toward its namespace's runs-under-way quota (the namespace had one when
+    # the run came): it takes the quota's key before its own and gives it back when it ends;
+    # ``quota_wait`` while it waits for it (docs/namespaces.md, "Quotas").
+    runs_quota: bool = False
+    quota_wait: bool = False
     # The run's concurrency key, its limit and what it does at the limit (SubmitRun's):
     # the key is held from its turn until the run ends (docs/pools.md, "Concurrency limits").
     concurrency_key: str | None = None

@@ -1,12 +1,15 @@
 """Namespaces' quotas against a real stack (docs/namespaces.md, "Quotas"): the records made
 and shown by the API, a running-steps quota held over a fan-out across two orchestrators
-while another namespace goes on at full speed, and the waits it causes said."""
+while another namespace goes on at full speed, a runs-under-way quota holding a namespace's
+further runs in the order they came, and the waits they cause said."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from typing import Any
+
+from heddle.shared.core.namespaces import qualified
 
 from tests.support.namespaces import (
     intervals,
@@ -110,3 +113,53 @@ async def test_a_step_waiting_for_its_quota_says_so(stack: StackFactory) -> None
     await s.wait_step(run_id, step["id"], {"running"}, timeout=30)
     status, _ = await s.request("POST", f"/api/runs/{run_id}/cancel")
     assert status in (200, 202)
+
+
+def gated(gate: Any) -> dict[str, Any]:
+    return {"steps": [{"id": "hold", "command": f"while [ ! -e {gate} ]; do sleep 0.05; done"}]}
+
+
+async def test_a_runs_under_way_quota_holds_its_namespaces_further_runs(
+    stack: StackFactory,
+) -> None:
+    s = await stack(runners=3, orchestrators=2)
+    await set_quotas(s, "team-a", maxRunsUnderWay=1)
+    gate = s.tmp / "gate"
+    await submit_in(s, "team-a", "first", gated(gate))
+    await s.wait_step("first?namespace=team-a", "hold", {"running"})
+    await submit_in(s, "team-a", "second", gated(gate))
+    # The third has a concurrency key of its own: it holds that, and waits for the quota.
+    solo = {"name": "solo", "namespace": "team-a", "concurrency": {"key": "'solo'"}}
+    status, body = await s.request("POST", "/api/workflows", json={**solo, **gated(gate)})
+    assert status == 201, body
+    status, body = await s.request("POST", "/api/workflows/solo/runs?namespace=team-a", json={})
+    assert status == 201, body
+    third_id = body["runId"]
+
+    # Another namespace goes on at once, while team-a's first run holds its quota.
+    free = await submit_in(s, "default", "free", {"steps": [{"id": "a", "command": "true"}]})
+    assert (await s.wait_run(free))["status"] == "succeeded"
+    second = await s.run("second?namespace=team-a")
+    assert second["status"] == "running" and second["counts"] == {"pending": 1}
+    assert second["waitingFor"] == {
+        "reason": "quota",
+        "sentence": "Namespace team-a is at its quota of 1 run under way, held by run first.",
+        "namespace": "team-a",
+        "quota": 1,
+        "holders": ["first"],
+    }
+    status, ns = await s.request("GET", "/api/namespaces/team-a")
+    assert (status, ns["runsUnderWay"], ns["maxRunsUnderWay"]) == (200, 1, 1)
+
+    # Raised, the run that came next goes at once; the third still waits its turn.
+    await set_quotas(s, "team-a", maxRunsUnderWay=2)
+    await s.wait_step("second?namespace=team-a", "hold", {"running"})
+    third = await s.run(f"{third_id}?namespace=team-a")
+    assert third["waitingFor"]["reason"] == "quota" and third["waitingFor"]["quota"] == 2
+    assert third["counts"] == {"pending": 1}
+    # Removed, nothing is held back.
+    await set_quotas(s, "team-a", maxRunsUnderWay=None)
+    await s.wait_step(f"{third_id}?namespace=team-a", "hold", {"running"})
+    gate.touch()
+    for run in ("first", "second", third_id):
+        await wait_ended(s, qualified("team-a", run))

@@ -9,6 +9,7 @@ import asyncio
 import json
 import signal
 import tarfile
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +42,17 @@ async def ended(http: aiohttp.ClientSession, url: str, token: str) -> dict[str, 
 
 
 async def scheduled_run(
-    http: aiohttp.ClientSession, base: str, token: str, old: set[str]
+    http: aiohttp.ClientSession, base: str, token: str, since: datetime
 ) -> dict[str, Any]:
-    """The first run the old schedule starts under this code (its slot is overdue at once)."""
+    """The first run the old schedule starts under this code: its slot is overdue at once.
+    It is told by its slot, after ``since``; the fixture's own are hours older."""
     for _ in range(300):
         history = await get(http, f"{base}/api/workflows/etl/runs?limit=20", token)
-        fired = [r for r in history["runs"] if r.get("scheduledFor") and r["runId"] not in old]
+        fired = [
+            r
+            for r in history["runs"]
+            if r.get("scheduledFor") and datetime.fromisoformat(r["scheduledFor"]) > since
+        ]
         if fired:
             return fired[0]
         await asyncio.sleep(0.1)
@@ -60,14 +66,16 @@ async def test_a_data_dir_from_before_namespaces_is_defaults_and_still_works(
     with tarfile.open(FIXTURE) as archive:
         archive.extractall(data, filter="data")
     tokens = json.loads((data / "fixture-tokens.json").read_text())
+    # The schedule's first slot under this code is the last one before its start.
+    since = datetime.now(UTC) - timedelta(minutes=2)
     up = start_up(tmp_path, data, runners=2)
     checked = False
     try:
         base = f"http://127.0.0.1:{up.port}"
         await wait_http(f"{base}/api/runners", data / "admin-token", runners=2, timeout=60)
         async with aiohttp.ClientSession() as http:
-            old = await _check_old_objects(http, base, tokens)
-            await _check_they_still_work(http, base, tokens, old)
+            await _check_old_objects(http, base, tokens)
+            await _check_they_still_work(http, base, tokens, since)
         checked = True
     finally:
         up.proc.send_signal(signal.SIGTERM)
@@ -79,8 +87,8 @@ async def test_a_data_dir_from_before_namespaces_is_defaults_and_still_works(
 
 async def _check_old_objects(
     http: aiohttp.ClientSession, base: str, tokens: dict[str, str]
-) -> set[str]:
-    """Every run, workflow, semaphore and token the fixture holds, as default's; the runs."""
+) -> None:
+    """Every run, workflow, semaphore and token the fixture holds, as default's."""
     admin = tokens["admin"]
     listed = await get(http, f"{base}/api/runs?limit=100", admin)
     old = {r["runId"] for r in listed["runs"]}
@@ -99,11 +107,10 @@ async def _check_old_objects(
     listed_tokens = await get(http, f"{base}/api/tokens", admin)
     (ci,) = [t for t in listed_tokens["tokens"] if t["name"] == "ci"]
     assert ci["namespaces"] == {"default": "operator"}
-    return old
 
 
 async def _check_they_still_work(
-    http: aiohttp.ClientSession, base: str, tokens: dict[str, str], old: set[str]
+    http: aiohttp.ClientSession, base: str, tokens: dict[str, str], since: datetime
 ) -> None:
     ci = tokens["ci"]  # the old operator token, in default alone
     status, answer = await post(http, f"{base}/api/workflows/etl/runs", ci)
@@ -114,5 +121,5 @@ async def _check_they_still_work(
     assert status in (200, 201), answer
     retried = await ended(http, f"{base}/api/runs/{answer['runId']}", ci)
     assert {s["id"]: s["status"] for s in retried["steps"]}["first"] == "succeeded"
-    fired = await scheduled_run(http, base, ci, old)
+    fired = await scheduled_run(http, base, ci, since)
     assert (await ended(http, f"{base}/api/runs/{fired['runId']}", ci))["status"] == "succeeded"

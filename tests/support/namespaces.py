@@ -25,7 +25,8 @@ from heddle.shared.wire.contracts import (
 )
 from heddle.shared.wire.timefmt import epoch_of, now_rfc3339
 from nats.aio.client import Client
-from nats.js.errors import KeyNotFoundError
+from nats.js.errors import KeyNotFoundError, NoKeysError
+from nats.js.kv import KeyValue
 
 from tests.support.stack import Stack, StackFactory
 
@@ -84,7 +85,7 @@ async def records(s: Stack, run_id: str) -> tuple[RunRecord | None, list[StepRec
     nc = await s.connect()
     try:
         kv = await nc.jetstream().key_value(names.RUNS_BUCKET)
-        keys = [k for k in await kv.keys() if k.startswith(f"step.{run_id}.")]
+        keys = [k for k in await _keys(kv) if k.startswith(f"step.{run_id}.")]
         steps = [step_record_decoder.decode((await kv.get(k)).value or b"") for k in keys]
         try:
             entry = await kv.get(names.run_key(run_id))
@@ -93,6 +94,17 @@ async def records(s: Stack, run_id: str) -> tuple[RunRecord | None, list[StepRec
         return run_record_decoder.decode(entry.value or b""), steps
     finally:
         await nc.close()
+
+
+async def _keys(kv: KeyValue) -> list[str]:
+    """The bucket's keys. Its watch may end before its first entry on a loaded machine, and
+    the client then says it has none: asked again, a few times, before that is believed."""
+    for _ in range(20):
+        try:
+            return await kv.keys()
+        except NoKeysError:
+            await asyncio.sleep(0.05)
+    return []
 
 
 async def wait_ended(s: Stack, run_id: str, timeout: float = 60.0) -> list[StepRecord]:

@@ -38,7 +38,11 @@ def make(
 
 
 def made(
-    cmd: SubmitRun, policy: Policy = POLICY, rand: float = 0.5, admitted: bool = True
+    cmd: SubmitRun,
+    policy: Policy = POLICY,
+    rand: float = 0.5,
+    admitted: bool = True,
+    runs_quota: bool = False,
 ) -> tuple[RunState, list]:
     """The run ``cmd`` submits, made at T0 with a fixed jitter and numbered tickets."""
     counter = itertools.count(1)
@@ -49,6 +53,7 @@ def made(
         rand=lambda: rand,
         tickets=lambda: f"ticket-{next(counter)}",
         admitted=admitted,
+        runs_quota=runs_quota,
     )
 
 

@@ -4,8 +4,9 @@ what it has in use; ``PUT /api/namespaces/{ns}`` makes one or sets its quotas (t
 admin alone). A namespace the token may not see answers as one that does not exist.
 
 The running steps a quota counts are the holders of the namespace's implicit semaphore the
-orchestrators keep (shared/core/quotas.py); the runs under way, those the runs index shows
-running and not waiting their turn."""
+orchestrators keep (shared/core/quotas.py), and its runs under way the holders of its implicit
+concurrency key, while it has the quota; without one, the runs the runs index shows running
+and not waiting their turn."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from heddle.services.gateway.openapi.registry_types import (
     NamespaceQuotas,
 )
 from heddle.services.gateway.openapi.route import Param, Route
+from heddle.shared.broker.concurrency_store import KEYS
 from heddle.shared.broker.namespace_store import NAMESPACES
 from heddle.shared.broker.semaphore_store import SEMAPHORES
 from heddle.shared.core import quotas
@@ -62,11 +64,15 @@ async def _document(
     if record.max_running_steps is not None:
         sem, _ = await SEMAPHORES.read(res.semaphores, quotas.steps_semaphore(name))
         steps = len(sem.holders)
+    runs = under_way[name]
+    if record.max_runs_under_way is not None:  # the count the quota holds them to
+        key, _ = await KEYS.read(res.concurrency, quotas.runs_key(name))
+        runs = len(key.holders)
     return NamespaceDoc(
         name=name,
         max_runs_under_way=record.max_runs_under_way,
         max_running_steps=record.max_running_steps,
-        runs_under_way=under_way[name],
+        runs_under_way=runs,
         running_steps=steps,
         created_at=record.created_at or None,
     )

@@ -210,8 +210,9 @@ class NamespaceDoc(Doc):
     name: str
     max_runs_under_way: int | None  # null: no limit
     max_running_steps: int | None
-    # Its runs under way (running, not waiting their turn) and its running steps (holding
-    # its quota; null while it has none: they are not counted).
+    # Its runs under way (holding its runs-under-way quota while it has one; else running,
+    # not waiting their turn) and its running steps (holding its quota; null while it has
+    # none: they are not counted).
     runs_under_way: int
     running_steps: int | None
     created_at: str | None  # null for default, which exists without a record

@@ -1,7 +1,8 @@
 """The facts a run document's ``waitingFor`` needs (reads/waiting.py decides), each read only
 when one of the run's records asks for it: the runners' registry (one replay, a pool's size)
 when a step is queued; each semaphore a pending step waits for (one get each); the waiting
-runs of higher priority from the gateway's run index (in memory) when the run waits."""
+runs of higher priority from the gateway's run index (in memory) when the run waits; its
+namespace's runs-under-way quota's key (one get) when the run waits for that."""
 
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ from heddle.services.gateway.reads.waiting import (
     semaphore_of,
     semaphores_waited,
 )
+from heddle.shared.broker.concurrency_store import KEYS
 from heddle.shared.broker.kv_reads import last_value_matching, read_current
 from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.core.namespaces import namespace_of
+from heddle.shared.core.quotas import runs_key
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import RunnerInfo, RunRecord, StepRecord, runner_info_decoder
 
@@ -33,6 +37,7 @@ class WaitSources:
     runners: Bucket  # heddle-runners
     js: JetStreamContext  # for heddle-semaphores, which may not exist
     runs: RunList  # the gateway's run index
+    concurrency: Bucket  # heddle-concurrency: a namespace's runs-under-way quota
 
 
 async def wait_facts(src: WaitSources, run: RunRecord, steps: list[StepRecord]) -> WaitFacts:
@@ -41,10 +46,14 @@ async def wait_facts(src: WaitSources, run: RunRecord, steps: list[StepRecord]) 
         read_registry(src.runners) if needs_registry(steps) else _nothing(),
         asyncio.gather(*(_semaphore(src.js, name) for name in wanted)),
     )
+    quota = None
+    if run.quota_wait and not run.concurrency_wait:
+        quota, _ = await KEYS.read(src.concurrency, runs_key(namespace_of(run.run_id)))
     return WaitFacts(
         runners=registry,
         semaphores={name: semaphore_of(doc) for name, doc in zip(wanted, docs, strict=True)},
         priority_ahead=src.runs.higher_priority_ahead(run) if run.waiting else 0,
+        runs_quota=quota,
     )
 
 

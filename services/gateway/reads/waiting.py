@@ -15,10 +15,17 @@ from typing import Any
 import msgspec
 from heddle.services.gateway.openapi.types import WaitingFor
 from heddle.shared.core.labels import DEFAULT_POOL
+from heddle.shared.core.namespaces import namespace_of, own_name
 from heddle.shared.core.pool_namespaces import namespace_refusal, takes_step
 from heddle.shared.core.quotas import UNLIMITED, quota_namespace
 from heddle.shared.core.semaphores import DEFAULT_SIZE
-from heddle.shared.wire.contracts import TERMINAL_RUN, RunnerInfo, RunRecord, StepRecord
+from heddle.shared.wire.contracts import (
+    TERMINAL_RUN,
+    ConcurrencyKey,
+    RunnerInfo,
+    RunRecord,
+    StepRecord,
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,8 @@ class WaitFacts:
     runners: list[RunnerInfo] = field(default_factory=list)
     semaphores: dict[str, Semaphore] = field(default_factory=dict)
     priority_ahead: int = 0  # waiting runs of higher priority ahead of this one
+    # The key of the namespace's runs-under-way quota, for a run waiting for it.
+    runs_quota: ConcurrencyKey | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,8 @@ def waits(run: RunRecord, steps: list[StepRecord], facts: WaitFacts) -> Waits:
     found = {s.id: w for s in steps if (w := step_waiting(s, facts, run.run_id)) is not None}
     if not run.waiting:
         found.update(held_back(steps))
+    if run.quota_wait and not run.concurrency_wait:  # its own key first
+        return Waits(found, runs_quota_full(run, facts.runs_quota or ConcurrencyKey()))
     return Waits(found, run_waiting(run, steps, found, facts.priority_ahead))
 
 
@@ -175,6 +186,22 @@ def quota_full(namespace: str, sem: Semaphore) -> WaitingFor:
         namespace=namespace,
         quota=quota,
         holders=list(sem.holders),
+    )
+
+
+def runs_quota_full(run: RunRecord, doc: ConcurrencyKey) -> WaitingFor:
+    """A run waiting for its namespace's runs-under-way quota (its implicit key)."""
+    namespace = namespace_of(run.run_id)
+    quota = doc.limit if doc.key and doc.limit < UNLIMITED else None
+    at = f"of {quota} run{'' if quota == 1 else 's'}" if quota is not None else "of runs"
+    holders = [own_name(h) for h in doc.holders]
+    held = f", held by run{'' if len(holders) == 1 else 's'} {', '.join(holders)}"
+    return WaitingFor(
+        reason="quota",
+        sentence=f"Namespace {namespace} is at its quota {at} under way{held if holders else ''}.",
+        namespace=namespace,
+        quota=quota,
+        holders=holders,
     )
 
 

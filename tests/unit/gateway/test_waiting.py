@@ -18,7 +18,7 @@ from heddle.services.gateway.reads.waiting import (
     step_waiting,
     waits,
 )
-from heddle.shared.wire.contracts import RunnerInfo, RunRecord, StepRecord
+from heddle.shared.wire.contracts import ConcurrencyKey, RunnerInfo, RunRecord, StepRecord
 
 UNTIL = "2026-01-01T00:00:05.000Z"
 
@@ -260,6 +260,26 @@ def test_a_run_waiting_for_a_concurrency_key_names_its_holder() -> None:
     }
     alone = as_json(run_waiting(run(concurrency_wait="k"), [], {}, 0))
     assert alone["sentence"] == "Waits for concurrency key k."
+
+
+def test_a_run_waiting_for_its_namespaces_quota_names_it_and_its_runs_under_way() -> None:
+    r = msgspec.structs.replace(
+        run(waiting=True, runs_quota=True, quota_wait=True), run_id="team-a=r2"
+    )
+    doc = ConcurrencyKey(key="team-a==runs-under-way", limit=1, holders=["team-a=r1"])
+    got = waits(r, [step("a")], WaitFacts(runs_quota=doc, priority_ahead=3))
+    assert as_json(got.run) == {
+        "reason": "quota",
+        "sentence": "Namespace team-a is at its quota of 1 run under way, held by run r1.",
+        "namespace": "team-a",
+        "quota": 1,
+        "holders": ["r1"],
+    }
+    unread = as_json(waits(r, [], WaitFacts()).run)  # its document not read yet
+    assert unread["sentence"] == "Namespace team-a is at its quota of runs under way."
+    keyed = msgspec.structs.replace(r, concurrency_wait="team-a=deploy")
+    first = waits(keyed, [], WaitFacts(runs_quota=doc)).run  # its own key first
+    assert first is not None and first.reason == "concurrency"
 
 
 def test_a_run_none_of_whose_steps_runs_waits_for_its_first_waiting_step() -> None:

@@ -13,6 +13,7 @@ from heddle.shared.core.concurrency import (
     give_back,
     holder_of,
     reconcile,
+    resized,
     run_key,
     spec_problems,
     submit_fields,
@@ -174,6 +175,14 @@ def test_a_slot_freed_goes_to_the_first_queued() -> None:
     assert not verdict.holds and skipped == doc
     doc, [verdict] = taking(doc, "b")
     assert verdict.holds and (doc.holders, doc.queue) == (["b"], ["c"])
+
+
+def test_a_key_resized_stops_no_holder_and_raised_lets_the_queued_go() -> None:
+    doc, _ = taking(ConcurrencyKey(), "a", "b", "c", limit=2)
+    lower = resized(doc, "ns==runs-under-way", 1)
+    assert (lower.key, lower.limit, lower.holders) == ("ns==runs-under-way", 1, ["a", "b"])
+    assert due(give_back(lower, "a")) == []  # still at its limit
+    assert due(resized(lower, "ns==runs-under-way", 3)) == ["c"]
 
 
 def test_a_queued_run_that_ends_leaves_the_queue() -> None:

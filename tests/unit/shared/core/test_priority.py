@@ -148,6 +148,7 @@ def test_a_waiting_run_is_behind_the_waiting_runs_of_higher_priority_alone() -> 
         waiting("under-way", 50, waiting=False),
         waiting("ended", 50, waiting=False, status="cancelled"),
         waiting("keyed", 50, concurrency_wait="deploy/prod"),  # in its key's line, not this
+        waiting("quota", 50, quota_wait=True),  # in its namespace's quota's line, likewise
         me,
     ]
     assert higher_priority_ahead(me, others) == 2
