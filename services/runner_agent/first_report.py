@@ -20,7 +20,6 @@ import logging
 from typing import TYPE_CHECKING
 
 from heddle.shared.broker.nats_types import NatsError
-from heddle.shared.core.namespaces import namespace_of
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import StepReady, StepStarted, encode
 
@@ -155,13 +154,7 @@ class FirstReport:
             await logs.release()
             await self.after_reported()  # a started event for a step still pending is fenced
             await ctx.nc.publish(
-                names.evt(
-                    ready.run_id,
-                    ready.step_id,
-                    "started",
-                    ctx.runner,
-                    namespace_of(ready.run_id),
-                ),
+                names.evt(ready.run_id, ready.step_id, "started", ctx.runner),
                 encode(started),
                 headers={
                     "Nats-Msg-Id": names.event_msg_id(

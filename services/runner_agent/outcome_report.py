@@ -12,7 +12,6 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from heddle.shared.core.namespaces import namespace_of
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import StepFinished, encode
@@ -41,13 +40,7 @@ async def report(ctx: AttemptContext, finished: StepFinished) -> None:
     while True:
         try:
             ack = await ctx.acked.publish(
-                names.evt(
-                    finished.run_id,
-                    finished.step_id,
-                    "finished",
-                    finished.runner,
-                    namespace_of(finished.run_id),
-                ),
+                names.evt(finished.run_id, finished.step_id, "finished", finished.runner),
                 payload,
                 headers={"Nats-Msg-Id": msg_id},
             )

@@ -179,8 +179,8 @@ def runner(name: str) -> Permissions:
     reads no stream, so it never sees another attempt's ticket or command."""
     return Permissions(
         publish=(
-            names.evt("*", "*", "started", name, "*"),
-            names.evt("*", "*", "finished", name, "*"),
+            names.evt("*", "*", "started", name),
+            names.evt("*", "*", "finished", name),
             names.runner_logs(name),
             kv_write(names.HEARTBEATS_BUCKET, names.heartbeat_key("*", "*", name)),
             kv_write(names.RUNNERS_BUCKET, name),
@@ -236,11 +236,7 @@ def namespace_inspector(namespace: str) -> Permissions:
     step's output, which the namespace's users control, would land there."""
     return Permissions(
         publish=(f"{API}.INFO",),  # nothing it can change: the account's own limits
-        subscribe=(
-            names.namespace_logs(namespace),
-            names.namespace_events(namespace),
-            _inbox(namespace_inspector_user(namespace)),
-        ),
+        subscribe=(names.namespace_logs(namespace), _inbox(namespace_inspector_user(namespace))),
     )
 
 

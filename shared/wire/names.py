@@ -91,8 +91,8 @@ def orch_events_durable(partition: int) -> str:
 
 
 # Subjects. Commands and events are published as heddle.cmd.<kind>.<run> and
-# heddle.evt.<run>.<step>.<kind>.<runner>.<namespace>; their streams store each with the run's
-# partition appended (a subject transform, ``partitioned``), so that one
+# heddle.evt.<run>.<step>.<kind>.<runner>; their streams store each with the run's partition
+# appended (a subject transform, ``partitioned``), so that one
 # orchestrator's consumers take a partition's runs alone (docs/scaling.md, "Several
 # orchestrators"). Filters on a run's stored events end in ``>`` for that reason.
 CMD_ALL = "heddle.cmd.>"
@@ -115,9 +115,9 @@ STEP_READY_OPENING = STEP_READY_UNDER_WAY + OPENS_SUFFIX
 # A step with runsOn: under the key of the labels it asks for, one consumer per key.
 ON_INFIX = ".on."
 EVT_ALL = "heddle.evt.>"
-EVT_PUBLISHED = "heddle.evt.*.*.*.*.*"
+EVT_PUBLISHED = "heddle.evt.*.*.*.*"
 # Core subscribers see the subject as published, without the partition.
-EVT_FINISHED_ALL = "heddle.evt.*.*.finished.*.*"
+EVT_FINISHED_ALL = "heddle.evt.*.*.finished.*"
 
 
 # Which of a published pattern's wildcards is the run: what its partition is computed from.
@@ -235,22 +235,16 @@ def dispatcher_on_durable(key: str) -> str:
     return f"{DISPATCHER_DURABLE}-on-{key}"
 
 
-def evt(run: str, step: str, kind: str, runner: str, namespace: str) -> str:
+def evt(run: str, step: str, kind: str, runner: str) -> str:
     """A runner's event about a step: kind is ``started`` or ``finished``. The kind is in the
     subject so the dispatcher, which only needs outcomes, subscribes to those alone; the
-    runner is, so the server's permissions let a runner speak for itself alone; and the
-    run's namespace, so a namespace's inspector may read its own alone."""
-    return f"heddle.evt.{run}.{step_token(step)}.{kind}.{runner}.{namespace}"
+    runner is, so the server's permissions let a runner speak for itself alone."""
+    return f"heddle.evt.{run}.{step_token(step)}.{kind}.{runner}"
 
 
 def stored_evt(run: str, step: str, kind: str, runner: str) -> str:
     """A runner's events of one kind about a step as HEDDLE_EVENTS stores them (a filter)."""
-    return f"heddle.evt.{run}.{step_token(step)}.{kind}.{runner}.>"
-
-
-def namespace_events(namespace: str) -> str:
-    """Every event of a namespace's runs, as published (what its inspector may read)."""
-    return f"heddle.evt.*.*.*.*.{namespace}"
+    return f"{evt(run, step, kind, runner)}.*"
 
 
 def evt_step_kind(run: str, step: str, kind: str) -> str:

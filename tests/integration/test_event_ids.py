@@ -26,7 +26,7 @@ async def test_resent_once_and_two_runners_both_kept(heddle_nc: Client) -> None:
     for runner in ("runner-a", "runner-a", "runner-b", "runner-a"):
         ev = finished(runner)
         msg_id = names.event_msg_id("finished", ev.run_id, ev.step_id, ev.attempt, runner)
-        subject = names.evt("r1", "s", "finished", runner, "default")
+        subject = names.evt("r1", "s", "finished", runner)
         await js.publish(subject, encode(ev), headers={"Nats-Msg-Id": msg_id})
     info = await js.stream_info(names.EVENTS_STREAM)
     assert info.state.messages == 2

@@ -151,7 +151,7 @@ async def _prepare(url: str) -> None:
     async with await nats.connect(url, user=SUPERUSER, password=SUPERUSER_PASSWORD) as nc:
         res = await ensure_resources(nc, Settings(nats_url=url))
         js = res.js
-        await js.publish(names.evt("r1", "s", "finished", RUNNER, "default"), b'{"runId":"r1"}')
+        await js.publish(names.evt("r1", "s", "finished", RUNNER), b'{"runId":"r1"}')
         await js.publish(
             names.log("r1", "s", 1, "default", "r"), b'{"runId":"r1","stepId":"s","attempt":1}'
         )
@@ -251,7 +251,7 @@ async def test_no_reply_can_be_aimed_at_a_stream(server: Server) -> None:
     publish: the inspector's reads and a runner's lookups and writes, their answers aimed at a run
     record and at an event, store nothing (shared/broker/nats_accounts.py)."""
     run_r1 = names.kv_subject(names.RUNS_BUCKET, names.run_key("r1"))
-    event = names.evt("r1", "s", "finished", "runner-0", "default")
+    event = names.evt("r1", "s", "finished", "runner-0")
     runs_stream = names.kv_stream(names.RUNS_BUCKET)
     aimed = {
         INSPECTOR: [

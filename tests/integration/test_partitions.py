@@ -31,7 +31,7 @@ async def test_stored_subjects_carry_the_partition_partition_of_computes(
         hb = names.HEARTBEATS_BUCKET
         for run in runs:
             await res.js.publish(names.cmd_submit(run), b"{}")
-            await res.js.publish(names.evt(run, "s", "finished", "runner-0", "default"), b"{}")
+            await res.js.publish(names.evt(run, "s", "finished", "runner-0"), b"{}")
             await res.js.publish(names.kv_subject(hb, names.heartbeat_key(run, "s", "r0")), b"1")
         for stream, pattern in ((names.CMD_STREAM, ">"), (names.EVENTS_STREAM, ">")):
             info = await res.js.stream_info(stream, subjects_filter=pattern)

@@ -158,7 +158,7 @@ async def runner(stack: StackFactory, request: pytest.FixtureRequest):  # type: 
     await until(lambda: '"runner ready"' in s.logs(RUNNER), 20, "the runner is ready")
     nc = await s.connect()
     outcomes = Outcomes()
-    await nc.subscribe(names.EVT_FINISHED_ALL, cb=outcomes.on)
+    await nc.subscribe("heddle.evt.*.*.finished.*", cb=outcomes.on)
     yield s, nc, outcomes
     await nc.close()
 

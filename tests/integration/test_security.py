@@ -74,7 +74,7 @@ async def test_an_anonymous_connection_is_refused(stack: StackFactory) -> None:
 # (user, subject written): each outside the user's permissions.
 REFUSED_WRITES = [
     ("runner-runner-0", names.kv_subject(names.RUNS_BUCKET, names.run_key("r1"))),
-    ("runner-runner-0", names.evt("r1", "s", "finished", "runner-1", "default")),
+    ("runner-runner-0", names.evt("r1", "s", "finished", "runner-1")),
     ("runner-runner-0", names.kv_subject(names.HEARTBEATS_BUCKET, "r1.s.runner-1")),
     ("runner-runner-0", names.kv_subject(names.RUNNERS_BUCKET, "runner-1")),
     ("runner-runner-0", names.cmd_submit("r1")),
@@ -238,15 +238,15 @@ async def test_one_runner_cannot_speak_for_another_runners_attempt(
     try:
         attempts = [
             (
-                names.evt(run_id, "victim", "finished", holder, "default"),
+                names.evt(run_id, "victim", "finished", holder),
                 forged_outcome(run_id, "victim", holder),
             ),
             (
-                names.evt(run_id, "victim", "finished", other, "default"),
+                names.evt(run_id, "victim", "finished", other),
                 forged_outcome(run_id, "victim", other, ticket="0123456789abcdef"),
             ),
             (
-                names.evt(run_id, "victim", "finished", other, "default"),
+                names.evt(run_id, "victim", "finished", other),
                 forged_outcome(run_id, "victim", holder),
             ),
         ]
@@ -394,7 +394,7 @@ async def test_a_forged_outcome_for_a_queued_step_is_refused(
     try:
         forged = forged_outcome(run_id, "waiting", "runner-1", ticket="0123456789abcdef")
         await nc.jetstream().publish(
-            names.evt(run_id, "waiting", "finished", "runner-1", "default"), encode(forged)
+            names.evt(run_id, "waiting", "finished", "runner-1"), encode(forged)
         )
     finally:
         await nc.close()

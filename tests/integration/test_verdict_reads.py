@@ -105,7 +105,7 @@ async def test_an_unreadable_outcome_postpones_the_verdict(
         finished_at=from_epoch(T0 + 1),
         exit_code=0,
     )
-    await js.publish(names.evt(RUN, "done", "finished", "r1", "default"), encode(outcome))
+    await js.publish(names.evt(RUN, "done", "finished", "r1"), encode(outcome))
 
     own_nats_server.kill()
     with pytest.raises(OutcomeUnknown):

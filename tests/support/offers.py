@@ -51,7 +51,7 @@ async def assign(nc: Client, step_id: str, command: str) -> tuple[bool, asyncio.
     async def on_event(msg: Msg) -> None:
         events.put_nowait(event_decoder.decode(msg.data))
 
-    await nc.subscribe(names.evt("r1", step_id, "*", "runner-0", "default"), cb=on_event)
+    await nc.subscribe(names.evt("r1", step_id, "*", "runner-0"), cb=on_event)
     ready = StepReady(
         run_id="r1",
         step_id=step_id,

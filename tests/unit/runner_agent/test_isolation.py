@@ -79,12 +79,12 @@ def _allows(allowed: tuple[str, ...], subject: str) -> bool:
 
 def test_a_runner_may_write_only_under_its_own_name() -> None:
     own = perms.runner("runner-a").publish
-    assert _allows(own, names.evt("r", "s", "finished", "runner-a", "default"))
+    assert _allows(own, names.evt("r", "s", "finished", "runner-a"))
     assert _allows(own, names.kv_subject(names.HEARTBEATS_BUCKET, "r.s.runner-a"))
     assert _allows(own, names.kv_subject(names.RUNNERS_BUCKET, "runner-a"))
     for foreign in (
-        names.evt("r", "s", "finished", "runner-b", "default"),
-        names.evt("r", "s", "started", "runner-b", "default"),
+        names.evt("r", "s", "finished", "runner-b"),
+        names.evt("r", "s", "started", "runner-b"),
         names.kv_subject(names.HEARTBEATS_BUCKET, "r.s.runner-b"),
         names.kv_subject(names.RUNNERS_BUCKET, "runner-b"),
         names.kv_subject(names.RUNS_BUCKET, "run.r"),

@@ -79,14 +79,14 @@ list "subscribe" list ["publishDeny" list] ["allowResponses" true]) */}}
 {{- $kv := include "heddle.nats.kvStreams" (list "heddle-runners" "heddle-heartbeats" "heddle-runs") | fromJsonArray -}}
 {{- $streams := concat (list "HEDDLE_STEPS" "HEDDLE_EVENTS") $kv -}}
 {{- $publish := concat (list "heddle.runner.*.assign") (include "heddle.nats.keeps" $streams | fromJsonArray) (include "heddle.nats.reads" $streams | fromJsonArray) -}}
-{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_dispatcher.>" "heddle.evt.*.*.finished.*.*")) -}}
+{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_dispatcher.>" "heddle.evt.*.*.finished.*")) -}}
 {{- end -}}
 
 {{/* One runner: its own events, heartbeats, registry entry and assignments; it reads no
 stream. Usage: include "heddle.nats.runner" "<runner name>" */}}
 {{- define "heddle.nats.runner" -}}
 {{- $n := . -}}
-{{- $publish := concat (list (printf "heddle.evt.*.*.started.%s.*" $n) (printf "heddle.evt.*.*.finished.%s.*" $n) (printf "heddle.log.*.*.*.*.%s" $n) (printf "$KV.heddle-heartbeats.*.*.%s" $n) (printf "$KV.heddle-runners.%s" $n))
+{{- $publish := concat (list (printf "heddle.evt.*.*.started.%s" $n) (printf "heddle.evt.*.*.finished.%s" $n) (printf "heddle.log.*.*.*.*.%s" $n) (printf "$KV.heddle-heartbeats.*.*.%s" $n) (printf "$KV.heddle-runners.%s" $n))
   (include "heddle.nats.info" (list "HEDDLE_EVENTS" "HEDDLE_LOGS" "KV_heddle-heartbeats" "KV_heddle-runners") | fromJsonArray) -}}
 {{- $subscribe := list (printf "_INBOX_runner-%s.>" $n) (printf "heddle.runner.%s.>" $n) -}}
 {{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" $subscribe "allowResponses" true) -}}
@@ -103,7 +103,7 @@ consumer, be durable or push to any subject (see inspector() in shared/broker/na
 consumer: see namespace_inspector() in shared/broker/nats_permissions.py).
 Usage: include "heddle.nats.namespaceInspector" "<namespace>" */}}
 {{- define "heddle.nats.namespaceInspector" -}}
-{{- $subscribe := list (printf "heddle.log.*.*.*.%s.*" .) (printf "heddle.evt.*.*.*.*.%s" .) (printf "_INBOX_inspector-%s.>" .) -}}
+{{- $subscribe := list (printf "heddle.log.*.*.*.%s.*" .) (printf "_INBOX_inspector-%s.>" .) -}}
 {{- include "heddle.nats.rule" (dict "publish" (list "$JS.API.INFO") "subscribe" $subscribe) -}}
 {{- end -}}
 

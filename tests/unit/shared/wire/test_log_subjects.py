@@ -74,7 +74,6 @@ def test_a_runner_publishes_only_its_own_logs_and_an_inspector_reads_one_namespa
     inspector = perms.permissions_for(perms.namespace_inspector_user("team-a"))
     assert set(inspector.subscribe) == {
         names.namespace_logs("team-a"),
-        names.namespace_events("team-a"),
         perms.inbox_prefix("inspector-team-a") + ".>",
     }
     assert inspector.publish == (f"{perms.API}.INFO",)  # no stream read, no consumer
