@@ -202,3 +202,28 @@ async def test_a_namespace_admin_manages_its_own_tokens(
         "namespaces.team-a",
         "namespaces.team-z",
     ]
+
+
+async def test_the_pool_shows_what_a_runner_holds_to_its_namespace_alone(
+    stack: StackFactory,
+) -> None:
+    s = await stack(runners=1)
+    nc = await s.connect()
+    try:
+        await create_namespaces(nc, "team-a", "team-b")
+    finally:
+        await nc.close()
+    a = await granted_token(s.base, s.admin_token, "a", {"team-a": "viewer"})
+    b = await granted_token(s.base, s.admin_token, "b", {"team-b": "viewer"})
+    hold = {"namespace": "team-a", "runId": "holding", "steps": [{"id": "s", "command": "sleep 5"}]}
+    await s.submit(hold)
+    await s.wait_step("holding?namespace=team-a", "s", {"running"})
+    _, mine = await json_of(s, a, "GET", "/api/runners")
+    [runner] = mine["runners"]
+    assert (runner["status"], runner["stepId"]) == ("busy", "s")
+    assert len(mine["leased"]) == 1
+    status, _, raw = await answer(s.base, b, "GET", "/api/runners")
+    theirs = json.loads(raw)
+    assert status == 200 and theirs["runners"][0]["status"] == "busy"
+    assert b"holding" not in raw and theirs["runners"][0].get("runId") is None
+    assert theirs["leased"] == []
