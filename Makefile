@@ -5,8 +5,9 @@ BIN := $(VENV)/bin
 RUNNERS ?= 4
 PORT ?= 8080
 # Test worker processes (pytest-xdist): most of a test is waiting for processes and timers,
-# so two share two cores well. TEST_WORKERS=0 runs the suite in one process.
-TEST_WORKERS ?= 2
+# so three share two cores well (the suite uses about 1.4 of them). TEST_WORKERS=0 runs the
+# suite in one process.
+TEST_WORKERS ?= 3
 
 .PHONY: install test-tools up test test-unit test-containers lint format schema bench bench-full clean
 
