@@ -6,12 +6,14 @@ pure tests and `-m "not fault"` leaves out the ones that kill processes."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
+from heddle.services.local import embedded_nats
 from heddle.services.local.embedded_nats import EmbeddedNats, free_port
 from heddle.shared.broker.resources import ensure_resources
 from heddle.shared.runtime.settings import Settings
@@ -22,6 +24,19 @@ from tests.support.stack import FAST, Stack, StackFactory
 TESTS = Path(__file__).parent
 # A test's kind is the folder of tests/ it is in; each is a marker of pyproject.toml.
 KINDS = ("unit", "integration", "fault", "deploy", "web")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each xdist worker hands out ports from its own slice of the listen range: a port a
+    test chose stays free for its service's restart, as no other worker's server may take
+    it meanwhile (free_port only remembers the ports its own process handed out)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "").removeprefix("gw")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if worker.isdigit() and count > 1:
+        whole = embedded_nats.LISTEN_PORTS
+        size = len(whole) // count
+        first = whole.start + int(worker) * size
+        embedded_nats.LISTEN_PORTS = range(first, first + size)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
