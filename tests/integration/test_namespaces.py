@@ -14,6 +14,7 @@ from tests.support.gateway_apps import Gateway, root
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway
 from tests.support.namespaces import answer, create_namespaces, granted_token
+from tests.support.run_events import events
 from tests.support.stack import Stack, StackFactory
 
 FAILING = {"runId": "only-a", "steps": [{"id": "s", "command": "echo hi; exit 3"}]}
@@ -227,3 +228,19 @@ async def test_the_pool_shows_what_a_runner_holds_to_its_namespace_alone(
     assert status == 200 and theirs["runners"][0]["status"] == "busy"
     assert b"holding" not in raw and theirs["runners"][0].get("runId") is None
     assert theirs["leased"] == []
+
+
+async def test_a_runs_event_stream_names_its_namespace(stack: StackFactory) -> None:
+    s = await stack(runners=1)
+    nc = await s.connect()
+    try:
+        await create_namespaces(nc, "team-a")
+    finally:
+        await nc.close()
+    await s.submit(
+        {"namespace": "team-a", "runId": "told", "steps": [{"id": "s", "command": "true"}]}
+    )
+    got = await events(s, "told", query="?namespace=team-a")
+    told = [(kind, doc["runId"], doc["namespace"]) for kind, doc in got if kind in ("run", "end")]
+    assert told[-1] == ("end", "told", "team-a")
+    assert all(t[1:] == ("told", "team-a") for t in told)

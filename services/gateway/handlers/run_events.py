@@ -48,7 +48,7 @@ from heddle.services.gateway.reads.runs import get_run_record, stored_when
 from heddle.shared.broker.buckets import Bucket
 from heddle.shared.broker.kv_changes import KeyChanges
 from heddle.shared.broker.kv_reads import read_run_and_steps, read_steps
-from heddle.shared.core.namespaces import own_name
+from heddle.shared.core.namespaces import namespace_of, own_name, split_qualified
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import (
     TERMINAL_RUN,
@@ -98,8 +98,10 @@ class RunChanges:
         if self.run is not None and progress <= self.run:
             return b""
         self.run = progress
+        namespace, own = split_qualified(rec.run_id)
         change = RunChange(
-            run_id=own_name(rec.run_id),
+            run_id=own,
+            namespace=namespace,
             status=rec.status,
             finished_at=rec.finished_at,
             cancel_requested=rec.cancel_requested,
@@ -116,6 +118,7 @@ def end_event(run: RunRecord, steps: list[StepRecord]) -> bytes:
         "end",
         RunEnd(
             run_id=own_name(run.run_id),
+            namespace=namespace_of(run.run_id),
             status=run.status,
             finished_at=run.finished_at,
             counts=counts,

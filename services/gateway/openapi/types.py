@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import msgspec
+from heddle.shared.core.namespaces import DEFAULT_NAMESPACE
 from heddle.shared.wire.contracts import AttemptRecord, RunStatus, StepStatus
 from heddle.shared.wire.names import ID_PATTERN
 
@@ -246,6 +247,7 @@ class RunChange(Doc):
     cancel_requested: bool
     waiting: bool
     reason: str | None  # why it is stopped: ``deadline: ...`` past its deadline
+    namespace: str = DEFAULT_NAMESPACE
 
 
 class RunEnd(Doc):
@@ -255,6 +257,7 @@ class RunEnd(Doc):
     status: RunStatus
     finished_at: str | None
     counts: dict[str, int]
+    namespace: str = DEFAULT_NAMESPACE
 
 
 # ---- logs ---------------------------------------------------------------------------------
