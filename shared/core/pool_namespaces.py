@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Protocol
 
-from heddle.shared.core.labels import runner_labels, takes
+from heddle.shared.core.labels import parse_labels, runner_labels, takes
 from heddle.shared.core.namespaces import namespace_of, namespace_problems
 from heddle.shared.wire.contracts import SubmitRun
 from heddle.shared.wire.errors import Problem
@@ -32,8 +32,9 @@ class RegisteredRunner(Protocol):
 
 
 def parse_namespaces(text: str) -> list[str]:
-    """HEDDLE_POOL_NAMESPACES: comma-separated, blanks ignored; none is every namespace."""
-    return [part.strip() for part in text.split(",") if part.strip()]
+    """HEDDLE_POOL_NAMESPACES: comma-separated, blanks ignored, as a runner's labels are;
+    none is every namespace."""
+    return parse_labels(text)
 
 
 def pool_namespaces_problems(namespaces: Sequence[str]) -> list[str]:

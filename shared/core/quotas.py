@@ -84,8 +84,3 @@ def updated(
         max_runs_under_way=runs if isinstance(runs, int) else None,
         max_running_steps=steps if isinstance(steps, int) else None,
     )
-
-
-def visible(granted: Mapping[str, object] | None, namespace: str) -> bool:
-    """Whether a token of these grants (tokens.grants; None: the system's admin) sees it."""
-    return granted is None or namespace in granted

@@ -10,14 +10,13 @@ import signal
 from heddle.shared.wire.timefmt import epoch_of
 
 from tests.support.namespaces import (
-    eventually,
     most_at_once,
     records,
     set_quotas,
     submit_in,
     wait_ended,
 )
-from tests.support.stack import StackFactory
+from tests.support.stack import StackFactory, eventually
 
 
 async def test_the_count_survives_an_orchestrators_kill(stack: StackFactory) -> None:

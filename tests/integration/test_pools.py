@@ -5,8 +5,7 @@ fails after HEDDLE_NO_RUNNER_TIMEOUT, its ready message gone."""
 
 from __future__ import annotations
 
-from tests.support.namespaces import eventually
-from tests.support.stack import Stack, StackFactory, step_of
+from tests.support.stack import Stack, StackFactory, eventually, step_of
 from tests.support.step_uids import shared_dir
 
 GPU = {"HEDDLE_RUNNER_POOL": "gpu", "HEDDLE_RUNNER_LABELS": "a100"}

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -136,11 +135,3 @@ def most_at_once(spans: list[tuple[str | None, str | None]]) -> int:
         running += step
         peak = max(peak, running)
     return peak
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 30) -> None:
-    """Asks ``check`` until it holds; fails saying ``what`` never happened."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, f"{what} never happened"
-        await asyncio.sleep(0.05)

@@ -320,6 +320,14 @@ async def until(check: Callable[[], bool], timeout: float, what: str) -> None:
         await asyncio.sleep(0.02)
 
 
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 30) -> None:
+    """Asks ``check`` until it holds; fails saying ``what`` never happened."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, f"{what} never happened"
+        await asyncio.sleep(0.05)
+
+
 # Short intervals for every stack a test starts: nothing waits for the defaults.
 FAST = {
     "HEDDLE_HEARTBEAT_INTERVAL": "0.2",

@@ -16,6 +16,7 @@ from collections import Counter
 from aiohttp import web
 from heddle.services.gateway.http import answers, inputs
 from heddle.services.gateway.http.keys import CALLER, RESOURCES, RUN_INDEX
+from heddle.services.gateway.http.scope import grants_of
 from heddle.services.gateway.openapi.registry_types import (
     NamespaceDoc,
     NamespaceList,
@@ -26,24 +27,19 @@ from heddle.shared.broker.concurrency_store import KEYS
 from heddle.shared.broker.namespace_store import NAMESPACES
 from heddle.shared.broker.semaphore_store import SEMAPHORES
 from heddle.shared.core import quotas
+from heddle.shared.core.namespace_access import role_there
 from heddle.shared.core.namespaces import (
     DEFAULT_NAMESPACE,
     NAMESPACE_PATTERN,
     namespace_of,
     namespace_problems,
 )
-from heddle.shared.core.tokens import Role, grants, is_system_admin
+from heddle.shared.core.tokens import is_system_admin
 from heddle.shared.runtime.service import event
 from heddle.shared.wire.contracts import NamespaceRecord
 from heddle.shared.wire.timefmt import now_rfc3339
 
 log = logging.getLogger("heddle.gateway")
-
-
-def _granted(request: web.Request) -> dict[str, Role] | None:
-    """The namespaces the caller may see (None: every one; so with HEDDLE_AUTH=none)."""
-    caller = request.get(CALLER)
-    return None if caller is None else grants(caller)
 
 
 async def _runs_under_way(request: web.Request) -> Counter[str]:
@@ -83,8 +79,8 @@ async def _records(request: web.Request) -> dict[str, NamespaceRecord]:
     stored = await NAMESPACES.read_all(request.app[RESOURCES].namespaces)
     found = {name: rec for name, rec in stored.items() if rec.name == name}
     found.setdefault(DEFAULT_NAMESPACE, NamespaceRecord(name=DEFAULT_NAMESPACE))
-    granted = _granted(request)
-    return {n: r for n, r in sorted(found.items()) if quotas.visible(granted, n)}
+    granted = grants_of(request)
+    return {n: r for n, r in sorted(found.items()) if role_there(granted, n) is not None}
 
 
 async def list_namespaces(request: web.Request) -> web.Response:
