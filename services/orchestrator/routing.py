@@ -16,7 +16,9 @@ from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import (
     CancelRun,
+    ChildEnded,
     DeadlineDue,
+    DecideApproval,
     RetryDue,
     StepEvent,
     StepStarted,
@@ -64,6 +66,13 @@ class Router:
             case DeadlineDue(run_id=run_id):
                 # No actor: the run finished (or is unknown), and its deadline means nothing.
                 return self._post(run_id, DeadlineTimer(), msg)
+            case DecideApproval():
+                log.warning("approval refused: no gates yet (%s)", msg.subject)
+                return Outcome.REFUSED
+
+            case ChildEnded():
+                log.warning("child end refused: no calls yet (%s)", msg.subject)
+                return Outcome.REFUSED
             case _:
                 assert_never(cmd)
 

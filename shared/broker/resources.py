@@ -187,6 +187,9 @@ def bucket_configs(settings: Settings) -> dict[str, StreamConfig]:
         names.SEMAPHORES_BUCKET: kv(names.SEMAPHORES_BUCKET, "Semaphores: sizes and holders"),
         names.CONCURRENCY_BUCKET: kv(names.CONCURRENCY_BUCKET, "Concurrency keys: holders, queue"),
         names.NAMESPACES_BUCKET: kv(names.NAMESPACES_BUCKET, "Namespaces and their quotas"),
+        names.APPROVALS_BUCKET: kv(names.APPROVALS_BUCKET, "Approval gates and their answers"),
+        names.SECRETS_BUCKET: kv(names.SECRETS_BUCKET, "Webhook and notify secrets"),
+        names.NOTIFICATIONS_BUCKET: kv(names.NOTIFICATIONS_BUCKET, "Deliveries of run ends"),
     }
 
 

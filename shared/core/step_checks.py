@@ -12,6 +12,7 @@ from heddle.shared.core.conditions import condition_problems
 from heddle.shared.core.labels import MAX_RUNS_ON, label_problems
 from heddle.shared.core.semaphores import name_problem
 from heddle.shared.core.step_env import env_problems
+from heddle.shared.core.step_kinds import kind_of, kind_problems
 from heddle.shared.wire.errors import Problem
 from heddle.shared.wire.names import ID_PATTERN
 
@@ -28,6 +29,8 @@ STEP_FIELDS = {
     "maxParallel",
     "runsOn",
     "semaphores",
+    "approval",
+    "workflow",
 }
 MAX_RETRIES = 100
 MAX_TIMEOUT = 7 * 86400
@@ -115,9 +118,11 @@ def check_step(
         problems.append(Problem(f"{path}.id", "missing required field"))
     else:
         check_id(step_id, f"{path}.id", "step id", problems)
-    command = command_problem(step.get("command"), limits)
-    if command is not None:
-        problems.append(Problem(f"{path}.command", command))
+    problems.extend(kind_problems(step, path))
+    if kind_of(step) == "command":
+        command = command_problem(step.get("command"), limits)
+        if command is not None:
+            problems.append(Problem(f"{path}.command", command))
     deps = step.get("dependsOn", [])
     dep_ids: list[str] = []
     if not isinstance(deps, list):

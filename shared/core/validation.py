@@ -15,6 +15,7 @@ from heddle.shared.core.conditions import reference_problems
 from heddle.shared.core.dag import structural_problems
 from heddle.shared.core.exit_handlers import exit_problems
 from heddle.shared.core.namespaces import namespace_problems, stored_name_problems
+from heddle.shared.core.notify import notify_problems
 from heddle.shared.core.priority import priority_problems
 from heddle.shared.core.step_checks import (
     Limits,
@@ -29,6 +30,7 @@ from heddle.shared.core.step_env import (
     inline_problems,
     values_problems,
 )
+from heddle.shared.core.webhooks import webhook_problems
 from heddle.shared.wire.contracts import Concurrency, RunRequest, SubmitRun, WorkflowSpec
 from heddle.shared.wire.errors import InvalidWorkflow, Problem
 
@@ -46,8 +48,10 @@ WORKFLOW_FIELDS = {
     "priority",
     "concurrency",
     "namespace",
+    "notify",
 }
 RUN_FIELDS = WORKFLOW_FIELDS | {"runId", "workflowId"}
+REGISTERED_FIELDS = WORKFLOW_FIELDS | {"webhooks"}  # a registered workflow's alone
 
 
 def check_schedule(doc: dict[str, Any], problems: list[Problem]) -> None:
@@ -143,6 +147,10 @@ def workflow_problems(
         problems.extend(priority_problems(doc["priority"]))
     if "concurrency" in doc:
         problems.extend(_concurrency_problems(doc))
+    if "notify" in doc:
+        problems.extend(notify_problems(doc["notify"], inline=inline))
+    if "webhooks" in doc:
+        problems.extend(webhook_problems(doc["webhooks"]))
     steps = doc.get("steps")
     if steps is None:
         problems.append(Problem("steps", "missing required field"))
@@ -165,7 +173,9 @@ def workflow_problems(
 
 
 def parse_workflow(doc: object, limits: Limits, *, name_required: bool = True) -> WorkflowSpec:
-    problems = workflow_problems(doc, limits, name_required=name_required)
+    problems = workflow_problems(
+        doc, limits, allowed=REGISTERED_FIELDS, name_required=name_required
+    )
     if problems:
         raise InvalidWorkflow(problems)
     return msgspec.convert(doc, WorkflowSpec)

@@ -12,7 +12,15 @@ from typing import Annotated, Literal
 import msgspec
 
 StepStatus = Literal[
-    "pending", "queued", "running", "retrying", "succeeded", "failed", "skipped", "cancelled"
+    "pending",
+    "queued",
+    "running",
+    "retrying",
+    "succeeded",
+    "failed",
+    "skipped",
+    "cancelled",
+    "waiting",  # an approval gate, holding no runner, until it is answered or times out
 ]
 RunStatus = Literal["running", "succeeded", "failed", "cancelled"]
 TERMINAL_STEP: frozenset[StepStatus] = frozenset({"succeeded", "failed", "skipped", "cancelled"})
@@ -31,9 +39,27 @@ class FrozenWire(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=Tru
 # ---- documents users write (HTTP) -------------------------------------------------------
 
 
+class Approval(Wire, forbid_unknown_fields=True):
+    """A step that is a gate (docs/approvals.md): it waits, holding no runner, until an
+    operator approves it (it succeeds) or rejects it, or ``timeout_seconds`` pass (it fails)."""
+
+    message: str
+    timeout_seconds: float | None = None  # none: it waits as long as its run does
+
+
+class WorkflowCall(Wire, forbid_unknown_fields=True):
+    """A step that runs a registered workflow as its child run (docs/sub-workflows.md) and
+    ends as the child ends; ``version`` none: the newest when the step starts."""
+
+    name: str
+    version: int | None = None
+    params: dict[str, str] = {}
+
+
 class StepSpec(Wire, forbid_unknown_fields=True):
     id: str
-    command: str
+    # Exactly one of command, approval and workflow (shared/core/step_checks.py).
+    command: str = ""
     depends_on: list[str] = []
     retries: int = 0
     timeout_seconds: float | None = None
@@ -51,6 +77,29 @@ class StepSpec(Wire, forbid_unknown_fields=True):
     runs_on: list[str] = []
     # Semaphores the step holds a slot of while it runs (docs/pools.md, "Semaphores").
     semaphores: list[str] = []
+    approval: Approval | None = None
+    workflow: WorkflowCall | None = None
+
+
+class Webhook(Wire, forbid_unknown_fields=True):
+    """A registered workflow's webhook trigger (docs/webhooks.md): a delivery to
+    ``POST /hooks/{workflow}/{name}``, signed with the hook's secret, starts a run whose
+    parameters are ``params``' CEL expressions over the delivery's ``body`` and ``headers``."""
+
+    name: str
+    params: dict[str, str] = {}
+
+
+NotifyOn = Literal["succeeded", "failed", "cancelled"]
+
+
+class Notify(Wire, forbid_unknown_fields=True):
+    """Where a run's end is POSTed when it ends in one of ``on`` (docs/notifications.md);
+    ``secret``: signed with the secret made for it, as a webhook delivery is."""
+
+    url: str
+    on: list[NotifyOn] = msgspec.field(default_factory=lambda: ["failed", "cancelled"])
+    secret: bool = False
 
 
 class ParamSpec(Wire, forbid_unknown_fields=True):
@@ -100,6 +149,11 @@ class _Workflow(Wire, forbid_unknown_fields=True):
     # The namespace it is registered or run in (docs/namespaces.md); the gateway keeps it in
     # the stored name instead, so a stored spec has none.
     namespace: str | None = None
+    # Where the run's end is POSTed (docs/notifications.md).
+    notify: list[Notify] = []
+    # A registered workflow's webhook triggers (docs/webhooks.md); a run's own document
+    # may not have them (shared/core/validation.py).
+    webhooks: list[Webhook] = []
 
 
 class WorkflowSpec(_Workflow, forbid_unknown_fields=True):
@@ -159,6 +213,12 @@ class SubmitRun(Command, tag="submit", frozen=True):
     concurrency_key: str | None = None
     concurrency_limit: int = 1
     on_limit: OnLimit = "queue"
+    notify: list[Notify] = []  # the workflow's (docs/notifications.md)
+    # A child run (docs/sub-workflows.md): the run and step that started it, and how deep
+    # it is in calls (a run no step started: 0).
+    parent_run: str | None = None
+    parent_step: str | None = None
+    call_depth: int = 0
     # A submit too large for one message: this command carries the run id alone, and the
     # whole command (this field unset) is the document it names.
     document: DocumentRef | None = None
@@ -190,7 +250,35 @@ class DeadlineDue(Command, tag="deadline", frozen=True):
     deadline_at: str  # the run's, as its record holds it (for the log line)
 
 
-AnyCommand = SubmitRun | CancelRun | RetryDue | DeadlineDue
+class DecideApproval(Command, tag="approval", frozen=True):
+    """An approval gate answered (docs/approvals.md): sent by the gateway once it has stored
+    the decision on the gate's record (``heddle-approvals``), so only one answer is sent."""
+
+    run_id: str
+    step_id: str
+    attempt: int
+    approved: bool
+    by: str  # the token's name
+    decided_at: str
+    comment: str = ""
+
+
+class ChildEnded(Command, tag="child-ended", frozen=True):
+    """A child run ended (docs/sub-workflows.md): sent by the child's orchestrator to its
+    parent run, so the step that started it ends as it ended."""
+
+    run_id: str  # the parent's
+    step_id: str
+    attempt: int
+    child_run: str
+    status: RunStatus
+    ended_at: str
+    # Every succeeded step's outputs, keyed ``<childstep>_<key>``.
+    outputs: dict[str, str] = {}
+    reason: str | None = None
+
+
+AnyCommand = SubmitRun | CancelRun | RetryDue | DeadlineDue | DecideApproval | ChildEnded
 
 
 # ---- work (HEDDLE_STEPS and a runner's assign subject) ---------------------------------
@@ -431,9 +519,34 @@ class AttemptRecord(Wire):
     outputs: dict[str, str] = {}  # the attempt's, if it succeeded
 
 
+class ApprovalDecision(Wire):
+    """How an approval gate was answered: by whom (a token's name; ``timeout`` when its time
+    ran out), when, and the comment given."""
+
+    approved: bool
+    by: str
+    decided_at: str
+    comment: str = ""
+
+
+class ApprovalGate(Wire):
+    """``<run>.<step>`` in heddle-approvals (docs/approvals.md): a gate waiting, written by
+    the orchestrator when the gate starts waiting; the gateway sets ``decision`` by
+    compare-and-set, so a gate is answered once, then sends DecideApproval."""
+
+    run_id: str
+    step_id: str
+    attempt: int
+    message: str
+    since: str
+    deadline_at: str | None = None
+    workflow_name: str | None = None
+    decision: ApprovalDecision | None = None
+
+
 class StepRecord(Wire):
     id: str
-    command: str
+    command: str = ""
     index: int = 0  # position in the workflow document, for display order
     depends_on: list[str] = []
     retries: int = 0
@@ -476,6 +589,10 @@ class StepRecord(Wire):
     parent: str | None = None  # an instance's forEach step
     item: str | None = None  # an instance's item (HEDDLE_ITEM)
     item_index: int | None = None  # an instance's place in the list (HEDDLE_ITEM_INDEX)
+    approval: Approval | None = None  # StepSpec.approval
+    decision: ApprovalDecision | None = None  # how its gate was answered
+    workflow: WorkflowCall | None = None  # StepSpec.workflow
+    child_run: str | None = None  # the run its current attempt started
 
     @property
     def outputs(self) -> dict[str, str]:
@@ -536,6 +653,10 @@ class RunRecord(Wire):
     concurrency_key: str | None = None
     concurrency_limit: int = 1
     on_limit: OnLimit = "queue"
+    notify: list[Notify] = []  # SubmitRun.notify
+    parent_run: str | None = None  # SubmitRun.parent_run
+    parent_step: str | None = None
+    call_depth: int = 0
 
     @property
     def registered_workflow(self) -> str | None:
@@ -602,6 +723,26 @@ class CronSlot(Wire):
     claimed_at: str
 
 
+class NotifyAttempt(Wire):
+    """One POST of a run's end to a target: when, and the answer's status or the error."""
+
+    at: str
+    status: int | None = None
+    error: str | None = None
+
+
+class Notification(Wire):
+    """``<run>.<index>`` in heddle-notifications (docs/notifications.md): the delivery of a
+    run's end to its workflow's ``notify[index]``, and every attempt at it."""
+
+    run_id: str
+    index: int
+    url: str
+    run_status: RunStatus
+    state: Literal["pending", "delivered", "gave-up"] = "pending"
+    attempts: list[NotifyAttempt] = []
+
+
 class RunSummary(Wire):
     """``hist.<workflow>.<run>`` and ``last.<workflow>`` in heddle-runs: one run of a named
     workflow as its history lists it, step counts included."""
@@ -642,3 +783,5 @@ run_summary_decoder = msgspec.json.Decoder(RunSummary)
 semaphore_decoder = msgspec.json.Decoder(Semaphore)
 concurrency_key_decoder = msgspec.json.Decoder(ConcurrencyKey)
 namespace_record_decoder = msgspec.json.Decoder(NamespaceRecord)
+approval_gate_decoder = msgspec.json.Decoder(ApprovalGate)
+notification_decoder = msgspec.json.Decoder(Notification)

@@ -56,6 +56,12 @@ SEMAPHORES_BUCKET = "heddle-semaphores"
 CONCURRENCY_BUCKET = "heddle-concurrency"
 # Each namespace's record: its quotas (contracts.NamespaceRecord), by name.
 NAMESPACES_BUCKET = "heddle-namespaces"
+# The approval gates waiting or answered, by ``<run>.<step>`` (contracts.ApprovalGate).
+APPROVALS_BUCKET = "heddle-approvals"
+# The secrets of webhooks and signed notifications: the gateway's alone (docs/webhooks.md).
+SECRETS_BUCKET = "heddle-secrets"
+# Each run end's delivery to a notify target, by ``<run>.<index>`` (contracts.Notification).
+NOTIFICATIONS_BUCKET = "heddle-notifications"
 
 ALL_STREAMS = (CMD_STREAM, STEPS_STREAM, EVENTS_STREAM, LOGS_STREAM, DOCS_STREAM)
 ALL_BUCKETS = (
@@ -70,6 +76,9 @@ ALL_BUCKETS = (
     SEMAPHORES_BUCKET,
     CONCURRENCY_BUCKET,
     NAMESPACES_BUCKET,
+    APPROVALS_BUCKET,
+    SECRETS_BUCKET,
+    NOTIFICATIONS_BUCKET,
 )
 
 # Durable consumers

@@ -26,7 +26,6 @@ from heddle.services.gateway.handlers.workflows import scoped_workflow, unknown
 from heddle.services.gateway.http import answers
 from heddle.services.gateway.http.keys import FINISHED_STATES, RESOURCES
 from heddle.services.gateway.http.params import query_int
-from heddle.services.gateway.openapi.registry_types import GridRun, WorkflowGrid, WorkflowRuns
 from heddle.services.gateway.openapi.route import (
     LIMIT,
     NAMESPACE,
@@ -37,6 +36,7 @@ from heddle.services.gateway.openapi.route import (
 )
 from heddle.services.gateway.reads.finished import MAX_STEPS, step_states
 from heddle.services.gateway.reads.workflows import history_entry
+from heddle.shared.api.registry_answers import GridRun, WorkflowGrid, WorkflowRuns
 from heddle.shared.broker import registry
 from heddle.shared.broker.kv_reads import read_current
 from heddle.shared.core.namespaces import namespace_of, own_name

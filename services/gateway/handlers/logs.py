@@ -40,11 +40,11 @@ from heddle.services.gateway.http.keys import RESOURCES
 from heddle.services.gateway.http.params import header_int, query_int
 from heddle.services.gateway.http.scope import object_scope, run_names
 from heddle.services.gateway.openapi.route import NAMESPACE, RUN, STEP, Param, Route
-from heddle.services.gateway.openapi.types import LogDump, StepWithLogs
 from heddle.services.gateway.reads.log_index import last_cursor
 from heddle.services.gateway.reads.log_reader import DEFAULT_TAIL, MAX_TAIL
 from heddle.services.gateway.reads.log_tail import locate_step
 from heddle.services.gateway.reads.runs import get_run_record, get_step_record, step_document
+from heddle.shared.api.answers import LogDump, StepWithLogs
 from heddle.shared.broker.nats_types import NotFoundError
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import StepRecord

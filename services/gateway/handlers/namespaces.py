@@ -17,12 +17,12 @@ from aiohttp import web
 from heddle.services.gateway.http import answers, inputs
 from heddle.services.gateway.http.keys import CALLER, RESOURCES, RUN_INDEX
 from heddle.services.gateway.http.scope import grants_of
-from heddle.services.gateway.openapi.registry_types import (
+from heddle.services.gateway.openapi.route import Param, Route
+from heddle.shared.api.registry_answers import (
     NamespaceDoc,
     NamespaceList,
     NamespaceQuotas,
 )
-from heddle.services.gateway.openapi.route import Param, Route
 from heddle.shared.broker.concurrency_store import KEYS
 from heddle.shared.broker.namespace_store import NAMESPACES
 from heddle.shared.broker.semaphore_store import SEMAPHORES

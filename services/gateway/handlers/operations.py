@@ -10,7 +10,7 @@ from heddle.services.gateway.http.answers import error, json_response
 from heddle.services.gateway.http.keys import METRICS, NATS
 from heddle.services.gateway.http.metrics import CONTENT_TYPE
 from heddle.services.gateway.openapi.route import OPEN, Route
-from heddle.services.gateway.openapi.types import StatusDoc
+from heddle.shared.api.answers import StatusDoc
 from heddle.shared.broker.nats_types import NatsError
 
 

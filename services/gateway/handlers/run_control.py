@@ -12,8 +12,8 @@ from heddle.services.gateway.http.keys import RESOURCES
 from heddle.services.gateway.http.scope import scoped_run
 from heddle.services.gateway.http.submit import submit, submitted
 from heddle.services.gateway.openapi.route import NAMESPACE, RUN, Route
-from heddle.services.gateway.openapi.types import Submitted
 from heddle.services.gateway.reads.runs import get_run_record
+from heddle.shared.api.answers import Submitted
 from heddle.shared.broker.kv_reads import read_steps
 from heddle.shared.core.namespaces import own_name
 from heddle.shared.core.retries import refusal, retry_command, retry_run_id

@@ -37,7 +37,6 @@ from heddle.services.gateway.http.inputs import path_id
 from heddle.services.gateway.http.keys import RESOURCES
 from heddle.services.gateway.http.scope import object_scope
 from heddle.services.gateway.openapi.route import NAMESPACE, RUN, Route
-from heddle.services.gateway.openapi.types import RunChange, RunEnd, StepChange
 from heddle.services.gateway.reads.progress import (
     RunProgress,
     StepProgress,
@@ -45,6 +44,7 @@ from heddle.services.gateway.reads.progress import (
     step_progress,
 )
 from heddle.services.gateway.reads.runs import get_run_record, stored_when
+from heddle.shared.api.answers import RunChange, RunEnd, StepChange
 from heddle.shared.broker.buckets import Bucket
 from heddle.shared.broker.kv_changes import KeyChanges
 from heddle.shared.broker.kv_reads import read_run_and_steps, read_steps

@@ -16,9 +16,9 @@ from heddle.services.gateway.http import answers, params
 from heddle.services.gateway.http.keys import FINISHED_STEPS, RESOURCES, RUN_INDEX, SETTINGS
 from heddle.services.gateway.http.scope import scoped_run
 from heddle.services.gateway.openapi.route import NAMESPACE, RUN, Param, Route, id_param, links
-from heddle.services.gateway.openapi.types import RunDocument, StepPage
 from heddle.services.gateway.reads.runs import run_document, step_documents
 from heddle.services.gateway.reads.wait_facts import WaitSources
+from heddle.shared.api.answers import RunDocument, StepPage
 from heddle.shared.core.namespaces import namespace_of
 from heddle.shared.wire.contracts import StepStatus
 from heddle.shared.wire.errors import Problem

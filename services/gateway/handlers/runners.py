@@ -8,8 +8,8 @@ from heddle.services.gateway.http.answers import json_response
 from heddle.services.gateway.http.keys import RESOURCES
 from heddle.services.gateway.http.scope import grants_of
 from heddle.services.gateway.openapi.route import Answer, Route
-from heddle.services.gateway.openapi.types import Pool
 from heddle.services.gateway.reads.pool import pod_documents, pool_document
+from heddle.shared.api.answers import Pool
 from heddle.shared.core.namespace_access import visible
 from heddle.shared.core.namespaces import in_namespaces
 

@@ -28,8 +28,8 @@ from heddle.services.gateway.openapi.route import (
     Route,
     links,
 )
-from heddle.services.gateway.openapi.types import RunList, RunListEntry, Submitted
 from heddle.services.gateway.reads.runs import run_facts
+from heddle.shared.api.answers import RunList, RunListEntry, Submitted
 from heddle.shared.broker.kv_reads import value_of
 from heddle.shared.broker.nats_types import KeyValue
 from heddle.shared.core.expressions import ExpressionError

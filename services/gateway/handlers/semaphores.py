@@ -12,13 +12,13 @@ from aiohttp import web
 from heddle.services.gateway.http import answers, inputs
 from heddle.services.gateway.http.keys import CALLER, RESOURCES
 from heddle.services.gateway.http.scope import listed_namespaces, namespace_scope, object_scope
-from heddle.services.gateway.openapi.registry_types import (
+from heddle.services.gateway.openapi.route import NAMESPACE, UNKNOWN_NAMESPACE, Param, Route
+from heddle.shared.api.registry_answers import (
     SemaphoreDoc,
     SemaphoreList,
     SemaphoreSize,
     SemaphoreStep,
 )
-from heddle.services.gateway.openapi.route import NAMESPACE, UNKNOWN_NAMESPACE, Param, Route
 from heddle.shared.broker.semaphore_store import change, read, read_all, unknown
 from heddle.shared.core.namespaces import in_namespaces, own_name, split_qualified
 from heddle.shared.core.quotas import quota_namespace

@@ -19,13 +19,13 @@ from aiohttp import web
 from heddle.services.gateway.http import answers, inputs
 from heddle.services.gateway.http.keys import CALLER, RESOURCES, TOKENS
 from heddle.services.gateway.http.scope import exists, grants_of
-from heddle.services.gateway.openapi.registry_types import (
+from heddle.services.gateway.openapi.route import Route, id_param, links
+from heddle.shared.api.registry_answers import (
     NewToken,
     TokenDoc,
     TokenList,
     TokenRequest,
 )
-from heddle.services.gateway.openapi.route import Route, id_param, links
 from heddle.shared.broker.nats_types import KeyNotFoundError, KeyWrongLastSequenceError
 from heddle.shared.core.namespace_access import administered, manages, ungrantable
 from heddle.shared.core.namespaces import namespace_problems

@@ -25,9 +25,9 @@ from heddle.services.gateway.http.keys import RESOURCES
 from heddle.services.gateway.http.params import query_int
 from heddle.services.gateway.http.scope import Scope
 from heddle.services.gateway.http.submit import concurrency_fields, new_run_id, submit
-from heddle.services.gateway.openapi.registry_types import TriggerRequest
 from heddle.services.gateway.openapi.route import NAMESPACE, VERSION, WORKFLOW, Param, Route
-from heddle.services.gateway.openapi.types import Submitted, Triggered
+from heddle.shared.api.answers import Submitted, Triggered
+from heddle.shared.api.registry_answers import TriggerRequest
 from heddle.shared.broker import registry
 from heddle.shared.core.cron_plan import keyed_run_id, scheduled_run_id
 from heddle.shared.core.expressions import ExpressionError

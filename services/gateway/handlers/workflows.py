@@ -17,14 +17,6 @@ from heddle.services.gateway.http import answers, inputs
 from heddle.services.gateway.http.keys import RESOURCES, RUN_INDEX, SETTINGS
 from heddle.services.gateway.http.params import query_int
 from heddle.services.gateway.http.scope import listed_namespaces, namespace_scope, object_scope
-from heddle.services.gateway.openapi.registry_types import (
-    PatchWorkflow,
-    PausedWorkflow,
-    Registered,
-    RegisterRequest,
-    WorkflowDefinition,
-    WorkflowList,
-)
 from heddle.services.gateway.openapi.route import (
     NAMESPACE,
     UNKNOWN_NAMESPACE,
@@ -34,6 +26,14 @@ from heddle.services.gateway.openapi.route import (
     links,
 )
 from heddle.services.gateway.reads.workflows import definition_document, facts, summary_document
+from heddle.shared.api.registry_answers import (
+    PatchWorkflow,
+    PausedWorkflow,
+    Registered,
+    RegisterRequest,
+    WorkflowDefinition,
+    WorkflowList,
+)
 from heddle.shared.broker import registry
 from heddle.shared.broker.kv_reads import read_current
 from heddle.shared.core.namespaces import in_namespaces, own_name

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 from aiohttp import web
-from heddle.services.gateway.openapi.types import ErrorDoc, ProblemDoc
+from heddle.shared.api.answers import ErrorDoc, ProblemDoc
 from heddle.shared.wire.contracts import encode
 from heddle.shared.wire.errors import DocumentTooLarge, Problem
 

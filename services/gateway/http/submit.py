@@ -17,8 +17,8 @@ from heddle.services.gateway.http.inputs import payload_limit
 from heddle.services.gateway.http.keys import NATS, RESOURCES, SETTINGS
 from heddle.services.gateway.http.pool_check import namespace_refused
 from heddle.services.gateway.http.scope import Scope
-from heddle.services.gateway.openapi.types import Submitted
 from heddle.services.gateway.reads.runs import get_run_record
+from heddle.shared.api.answers import Submitted
 from heddle.shared.broker.concurrency_store import KEYS
 from heddle.shared.broker.documents import carried, drop_document, put_document
 from heddle.shared.broker.nats_types import NatsTimeout

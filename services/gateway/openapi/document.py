@@ -1,12 +1,11 @@
 """The HTTP API as an OpenAPI 3.1 document (``GET /openapi.json``).
 
 Bodies and answers are the msgspec types the gateway decodes (``shared/wire/contracts.py``) and
-answers with (``types.py``, ``registry_types.py``), turned into JSON Schema by
-``msgspec.json.schema_components``; the operations, and who may call each, are the routes the app
-serves, as their handlers' modules declare them (route.py): ``document`` is given them.
-tests/unit/gateway/test_openapi.py checks the document against the app's routes, and CI fuzzes the
-running API against it (Schemathesis, tests/integration/test_api_fuzz.py).
-"""
+answers with (``shared/api/answers.py``, ``shared/api/registry_answers.py``), turned into JSON
+Schema by ``msgspec.json.schema_components``; the operations, and who may call each, are the
+routes the app serves, as their handlers' modules declare them (route.py): ``document`` is given
+them. tests/unit/gateway/test_openapi.py checks the document against the app's routes, and CI
+fuzzes the running API against it (Schemathesis, tests/integration/test_api_fuzz.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from typing import Any, get_args
 
 import msgspec
 from heddle.services.gateway.openapi.route import Param, Route, Tag
-from heddle.services.gateway.openapi.types import ID_SCHEMA_PATTERN, ErrorDoc
+from heddle.shared.api.answers import ID_SCHEMA_PATTERN, ErrorDoc
 from heddle.shared.core.step_checks import MAX_RETRIES, MAX_TIMEOUT
 from heddle.shared.wire.json_depth import MAX_JSON_DEPTH
 

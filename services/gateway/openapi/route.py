@@ -14,7 +14,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 from aiohttp import web
-from heddle.services.gateway.openapi.types import ID_SCHEMA_PATTERN
+from heddle.shared.api.answers import ID_SCHEMA_PATTERN
 from heddle.shared.core.namespaces import NAMESPACE_PATTERN
 from heddle.shared.core.tokens import Role
 

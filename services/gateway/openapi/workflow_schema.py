@@ -20,9 +20,10 @@ from typing import Any
 
 import msgspec
 from heddle.services.gateway.openapi.document import refine
-from heddle.services.gateway.openapi.types import ID_SCHEMA_PATTERN
+from heddle.shared.api.answers import ID_SCHEMA_PATTERN
 from heddle.shared.core.namespaces import NAMESPACE_PATTERN
 from heddle.shared.core.step_env import ENV_NAME, RESERVED_PREFIX
+from heddle.shared.core.step_kinds import KINDS
 from heddle.shared.wire.contracts import RunRequest
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -51,7 +52,15 @@ DESCRIPTION = (
     "(POST /api/runs). One schema takes both: `heddle register` also needs a `name`, and "
     "takes neither `runId` nor `params` as values."
 )
-TITLES = {"StepSpec": "Step", "ParamSpec": "Parameter", "Concurrency": "Concurrency limit"}
+TITLES = {
+    "StepSpec": "Step",
+    "ParamSpec": "Parameter",
+    "Concurrency": "Concurrency limit",
+    "Approval": "Approval gate",
+    "WorkflowCall": "Workflow call",
+    "Webhook": "Webhook trigger",
+    "Notify": "Notification target",
+}
 DESCRIPTIONS: dict[str, dict[str, str]] = {
     ROOT: {
         "steps": "The steps, each a shell command; at least one.",
@@ -88,6 +97,35 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
             "beyond does: waits its turn (`queue`), has the oldest holder cancelled "
             "(`cancelRunning`), or fails, its trigger answered 409 (`refuse`)."
         ),
+        "notify": "Where each run's end is POSTed as JSON, for the ends each target names.",
+        "webhooks": (
+            "Webhook triggers (registered workflows alone): a signed delivery to "
+            "`POST /hooks/<workflow>/<name>` starts a run."
+        ),
+    },
+    "Approval": {
+        "message": "What the approver is asked, shown with the waiting gate.",
+        "timeoutSeconds": "How long the gate waits for an answer before it fails.",
+    },
+    "WorkflowCall": {
+        "name": "The registered workflow the step runs as its child run.",
+        "version": "Its version; the newest when the step starts, by default.",
+        "params": "The child run's parameter values.",
+    },
+    "Webhook": {
+        "name": "The hook's name, in its delivery address `/hooks/<workflow>/<name>`.",
+        "params": (
+            "The run's parameters: CEL expressions over the delivery's `body` (its JSON) and "
+            "`headers`, e.g. `body.ref`."
+        ),
+    },
+    "Notify": {
+        "url": "The http(s) address the run's end is POSTed to.",
+        "on": "The run ends that are sent: `succeeded`, `failed`, `cancelled`.",
+        "secret": (
+            "Whether the POST is signed (`X-Heddle-Signature-256`) with the secret made for "
+            "this target."
+        ),
     },
     "Concurrency": {
         "key": (
@@ -104,7 +142,15 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
     },
     "StepSpec": {
         "id": "The step's id, unique in the workflow.",
-        "command": "The shell command the step runs.",
+        "command": "The shell command the step runs (or the step has approval, or workflow).",
+        "approval": (
+            "Instead of a command: a gate that waits, on no runner, until it is approved "
+            "(it succeeds) or rejected or timed out (it fails)."
+        ),
+        "workflow": (
+            "Instead of a command: a registered workflow run as the step's child; the step "
+            "ends as the child ends, with the child's outputs as its own."
+        ),
         "dependsOn": "The ids of the steps that must end first.",
         "retries": "How often a failed attempt is tried again, with backoff.",
         "timeoutSeconds": "How long an attempt may run before it is killed and fails.",
@@ -147,6 +193,8 @@ def _tighten(defs: dict[str, Any]) -> None:
     validator wants a value."""
     root, step, param = (defs[n]["properties"] for n in (ROOT, "StepSpec", "ParamSpec"))
     step["command"]["pattern"] = r"\S"
+    # Exactly one of them (shared/core/step_kinds.py).
+    defs["StepSpec"]["oneOf"] = [{"required": [kind]} for kind in KINDS]
     param["name"] |= ID
     root["namespace"] |= {"pattern": NAMESPACE_PATTERN.pattern.replace("\\Z", "$")}
     for option in _options(root["params"]):

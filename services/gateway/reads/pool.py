@@ -10,8 +10,8 @@ import asyncio
 import time
 
 import msgspec
-from heddle.services.gateway.openapi.types import Lease, PodDoc, Pool, RunnerDoc
 from heddle.services.gateway.reads.runs import get_step_record
+from heddle.shared.api.answers import Lease, PodDoc, Pool, RunnerDoc
 from heddle.shared.broker.buckets import Bucket
 from heddle.shared.broker.kv_reads import read_current, stored_at
 from heddle.shared.core.labels import runner_labels

@@ -13,15 +13,15 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
-from heddle.services.gateway.openapi.types import (
+from heddle.services.gateway.reads.wait_facts import WaitSources, wait_facts
+from heddle.services.gateway.reads.waiting import Waits, waits
+from heddle.shared.api.answers import (
     Edge,
     RunDocument,
     RunFacts,
     StepDocument,
     WaitingFor,
 )
-from heddle.services.gateway.reads.wait_facts import WaitSources, wait_facts
-from heddle.services.gateway.reads.waiting import Waits, waits
 from heddle.shared.broker.kv_reads import read_current, read_steps, stored_at, value_of
 from heddle.shared.core.namespaces import namespace_of, own_name
 from heddle.shared.wire import names

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from heddle.services.gateway.openapi.types import WaitingFor
+from heddle.shared.api.answers import WaitingFor
 from heddle.shared.core.labels import DEFAULT_POOL
 from heddle.shared.core.namespaces import namespace_of, own_name
 from heddle.shared.core.pool_namespaces import namespace_refusal, takes_step

@@ -6,13 +6,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from heddle.services.gateway.openapi.registry_types import (
+from heddle.shared.api.answers import Edge
+from heddle.shared.api.registry_answers import (
     HistoryEntry,
     LastRun,
     WorkflowDefinition,
     WorkflowSummary,
 )
-from heddle.services.gateway.openapi.types import Edge
 from heddle.shared.core.cron import slots_between
 from heddle.shared.core.namespaces import namespace_of, own_name
 from heddle.shared.wire.contracts import RunRecord, RunSummary, WorkflowLatest, WorkflowVersion

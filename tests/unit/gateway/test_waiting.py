@@ -7,7 +7,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from heddle.services.gateway.openapi.types import WaitingFor
 from heddle.services.gateway.reads.waiting import (
     Semaphore,
     WaitFacts,
@@ -18,6 +17,7 @@ from heddle.services.gateway.reads.waiting import (
     step_waiting,
     waits,
 )
+from heddle.shared.api.answers import WaitingFor
 from heddle.shared.wire.contracts import ConcurrencyKey, RunnerInfo, RunRecord, StepRecord
 
 UNTIL = "2026-01-01T00:00:05.000Z"

@@ -22,6 +22,7 @@ from heddle.services.gateway.openapi.workflow_schema import (
 from heddle.shared.core.step_checks import STEP_FIELDS
 from heddle.shared.core.step_env import PARAM_FIELDS
 from heddle.shared.core.validation import (
+    REGISTERED_FIELDS,
     RUN_FIELDS,
     Limits,
     parse_run_request,
@@ -69,7 +70,7 @@ def test_it_is_a_draft_2020_12_schema_of_the_validators_fields() -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     # The run request's fields: every one a workflow document has, and runId and workflowId.
-    assert set(schema["properties"]) == RUN_FIELDS
+    assert set(schema["properties"]) == RUN_FIELDS | REGISTERED_FIELDS
     fields = {f.encode_name for f in msgspec.structs.fields(WorkflowSpec)}
     assert fields < set(schema["properties"])
     assert set(schema["$defs"]["StepSpec"]["properties"]) == STEP_FIELDS

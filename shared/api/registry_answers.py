@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
-from heddle.services.gateway.openapi.types import Doc, Edge, Id
+from heddle.shared.api.answers import Doc, Edge, Id
 from heddle.shared.core.namespaces import NAMESPACE_PATTERN
 from heddle.shared.core.tokens import Role
 from heddle.shared.wire.contracts import (
