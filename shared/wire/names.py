@@ -63,6 +63,13 @@ SECRETS_BUCKET = "heddle-secrets"
 # Each run end's delivery to a notify target, by ``<run>.<index>`` (contracts.Notification).
 NOTIFICATIONS_BUCKET = "heddle-notifications"
 
+
+def secret_key(workflow: str, kind: str, name: str) -> str:
+    """The key in heddle-secrets of a workflow's secret (its stored, qualified name): a
+    webhook's (``hook``, the hook's name) or a notify target's (``notify``, its index)."""
+    return f"{workflow}.{kind}.{name}"
+
+
 ALL_STREAMS = (CMD_STREAM, STEPS_STREAM, EVENTS_STREAM, LOGS_STREAM, DOCS_STREAM)
 ALL_BUCKETS = (
     WORKFLOWS_BUCKET,
