@@ -24,12 +24,16 @@ class Child:
     env: dict[str, str]
     proc: asyncio.subprocess.Process | None = None
     pump: asyncio.Task | None = None
+    spawning: asyncio.Task | None = None  # its start (or restart) under way, if any
     restarts: int = 0
 
 
 class Supervisor:
-    def __init__(self, children: list[Child], out=sys.stdout) -> None:
+    def __init__(
+        self, children: list[Child], out=sys.stdout, restart_delay: float = RESTART_DELAY
+    ) -> None:
         self.children = children
+        self.restart_delay = restart_delay
         self.out = out
         self.stopping = False
         self.width = max(len(c.name) for c in children)
@@ -41,6 +45,11 @@ class Supervisor:
         self.out.flush()
 
     async def _spawn(self, child: Child) -> None:
+        # A task of its own, shielded: a stop waits for it to finish, then stops what it started.
+        child.spawning = asyncio.ensure_future(self._exec(child))
+        await asyncio.shield(child.spawning)
+
+    async def _exec(self, child: Child) -> None:
         child.proc = await asyncio.create_subprocess_exec(
             *child.argv,
             env=child.env,
@@ -57,8 +66,8 @@ class Supervisor:
         code = await proc.wait()
         if not self.stopping:
             child.restarts += 1
-            self.say(child.name, f"exited with {code}; restarting in {RESTART_DELAY:g}s")
-            await asyncio.sleep(RESTART_DELAY)
+            self.say(child.name, f"exited with {code}; restarting in {self.restart_delay:g}s")
+            await asyncio.sleep(self.restart_delay)
             if not self.stopping:
                 await self._spawn(child)
 
@@ -67,7 +76,10 @@ class Supervisor:
             await self._spawn(child)
 
     async def stop(self, grace: float) -> None:
-        self.stopping = True
+        self.stopping = True  # no restart begins from here on; one under way is waited for
+        spawns = [c.spawning for c in self.children if c.spawning and not c.spawning.done()]
+        if spawns:
+            await asyncio.wait(spawns)
         procs = [c.proc for c in self.children if c.proc and c.proc.returncode is None]
         for proc in procs:
             with contextlib.suppress(ProcessLookupError):
