@@ -150,7 +150,7 @@ def workflow_problems(
     if "notify" in doc:
         problems.extend(notify_problems(doc["notify"], inline=inline))
     if "webhooks" in doc:
-        problems.extend(webhook_problems(doc["webhooks"]))
+        problems.extend(webhook_problems(doc["webhooks"], doc.get("params")))
     steps = doc.get("steps")
     if steps is None:
         problems.append(Problem("steps", "missing required field"))
