@@ -21,7 +21,7 @@ from heddle.services.gateway.handlers import run_inputs
 from heddle.services.gateway.handlers.runs import REFUSED
 from heddle.services.gateway.handlers.triggers import start_run
 from heddle.services.gateway.handlers.workflows import latest_of
-from heddle.services.gateway.http import answers
+from heddle.services.gateway.http import answers, slow_clients
 from heddle.services.gateway.http.inputs import path_id
 from heddle.services.gateway.http.keys import HOOK_RATE, RESOURCES, SETTINGS
 from heddle.services.gateway.http.params import sent_as_utf8
@@ -53,6 +53,7 @@ async def deliver(request: web.Request) -> web.Response:
         return raw
     if refused := await _unsigned(request, stored.name, hook.name, raw):
         return refused
+    slow_clients.authenticated(request)  # signed: its connection is a sender's, as a token's
     namespace = namespace_of(stored.name)
     if request.headers.get("X-GitHub-Event", "").strip().lower() == "ping":
         return answers.json_response(Pong(workflow=name, namespace=namespace, hook=hook.name))
