@@ -72,7 +72,7 @@ async def deliver(request: web.Request) -> web.Response:
     if not problems:
         values, problems = resolve(stored.spec.params, values)
     if problems:
-        return answers.error(400, "the delivery gives no parameters", problems)
+        return answers.error(400, "the delivery does not give the run its parameters", problems)
     delivery = _delivery_id(request)
     if isinstance(delivery, web.Response):
         return delivery
