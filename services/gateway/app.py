@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from heddle.services.gateway.handlers import (
     history,
+    hook_deliveries,
+    hook_secrets,
     logs,
     namespaces,
     operations,
@@ -28,6 +30,7 @@ from heddle.services.gateway.http.errors import errors_and_metrics
 from heddle.services.gateway.http.keys import (
     FINISHED_STATES,
     FINISHED_STEPS,
+    HOOK_RATE,
     METRICS,
     NATS,
     RESOURCES,
@@ -49,6 +52,7 @@ from heddle.services.gateway.reads.token_index import TokenIndex, read_token_fil
 from heddle.shared.broker.nats_io import close, connect_until_ready
 from heddle.shared.broker.nats_types import Client
 from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.core.delivery_rate import DeliveryRate
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.wire import names
 
@@ -67,6 +71,8 @@ ROUTES: tuple[Route, ...] = (
     *runners.ROUTES,
     *workflows.ROUTES,
     *triggers.ROUTES,
+    *hook_secrets.ROUTES,
+    *hook_deliveries.ROUTES,
     *history.ROUTES,
     *semaphores.ROUTES,
     *namespaces.ROUTES,
@@ -97,6 +103,7 @@ async def nats_context(app: web.Application) -> AsyncIterator[None]:
         semaphores=res.kv[names.SEMAPHORES_BUCKET],
         concurrency=res.kv[names.CONCURRENCY_BUCKET],
         namespaces=res.kv[names.NAMESPACES_BUCKET],
+        secrets=res.kv[names.SECRETS_BUCKET],
     )
     if admin is not None:
         await seed_admin(res.kv[names.TOKENS_BUCKET], token_index, admin, settings.admin_token_file)
@@ -122,6 +129,7 @@ def create_app(settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
     app[TOKENS] = TokenIndex()
+    app[HOOK_RATE] = DeliveryRate(settings.webhook_rate)
     app[FINISHED_STEPS] = FinishedSteps()  # for GET /api/runs/{run}/steps
     app[FINISHED_STATES] = FinishedStates()  # for GET /api/workflows/{name}/grid
     app[PUBLISHED] = PUBLISHED_API

@@ -27,6 +27,7 @@ RUNNER_PREFIX = "runner-"  # a runner's user is runner-<runner name>
 API = "$JS.API"
 ALL_KV_STREAMS = tuple(map(names.kv_stream, names.ALL_BUCKETS))
 ALL_STREAMS = (*names.ALL_STREAMS, *ALL_KV_STREAMS)
+SECRETS_STREAM = names.kv_stream(names.SECRETS_BUCKET)
 
 
 @dataclass(frozen=True)
@@ -93,12 +94,7 @@ def reads(*streams: str) -> tuple[str, ...]:
     out: list[str] = list(info(*streams))
     for s in streams:
         out += [
-            f"{API}.DIRECT.GET.{s}",
-            f"{API}.DIRECT.GET.{s}.>",
-            f"{API}.STREAM.MSG.GET.{s}",
-            f"{API}.CONSUMER.CREATE.{s}",
-            f"{API}.CONSUMER.CREATE.{s}.>",
-            f"{API}.CONSUMER.DURABLE.CREATE.{s}.>",
+            *_value_reads(s),
             f"{API}.CONSUMER.INFO.{s}.>",
             f"{API}.CONSUMER.DELETE.{s}.>",
             f"{API}.CONSUMER.MSG.NEXT.{s}.>",
@@ -108,8 +104,26 @@ def reads(*streams: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _value_reads(s: str) -> tuple[str, ...]:
+    """The calls that hand a stream's messages over: a get, or a consumer made."""
+    return (
+        f"{API}.DIRECT.GET.{s}",
+        f"{API}.DIRECT.GET.{s}.>",
+        f"{API}.STREAM.MSG.GET.{s}",
+        f"{API}.CONSUMER.CREATE.{s}",
+        f"{API}.CONSUMER.CREATE.{s}.>",
+        f"{API}.CONSUMER.DURABLE.CREATE.{s}.>",
+    )
+
+
 def kv_write(bucket: str, key: str = ">") -> str:
     return names.kv_subject(bucket, key)
+
+
+def secret_reads() -> tuple[str, ...]:
+    """Every call that reads heddle-secrets' values (a get, a consumer, a snapshot): the
+    gateway's alone, denied to any other user whose allowances would cover them."""
+    return (*_value_reads(SECRETS_STREAM), f"{API}.STREAM.SNAPSHOT.{SECRETS_STREAM}")
 
 
 def gateway() -> Permissions:
@@ -123,6 +137,7 @@ def gateway() -> Permissions:
             kv_write(names.TOKENS_BUCKET),
             kv_write(names.SEMAPHORES_BUCKET),  # a semaphore's size (PUT /api/semaphores)
             kv_write(names.NAMESPACES_BUCKET),  # a namespace and its quotas
+            kv_write(names.SECRETS_BUCKET),  # webhooks' and notify targets' (its alone)
             *keeps(*ALL_STREAMS),
             *info(*ALL_STREAMS),
             *reads(names.LOGS_STREAM, *ALL_KV_STREAMS),
@@ -162,6 +177,7 @@ def orchestrator() -> Permissions:
             "$JS.FC.>",
         ),
         subscribe=(_inbox(ORCHESTRATOR),),
+        publish_deny=secret_reads(),  # the webhooks' secrets are the gateway's alone
     )
 
 
@@ -221,6 +237,9 @@ def inspector() -> Permissions:
             f"{API}.STREAM.MSG.GET.*",
         ),
         subscribe=("heddle.>", "$KV.>", "_INBOX.>", _inbox(INSPECTOR)),
+        # The webhooks' secrets are the gateway's alone: not read, not watched as written.
+        publish_deny=secret_reads(),
+        subscribe_deny=(names.kv_subject(names.SECRETS_BUCKET, ">"),),
     )
 
 

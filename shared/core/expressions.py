@@ -25,6 +25,11 @@ submitted, before any step exists: it sees ``params`` and ``workflow``, the work
 as a string ("" for an inline run without one), and gives a string, a number or a bool,
 taken as text (``evaluate_key``).
 
+A webhook's parameter (docs/webhooks.md) is evaluated once per delivery: it sees ``body``,
+the delivery's JSON (any type, read as ``dyn``), and ``headers``, a map of its header names
+in lower case to their values; it gives what a concurrency key gives, taken as text alike
+(``evaluate_hook``).
+
 This is the one module that imports the CEL library, cel-expr-python: the CEL team's Python
 binding of their C++ implementation (docs/decisions/0010-cel-library.md).
 """
@@ -58,14 +63,20 @@ _KEY_ENV = cel.NewEnv(
     variables={"params": cel.Type.Map(_STRING, _STRING), "workflow": _STRING},
     extensions=[ext_strings.ExtStrings()],
 )
+# A webhook parameter's: evaluated on a delivery, before any run exists.
+_HOOK_ENV = cel.NewEnv(
+    variables={"body": _DYN, "headers": cel.Type.Map(_STRING, _STRING)},
+    extensions=[ext_strings.ExtStrings()],
+)
 COMPILED_KEPT = 4096  # compiled texts kept per process (a workflow's are few)
-Use = Literal["when", "forEach", "key"]
+Use = Literal["when", "forEach", "key", "hook"]
 # The result types each use takes, as the type checker names them (without parameters).
 _KEY_KINDS = frozenset({"string", "int", "uint", "double", "bool"})
 _TAKES: dict[Use, tuple[frozenset[str], str]] = {
     "when": (frozenset({"bool", "dyn"}), "a bool"),
     "forEach": (frozenset({"list", "string", "dyn"}), "a list or a string holding a JSON array"),
     "key": (_KEY_KINDS | {"dyn"}, "a string, a number or a bool"),
+    "hook": (_KEY_KINDS | {"dyn"}, "a string, a number or a bool"),
 }
 # One error of the compiler's report: "ERROR: <input>:LINE:COLUMN: message".
 _COMPILE_ERROR = re.compile(r"ERROR: <input>:(\d+):(\d+): ([^\n]*)")
@@ -144,6 +155,16 @@ def compile_key(text: str) -> Expression:
     return _compile(_KEY_ENV, text)
 
 
+@functools.lru_cache(maxsize=COMPILED_KEPT)
+def compile_hook(text: str) -> Expression:
+    """A webhook parameter's ``text`` compiled against a delivery's variables (``body`` and
+    ``headers``), once per process; ``ExpressionError`` if it does not compile."""
+    return _compile(_HOOK_ENV, text)
+
+
+_COMPILERS = {"key": compile_key, "hook": compile_hook}
+
+
 def _compile(env: Any, text: str) -> Expression:
     if not text.strip():
         raise ExpressionError(text, "is empty")
@@ -158,7 +179,7 @@ def expression_problem(text: str, use: Use | None = None) -> str | None:
     """What is wrong with ``text`` as a validator sees it, or None: it does not compile, or
     (``use`` given) its type checker's result type is one that ``use`` never takes."""
     try:
-        expr = (compile_key if use == "key" else compile_expression)(text)
+        expr = _COMPILERS.get(use or "", compile_expression)(text)
     except ExpressionError as exc:
         return exc.problem
     if use is not None:
@@ -199,9 +220,20 @@ def evaluate_key(expr: Expression, params: Mapping[str, str], workflow: str) -> 
     """A concurrency key's text (``compile_key``'s ``expr``): a string as it is, a number or
     a bool as CEL's ``string()`` writes it; ``ExpressionError`` if it fails or gives
     anything else."""
-    variables = {"params": dict(params), "workflow": workflow}
-    try:
-        result = expr.program.eval(_KEY_ENV.Activation(variables))
+    return _text_of(expr, _KEY_ENV, {"params": dict(params), "workflow": workflow})
+
+
+def evaluate_hook(expr: Expression, body: Any, headers: Mapping[str, str]) -> str:
+    """A webhook parameter's value (``compile_hook``'s ``expr``) on a delivery's decoded
+    JSON ``body`` and its ``headers`` (names in lower case), as text as a key's is;
+    ``ExpressionError`` as there."""
+    return _text_of(expr, _HOOK_ENV, {"body": body, "headers": dict(headers)})
+
+
+def _text_of(expr: Expression, env: Any, variables: dict[str, Any]) -> str:
+    """What ``expr`` gives as text: a string, a number or a bool."""
+    try:  # converting the variables may fail too (an integer too big for CEL's int)
+        result = expr.program.eval(env.Activation(variables))
     except (RuntimeError, TypeError, ValueError) as exc:
         raise ExpressionError(expr.text, f"failed: {exc}") from None
     kind = _base(result.type().name().lower())

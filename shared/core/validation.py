@@ -149,8 +149,8 @@ def workflow_problems(
         problems.extend(_concurrency_problems(doc))
     if "notify" in doc:
         problems.extend(notify_problems(doc["notify"], inline=inline))
-    if "webhooks" in doc:
-        problems.extend(webhook_problems(doc["webhooks"]))
+    if "webhooks" in doc and "webhooks" in allowed:  # elsewhere an unknown field, no more
+        problems.extend(webhook_problems(doc["webhooks"], doc.get("params")))
     steps = doc.get("steps")
     if steps is None:
         problems.append(Problem("steps", "missing required field"))

@@ -85,6 +85,8 @@ AT_LEAST_ONE = (
     "log_line_max_bytes",
     "partitions",
     "max_unauthenticated",
+    "webhook_max_body",
+    "webhook_rate",
 )
 # Step uids: 32-bit signed, as Kubernetes' runAsUser and the launcher's records have them
 # ((uid_t)-1 would mean "unchanged" to setresuid); 65534 is nobody, 65535 -1 in 16 bits.
@@ -120,6 +122,16 @@ class Settings:
     gateway_port: int = _s(8080, "HEDDLE_GATEWAY_PORT", "port the gateway listens on")
     max_body_bytes: int = _s(
         16 * 1024 * 1024, "HEDDLE_MAX_BODY_BYTES", "largest accepted HTTP request body"
+    )
+    webhook_max_body: int = _s(
+        1024 * 1024,
+        "HEDDLE_WEBHOOK_MAX_BODY",
+        "largest webhook delivery body accepted (POST /hooks/...); a larger one gets 413",
+    )
+    webhook_rate: int = _s(
+        60,
+        "HEDDLE_WEBHOOK_RATE",
+        "webhook deliveries a minute each hook takes, per gateway; more get 429",
     )
     body_timeout: float = _s(
         30.0,

@@ -10,19 +10,17 @@ import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import nats
 import pytest
-from heddle.services.local.embedded_nats import EmbeddedNats, free_port
 from heddle.shared.broker import nats_permissions as perms
 from heddle.shared.broker.resources import ensure_resources
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.wire import names
 from nats.js.api import ConsumerConfig
 
-from tests.support.nats_clients import LoggedIn, login
-from tests.support.stack import SUPERUSER, SUPERUSER_PASSWORD, auth_with_superuser
+from tests.support.permission_server import Server, permission_server
+from tests.support.stack import SUPERUSER, SUPERUSER_PASSWORD
 
 API = perms.API
 EVENTS, LOGS, STEPS, DOCS = (
@@ -119,32 +117,12 @@ VERBS = {
 REFUSED = [(verb, user) for verb, v in VERBS.items() for user in USERS if user not in v.may]
 
 
-@dataclass
-class Server:
-    url: str
-    passwords: dict[str, str]
-
-    async def login(self, user: str) -> LoggedIn:
-        return await login(self.url, user, self.passwords[user])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A server with every user, Heddle's streams, a message in each of two, and the
     orchestrator's durable on HEDDLE_EVENTS: one for the module (its tests change nothing)."""
-    tmp: Path = tmp_path_factory.mktemp("permissions")
-    auth = auth_with_superuser(tmp, [RUNNER])
-    config = auth.users.config_path
-    server = EmbeddedNats(tmp / "nats", free_port(), log_file=tmp / "nats.log", config=config)
-    server.start()
-    passwords = {**auth.users.passwords, SUPERUSER: SUPERUSER_PASSWORD}
-    loop = asyncio.new_event_loop()  # its own: no test's loop runs yet
-    try:
-        loop.run_until_complete(_prepare(server.url))
-        yield Server(server.url, passwords)
-    finally:
-        loop.close()
-        server.stop()
+    with permission_server(tmp_path_factory.mktemp("permissions"), [RUNNER], _prepare) as s:
+        yield s
 
 
 async def _prepare(url: str) -> None:

@@ -32,7 +32,7 @@ from heddle.shared.broker import registry
 from heddle.shared.core.cron_plan import keyed_run_id, scheduled_run_id
 from heddle.shared.core.expressions import ExpressionError
 from heddle.shared.core.namespaces import namespace_of, qualified
-from heddle.shared.wire.contracts import SubmitRun
+from heddle.shared.wire.contracts import SubmitRun, WorkflowVersion
 from heddle.shared.wire.errors import Problem
 from heddle.shared.wire.timefmt import now_rfc3339
 
@@ -66,6 +66,25 @@ async def trigger_run(request: web.Request) -> web.Response:
         run_id = keyed_run_id(workflow, key)
     else:
         run_id = qualified(namespace_of(workflow), new_run_id())
+    chosen = key is not None or given.slot is not None
+    return await start_run(request, name, stored, given, run_id, "api", chosen_id=chosen)
+
+
+async def start_run(
+    request: web.Request,
+    name: str,
+    stored: WorkflowVersion,
+    given: run_inputs.TriggerInputs,
+    run_id: str,
+    trigger: str,
+    *,
+    chosen_id: bool,
+) -> web.Response:
+    """Start a run of a registered version (``name`` as its caller named it) with the
+    trigger's inputs, through the one submit path, and answer as the trigger route does:
+    a trigger's, a webhook delivery's (handlers/hook_deliveries.py)."""
+    spec = stored.spec
+    workflow = stored.name  # stored: its runs' ids are in its namespace
     try:
         limited = concurrency_fields(
             Scope(namespace_of(workflow)), spec.concurrency, given.params, name
@@ -77,8 +96,8 @@ async def trigger_run(request: web.Request) -> web.Response:
         steps=spec.steps,
         submitted_at=now_rfc3339(),
         workflow_name=workflow,
-        version=version,
-        trigger="api",
+        version=stored.version,
+        trigger=trigger,
         scheduled_for=given.scheduled_for,
         scheduled_tz=(spec.timezone or "UTC") if given.slot is not None else None,
         params=given.params,
@@ -88,11 +107,11 @@ async def trigger_run(request: web.Request) -> web.Response:
         priority=spec.priority if given.priority is None else given.priority,
         **limited,
     )
-    response = await submit(request, cmd, chosen_id=key is not None or given.slot is not None)
+    response = await submit(request, cmd, chosen_id=chosen_id)
     if response.status >= 300:
         return response
     answer = msgspec.json.decode(cast(bytes, response.body), type=Submitted)  # json_response's
-    body = Triggered(**msgspec.structs.asdict(answer), workflow=name, version=version)
+    body = Triggered(**msgspec.structs.asdict(answer), workflow=name, version=stored.version)
     return answers.json_response(body, response.status)
 
 

@@ -12,6 +12,7 @@ from heddle.services.gateway.reads.run_index import RunIndex
 from heddle.services.gateway.reads.token_index import TokenIndex
 from heddle.shared.broker.buckets import Bucket
 from heddle.shared.broker.nats_types import Client
+from heddle.shared.core.delivery_rate import DeliveryRate
 from heddle.shared.core.tokens import TokenRecord
 from heddle.shared.runtime.settings import Settings
 
@@ -31,6 +32,7 @@ class GatewayResources:
     semaphores: Bucket  # heddle-semaphores: sizes and holders
     concurrency: Bucket  # heddle-concurrency: each key's holders and queue
     namespaces: Bucket  # heddle-namespaces: each namespace's record and quotas
+    secrets: Bucket  # heddle-secrets: webhooks' and notify targets' (the gateway's alone)
 
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -39,6 +41,7 @@ RESOURCES = web.AppKey("resources", GatewayResources)
 METRICS = web.AppKey("metrics", Metrics)
 RUN_INDEX = web.AppKey("run_index", RunIndex)
 TOKENS = web.AppKey("tokens", TokenIndex)
+HOOK_RATE = web.AppKey("hook_rate", DeliveryRate)  # each webhook's deliveries, this gateway's
 # Finished runs' step records and states, for the steps in pages and the grid.
 FINISHED_STEPS = web.AppKey("finished_steps", FinishedSteps)
 FINISHED_STATES = web.AppKey("finished_states", FinishedStates)

@@ -67,6 +67,10 @@ class Route:
     # No Host check: probes and Prometheus address a pod by its IP, and the answer holds
     # nothing worth a DNS rebinding.
     host_free: bool = False
+    # Authenticated by its body's signature (a webhook delivery): open, and spared the
+    # origin and form checks, which guard a token's or an open gateway's routes from pages
+    # elsewhere; a page elsewhere cannot sign.
+    signed: bool = False
 
 
 def register(app: web.Application, routes: Iterable[Route]) -> None:

@@ -13,7 +13,7 @@ the lists are sorted and deduplicated, as Permissions.to_config() does.
 {{- end -}}
 
 {{- define "heddle.nats.buckets" -}}
-{{- list "heddle-workflows" "heddle-runs" "heddle-heartbeats" "heddle-runners" "heddle-cron" "heddle-tokens" "heddle-pods" "heddle-leases" "heddle-semaphores" "heddle-concurrency" "heddle-namespaces" | toRawJson -}}
+{{- list "heddle-workflows" "heddle-runs" "heddle-heartbeats" "heddle-runners" "heddle-cron" "heddle-tokens" "heddle-pods" "heddle-leases" "heddle-semaphores" "heddle-concurrency" "heddle-namespaces" "heddle-approvals" "heddle-secrets" "heddle-notifications" | toRawJson -}}
 {{- end -}}
 
 {{/* info(*streams): check the server and look streams up. Usage: include ... (list "S1" "S2") */}}
@@ -48,12 +48,24 @@ the lists are sorted and deduplicated, as Permissions.to_config() does.
 {{- toRawJson $out -}}
 {{- end -}}
 
+{{/* secret_reads(): every call that reads heddle-secrets' values, the gateway's alone. */}}
+{{- define "heddle.nats.secretReads" -}}
+{{- $s := "KV_heddle-secrets" -}}
+{{- $out := list -}}
+{{- range $f := list "$JS.API.DIRECT.GET.%s" "$JS.API.DIRECT.GET.%s.>" "$JS.API.STREAM.MSG.GET.%s" "$JS.API.CONSUMER.CREATE.%s" "$JS.API.CONSUMER.CREATE.%s.>" "$JS.API.CONSUMER.DURABLE.CREATE.%s.>" "$JS.API.STREAM.SNAPSHOT.%s" -}}
+{{- $out = append $out (printf $f $s) -}}
+{{- end -}}
+{{- toRawJson $out -}}
+{{- end -}}
+
 {{/* A permission block as Permissions.to_config() writes it. Usage: include ... (dict "publish"
-list "subscribe" list ["publishDeny" list] ["allowResponses" true]) */}}
+list "subscribe" list ["publishDeny" list] ["subscribeDeny" list] ["allowResponses" true]) */}}
 {{- define "heddle.nats.rule" -}}
 {{- $publish := dict "allow" (.publish | uniq | sortAlpha) -}}
 {{- with .publishDeny }}{{ $_ := set $publish "deny" (. | uniq | sortAlpha) }}{{ end -}}
-{{- $out := dict "publish" $publish "subscribe" (dict "allow" (.subscribe | uniq | sortAlpha)) -}}
+{{- $subscribe := dict "allow" (.subscribe | uniq | sortAlpha) -}}
+{{- with .subscribeDeny }}{{ $_ := set $subscribe "deny" (. | uniq | sortAlpha) }}{{ end -}}
+{{- $out := dict "publish" $publish "subscribe" $subscribe -}}
 {{- if .allowResponses }}{{ $_ := set $out "allow_responses" true }}{{ end -}}
 {{- toRawJson $out -}}
 {{- end -}}
@@ -62,7 +74,7 @@ list "subscribe" list ["publishDeny" list] ["allowResponses" true]) */}}
 {{- $streams := include "heddle.nats.streams" . | fromJsonArray -}}
 {{- $kv := include "heddle.nats.kvStreams" (include "heddle.nats.buckets" . | fromJsonArray) | fromJsonArray -}}
 {{- $all := concat $streams $kv -}}
-{{- $publish := concat (list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.doc.>" "$JS.API.STREAM.PURGE.HEDDLE_DOCS" "$KV.heddle-workflows.>" "$KV.heddle-tokens.>" "$KV.heddle-semaphores.>" "$KV.heddle-namespaces.>")
+{{- $publish := concat (list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.doc.>" "$JS.API.STREAM.PURGE.HEDDLE_DOCS" "$KV.heddle-workflows.>" "$KV.heddle-tokens.>" "$KV.heddle-semaphores.>" "$KV.heddle-namespaces.>" "$KV.heddle-secrets.>")
   (include "heddle.nats.keeps" $all | fromJsonArray)
   (include "heddle.nats.info" $all | fromJsonArray)
   (include "heddle.nats.reads" (prepend $kv "HEDDLE_LOGS") | fromJsonArray) -}}
@@ -72,7 +84,7 @@ list "subscribe" list ["publishDeny" list] ["allowResponses" true]) */}}
 {{/* The owner of run state: every stream's keeper, the only writer of runs, cron and pods. */}}
 {{- define "heddle.nats.orchestrator" -}}
 {{- $publish := list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.cmd.timer.*" "heddle.cmd.deadline.*" "heddle.sched.>" "heddle.step.ready.>" "heddle.log.>" "heddle.runner.*.cancel" "heddle.runner.*.assign" "heddle.notify.run.*" "$KV.heddle-runs.>" "$KV.heddle-cron.>" "$KV.heddle-pods.>" "$KV.heddle-leases.>" "$KV.heddle-semaphores.>" "$KV.heddle-concurrency.>" "$JS.API.>" "$JS.ACK.>" "$JS.FC.>" -}}
-{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_orchestrator.>")) -}}
+{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_orchestrator.>") "publishDeny" (include "heddle.nats.secretReads" . | fromJsonArray)) -}}
 {{- end -}}
 
 {{- define "heddle.nats.dispatcher" -}}
@@ -96,7 +108,7 @@ stream. Usage: include "heddle.nats.runner" "<runner name>" */}}
 consumer, be durable or push to any subject (see inspector() in shared/broker/nats_permissions.py). */}}
 {{- define "heddle.nats.inspector" -}}
 {{- $publish := list "$JS.API.INFO" "$JS.API.STREAM.LIST" "$JS.API.STREAM.NAMES" "$JS.API.STREAM.INFO.*" "$JS.API.CONSUMER.LIST.*" "$JS.API.CONSUMER.NAMES.*" "$JS.API.CONSUMER.INFO.*.*" "$JS.API.DIRECT.GET.*" "$JS.API.DIRECT.GET.*.>" "$JS.API.STREAM.MSG.GET.*" -}}
-{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "heddle.>" "$KV.>" "_INBOX.>" "_INBOX_inspector.>")) -}}
+{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "heddle.>" "$KV.>" "_INBOX.>" "_INBOX_inspector.>") "publishDeny" (include "heddle.nats.secretReads" . | fromJsonArray) "subscribeDeny" (list "$KV.heddle-secrets.>")) -}}
 {{- end -}}
 
 {{/* One namespace's inspector: that namespace's logs live, nothing else (no stream read, no
