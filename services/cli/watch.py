@@ -40,6 +40,7 @@ STATE_STYLES = {
     "queued": "cyan",
     "running": "blue",
     "retrying": "yellow",
+    "waiting": "bright_magenta",
     "succeeded": "green",
     "failed": "red",
     "skipped": "magenta",
@@ -150,7 +151,7 @@ def live_view(run: dict[str, Any], now: datetime | None = None) -> RenderableTyp
         if counts.get(state)
     )
     parts: list[RenderableType] = [title, bar, states]
-    active = [s for s in steps if s["status"] in ("running", "retrying")]
+    active = [s for s in steps if s["status"] in ("running", "retrying", "waiting")]
     if active:
         table = Table("step", "state", "attempt", "runner", "elapsed", box=None, padding=(0, 2))
         for s in active:

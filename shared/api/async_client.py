@@ -16,13 +16,12 @@ from typing import Any, TypeVar
 
 import aiohttp
 import heddle.shared.api.calls as calls
-import heddle.shared.api.config as config
 from heddle.shared.api.answers import RunDocument, RunEnd
-from heddle.shared.api.calls import EVENTS, JSON, TIMEOUT, Call, Connection, Stream
+from heddle.shared.api.calls import EVENTS, JSON, Call, Stream
 from heddle.shared.api.errors import ClientError, Refused, Unreachable
 from heddle.shared.api.events import EventLines, LogEvent, RunEvent, Tracked
 from heddle.shared.api.methods import Api, AsyncSender
-from heddle.shared.api.waiting import POLL_INTERVAL, Patience, is_over
+from heddle.shared.api.waiting import Patience, is_over
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -32,27 +31,9 @@ NO_ANSWER = (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError)
 
 
 class AsyncClient(Api, AsyncSender):
-    """The gateway's HTTP API for asyncio; configured as Client is (its docstring)."""
+    """The gateway's HTTP API for asyncio; configured as Client is (methods.Api)."""
 
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        token: str | None = None,
-        token_file: str | None = None,
-        namespace: str | None = None,
-        timeout: float = TIMEOUT,
-        connection: Connection | None = None,
-    ) -> None:
-        self.connection = connection or config.connection(
-            url, token, token_file, namespace, timeout=timeout
-        )
-        self.poll_interval = POLL_INTERVAL
-        self._session: aiohttp.ClientSession | None = None
-
-    @property
-    def url(self) -> str:
-        return self.connection.url
+    _session: aiohttp.ClientSession | None = None  # made at the first call
 
     async def __aenter__(self) -> AsyncClient:
         return self

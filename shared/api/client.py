@@ -16,13 +16,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import heddle.shared.api.calls as calls
-import heddle.shared.api.config as config
 from heddle.shared.api.answers import RunDocument, RunEnd
-from heddle.shared.api.calls import EVENTS, JSON, TIMEOUT, Call, Connection, Stream
+from heddle.shared.api.calls import EVENTS, JSON, Call, Stream
 from heddle.shared.api.errors import ClientError, Refused, Unreachable
 from heddle.shared.api.events import EventLines, LogEvent, RunEvent, Tracked
 from heddle.shared.api.methods import Api, SyncSender
-from heddle.shared.api.waiting import POLL_INTERVAL, Patience, is_over
+from heddle.shared.api.waiting import Patience, is_over
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -30,29 +29,8 @@ OnChange = Callable[[RunDocument], None]
 
 
 class Client(Api, SyncSender):
-    """A gateway's HTTP API. Where to connect, the token and the namespace come from the
-    arguments, else HEDDLE_URL, HEDDLE_TOKEN (or the file HEDDLE_TOKEN_FILE names) and
-    HEDDLE_NAMESPACE, else ``.heddle/url`` and ``.heddle/admin-token`` (Usage if there is no
-    address). Every error is a ClientError: Usage, BadDocument, Refused, Unreachable."""
-
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        token: str | None = None,
-        token_file: str | None = None,
-        namespace: str | None = None,
-        timeout: float = TIMEOUT,
-        connection: Connection | None = None,
-    ) -> None:
-        self.connection = connection or config.connection(
-            url, token, token_file, namespace, timeout=timeout
-        )
-        self.poll_interval = POLL_INTERVAL
-
-    @property
-    def url(self) -> str:
-        return self.connection.url
+    """A gateway's HTTP API, configured as methods.Api says. Every error is a ClientError:
+    Usage, BadDocument, Refused, Unreachable, TimedOut."""
 
     def __enter__(self) -> Client:
         return self

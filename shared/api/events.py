@@ -51,17 +51,24 @@ class EventLines:
 # ---- a run's events (GET /api/runs/{run}/events) ------------------------------------------
 
 RunEvent = StepChange | RunChange | RunEnd
-_RUN_EVENTS: dict[str, Callable[[str], RunEvent]] = {
-    "step": msgspec.json.Decoder(StepChange).decode,
-    "run": msgspec.json.Decoder(RunChange).decode,
-    "end": msgspec.json.Decoder(RunEnd).decode,
-}
 
 
-def run_event(event: Event) -> RunEvent | None:
-    """A run's event as its type; None for one of a kind this client does not know."""
-    decode = _RUN_EVENTS.get(event.kind)
-    return None if decode is None else decode(event.data)
+def by_kind(decoders: dict[str, type[E]]) -> Callable[[Event], E | None]:
+    """Decode an event into the type of its kind; None for a kind this client does not know
+    (a newer gateway's)."""
+    readers = {kind: msgspec.json.Decoder(decoded).decode for kind, decoded in decoders.items()}
+
+    def decode(event: Event) -> E | None:
+        read = readers.get(event.kind)
+        return None if read is None else read(event.data)
+
+    return decode
+
+
+# A run's event as its type.
+run_event: Callable[[Event], RunEvent | None] = by_kind(
+    {"step": StepChange, "run": RunChange, "end": RunEnd}
+)
 
 
 class Tracked:
@@ -114,14 +121,7 @@ class LogEnd(msgspec.Struct, rename="camel", kw_only=True):
 
 
 LogEvent = LineDoc | LogStatus | LogEnd
-_LOG_EVENTS: dict[str, Callable[[str], LogEvent]] = {
-    "message": msgspec.json.Decoder(LineDoc).decode,
-    "status": msgspec.json.Decoder(LogStatus).decode,
-    "end": msgspec.json.Decoder(LogEnd).decode,
-}
-
-
-def log_event(event: Event) -> LogEvent | None:
-    """A followed log's event as its type: a line, a status, the end; None for others."""
-    decode = _LOG_EVENTS.get(event.kind)
-    return None if decode is None else decode(event.data)
+# A followed log's event as its type: a line, a status, the end.
+log_event: Callable[[Event], LogEvent | None] = by_kind(
+    {"message": LineDoc, "status": LogStatus, "end": LogEnd}
+)

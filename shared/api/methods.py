@@ -11,11 +11,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import heddle.shared.api.calls as calls
+import heddle.shared.api.config as config
 import heddle.shared.api.documents as documents
 from heddle.shared.api.answers import Decision, Submitted
-from heddle.shared.api.calls import Call
+from heddle.shared.api.calls import TIMEOUT, Call, Connection
 from heddle.shared.api.documents import Source
 from heddle.shared.api.registry_answers import PausedWorkflow, Registered
+from heddle.shared.api.waiting import POLL_INTERVAL
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -91,7 +93,29 @@ def resume(name: str) -> Call[PausedWorkflow]:
 
 
 class Api:
-    """The calls both clients make alike; each returns the gateway's answer as its type."""
+    """The calls both clients make alike; each returns the gateway's answer as its type.
+    Where to connect, the token and the namespace come from the arguments, else
+    HEDDLE_URL, HEDDLE_TOKEN (or the file HEDDLE_TOKEN_FILE names) and HEDDLE_NAMESPACE,
+    else ``.heddle/url`` and ``.heddle/admin-token`` (Usage if there is no address)."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        token: str | None = None,
+        token_file: str | None = None,
+        namespace: str | None = None,
+        timeout: float = TIMEOUT,
+        connection: Connection | None = None,
+    ) -> None:
+        self.connection = connection or config.connection(
+            url, token, token_file, namespace, timeout=timeout
+        )
+        self.poll_interval = POLL_INTERVAL  # seconds between reads of a run not streamed
+
+    @property
+    def url(self) -> str:
+        return self.connection.url
 
     submit = Endpoint(submit)
     register = Endpoint(register)
