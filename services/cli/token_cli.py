@@ -14,10 +14,10 @@ import sys
 from typing import Any
 
 import msgspec
-from heddle.shared.api.calls import Connection
 from heddle.shared.api.client import Client
 from heddle.shared.api.config import DEFAULT_TOKEN_FILE, URL_FALLBACK, resolve_token, resolve_url
 from heddle.shared.api.errors import Refused, Unreachable, Usage
+from heddle.shared.api.request import Connection
 from heddle.shared.core.namespaces import NAMESPACE_PATTERN
 from heddle.shared.core.tokens import ROLES
 

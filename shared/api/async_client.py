@@ -16,11 +16,12 @@ from typing import Any, TypeVar
 
 import aiohttp
 import heddle.shared.api.calls as calls
+import heddle.shared.api.request as request
 from heddle.shared.api.answers import RunDocument, RunEnd
-from heddle.shared.api.calls import EVENTS, JSON, Call, Stream
 from heddle.shared.api.errors import ClientError, Refused, Unreachable
 from heddle.shared.api.events import EventLines, LogEvent, RunEvent, Tracked
 from heddle.shared.api.methods import Api, AsyncSender
+from heddle.shared.api.request import EVENTS, JSON, Call, Stream
 from heddle.shared.api.waiting import Patience, is_over
 
 T = TypeVar("T")
@@ -52,7 +53,7 @@ class AsyncClient(Api, AsyncSender):
         """Make ``call``: its 2xx answer as its type, else Refused or Unreachable."""
         async with self._open(call.method, call.path, call.body, JSON) as resp:
             raw = await resp.read()
-        return calls.answer_of(call, self.url, raw)
+        return request.answer_of(call, self.url, raw)
 
     async def stream(self, stream: Stream[E]) -> AsyncIterator[E]:
         """The events of ``stream`` until the gateway ends it."""
@@ -63,7 +64,7 @@ class AsyncClient(Api, AsyncSender):
                 *lines, rest = (rest + chunk).split(b"\n")
                 for raw in lines:
                     event = parser.feed(raw.decode("utf-8", errors="replace"))
-                    found = None if event is None else calls.event_of(stream, self.url, event)
+                    found = None if event is None else request.event_of(stream, self.url, event)
                     if found is not None:
                         yield found
 
@@ -124,7 +125,7 @@ class AsyncClient(Api, AsyncSender):
     async def _open(
         self, method: str, path: str, body: Any, accept: str, stream: bool = False
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        wire = calls.prepare(self.connection, method, path, body, accept)
+        wire = request.prepare(self.connection, method, path, body, accept)
         if self._session is None:
             self._session = aiohttp.ClientSession()
         # A stream waits as long as it is open; each read of it, the timeout.
@@ -136,7 +137,7 @@ class AsyncClient(Api, AsyncSender):
                 wire.method, wire.url, data=wire.data, headers=wire.headers, timeout=timeout
             ) as resp:
                 if resp.status >= 400:
-                    raise calls.refusal(resp.status, await resp.read())
+                    raise request.refusal(resp.status, await resp.read())
                 yield resp
         except NO_ANSWER as exc:
             raise Unreachable(self.url, exc) from None

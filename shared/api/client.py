@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import heddle.shared.api.calls as calls
+import heddle.shared.api.request as request
 from heddle.shared.api.answers import RunDocument, RunEnd
-from heddle.shared.api.calls import EVENTS, JSON, Call, Stream
 from heddle.shared.api.errors import ClientError, Refused, Unreachable
 from heddle.shared.api.events import EventLines, LogEvent, RunEvent, Tracked
 from heddle.shared.api.methods import Api, SyncSender
+from heddle.shared.api.request import EVENTS, JSON, Call, Stream
 from heddle.shared.api.waiting import Patience, is_over
 
 T = TypeVar("T")
@@ -42,7 +43,7 @@ class Client(Api, SyncSender):
         """Make ``call``: its 2xx answer as its type, else Refused or Unreachable."""
         with self._open(call.method, call.path, call.body, JSON) as resp:
             raw = self._read(resp.read)
-        return calls.answer_of(call, self.url, raw)
+        return request.answer_of(call, self.url, raw)
 
     def stream(self, stream: Stream[E], timeout: float | None = None) -> Iterator[E]:
         """The events of ``stream`` until the gateway ends it."""
@@ -51,7 +52,7 @@ class Client(Api, SyncSender):
             lines = iter(resp)
             while (raw := self._read(lambda: next(lines, None))) is not None:
                 event = parser.feed(raw.decode("utf-8", errors="replace"))
-                found = None if event is None else calls.event_of(stream, self.url, event)
+                found = None if event is None else request.event_of(stream, self.url, event)
                 if found is not None:
                     yield found
 
@@ -112,13 +113,13 @@ class Client(Api, SyncSender):
     def _open(
         self, method: str, path: str, body: Any, accept: str, timeout: float | None = None
     ) -> Any:
-        wire = calls.prepare(self.connection, method, path, body, accept)
-        request = urllib.request.Request(wire.url, wire.data, wire.headers, method=wire.method)
+        wire = request.prepare(self.connection, method, path, body, accept)
+        sent = urllib.request.Request(wire.url, wire.data, wire.headers, method=wire.method)
         wait = self.connection.timeout if timeout is None else min(timeout, self.connection.timeout)
         try:
-            return urllib.request.urlopen(request, timeout=wait)
+            return urllib.request.urlopen(sent, timeout=wait)
         except urllib.error.HTTPError as exc:
-            raise calls.refusal(exc.code, exc.read()) from None
+            raise request.refusal(exc.code, exc.read()) from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise Unreachable(self.url, getattr(exc, "reason", exc)) from None
 

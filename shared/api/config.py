@@ -11,8 +11,8 @@ import urllib.parse
 from pathlib import Path
 from stat import S_ISREG
 
-from heddle.shared.api.calls import TIMEOUT, Connection
 from heddle.shared.api.errors import Usage
+from heddle.shared.api.request import TIMEOUT, Connection
 from heddle.shared.core.namespaces import NAMESPACE_PATTERN
 
 DATA_DIR = ".heddle"  # `heddle up`'s data dir by default, where its token and address are

@@ -14,9 +14,9 @@ import heddle.shared.api.calls as calls
 import heddle.shared.api.config as config
 import heddle.shared.api.documents as documents
 from heddle.shared.api.answers import Decision, Submitted
-from heddle.shared.api.calls import TIMEOUT, Call, Connection
 from heddle.shared.api.documents import Source
 from heddle.shared.api.registry_answers import PausedWorkflow, Registered
+from heddle.shared.api.request import TIMEOUT, Call, Connection
 from heddle.shared.api.waiting import POLL_INTERVAL
 
 P = ParamSpec("P")
@@ -140,6 +140,7 @@ class Api:
     set_semaphore = Endpoint(calls.set_semaphore)
     namespaces = Endpoint(calls.namespaces)
     namespace = Endpoint(calls.namespace)
+    set_quotas = Endpoint(calls.set_quotas)
     tokens = Endpoint(calls.tokens)
     create_token = Endpoint(calls.create_token)
     revoke_token = Endpoint(calls.revoke_token)

@@ -53,6 +53,7 @@ PURE_IN_SERVICES = (
     "heddle.services.cli.approvals",
     "heddle.shared.api.calls",
     "heddle.shared.api.events",
+    "heddle.shared.api.request",
     "heddle.shared.api.waiting",
 )
 

@@ -10,9 +10,9 @@ import argparse
 import pytest
 from heddle.services.cli.main import parser
 from heddle.services.cli.token_cli import create_body, roles_shown
-from heddle.shared.api.calls import Connection, in_namespace, prepare
 from heddle.shared.api.config import resolve_namespace
 from heddle.shared.api.errors import Usage
+from heddle.shared.api.request import Connection, in_namespace, prepare
 
 
 def test_the_flag_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

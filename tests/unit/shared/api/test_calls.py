@@ -1,6 +1,6 @@
-"""The client's calls without I/O (shared/api/calls.py): the path, query and body of each
-route as the gateway reads them, the namespace added, answers decoded into the gateway's
-types, and refusals made into typed errors naming every problem. Against a real stack:
+"""The client's calls without I/O (shared/api/calls.py, request.py): the path, query and
+body of each route as the gateway reads them, the namespace added, answers decoded into the
+gateway's types, and refusals made into typed errors naming every problem. Against a real stack:
 tests/integration/test_client.py."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import msgspec
 import pytest
 from heddle.shared.api import calls
 from heddle.shared.api.answers import Decision
-from heddle.shared.api.calls import Connection, prepare
 from heddle.shared.api.errors import Refused, Unreachable
+from heddle.shared.api.request import Connection, answer_of, prepare, quote, refusal
 
 
 def test_ids_and_values_are_one_path_segment_each() -> None:
-    assert calls.quote("a/b c?é") == "a%2Fb%20c%3F%C3%A9"
+    assert quote("a/b c?é") == "a%2Fb%20c%3F%C3%A9"
     assert calls.run("r/1").path == "/api/runs/r%2F1"
     assert calls.step("r", "s#1", tail=0).path == "/api/runs/r/steps/s%231?tail=0"
     assert calls.runs("failed", 5).path == "/api/runs?limit=5&status=failed"
@@ -60,7 +60,7 @@ def test_a_request_carries_the_token_the_namespace_and_json() -> None:
         "Authorization": "Bearer tok",
         "Content-Type": "application/json",
     }
-    read = prepare(Connection("http://gw", None), "GET", "/api/runs", accept=calls.EVENTS)
+    read = prepare(Connection("http://gw", None), "GET", "/api/runs", accept="text/event-stream")
     assert (read.data, read.headers) == (None, {"Accept": "text/event-stream"})
 
 
@@ -69,12 +69,12 @@ def test_a_refusal_names_the_error_and_every_problem() -> None:
         "error": "invalid workflow",
         "problems": [{"path": "steps[0].id", "message": "bad id"}, {"path": "", "message": "x"}],
     }
-    refused = calls.refusal(400, json.dumps(body).encode())
+    refused = refusal(400, json.dumps(body).encode())
     assert isinstance(refused, Refused)
     assert (refused.status, refused.error) == (400, "invalid workflow")
     assert [(p.path, p.message) for p in refused.problems] == [("steps[0].id", "bad id"), ("", "x")]
     assert str(refused) == "HTTP 400: invalid workflow\n  steps[0].id: bad id\n  (body): x"
-    proxy = calls.refusal(502, b"<html>bad gateway</html>")
+    proxy = refusal(502, b"<html>bad gateway</html>")
     assert (proxy.status, proxy.problems, str(proxy)) == (
         502,
         [],
@@ -87,9 +87,9 @@ def test_an_answer_that_is_not_the_route_s_is_unreachable() -> None:
     listed = call.answer(b'{"runs": [], "total": 0, "matching": 0, "limit": 20}')
     assert listed.runs == [] and listed.limit == 20
     with pytest.raises(Unreachable, match="a broken answer to GET /api/runs"):
-        calls.answer_of(call, "http://gw", b'{"runs": []}')
+        answer_of(call, "http://gw", b'{"runs": []}')
     with pytest.raises(Unreachable):
-        calls.answer_of(call, "http://gw", b"<html>")
+        answer_of(call, "http://gw", b"<html>")
 
 
 def test_logs_of_one_attempt_keep_that_attempt_s_lines() -> None:
