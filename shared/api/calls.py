@@ -165,10 +165,11 @@ def set_paused(name: str, paused: bool) -> Call[PausedWorkflow]:
 
 
 def history(
-    name: str, status: str | None = None, limit: int | None = None, before: str | None = None
+    workflow: str, status: str | None = None, limit: int | None = None, before: str | None = None
 ) -> Call[WorkflowRuns]:
+    """A registered workflow's runs, newest first; ``before``: the ``next`` of a page."""
     page = query(limit=limit, status=status, before=before)
-    return Call("GET", f"/api/workflows/{_id(name)}/runs{page}", decoder(WorkflowRuns))
+    return Call("GET", f"/api/workflows/{_id(workflow)}/runs{page}", decoder(WorkflowRuns))
 
 
 # ---- the system ---------------------------------------------------------------------------

@@ -7,6 +7,8 @@ parts without I/O: tests/unit/shared/api/."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -160,3 +162,16 @@ async def test_no_gateway_is_unreachable_and_config_comes_from_the_environment(
     conn = Client().connection
     assert (conn.url, conn.token, conn.namespace) == (nobody, "from-env", "team-a")
     assert Client(namespace="team-b", token="mine").connection.namespace == "team-b"
+
+
+def test_the_sync_client_and_the_command_line_import_no_event_loop() -> None:
+    """A script on Client, or a command that reads a run, starts no event loop: neither
+    aiohttp nor asyncio is imported (heddle.shared.api names AsyncClient lazily)."""
+    code = (
+        "import sys\n"
+        "from heddle.shared.api import Client, Refused\n"
+        "from heddle.services.cli import commands, main\n"
+        "print(sorted(m for m in ('aiohttp', 'asyncio', 'nats') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "[]\n"

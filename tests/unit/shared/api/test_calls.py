@@ -9,9 +9,9 @@ import json
 
 import msgspec
 import pytest
-from heddle.shared.api import calls
+from heddle.shared.api import calls, methods
 from heddle.shared.api.answers import Decision
-from heddle.shared.api.errors import Refused, Unreachable
+from heddle.shared.api.errors import BadDocument, Refused, Unreachable
 from heddle.shared.api.request import Connection, answer_of, prepare, quote, refusal
 
 
@@ -107,3 +107,16 @@ def test_logs_of_one_attempt_keep_that_attempt_s_lines() -> None:
     raw = msgspec.json.encode(dump)
     assert [x.text for x in calls.logs("r", "s", attempt=2).answer(raw).lines] == ["y"]
     assert len(calls.logs("r", "s").answer(raw).lines) == 2
+
+
+def test_a_document_given_as_an_object_is_checked_and_left_as_it_was() -> None:
+    flow = {"steps": [{"id": "a", "command": "true"}]}
+    call = methods.submit(flow, run_id="r9", priority=2)
+    assert (call.method, call.path) == ("POST", "/api/runs")
+    assert call.body == {**flow, "runId": "r9", "priority": 2}
+    assert flow == {"steps": [{"id": "a", "command": "true"}]}
+    with pytest.raises(BadDocument) as bad:
+        methods.register(flow)  # a registered workflow needs a name
+    assert bad.value.source == "the document" and bad.value.lines() == [
+        "name: missing required field"
+    ]
