@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -55,7 +55,7 @@ class AsyncClient(Api, AsyncSender):
             raw = await resp.read()
         return request.answer_of(call, self.url, raw)
 
-    async def stream(self, stream: Stream[E]) -> AsyncIterator[E]:
+    async def stream(self, stream: Stream[E]) -> AsyncGenerator[E, None]:
         """The events of ``stream`` until the gateway ends it."""
         parser = EventLines()
         async with self._open("GET", stream.path, None, EVENTS, stream=True) as resp:
@@ -68,13 +68,13 @@ class AsyncClient(Api, AsyncSender):
                     if found is not None:
                         yield found
 
-    def events(self, run_id: str, steps: str | None = None) -> AsyncIterator[RunEvent]:
+    def events(self, run_id: str, steps: str | None = None) -> AsyncGenerator[RunEvent, None]:
         """The run's state, then each change, then its end, as Client.events."""
         return self.stream(calls.run_events(run_id, steps))
 
     def follow(
         self, run_id: str, step_id: str, after: int | None = None
-    ) -> AsyncIterator[LogEvent]:
+    ) -> AsyncGenerator[LogEvent, None]:
         """A step's lines as they are written, then its end, as Client.follow."""
         return self.stream(calls.follow(run_id, step_id, after))
 
@@ -97,11 +97,12 @@ class AsyncClient(Api, AsyncSender):
         self, run_id: str, run: RunDocument, patience: Patience, on_change: OnChange | None
     ) -> RunDocument:
         tracked = Tracked(run)
-        async for event in self.events(run_id):
-            if isinstance(event, RunEnd):
-                return await self._read_run(run_id, patience, on_change, until_seen=True)
-            if tracked.apply(event) and on_change is not None:
-                on_change(tracked.run)
+        async with contextlib.aclosing(self.events(run_id)) as events:  # closed as it returns
+            async for event in events:
+                if isinstance(event, RunEnd):
+                    return await self._read_run(run_id, patience, on_change, until_seen=True)
+                if tracked.apply(event) and on_change is not None:
+                    on_change(tracked.run)
         return tracked.run
 
     async def _read_run(
