@@ -119,7 +119,7 @@ class Client(Api, SyncSender):
         try:
             return urllib.request.urlopen(sent, timeout=wait)
         except urllib.error.HTTPError as exc:
-            raise request.refusal(exc.code, exc.read()) from None
+            raise request.refusal(exc.code, self._read(exc.read)) from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise Unreachable(self.url, getattr(exc, "reason", exc)) from None
 
