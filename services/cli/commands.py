@@ -1,8 +1,9 @@
 """The commands that drive a Heddle gateway: submit, run, register, status, watch, logs,
-cancel, runs, workflows, pause, resume, runners, semaphores, semaphore set. Each parses its
-options, makes its calls through services/cli/http.py and prints text (or the API's JSON
-with ``--json``); every error ends up in ``run``, which maps it to an exit code
-(options.EXIT_HELP). Their options are services/cli/options.py's."""
+cancel, runs, workflows, pause, resume, runners, semaphores, semaphore set, approve, reject,
+approvals. Each parses its options, makes its calls through the client
+(heddle.shared.api.Client) and prints text (or the API's JSON with ``--json``); every error
+ends up in ``run``, which maps it to an exit code (options.EXIT_HELP). Their options are
+services/cli/options.py's."""
 
 from __future__ import annotations
 
@@ -11,30 +12,26 @@ import json
 import sys
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote, urlencode
 
-from heddle.services.cli import completion, documents, logs, render, watch
-from heddle.services.cli.http import (
-    Gateway,
-    Refused,
-    Unreachable,
-    Usage,
-    resolve_namespace,
-    resolve_token,
-    resolve_url,
-)
+import heddle.shared.api.calls as calls
+import heddle.shared.api.documents as documents
+import msgspec
+from heddle.services.cli import approvals, completion, logs, render, watch
 from heddle.services.cli.terminal import for_output
+from heddle.shared.api.answers import Submitted
+from heddle.shared.api.client import Client
+from heddle.shared.api.errors import BadDocument, Refused, Unreachable, Usage
 
 USAGE, REFUSED = 2, 4  # the run's own codes are in watch.EXIT_CODES (0, 1, 3)
 
 
-def gateway_of(args: argparse.Namespace) -> Gateway:
-    token = resolve_token(args.token, args.token_file, required=False)
-    return Gateway(resolve_url(args.url), token, resolve_namespace(args.namespace))
+def client_of(args: argparse.Namespace) -> Client:
+    return Client(args.url, token=args.token, token_file=args.token_file, namespace=args.namespace)
 
 
-def _id(value: str) -> str:
-    return quote(value, safe="")
+def plain(answer: Any) -> Any:
+    """An answer as the API's JSON has it (camelCase names), for the views and ``--json``."""
+    return msgspec.to_builtins(answer)
 
 
 def _print_json(doc: Any) -> None:
@@ -46,7 +43,8 @@ def _print(text: str) -> None:
     print(for_output(text, sys.stdout), flush=True)
 
 
-def _show(args: argparse.Namespace, doc: Any, view: Callable[[Any], str]) -> None:
+def _show(args: argparse.Namespace, answer: Any, view: Callable[[Any], str]) -> None:
+    doc = plain(answer)
     if args.json:
         _print_json(doc)
     else:
@@ -57,39 +55,31 @@ def _note(text: str) -> None:
     print(for_output(text, sys.stderr), file=sys.stderr, flush=True)
 
 
-def _after_start(gw: Gateway, args: argparse.Namespace, answer: dict[str, Any]) -> int:
+def _after_start(client: Client, args: argparse.Namespace, answer: Submitted) -> int:
     """What submit and run print once the run is asked for, and --wait."""
     if args.json:
-        _print_json(answer)
+        _print_json(plain(answer))
     else:
-        _print(answer["runId"])  # alone, so RUN=$(heddle submit ...) works
-        made = "exists already" if answer.get("created") is False else "started"
-        _note(f"run {answer['runId']} {made}")
+        _print(answer.run_id)  # alone, so RUN=$(heddle submit ...) works
+        made = "exists already" if answer.created is False else "started"
+        _note(f"run {answer.run_id} {made}")
     if not args.wait:
         return 0
-    return watch.exit_code(watch.follow(gw, answer["runId"], watch.sink_for(args.json)))
+    return watch.exit_code(watch.follow(client, answer.run_id, watch.sink_for(args.json)))
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
     # Checked before anything is sent; --run-id and --priority over the file's.
     doc = documents.run_request(args.file, args.run_id, args.priority)
-    gw = gateway_of(args)
-    return _after_start(gw, args, gw.call("POST", "/api/runs", doc))
+    client = client_of(args)
+    return _after_start(client, args, client.send(calls.submit(doc)))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    gw = gateway_of(args)
-    body: dict[str, Any] = {}
-    if args.key is not None:
-        body["idempotencyKey"] = args.key
-    if args.param:
-        body["params"] = dict(_param(text) for text in args.param)
-    if args.scheduled_for is not None:
-        body["scheduledFor"] = args.scheduled_for
-    if args.priority is not None:
-        body["priority"] = args.priority
-    path = f"/api/workflows/{_id(args.name)}/runs"
-    return _after_start(gw, args, gw.call("POST", path, body or None))
+    client = client_of(args)
+    params = dict(_param(text) for text in args.param)
+    answer = client.trigger(args.name, params, args.key, args.scheduled_for, args.priority)
+    return _after_start(client, args, answer)
 
 
 def _param(text: str) -> tuple[str, str]:
@@ -101,18 +91,18 @@ def _param(text: str) -> tuple[str, str]:
 
 def cmd_retry(args: argparse.Namespace) -> int:
     """A retry is a new run: printed and followed as submit and run print theirs."""
-    gw = gateway_of(args)
-    return _after_start(gw, args, gw.call("POST", f"/api/runs/{_id(args.run)}/retry"))
+    client = client_of(args)
+    return _after_start(client, args, client.retry(args.run))
 
 
 def cmd_register(args: argparse.Namespace) -> int:
-    doc = documents.workflow(args.file)
-    done = gateway_of(args).call("POST", "/api/workflows", doc)
+    doc = documents.workflow(args.file)  # checked before anything is sent
+    done = client_of(args).send(calls.register(doc))
     if args.json:
-        _print_json(done)
+        _print_json(plain(done))
     else:
-        how = "registered" if done["created"] else "unchanged"
-        _print(f"workflow {done['name']} version {done['version']} {how}")
+        how = "registered" if done.created else "unchanged"
+        _print(f"workflow {done.name} version {done.version} {how}")
     return 0
 
 
@@ -122,91 +112,100 @@ BIG_RUN_LIMIT = 20
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    gw = gateway_of(args)
-    run = gw.call("GET", f"/api/runs/{_id(args.run)}")
-    if not run.get("stepsIncluded", True) and not args.json:
-        query = urlencode({"status": BIG_RUN_SHOWN, "limit": BIG_RUN_LIMIT})
-        run["steps"] = gw.call("GET", f"/api/runs/{_id(args.run)}/steps?{query}")["steps"]
+    client = client_of(args)
+    run = client.run(args.run)
+    if not run.steps_included and not args.json:
+        run.steps = client.steps(args.run, BIG_RUN_SHOWN, BIG_RUN_LIMIT).steps
     _show(args, run, render.run_view)
     return 0
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    run = watch.follow(gateway_of(args), args.run, watch.sink_for(args.json))
+    run = watch.follow(client_of(args), args.run, watch.sink_for(args.json))
     return watch.exit_code(run)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    gw = gateway_of(args)
+    client = client_of(args)
     if args.attempt is not None:
         # An attempt not made yet would print nothing, as one that wrote nothing does.
-        step = gw.call("GET", f"/api/runs/{_id(args.run)}/steps/{_id(args.step)}?tail=0")
-        if args.attempt > step["attempt"]:
-            made = f"{step['attempt']} attempt(s)" if step["attempt"] else "no attempt yet"
-            raise Usage(f"step {args.step} of run {args.run} has {made}: no attempt {args.attempt}")
+        made = client.step(args.run, args.step, tail=0).attempt
+        if args.attempt > made:
+            have = f"{made} attempt(s)" if made else "no attempt yet"
+            raise Usage(f"step {args.step} of run {args.run} has {have}: no attempt {args.attempt}")
     shown = logs.Shown(args.attempt, args.json, args.raw)
     if not args.follow:
-        logs.print_logs(gw, args.run, args.step, shown, sys.stdout)
+        logs.print_logs(client, args.run, args.step, shown, sys.stdout)
         return 0
-    if logs.follow_logs(gw, args.run, args.step, shown, sys.stdout) is None:
-        raise Unreachable(gw.url, "the log stream closed before the step ended")
+    if logs.follow_logs(client, args.run, args.step, shown, sys.stdout) is None:
+        raise Unreachable(client.url, "the log stream closed before the step ended")
     return 0
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    answer = gateway_of(args).call("POST", f"/api/runs/{_id(args.run)}/cancel")
+    answer = client_of(args).cancel(args.run)
     _show(args, answer, lambda a: f"run {a['runId']} {a['status']}")
     return 0
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    gw = gateway_of(args)
+    client = client_of(args)
     if args.workflow is None:
-        query = {"limit": args.limit} | ({"status": args.status} if args.status else {})
-        doc = gw.call("GET", f"/api/runs?{urlencode(query)}")
-    else:
-        query = {"limit": args.limit} | ({"status": args.status} if args.status else {})
-        doc = gw.call("GET", f"/api/workflows/{_id(args.workflow)}/runs?{urlencode(query)}")
-        for r in doc["runs"]:
-            r.setdefault("workflowName", args.workflow)
+        _show(args, client.runs(args.status, args.limit), lambda d: render.runs_view(d["runs"]))
+        return 0
+    doc = plain(client.history(args.workflow, args.status, args.limit))
+    for r in doc["runs"]:
+        r.setdefault("workflowName", args.workflow)
     _show(args, doc, lambda d: render.runs_view(d["runs"]))
     return 0
 
 
 def cmd_workflows(args: argparse.Namespace) -> int:
-    doc = gateway_of(args).call("GET", "/api/workflows")
+    doc = client_of(args).workflows()
     _show(args, doc, lambda d: render.workflows_view(d["workflows"]))
     return 0
 
 
 def _set_paused(args: argparse.Namespace, paused: bool) -> int:
-    doc = gateway_of(args).call("PATCH", f"/api/workflows/{_id(args.name)}", {"paused": paused})
+    client = client_of(args)
+    doc = client.pause(args.name) if paused else client.resume(args.name)
     if args.json:
-        _print_json(doc)
+        _print_json(plain(doc))
     else:
-        state = "paused" if doc["paused"] else "resumed"
-        _print(
-            f"workflow {doc['name']} {state}" + ("" if doc.get("schedule") else " (no schedule)")
-        )
+        state = "paused" if doc.paused else "resumed"
+        _print(f"workflow {doc.name} {state}" + ("" if doc.schedule else " (no schedule)"))
     return 0
 
 
 def cmd_runners(args: argparse.Namespace) -> int:
-    pool = gateway_of(args).call("GET", "/api/runners")
-    _show(args, pool, render.runners_view)
+    _show(args, client_of(args).runners(), render.runners_view)
     return 0
 
 
 def cmd_semaphores(args: argparse.Namespace) -> int:
-    doc = gateway_of(args).call("GET", "/api/semaphores")
+    doc = client_of(args).semaphores()
     _show(args, doc, lambda d: render.semaphores_view(d["semaphores"]))
     return 0
 
 
 def cmd_semaphore(args: argparse.Namespace) -> int:
-    doc = gateway_of(args).call("PUT", f"/api/semaphores/{_id(args.name)}", {"size": args.size})
-    held = len(doc["holders"])
+    doc = client_of(args).set_semaphore(args.name, args.size)
+    held = len(doc.holders)
     _show(args, doc, lambda d: f"semaphore {d['name']} size {d['size']} ({held} held)")
+    return 0
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    """approve and reject: the gate's answer, as the gateway stored it."""
+    client = client_of(args)
+    decide = client.approve if args.command == "approve" else client.reject
+    _show(args, decide(args.run, args.step, args.comment), approvals.decision_line(args))
+    return 0
+
+
+def cmd_approvals(args: argparse.Namespace) -> int:
+    doc = client_of(args).approvals()
+    _show(args, doc, lambda d: approvals.approvals_view(d["approvals"]))
     return 0
 
 
@@ -227,6 +226,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "runners": cmd_runners,
     "semaphores": cmd_semaphores,
     "semaphore": cmd_semaphore,
+    "approve": cmd_decide,
+    "reject": cmd_decide,
+    "approvals": cmd_approvals,
 }
 
 
@@ -238,7 +240,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 0
     try:
         return COMMANDS[name](args)
-    except documents.BadDocument as exc:
+    except BadDocument as exc:
         _note(f"heddle {name}: {exc.source} has {len(exc.problems)} problem(s); nothing sent")
         for line in exc.lines():
             _note(f"  {line}")

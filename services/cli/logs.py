@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any, TextIO
-from urllib.parse import quote
 
+import msgspec
 from heddle.services.cli import render
-from heddle.services.cli.http import Gateway
 from heddle.services.cli.terminal import for_output
+from heddle.shared.api.answers import LineDoc
+from heddle.shared.api.client import Client
+from heddle.shared.api.events import LogEnd
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,19 +39,8 @@ class Shown:
         return for_output(render.log_line(line), out, self.raw)
 
 
-def logs_path(run_id: str, step_id: str) -> str:
-    return f"/api/runs/{quote(run_id, safe='')}/steps/{quote(step_id, safe='')}/logs"
-
-
-def print_logs(
-    gateway: Gateway,
-    run_id: str,
-    step_id: str,
-    shown: Shown,
-    out: TextIO,
-) -> None:
-    doc = gateway.call("GET", logs_path(run_id, step_id))
-    doc["lines"] = [line for line in doc["lines"] if shown.wants(line)]
+def print_logs(client: Client, run_id: str, step_id: str, shown: Shown, out: TextIO) -> None:
+    doc = msgspec.to_builtins(client.logs(run_id, step_id, shown.attempt))
     if shown.as_json:
         out.write(json.dumps(doc) + "\n")
         return
@@ -58,22 +49,19 @@ def print_logs(
 
 
 def follow_logs(
-    gateway: Gateway,
-    run_id: str,
-    step_id: str,
-    shown: Shown,
-    out: TextIO,
+    client: Client, run_id: str, step_id: str, shown: Shown, out: TextIO
 ) -> dict[str, Any] | None:
     """Print lines as the gateway sends them; the ``end`` event's data once the step ends.
     As JSON, each line's JSON (and the end's) on a line of its own."""
-    for kind, data in gateway.events(logs_path(run_id, step_id) + "?follow=1"):
-        doc: dict[str, Any] = json.loads(data)  # a line's object, or the end's
-        if kind == "message":
-            if shown.wants(doc):
-                out.write(shown.text(doc, out) + "\n")
+    for event in client.follow(run_id, step_id):
+        if isinstance(event, LineDoc):
+            line = msgspec.to_builtins(event)
+            if shown.wants(line):
+                out.write(shown.text(line, out) + "\n")
                 out.flush()
-        elif kind == "end":
+        elif isinstance(event, LogEnd):
+            end: dict[str, Any] = msgspec.to_builtins(event)
             if shown.as_json:
-                out.write(json.dumps({"end": doc}) + "\n")
-            return doc
+                out.write(json.dumps({"end": end}) + "\n")
+            return end
     return None  # the stream closed before the step ended (the gateway went away)

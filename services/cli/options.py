@@ -7,7 +7,7 @@ import argparse
 from typing import Protocol
 
 from heddle.services.cli import completion
-from heddle.services.cli.http import DEFAULT_TOKEN_FILE, URL_FALLBACK
+from heddle.shared.api.config import DEFAULT_TOKEN_FILE, URL_FALLBACK
 from heddle.shared.wire.contracts import MAX_PRIORITY, MIN_PRIORITY
 
 RUN_STATUSES = ("running", "succeeded", "failed", "cancelled")
@@ -149,6 +149,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     command("resume", "resume a workflow's schedule").add_argument("name")
     command("runners", "the runner pool")
     command("semaphores", "every semaphore: its size, its holders and the steps waiting")
+    add_approval_parsers(command)
     p = command("semaphore", "set a semaphore's size (needs an admin token)")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = actions.add_parser("set", parents=[common], help="set a semaphore's size")
@@ -156,6 +157,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("size", type=size_number, help="how many steps may hold it at once, >= 1")
     p = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
     p.add_argument("shell", choices=completion.SHELLS)
+
+
+def add_approval_parsers(command: Command) -> None:
+    """approve, reject and approvals: the gates of runs (docs/approvals.md)."""
+    for name, what in (("approve", "approve"), ("reject", "reject")):
+        p = command(name, f"{what} a step waiting for approval (needs an operator token)")
+        p.add_argument("run")
+        p.add_argument("step")
+        p.add_argument("--comment", metavar="TEXT", help="why, kept with the decision")
+    command("approvals", "the steps waiting for approval, oldest first")
 
 
 def size_number(text: str) -> int:

@@ -15,6 +15,7 @@ STEP_STATES = (
     "queued",
     "running",
     "retrying",
+    "waiting",  # an approval gate (docs/approvals.md)
     "succeeded",
     "failed",
     "skipped",

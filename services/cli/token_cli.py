@@ -12,18 +12,12 @@ import argparse
 import json
 import sys
 from typing import Any
-from urllib.parse import quote
 
-from heddle.services.cli.http import (
-    DEFAULT_TOKEN_FILE,
-    URL_FALLBACK,
-    Gateway,
-    Refused,
-    Unreachable,
-    Usage,
-    resolve_token,
-    resolve_url,
-)
+import msgspec
+from heddle.shared.api.client import Client
+from heddle.shared.api.config import DEFAULT_TOKEN_FILE, URL_FALLBACK, resolve_token, resolve_url
+from heddle.shared.api.errors import Refused, Unreachable, Usage
+from heddle.shared.api.request import Connection
 from heddle.shared.core.namespaces import NAMESPACE_PATTERN
 from heddle.shared.core.tokens import ROLES
 
@@ -129,20 +123,22 @@ def _table(tokens: list[dict[str, Any]]) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         token = resolve_token(getattr(args, "token", None), getattr(args, "token_file", None))
-        gateway = Gateway(resolve_url(getattr(args, "url", None)), token)
+        # No namespace: tokens are the system's, not a namespace's.
+        client = Client(connection=Connection(resolve_url(getattr(args, "url", None)), token))
         if args.action == "create":
-            made = gateway.call("POST", "/api/tokens", create_body(args))
-            print(made["token"])
+            body = create_body(args)
+            made = client.create_token(body["name"], body.get("role"), body.get("namespaces"))
+            print(made.token)
             print(
-                f"token {made['name']} ({made['role']}) made: it is shown this once; send it as "
+                f"token {made.name} ({made.role}) made: it is shown this once; send it as "
                 "Authorization: Bearer <token>, or open the page with ?token=<token>",
                 file=sys.stderr,
             )
         elif args.action == "list":
-            listed = gateway.call("GET", "/api/tokens")
+            listed = msgspec.to_builtins(client.tokens())
             print(json.dumps(listed) if args.json else _table(listed["tokens"]))
         else:
-            gateway.call("POST", f"/api/tokens/{quote(args.name, safe='')}/revoke")
+            client.revoke_token(args.name)
             print(f"token {args.name} revoked", file=sys.stderr)
     except Usage as exc:
         print(f"heddle token: {exc}", file=sys.stderr)

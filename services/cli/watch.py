@@ -1,10 +1,10 @@
 """`heddle watch` (and `--wait`): follow a run until it ends, show what changes, and give the
 run's exit code.
 
-The run document is read once, then kept up to date from the run's server-sent events
-(``GET /api/runs/{run}/events``): each change arrives as it is stored, and nothing is read
-again until the ``end`` event, when the document is read once more, whole. A gateway that
-does not stream them (or a stream that breaks) is read every ``POLL_INTERVAL`` instead.
+The client's ``wait`` follows the run: the document is read once, then kept up to date from
+the run's server-sent events, and read once more, whole, at the end; a gateway that does not
+stream them (or a stream that breaks) is read every ``POLL_INTERVAL`` instead. Each change
+is shown, a few times a second at most.
 What is shown depends on where the output goes: a live rich view on a terminal, a plain line
 per change otherwise, or the document as a JSON line each time it changes with ``--json``.
 On a terminal, what the run's steps could have made (a reason, an id) has its control
@@ -13,16 +13,18 @@ characters shown as ``cat -v`` shows them (services/cli/terminal.py).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import time
 from datetime import UTC, datetime
 from typing import Any, Protocol, TextIO
 
+import msgspec
 from heddle.services.cli import render
-from heddle.services.cli.http import Gateway, Refused, Unreachable
 from heddle.services.cli.terminal import for_output, visible
+from heddle.shared.api.answers import RunDocument
+from heddle.shared.api.client import Client
+from heddle.shared.api.waiting import POLL_INTERVAL
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress_bar import ProgressBar
@@ -30,10 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 EXIT_CODES = {"succeeded": 0, "failed": 1, "cancelled": 3}
-POLL_INTERVAL = 0.5  # seconds between reads of the run, where its events are not streamed
 SHOW_INTERVAL = 0.2  # seconds between redraws while events arrive
-APPEAR_WAIT = 10.0  # a run answered 202 (accepted, not yet stored) may 404 this long
-OUTAGE_WAIT = 10.0  # a gateway restarting may not answer this long before we give up
 TERMINAL_RUN = frozenset(EXIT_CODES)
 TERMINAL_STEP = frozenset({"succeeded", "failed", "skipped", "cancelled"})
 STATE_STYLES = {
@@ -41,6 +40,7 @@ STATE_STYLES = {
     "queued": "cyan",
     "running": "blue",
     "retrying": "yellow",
+    "waiting": "bright_magenta",
     "succeeded": "green",
     "failed": "red",
     "skipped": "magenta",
@@ -59,66 +59,26 @@ def exit_code(run: dict[str, Any]) -> int:
 
 
 def follow(
-    gateway: Gateway, run_id: str, sink: Sink, interval: float = POLL_INTERVAL
+    client: Client, run_id: str, sink: Sink, interval: float = POLL_INTERVAL
 ) -> dict[str, Any]:
     """Follow the run until it is terminal, handing each new state to ``sink``; the last."""
-    path = f"/api/runs/{run_id}"
-    run: dict[str, Any] | None = None
-    try:
-        run = poll(gateway, path, sink, interval, until_seen=True)
-        if run["status"] not in TERMINAL_RUN:
-            with contextlib.suppress(Refused, Unreachable, OSError, ValueError):
-                run = told(gateway, path, run, sink)
-        if run["status"] not in TERMINAL_RUN:  # no stream, or it broke: read instead
-            run = poll(gateway, path, sink, interval)
-        return run
-    finally:
-        sink.close(run)
+    shown: dict[str, Any] | None = None
+    last = float("-inf")  # when it was shown last (monotonic)
 
-
-def told(gateway: Gateway, path: str, run: dict[str, Any], sink: Sink) -> dict[str, Any]:
-    """Apply the run's events to ``run`` until the end event; then the whole document."""
-    steps = {step["id"]: step for step in run["steps"]}
-    shown = time.monotonic()
-    for kind, data in gateway.events(f"{path}/events"):
-        change = json.loads(data)
-        if kind == "end":
-            run = gateway.call("GET", path)
-            sink.update(run)
-            return run
-        if kind == "step" and change["stepId"] in steps:
-            steps[change.pop("stepId")].update(change)
-        elif kind == "run":
-            run.update(change)
+    def show(run: RunDocument) -> None:
         # Thousands of changes a second are shown a few times a second, not each.
-        if time.monotonic() - shown >= SHOW_INTERVAL:
-            shown = time.monotonic()
-            sink.update(run)
-    return run
+        nonlocal shown, last
+        if time.monotonic() - last >= SHOW_INTERVAL:
+            shown, last = msgspec.to_builtins(run), time.monotonic()
+            sink.update(shown)
 
-
-def poll(
-    gateway: Gateway, path: str, sink: Sink, interval: float, until_seen: bool = False
-) -> dict[str, Any]:
-    """Read the run every ``interval`` until it is terminal (or, ``until_seen``, stored)."""
-    seen = False
-    last_answer = time.monotonic()
-    while True:
-        try:
-            run: dict[str, Any] = gateway.call("GET", path)  # the run's document
-        except Refused as exc:
-            # Only a run not stored yet is waited for, and only briefly.
-            if seen or exc.status != 404 or time.monotonic() - last_answer > APPEAR_WAIT:
-                raise
-        except Unreachable:
-            if time.monotonic() - last_answer > OUTAGE_WAIT:
-                raise
-        else:
-            seen, last_answer = True, time.monotonic()
-            sink.update(run)
-            if until_seen or run["status"] in TERMINAL_RUN:
-                return run
-        time.sleep(interval)
+    client.poll_interval = interval
+    try:
+        shown = msgspec.to_builtins(client.wait(run_id, on_change=show))
+        sink.update(shown)
+        return shown
+    finally:
+        sink.close(shown)
 
 
 class PlainSink:
@@ -191,7 +151,7 @@ def live_view(run: dict[str, Any], now: datetime | None = None) -> RenderableTyp
         if counts.get(state)
     )
     parts: list[RenderableType] = [title, bar, states]
-    active = [s for s in steps if s["status"] in ("running", "retrying")]
+    active = [s for s in steps if s["status"] in ("running", "retrying", "waiting")]
     if active:
         table = Table("step", "state", "attempt", "runner", "elapsed", box=None, padding=(0, 2))
         for s in active:

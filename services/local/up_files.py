@@ -19,7 +19,7 @@ from heddle.services.local.nats_users import (
 from heddle.shared.core.tokens import new_token
 
 ADMIN_TOKEN_FILE = "admin-token"
-URL_FILE = "url"  # services/cli/http.py reads it from .heddle/url
+URL_FILE = "url"  # shared/api/config.py reads it from .heddle/url
 NATS_STORE, NATS_LOG = "nats", "nats.log"
 NATS_SERVER_CONF = "nats-server.conf"  # services/local/embedded_nats.py's, beside CONFIG_FILE
 # Every file Heddle writes in the data dir, but the store's (under NATS_STORE).

@@ -301,6 +301,35 @@ class LogDump(Doc):
     logs_expired: bool
 
 
+# ---- approval gates (docs/approvals.md) ---------------------------------------------------
+
+
+class Decision(Doc):
+    """How a gate was answered: approved or not, by whom (a token's name), when, and the
+    comment given (POST .../approve and .../reject)."""
+
+    approved: bool
+    by: str
+    decided_at: str
+    comment: str | None = None
+
+
+class WaitingApproval(Doc):
+    """A gate waiting for its answer (GET /api/approvals)."""
+
+    run_id: str
+    namespace: str
+    step_id: str
+    message: str
+    since: str  # when it started waiting
+    deadline_at: str | None  # when it fails unanswered; null: it waits as long as its run
+    workflow_name: str | None
+
+
+class ApprovalList(Doc):
+    approvals: list[WaitingApproval]
+
+
 # ---- the runner pool ----------------------------------------------------------------------
 
 

@@ -206,7 +206,7 @@ def listening() -> Iterator[tuple[str, list[dict[str, str]]]]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             heard.append(dict(self.headers))
-            body = json.dumps({"runs": []}).encode()
+            body = json.dumps({"runs": [], "total": 0, "matching": 0, "limit": 20}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))

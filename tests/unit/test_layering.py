@@ -50,6 +50,11 @@ PURE_IN_SERVICES = (
     "heddle.services.gateway.reads.log_lines",
     "heddle.services.gateway.reads.waiting",
     "heddle.services.gateway.openapi.workflow_schema",
+    "heddle.services.cli.approvals",
+    "heddle.shared.api.calls",
+    "heddle.shared.api.events",
+    "heddle.shared.api.request",
+    "heddle.shared.api.waiting",
 )
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from heddle.services.cli import documents, render, watch
+from heddle.services.cli import render, watch
 from heddle.services.cli.commands import COMMANDS
 from heddle.services.cli.main import parser
+from heddle.shared.api import documents
 from rich.console import Console
 
 from tests.support.stack import REPO

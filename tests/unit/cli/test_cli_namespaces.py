@@ -1,5 +1,6 @@
-"""The command line's namespace (services/cli/http.py, token_cli.py) without I/O: where it is
-taken from, how it reaches the gateway's paths and bodies, and a token's grants. Against a real
+"""The command line's namespace (the client's config.py and calls.py, token_cli.py) without
+I/O: where it is taken from, how it reaches the gateway's paths and bodies, and a token's
+grants. Against a real
 stack: tests/integration/test_namespaces_cli.py."""
 
 from __future__ import annotations
@@ -7,9 +8,11 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from heddle.services.cli.http import Gateway, Usage, in_namespace, resolve_namespace
 from heddle.services.cli.main import parser
 from heddle.services.cli.token_cli import create_body, roles_shown
+from heddle.shared.api.config import resolve_namespace
+from heddle.shared.api.errors import Usage
+from heddle.shared.api.request import Connection, in_namespace, prepare
 
 
 def test_the_flag_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -40,8 +43,8 @@ def test_what_creates_a_run_or_a_workflow_names_it_in_its_body_unless_it_does() 
     assert body == {"namespace": "team-a", "steps": []}
     _, body = in_namespace("POST", "/api/workflows", {"namespace": "own", "steps": []}, "team-a")
     assert body["namespace"] == "own"
-    request = Gateway("http://gw", "tok", "team-a").request("POST", "/workflow", {"steps": []})
-    assert request.full_url == "http://gw/workflow?namespace=team-a"
+    request = prepare(Connection("http://gw", "tok", "team-a"), "POST", "/workflow", {"steps": []})
+    assert request.url == "http://gw/workflow?namespace=team-a"
     assert request.data == b'{"namespace": "team-a", "steps": []}'
 
 

@@ -11,10 +11,11 @@ from typing import Any
 
 import msgspec
 import pytest
-from heddle.services.cli import documents, render
+from heddle.services.cli import render
 from heddle.services.cli.main import parser
 from heddle.services.gateway.handlers.run_inputs import body_problems, trigger_inputs
 from heddle.services.orchestrator.decisions import Enqueue
+from heddle.shared.api import documents
 from heddle.shared.core.priority import behind_reason, higher_priority_ahead, priority_problems
 from heddle.shared.core.retries import retry_command
 from heddle.shared.core.validation import (

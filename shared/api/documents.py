@@ -1,16 +1,20 @@
-"""Workflow files read and checked before anything is sent: JSON or YAML, a path or ``-`` for
-standard input, validated by the same code the gateway runs (shared/core/validation.py), so a
-broken file gets the API's list of problems without a round trip and without a half-made
-run.
+"""Workflows read and checked before anything is sent: a document, or a JSON or YAML file
+(a path, or ``-`` for standard input), validated by the same code the gateway runs
+(shared/core/validation.py), so a broken one gets the API's list of problems without a round
+trip and without a half-made run.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
+from heddle.shared.api.errors import BadDocument
 from heddle.shared.core.validation import Limits, parse_run_request, parse_workflow
 from heddle.shared.wire.errors import InvalidWorkflow, Problem
 
@@ -19,16 +23,9 @@ from heddle.shared.wire.errors import InvalidWorkflow, Problem
 GATEWAY_LIMITS = Limits(max_steps=sys.maxsize, max_command_bytes=sys.maxsize)
 
 
-class BadDocument(Exception):
-    """A workflow file that cannot be sent: unreadable, not JSON or YAML, or with problems."""
-
-    def __init__(self, source: str, problems: list[Problem]) -> None:
-        self.source = source
-        self.problems = problems
-        super().__init__(f"{source}: {len(problems)} problem(s)")
-
-    def lines(self) -> list[str]:
-        return [f"{p.path or '(document)'}: {p.message}" for p in self.problems]
+# A workflow as the client takes it: the document itself, or the path of a JSON or YAML file.
+Source = Mapping[str, Any] | str | os.PathLike[str]
+IN_HAND = "the document"  # how a document given as an object is named in its problems
 
 
 def read_source(path: str) -> str:
@@ -88,16 +85,24 @@ def decode(text: str, source: str) -> Any:
         raise BadDocument(source, [Problem(where, f"neither JSON nor YAML: {problem}")]) from exc
 
 
-def load(path: str) -> Any:
-    return decode(read_source(path), "standard input" if path == "-" else path)
+def load(source: Source) -> tuple[Any, str]:
+    """The document and what its problems are said to be in: a copy of a document given as
+    an object (the caller's is left as it was), else the file's contents."""
+    if isinstance(source, Mapping):
+        return copy.deepcopy(dict(source)), IN_HAND
+    path = os.fspath(source)
+    return decode(read_source(path), "standard input" if path == "-" else path), path
 
 
 def run_request(
-    path: str, run_id: str | None = None, priority: int | None = None, limits: Limits | None = None
+    source: Source,
+    run_id: str | None = None,
+    priority: int | None = None,
+    limits: Limits | None = None,
 ) -> dict[str, Any]:
     """A document for ``POST /api/runs`` (with ``runId`` and ``priority`` set if given),
     checked as the gateway checks it."""
-    doc = load(path)
+    doc, path = load(source)
     if run_id is not None and isinstance(doc, dict):
         doc.pop("workflowId", None)  # the older name of runId: --run-id wins over either
         doc["runId"] = run_id
@@ -111,9 +116,9 @@ def run_request(
     return checked
 
 
-def workflow(path: str, limits: Limits | None = None) -> dict[str, Any]:
+def workflow(source: Source, limits: Limits | None = None) -> dict[str, Any]:
     """A document for ``POST /api/workflows`` (a name is required), checked likewise."""
-    doc = load(path)
+    doc, path = load(source)
     try:
         parse_workflow(doc, limits or GATEWAY_LIMITS, name_required=True)
     except InvalidWorkflow as exc:
