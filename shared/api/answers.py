@@ -195,9 +195,9 @@ class RunDocument(RunFacts, kw_only=True):
     edges: list[Edge]
     # A child run (docs/sub-workflows.md): the run and step that called it, and how deep it
     # is in calls; null, null and 0 for a run no step called.
-    parent_run: str | None = None
-    parent_step: str | None = None
-    call_depth: int = 0
+    parent_run: str | None
+    parent_step: str | None
+    call_depth: int
     # Why the run waits: its own turn, or what its steps wait for while none runs; absent
     # when nothing waits.
     waiting_for: WaitingFor | msgspec.UnsetType = msgspec.UNSET
