@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from heddle.services.orchestrator.decisions import CancelChild, StartChild, TellParent
 from heddle.shared.broker import registry
 from heddle.shared.core import concurrency
-from heddle.shared.core.calls import child_params, gone_reason
+from heddle.shared.core.calls import child_params, gone_reason, missing_reason
 from heddle.shared.core.expressions import ExpressionError
 from heddle.shared.core.namespaces import namespace_of, own_name, qualified
 from heddle.shared.runtime.service import event
@@ -72,6 +72,9 @@ class ChildRuns:
             reason = gone_reason(name, eff.call.version if latest is not None else None)
             return await self._tell(_failed(run_id, eff, reason))
         spec = stored.spec
+        missing = missing_reason(eff.call, spec.params, stored.version)
+        if missing is not None:
+            return await self._tell(_failed(run_id, eff, missing))
         params = child_params(eff.call, spec.params)
         try:
             limited = concurrency.submit_fields(spec.concurrency, params, name)

@@ -126,6 +126,16 @@ def call_attempt(child_run: str) -> int:
         return 0
 
 
+def missing_reason(call: WorkflowCall, declared: Sequence[ParamSpec], version: int) -> str | None:
+    """Why a call cannot start the version it found, if it cannot: a parameter with no
+    default, not given (made so since the call was checked)."""
+    missing = [p.name for p in declared if p.default is None and p.name not in call.params]
+    if not missing:
+        return None
+    listed = ", ".join(repr(m) for m in missing)
+    return f"workflow {call.name!r} version {version} needs {listed}, which the call does not give"
+
+
 def child_params(call: WorkflowCall, declared: Sequence[ParamSpec]) -> dict[str, str]:
     """A child run's parameters: the call's, and the defaults of those it does not give."""
     values = {p.name: p.default for p in declared if p.default is not None}

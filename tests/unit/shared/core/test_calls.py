@@ -15,6 +15,7 @@ from heddle.shared.core.calls import (
     cycle_problem,
     find_cycle,
     gathered_outputs,
+    missing_reason,
 )
 from heddle.shared.core.namespaces import namespace_of
 from heddle.shared.core.step_env import output_env
@@ -115,3 +116,12 @@ def test_a_call_step_is_checked_as_a_kind() -> None:
     assert found({"id": "a", "workflow": "x"}) == [
         ("steps[0].workflow", "workflow must be an object with the name of a workflow")
     ]
+
+
+def test_a_parameter_made_required_since_the_check_stops_the_child() -> None:
+    given = WorkflowCall(name="child", params={"who": "ann"})
+    assert missing_reason(given, DECLARED, 2) is None
+    needs = [*DECLARED, ParamSpec(name="when"), ParamSpec(name="where")]
+    assert missing_reason(given, needs, 3) == (
+        "workflow 'child' version 3 needs 'when', 'where', which the call does not give"
+    )
