@@ -15,6 +15,7 @@ from heddle.shared.core import concurrency
 from heddle.shared.core.calls import child_params, gone_reason, missing_reason
 from heddle.shared.core.expressions import ExpressionError
 from heddle.shared.core.namespaces import namespace_of, own_name, qualified
+from heddle.shared.runtime import failpoints
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import (
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from heddle.shared.broker.nats_types import KeyValue
 
 log = logging.getLogger("heddle.orchestrator")
+CHILD_TOLD = "orchestrator.child_told"
 
 
 class ChildRuns:
@@ -57,7 +59,11 @@ class ChildRuns:
                 )
             case TellParent(ended=ended):
                 event(log, "child ended", run=ended.run_id, child=run_id, status=ended.status)
-                return await self._tell(ended)
+                told = await self._tell(ended)
+                if failpoints.active(CHILD_TOLD):  # told, its end not stored (a fault test)
+                    await told
+                    failpoints.hit(CHILD_TOLD)
+                return told
 
     async def _start(self, run_id: str, eff: StartChild) -> asyncio.Future[Any]:
         """The child's submit, as a trigger of the workflow would make it; the step's end,
