@@ -133,6 +133,9 @@ async def test_calls_are_checked_when_registered_and_submitted(stack: StackFacto
         s, {"name": "a", "steps": [{"id": "y", "workflow": {"name": "a"}}]}, expect=400
     )
     assert problems(body) == [("steps", "workflow 'a' would call itself")]
+    new = {"name": "new", "steps": [{"id": "z", "workflow": {"name": "new"}}]}
+    body = await register(s, new, expect=400)
+    assert problems(body) == [("steps", "workflow 'new' would call itself")]
     await register(s, CHILD)
     doc = {
         "steps": [

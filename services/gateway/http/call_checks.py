@@ -52,7 +52,9 @@ async def call_problems(
             stored = await registry.get_version(kv, qualified(namespace, call.name), version)
             if stored is not None:
                 declared[(call.name, version)] = stored.spec.params
-    problems = callee_problems(calls, latest, declared, namespace)
+    # A first registration calling itself: the cycle below names it, not "not registered".
+    checked = [(p, c) for p, c in calls if c.name != registering or c.name in latest]
+    problems = callee_problems(checked, latest, declared, namespace)
     if registering is not None:
         cycle = await _cycle(kv, namespace, registering, called_names(steps, on_exit))
         if cycle is not None:
