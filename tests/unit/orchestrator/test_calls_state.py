@@ -15,6 +15,7 @@ from heddle.services.orchestrator.decisions import (
     StartChild,
     TellParent,
 )
+from heddle.services.orchestrator.notes import transition_notes
 from heddle.services.orchestrator.state import Policy, RunState
 from heddle.shared.core.calls import child_run_id
 from heddle.shared.wire.contracts import ChildEnded, StepSpec, SubmitRun, WorkflowCall
@@ -66,6 +67,9 @@ def test_a_call_step_starts_its_child_running_on_no_runner() -> None:
     assert of(StartChild, effects) == [StartChild("call", 1, step.child_run, CALL, 1)]
     assert of(Enqueue, effects) == []  # no ready message: no runner runs it
     assert "call" not in state.records.flying  # nor does it take a place in the window
+    assert [n.text for n in transition_notes(effects) if n.step_id == "call"] == [
+        f"started child run {step.child_run} of workflow child"
+    ]
     # The watchdog's verdict on it means nothing: no runner holds it.
     assert all(type(e).__name__ == "Ignored" for e in rs.silent("call")(state))
 
