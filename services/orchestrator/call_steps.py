@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from heddle.services.orchestrator import loops
 from heddle.services.orchestrator.decisions import (
     CancelChild,
     Effect,
@@ -24,28 +25,16 @@ from heddle.shared.core.calls import (
     gathered_outputs,
 )
 from heddle.shared.core.namespaces import own_name
-from heddle.shared.wire.contracts import AttemptRecord, ChildEnded, StepRecord, StepStatus
+from heddle.shared.wire.contracts import AttemptRecord, ChildEnded, StepRecord
 from heddle.shared.wire.timefmt import from_epoch
 
 
-class StepTransitions(Protocol):
-    """What a call step asks of a step's transitions (transitions.py, which makes them)."""
-
-    def succeed(self, step: StepRecord, stamp: str) -> list[Effect]: ...
-
-    def fail(self, step: StepRecord, reason: str, stamp: str, prev: str) -> list[Effect]: ...
+class StepTransitions(loops.StepTransitions, Protocol):
+    """What a call step asks of a step's transitions (transitions.py, which makes them):
+    what a loop asks, and an attempt's failure."""
 
     def attempt_failed(
         self, step: StepRecord, reason: str, now: float, *, immediate: bool
-    ) -> list[Effect]: ...
-
-    def terminate(
-        self,
-        step: StepRecord,
-        status: StepStatus,
-        reason: str,
-        stamp: str,
-        prev: str | None = None,
     ) -> list[Effect]: ...
 
 
