@@ -65,15 +65,16 @@ class CallSteps:
             reason = depth_reason(depth, limit)
             self.records.close_attempt(step, stamp, None, reason)
             return self.transitions.fail(step, reason, stamp, prev)
-        return [PersistStep(step, prev), *self.again(step)]
+        return [PersistStep(step, prev), *self.again(step, first=True)]
 
-    def again(self, step: StepRecord) -> list[Effect]:
-        """The child's start, sent (again) for a call step running: its submit makes one
-        child however often it is sent."""
+    def again(self, step: StepRecord, first: bool = False) -> list[Effect]:
+        """The child's start, for a call step running: sent again by a rebuilt run (not
+        ``first``), its submit makes one child however often it is sent."""
         if step.status != "running" or step.workflow is None or step.child_run is None:
             return []
         depth = self.records.run.call_depth + 1
-        return [StartChild(step.id, step.attempt, step.child_run, step.workflow, depth)]
+        call = step.workflow
+        return [StartChild(step.id, step.attempt, step.child_run, call, depth, again=not first)]
 
     def on_child_ended(self, ended: ChildEnded, now: float) -> list[Effect]:
         """The step's child ended: it succeeds with the child's outputs, or its attempt

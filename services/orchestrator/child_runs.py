@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from heddle.services.orchestrator.decisions import CancelChild, StartChild, TellParent
 from heddle.shared.broker import registry
+from heddle.shared.broker.kv_reads import value_of
 from heddle.shared.core import concurrency
 from heddle.shared.core.calls import child_params, gone_reason, missing_reason
 from heddle.shared.core.expressions import ExpressionError
@@ -36,9 +37,10 @@ CHILD_TOLD = "orchestrator.child_told"
 
 
 class ChildRuns:
-    def __init__(self, acked: AckedPublisher, workflows: KeyValue) -> None:
+    def __init__(self, acked: AckedPublisher, workflows: KeyValue, runs: KeyValue) -> None:
         self.acked = acked
         self.workflows = workflows  # heddle-workflows, read as the cron scheduler does
+        self.runs = runs  # heddle-runs: whether a child sent again is stored already
 
     async def publish(
         self, run_id: str, eff: StartChild | CancelChild | TellParent
@@ -67,7 +69,12 @@ class ChildRuns:
 
     async def _start(self, run_id: str, eff: StartChild) -> asyncio.Future[Any]:
         """The child's submit, as a trigger of the workflow would make it; the step's end,
-        failed, if the workflow or the version it calls is gone."""
+        failed, if the workflow or the version it calls is gone. Nothing for a start sent
+        again whose child is stored already."""
+        if eff.again and await value_of(self.runs, names.run_key(eff.child_run)) is not None:
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_result(b"")
+            return done
         name = qualified(namespace_of(run_id), eff.call.name)
         latest = await registry.get_latest(self.workflows, name)
         version = eff.call.version or (latest[0].version if latest else None)

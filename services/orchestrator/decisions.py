@@ -184,6 +184,9 @@ class StartChild:
     child_run: str
     call: WorkflowCall
     depth: int  # the child's call depth
+    # Sent again by a rebuilt run: nothing to do if the child is stored already (the
+    # workflow it calls may have changed since it started).
+    again: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,11 +127,11 @@ def test_a_call_deeper_than_the_bound_fails_without_a_child() -> None:
     assert step.reason is not None and "HEDDLE_MAX_CALL_DEPTH (2)" in step.reason
 
 
-def test_a_rebuilt_run_sends_its_running_childs_submit_again() -> None:
+def test_a_rebuilt_run_sends_its_running_childs_start_again() -> None:
     state, _ = calling()
     again = rs.rebuilt(state).resume(rs.T0 + 9)
     child = state.steps["call"].child_run or ""
-    assert of(StartChild, again) == [StartChild("call", 1, child, CALL, 1)]
+    assert of(StartChild, again) == [StartChild("call", 1, child, CALL, 1, again=True)]
 
 
 def test_a_child_run_tells_its_parent_its_end_before_storing_it() -> None:
