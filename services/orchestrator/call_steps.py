@@ -25,6 +25,7 @@ from heddle.shared.core.calls import (
     gathered_outputs,
 )
 from heddle.shared.core.namespaces import own_name
+from heddle.shared.core.step_env import env_bytes
 from heddle.shared.wire.contracts import AttemptRecord, ChildEnded, StepRecord
 from heddle.shared.wire.timefmt import from_epoch
 
@@ -112,20 +113,26 @@ class CallSteps:
         records, run = self.records, self.records.run
         if run.parent_run is None or run.parent_step is None:
             return []
+        status, why = run.status, None if run.status == "succeeded" else self._why()
         outputs = (
             gathered_outputs((s.id, s.outputs) for s in records.steps.values() if s.parent is None)
-            if run.status == "succeeded"
+            if status == "succeeded"
             else {}
         )
+        size, limit = env_bytes(outputs) + 1024, records.policy.max_ready_bytes
+        if limit and size > limit:
+            # More than one message carries: the call step fails, saying so.
+            status, outputs = "failed", {}
+            why = f"its outputs make about {size} bytes; a message carries up to {limit}"
         ended = ChildEnded(
             run_id=run.parent_run,
             step_id=run.parent_step,
             attempt=call_attempt(run.run_id),
             child_run=run.run_id,
-            status=run.status,
+            status=status,
             ended_at=stamp,
             outputs=outputs,
-            reason=None if run.status == "succeeded" else self._why(),
+            reason=why,
         )
         return [TellParent(ended)]
 

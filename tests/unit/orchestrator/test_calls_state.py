@@ -160,6 +160,13 @@ def test_a_child_run_tells_its_parent_its_end_before_storing_it() -> None:
         ended_at=tell.ended.ended_at,
         outputs={"make_word": "w"},
     )
+    big = Policy(max_ready_bytes=2048)
+    state, _ = rs.made(cmd, big)
+    rs.finish_step(state, "make", outputs={"word": "w" * 4096})
+    [tell] = of(TellParent, rs.finish_step(state, "other"))
+    assert state.run.status == "succeeded"
+    assert (tell.ended.status, tell.ended.outputs) == ("failed", {})
+    assert "a message carries up to 2048" in (tell.ended.reason or "")
     state, _ = rs.made(cmd)
     rs.finish_step(state, "make", outcome="failed")
     [tell] = of(TellParent, rs.finish_step(state, "other"))
