@@ -642,9 +642,13 @@
 
   // A step's cells; an instance's shows its item where its step shows the command, and a
   // loop's step its disclosure button and the summary of its instances.
+  // What a call step runs, where another step shows its command.
+  const callText = (st) => st.workflow
+    ? `calls ${st.workflow.name}${st.workflow.version ? " v" + st.workflow.version : ""}` : "";
+
   // A call step's line: the workflow it calls, and its child run's link once it has one.
   function callLine(st) {
-    return h("div", { class: "command mono" }, "calls ", st.workflow.name,
+    return h("div", { class: "command mono" }, callText(st),
       st.childRun ? [" → ", h("a", { href: runHref(st.childRun), class: "child-run" }, st.childRun)] : null);
   }
 
@@ -1249,7 +1253,7 @@
         st.forEach ? item("For each of", h("code", {}, st.forEach),
           st.maxParallel ? ` (at most ${st.maxParallel} at once)` : "") : [],
       ].flat());
-      command.textContent = st.command || "";
+      command.textContent = st.command || callText(st);
     }
 
     function setStatus(status) {
@@ -1617,7 +1621,7 @@
         h("thead", {}, h("tr", {}, ["Step", "Command", "Depends on", "Retries", "Timeout"].map((x) => h("th", {}, x)))),
         h("tbody", {}, v.steps.map((st) => h("tr", { "data-step": st.id },
           h("td", { class: "mono" }, st.id),
-          h("td", {}, h("code", { class: "command-cell" }, st.command)),
+          h("td", {}, h("code", { class: "command-cell" }, st.command || callText(st))),
           h("td", { class: "mono" }, (st.dependsOn || []).join(", ") || dash()),
           h("td", { class: "num" }, st.retries ?? 0),
           h("td", { class: "num" }, st.timeoutSeconds ? `${st.timeoutSeconds} s` : "default"))))));
