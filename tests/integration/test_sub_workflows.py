@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tests.support.namespaces import create_namespaces
 from tests.support.stack import Stack, StackFactory, step_of
 
 CHILD = {
@@ -154,4 +155,32 @@ async def test_calls_are_checked_when_registered_and_submitted(stack: StackFacto
             "workflow 'child' version 1 declares no parameter 'colour'",
         ),
         ("steps[2].workflow.params", "parameter 'who' of workflow 'child' has no default: give it"),
+    ]
+
+
+async def test_a_child_is_in_its_parents_namespace_and_named_as_its_ids_are(
+    stack: StackFactory,
+) -> None:
+    s = await stack(runners=1)
+    nc = await s.connect()
+    await create_namespaces(nc, "team-a")
+    await nc.close()
+    await register(s, {**CHILD, "namespace": "team-a"})
+    doc = {"namespace": "team-a", "runId": "parent", "steps": [CALL, AFTER]}
+    assert await s.submit(doc) == "parent"
+    run = await s.wait_run("parent?namespace=team-a")
+    assert run["status"] == "succeeded", run
+    child_id = step_of(run, "call")["childRun"]
+    assert "=" not in child_id
+    child = await s.run(f"{child_id}?namespace=team-a")
+    assert (child["namespace"], child["parentRun"], child["workflowName"]) == (
+        "team-a",
+        "parent",
+        "child",
+    )
+    # Not registered in default: a run there cannot call it.
+    status, body = await s.request("POST", "/api/runs", json={"steps": [CALL]})
+    assert status == 400
+    assert problems(body) == [
+        ("steps[0].workflow.name", "workflow 'child' is not registered in namespace 'default'")
     ]

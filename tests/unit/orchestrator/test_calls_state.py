@@ -30,8 +30,10 @@ def of(kind: type, effects: list) -> list:
     return [e for e in effects if isinstance(e, kind)]
 
 
-def calling(retries: int = 0, depth: int = 0, policy: Policy = rs.POLICY) -> tuple[RunState, list]:
-    """call (a call of ``child``) -> after."""
+def calling(
+    retries: int = 0, depth: int = 0, policy: Policy = rs.POLICY, timeout: float | None = None
+) -> tuple[RunState, list]:
+    """call (a call of ``child``) -> after; ``timeout``: the run's timeoutSeconds."""
     cmd = SubmitRun(
         run_id=rs.RUN,
         submitted_at=from_epoch(rs.T0),
@@ -40,6 +42,7 @@ def calling(retries: int = 0, depth: int = 0, policy: Policy = rs.POLICY) -> tup
             rs.spec("after", ("call",)),
         ],
         call_depth=depth,
+        timeout_seconds=timeout,
     )
     return rs.made(cmd, policy)
 
@@ -117,6 +120,15 @@ def test_a_cancel_cancels_the_call_step_and_its_child() -> None:
     assert rs.statuses(state) == {"call": "cancelled", "after": "cancelled"}
     assert state.run.status == "cancelled"
     assert type(ended(state, "cancelled")[0]).__name__ == "Ignored"  # too late
+
+
+def test_the_runs_deadline_cancels_the_call_step_and_its_child() -> None:
+    state, _ = calling(timeout=60)
+    child = state.steps["call"].child_run or ""
+    out = state.on_deadline(rs.T0 + 65)
+    assert of(CancelChild, out) == [CancelChild(child)]
+    assert state.steps["call"].status == "cancelled"
+    assert state.run.status == "failed" and (state.run.reason or "").startswith("deadline")
 
 
 def test_a_call_deeper_than_the_bound_fails_without_a_child() -> None:
