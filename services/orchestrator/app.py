@@ -123,7 +123,7 @@ class Orchestrator:
             lease=self.leases,
             slots=self.slots,
             keys=self.keys,
-            children=ChildRuns(self.acked, res.kv[names.WORKFLOWS_BUCKET], runs_kv),
+            children=ChildRuns(self.acked, res.kv[names.WORKFLOWS_BUCKET], runs_kv, self.limits),
         )
         self.workflows = WorkflowFeatures(settings, res, runs.actors, runner)
         effects = self.workflows.effects  # the same runner, also feeding run history

@@ -16,6 +16,7 @@ from heddle.shared.core import concurrency
 from heddle.shared.core.calls import child_params, gone_reason, missing_reason
 from heddle.shared.core.expressions import ExpressionError
 from heddle.shared.core.namespaces import namespace_of, own_name, qualified
+from heddle.shared.core.validation import Limits, submit_problems
 from heddle.shared.runtime import failpoints
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
@@ -37,8 +38,13 @@ CHILD_TOLD = "orchestrator.child_told"
 
 
 class ChildRuns:
-    def __init__(self, acked: AckedPublisher, workflows: KeyValue, runs: KeyValue) -> None:
+    def __init__(
+        self, acked: AckedPublisher, workflows: KeyValue, runs: KeyValue, limits: Limits
+    ) -> None:
         self.acked = acked
+        # The checks a child's submit meets where it is taken (submissions.py): one refused
+        # there would leave its call step running for ever, so it is refused here.
+        self.limits = limits
         self.workflows = workflows  # heddle-workflows, read as the cron scheduler does
         self.runs = runs  # heddle-runs: whether a child sent again is stored already
 
@@ -94,6 +100,10 @@ class ChildRuns:
         except ExpressionError as exc:
             return await self._tell(_failed(run_id, eff, f"its concurrency key: {exc.problem}"))
         cmd = _submit(eff, spec, name, version or stored.version, params, limited, run_id)
+        refused = submit_problems(cmd, self.limits)
+        if refused:
+            why = "; ".join(f"{p.path}: {p.message}" for p in refused)
+            return await self._tell(_failed(run_id, eff, f"its run would be refused: {why}"))
         event(log, "child started", run=run_id, step=eff.step_id, child=eff.child_run)
         return await self._send(
             names.cmd_submit(eff.child_run), encode(cmd), names.submit_msg_id(eff.child_run)
