@@ -90,6 +90,8 @@ def run_view(run: dict[str, Any]) -> str:
     head = [f"run {run['runId']}: {run_state(run)} ({took})"]
     if run.get("workflowName"):
         head.append(f"workflow {run['workflowName']} v{run.get('version')}, {run.get('trigger')}")
+    if run.get("parentRun"):
+        head.append(f"called by run {run['parentRun']}, step {run.get('parentStep')}")
     if run.get("deadlineAt"):
         head.append(f"deadline {run['deadlineAt']} (timeoutSeconds {run.get('timeoutSeconds')})")
     if run.get("reason"):
@@ -155,7 +157,8 @@ def _row(s: dict[str, Any], indent: str = "") -> tuple[object, ...]:
         indent + s["id"],
         s["status"],
         s["attempt"],
-        s.get("runner"),
+        # A call step runs on no runner: its child run stands there (docs/sub-workflows.md).
+        f"child {s['childRun']}" if s.get("childRun") else s.get("runner"),
         s.get("exitCode"),
         duration(seconds_between(s.get("startedAt"), s.get("finishedAt"))),
         s.get("reason") or "",

@@ -36,12 +36,20 @@ from heddle.services.orchestrator.state import RunState
 from heddle.shared.broker.consume import Outcome, settle
 from heddle.shared.broker.nats_types import KeyWrongLastSequenceError
 from heddle.shared.runtime.tasks import cancel_and_wait
-from heddle.shared.wire.contracts import StepFinished, StepStarted
+from heddle.shared.wire.contracts import ChildEnded, StepFinished, StepRecord, StepStarted
 
 if TYPE_CHECKING:
     from heddle.shared.broker.nats_types import Msg
 
 log = logging.getLogger("heddle.orchestrator")
+
+
+def runs_on_runner(step: StepRecord) -> bool:
+    """Whether a running step is a runner's (the watchdog's to watch): not a forEach step,
+    which runs as its instances, nor a call step, whose child runs."""
+    return step.for_each is None and step.workflow is None
+
+
 BATCH_MAX = 256  # messages of one run decided and stored together
 
 
@@ -61,7 +69,7 @@ class RunActor:
         # as its instances (services/orchestrator/loops.py), on no runner.
         mono = time.monotonic()
         self.running_since: dict[str, float] = {
-            s.id: mono for s in state.steps.values() if s.status == "running" and s.for_each is None
+            s.id: mono for s in state.steps.values() if s.status == "running" and runs_on_runner(s)
         }
         self.duplicate = False  # its submit's run was stored already: nothing to do
         self.discarded = False  # its creation failed: forgotten, for the submit's next delivery
@@ -212,6 +220,8 @@ class RunActor:
                     effects = state.on_key_taken(holds, holder, refused, admitted, now)
             case KeyFree():
                 effects = state.on_key_free()
+            case ChildEnded():
+                effects = state.on_child_ended(message, now)
             case Create():
                 raise TypeError(f"unexpected message {message!r}")  # _create's alone
             case _:
@@ -223,7 +233,7 @@ class RunActor:
 
     def _track_running(self, step_id: str) -> None:
         step = self.state.steps.get(step_id)
-        if step is not None and step.status == "running" and step.for_each is None:
+        if step is not None and step.status == "running" and runs_on_runner(step):
             self.running_since.setdefault(step_id, time.monotonic())
         else:
             self.running_since.pop(step_id, None)

@@ -25,9 +25,10 @@ class Admission:
         self._line: list[tuple[int, int, str]] = []
         self._arrivals = itertools.count()
 
-    def arrive(self, run_id: str, priority: int = 0) -> bool:
-        """A new run: under way now (True), or waiting for its turn (False)."""
-        if self.bound <= 0 or (len(self.under_way) < self.bound and not self.waiting):
+    def arrive(self, run_id: str, priority: int = 0, past_bound: bool = False) -> bool:
+        """A new run: under way now (True), or waiting for its turn (False); ``past_bound``
+        (a call's child run, whose parent holds a place), under way whatever the bound."""
+        if past_bound or self.bound <= 0 or (len(self.under_way) < self.bound and not self.waiting):
             self.under_way.add(run_id)
             return True
         self._wait(run_id, priority)

@@ -12,6 +12,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
+from heddle.services.orchestrator.child_runs import ChildRuns
 from heddle.services.orchestrator.consumers import PartitionConsumers
 from heddle.services.orchestrator.effects import EffectRunner
 from heddle.services.orchestrator.handoff import Handoffs
@@ -59,6 +60,7 @@ class Orchestrator:
             handoff=settings.handoff == "on",
             continuations=settings.continue_chains == "on",
             max_items=settings.max_items,
+            max_call_depth=settings.max_call_depth,
         )
         self.limits = Limits(settings.max_steps, settings.max_command_bytes)
         self.instance = member_name(settings)
@@ -121,6 +123,7 @@ class Orchestrator:
             lease=self.leases,
             slots=self.slots,
             keys=self.keys,
+            children=ChildRuns(self.acked, res.kv[names.WORKFLOWS_BUCKET], runs_kv, self.limits),
         )
         self.workflows = WorkflowFeatures(settings, res, runs.actors, runner)
         effects = self.workflows.effects  # the same runner, also feeding run history

@@ -10,12 +10,14 @@ from heddle.shared.core.quotas import runs_key
 from heddle.shared.wire.contracts import (
     TERMINAL_RUN,
     TERMINAL_STEP,
+    ChildEnded,
     OnLimit,
     RunRecord,
     RunStatus,
     StepReady,
     StepRecord,
     StepStatus,
+    WorkflowCall,
 )
 
 
@@ -172,6 +174,37 @@ class LeaveKey:
 
 
 @dataclass(frozen=True, slots=True)
+class StartChild:
+    """A call step's attempt starts its child run (docs/sub-workflows.md): the workflow it
+    calls read from the registry, its submit sent, once the step's record is stored; a
+    workflow or version gone ends the step as a failed child would."""
+
+    step_id: str
+    attempt: int
+    child_run: str
+    call: WorkflowCall
+    depth: int  # the child's call depth
+    # Sent again by a rebuilt run: nothing to do if the child is stored already (the
+    # workflow it calls may have changed since it started).
+    again: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CancelChild:
+    """The child run of a call step its run stopped, cancelled in turn."""
+
+    child_run: str
+
+
+@dataclass(frozen=True, slots=True)
+class TellParent:
+    """A child run's end, sent to its parent's command subject before the record of that
+    end: a crash between leaves the child to end again and send it again (one message id)."""
+
+    ended: ChildEnded
+
+
+@dataclass(frozen=True, slots=True)
 class Ignored:
     step_id: str
     reason: str
@@ -191,6 +224,9 @@ Effect = (
     | GiveBack
     | TakeKey
     | LeaveKey
+    | StartChild
+    | CancelChild
+    | TellParent
     | Ignored
 )
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, assert_never, cast
 from heddle.services.orchestrator.bulk_writes import ACK_TIMEOUT, write_new_steps
 from heddle.services.orchestrator.decisions import (
     AwaitHandoff,
+    CancelChild,
     Continue,
     Effect,
     Enqueue,
@@ -36,8 +37,10 @@ from heddle.services.orchestrator.decisions import (
     Requeued,
     ScheduleDeadline,
     ScheduleRetry,
+    StartChild,
     TakeKey,
     TakeSlots,
+    TellParent,
 )
 from heddle.services.orchestrator.messages import DeadlineTimer, Mailboxes, RetryTimer
 from heddle.shared.core.labels import label_key
@@ -54,6 +57,7 @@ from heddle.shared.wire.contracts import (
 from heddle.shared.wire.timefmt import from_epoch
 
 if TYPE_CHECKING:
+    from heddle.services.orchestrator.child_runs import ChildRuns
     from heddle.shared.broker.acked import AckedPublisher
     from heddle.shared.broker.nats_types import Client, JetStreamContext
 
@@ -62,9 +66,15 @@ log = logging.getLogger("heddle.orchestrator")
 
 class EffectWrites:
     def __init__(
-        self, nc: Client, js: JetStreamContext, acked: AckedPublisher, runs: Mailboxes | None
+        self,
+        nc: Client,
+        js: JetStreamContext,
+        acked: AckedPublisher,
+        runs: Mailboxes | None,
+        children: ChildRuns | None = None,
     ) -> None:
         self.nc, self.js = nc, js
+        self.children = children  # the calls' child runs (docs/sub-workflows.md)
         self.acked = acked  # every write here is acknowledged: memory is ahead of KV
         # The server's schedule fires up to ~250 ms late and survives restarts; a local
         # timer (posted to the run at its time, ``post_at``) fires on time while this
@@ -117,6 +127,9 @@ class EffectWrites:
                     await self._kill(batch, eff)
                 case Requeued():
                     _log_requeued(run_id, eff)
+                case StartChild() | CancelChild() | TellParent():
+                    if self.children is not None:
+                        batch.futures.append(await self.children.publish(run_id, eff))
                 case TakeSlots() | GiveBack() | TakeKey() | LeaveKey():
                     pass  # after the batch's records (effects.py, slots.py, keys.py)
                 case Ignored(step_id=step_id, reason=reason):

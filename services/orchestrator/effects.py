@@ -36,6 +36,7 @@ from heddle.shared.wire import names
 from heddle.shared.wire.contracts import LogLine, encode
 
 if TYPE_CHECKING:
+    from heddle.services.orchestrator.child_runs import ChildRuns
     from heddle.services.orchestrator.handoff import Handoffs
     from heddle.services.orchestrator.keys import ConcurrencyKeys
     from heddle.services.orchestrator.slots import Slots
@@ -73,10 +74,12 @@ class EffectRunner:
         lease: WriteLease | None = None,
         slots: Slots | None = None,
         keys: ConcurrencyKeys | None = None,
+        children: ChildRuns | None = None,
     ) -> None:
         self.nc = nc
         self.js = js
-        self.writes = EffectWrites(nc, js, acked, runs)  # also the local retry timers
+        # Also the local retry timers, and the calls' child runs.
+        self.writes = EffectWrites(nc, js, acked, runs, children)
         self.handoffs = handoffs  # sends what Enqueue hands to a runner, and its answer
         # Whether this orchestrator's lease is fresh. A process that stood still past it (a
         # pause) may have lost its runs to another holder: its writes wait until its lease

@@ -135,9 +135,10 @@ class LiveRuns:
 
     # ---- runs under way ----
 
-    def arrive(self, run_id: str, priority: int = 0) -> bool:
-        """A new run: under way now (True), or waiting for its turn (False)."""
-        return self.admission.arrive(run_id, priority)
+    def arrive(self, run_id: str, priority: int = 0, child: bool = False) -> bool:
+        """A new run: under way now (True), or waiting for its turn (False); a ``child``
+        run of a call, under way at once (docs/sub-workflows.md)."""
+        return self.admission.arrive(run_id, priority, past_bound=child)
 
     def key_held(self, run_id: str, priority: int) -> bool:
         """A run live here has just taken its concurrency key: under way now (True), or
@@ -145,9 +146,11 @@ class LiveRuns:
         ended (gone from here) takes none; none while stopping (whoever takes the partition
         admits it)."""
         placed = run_id in self.admission.under_way or run_id in self.admission.waiting
-        if run_id not in self.actors or placed or not self._admitting:
+        actor = self.actors.get(run_id)
+        if actor is None or placed or not self._admitting:
             return False
-        return self.admission.arrive(run_id, priority)
+        child = actor.state.run.parent_run is not None
+        return self.admission.arrive(run_id, priority, past_bound=child)
 
     def free_place(self, run_id: str) -> None:
         """The run ended, or was never made: its place goes to whoever's turn it is."""

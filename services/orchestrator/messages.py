@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from heddle.services.orchestrator.decisions import Effect
 from heddle.services.orchestrator.state import HandoffAnswer
-from heddle.shared.wire.contracts import StepFinished, StepStarted
+from heddle.shared.wire.contracts import ChildEnded, StepFinished, StepStarted
 
 if TYPE_CHECKING:
     from heddle.shared.broker.nats_types import Msg
@@ -149,6 +149,7 @@ Message = (
     | SlotFree
     | KeyTaken
     | KeyFree
+    | ChildEnded  # a call step's child run ended (the command itself)
     | Create
 )
 

@@ -38,6 +38,10 @@ def new_records(
         concurrency_key=cmd.concurrency_key,
         concurrency_limit=cmd.concurrency_limit,
         on_limit=cmd.on_limit,
+        notify=list(cmd.notify),
+        parent_run=cmd.parent_run,
+        parent_step=cmd.parent_step,
+        call_depth=cmd.call_depth,
         concurrency_wait=cmd.concurrency_key,
         runs_quota=runs_quota,
         quota_wait=runs_quota,
@@ -60,6 +64,7 @@ def new_records(
             max_parallel=s.max_parallel,
             runs_on=list(s.runs_on),
             semaphores=list(s.semaphores),
+            workflow=s.workflow,
         )
         for i, s in enumerate([*cmd.steps, *cmd.on_exit])
     ]
@@ -83,6 +88,7 @@ def _carry_over(step: StepRecord, done: AttemptRecord, run_id: str) -> None:
     step.finished_at = done.finished_at
     step.exit_code = done.exit_code
     step.reason = f"succeeded in run {run_id}; not run again"
+    step.child_run = done.child_run  # a call step's child, reused
     if step.for_each is not None:  # its instances' outputs, as they were gathered there
         step.instances = 0
         step.loop_outputs = dict(done.outputs)

@@ -27,6 +27,7 @@ from heddle.services.orchestrator.decisions import (
     Requeued,
     ScheduleRetry,
 )
+from heddle.shared.core.namespaces import own_name
 from heddle.shared.wire.contracts import StepRecord
 
 ACTIVE = ("queued", "running")
@@ -84,7 +85,9 @@ def transition_notes(effects: list[Effect]) -> list[Note]:
         was, now = batch.before[step_id], step.status
         if step_id in again and was == now == "queued":
             continue  # the same attempt queued again: its note is above
-        if was in ACTIVE and now in ("retrying", "queued", "failed"):
+        if step.workflow is not None and was != now and now in ("running", "succeeded"):
+            notes.append(_call_note(step))
+        elif was in ACTIVE and now in ("retrying", "queued", "failed"):
             notes += _attempt_ended(step, batch, explained)
         elif now == "skipped" and was != now:
             notes.append(Note(step_id, step.attempt, step.reason or "skipped"))
@@ -131,6 +134,15 @@ def _kill_requests(
             text = f"asking runner {kill.runner} to kill attempt {attempt}: {kill.reason}"
         asks.append(Note(step_id, attempt, text))
     return asks
+
+
+def _call_note(step: StepRecord) -> Note:
+    """A call step's child started, or succeeded (docs/sub-workflows.md)."""
+    child = own_name(step.child_run or "")
+    if step.status == "succeeded":
+        return Note(step.id, step.attempt, f"child run {child} succeeded")
+    name = step.workflow.name if step.workflow is not None else ""
+    return Note(step.id, step.attempt, f"started child run {child} of workflow {name}")
 
 
 def _cancelled(step: StepRecord) -> str:

@@ -70,13 +70,15 @@ class Router:
                 log.warning("approval refused: no gates yet (%s)", msg.subject)
                 return Outcome.REFUSED
 
-            case ChildEnded():
-                log.warning("child end refused: no calls yet (%s)", msg.subject)
-                return Outcome.REFUSED
+            case ChildEnded(run_id=run_id):
+                # No actor: the parent ended (cancelled), and its child's end means nothing.
+                return self._post(run_id, cmd, msg)
             case _:
                 assert_never(cmd)
 
-    def _post(self, run_id: str, message: Cancel | RetryTimer | DeadlineTimer, msg: Msg) -> Outcome:
+    def _post(
+        self, run_id: str, message: Cancel | RetryTimer | DeadlineTimer | ChildEnded, msg: Msg
+    ) -> Outcome:
         """Held by the run's actor until its effects are stored; done at once if the run
         has no actor (finished, or unknown)."""
         return Outcome.HELD if self.runs.post(run_id, message, msg) else Outcome.DONE

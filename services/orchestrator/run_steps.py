@@ -56,6 +56,8 @@ class Policy:
     step_quota: Callable[[str], int | None] = lambda namespace: None
     # A namespace's runs-under-way quota (None: none), asked as each run comes.
     runs_quota: Callable[[str], int | None] = lambda namespace: None
+    # The deepest a run's calls may nest (HEDDLE_MAX_CALL_DEPTH; docs/sub-workflows.md).
+    max_call_depth: int = 10
 
 
 class RunSteps:

@@ -74,6 +74,8 @@ class RunState:
         self.on_key_taken = self.keys.on_key_taken
         self.on_quota_taken = self.keys.on_quota_taken
         self.on_key_free = self.keys.on_key_free
+        # A call step's child ended (call_steps.py).
+        self.on_child_ended = self.transitions.calls.on_child_ended
 
     @property
     def run(self) -> RunRecord:
@@ -176,6 +178,7 @@ class RunState:
             or step.attempt != attempt
             or step.status not in ("queued", "running")
             or step.for_each is not None  # it runs as its instances, on no runner
+            or step.workflow is not None  # its child runs, on no runner
         ):
             return [Ignored(step_id, f"watchdog verdict for attempt {attempt} ignored")]
         effects: list[Effect] = []
@@ -278,6 +281,8 @@ class RunState:
                 # the dispatchers (with a look for it first) once that runner would have
                 # answered, unless its events or heartbeat come first.
                 effects.append(AwaitHandoff(step.id, step.attempt, step.requeues, step.offered_to))
+            elif step.status == "running" and step.workflow is not None:
+                effects.extend(self.transitions.calls.again(step))  # its child's submit
             elif step.status == "queued":
                 step.queued_at = step.queued_at or stamp
                 effects.append(enqueue(step, self.records.ready_message(step)[0]))

@@ -93,6 +93,8 @@ class Stopping:
                 if step.status == "queued" and holder:
                     effects.append(KillAttempt(holder, step.id, step.attempt, why, step.ticket))
                 effects.extend(self.transitions.terminate(step, "cancelled", why, stamp))
+            elif step.status == "running" and step.workflow is not None:
+                effects.extend(self.transitions.calls.stop(step, stamp))  # and its child
             elif step.status == "running" and step.for_each is not None:
                 # Its instances are stopped each as a step of their own.
                 effects.extend(self.transitions.terminate(step, "cancelled", why, stamp))

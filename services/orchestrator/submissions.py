@@ -97,10 +97,12 @@ class Submissions:
             return Outcome.DONE
         # Under way at once, or waiting its turn; a run with its namespace's runs-under-way
         # quota or a concurrency key takes those first (keys.py), its turn among the runs
-        # under way after.
-        quota = self.policy.runs_quota(namespace_of(run_id)) is not None
+        # under way after. A child run waits for neither its turn nor the quota: its parent
+        # holds a place, and would wait on its child for ever (docs/sub-workflows.md).
+        child = cmd.parent_run is not None
+        quota = not child and self.policy.runs_quota(namespace_of(run_id)) is not None
         keyed = quota or cmd.concurrency_key is not None
-        admitted = False if keyed else self.runs.arrive(run_id, cmd.priority)
+        admitted = False if keyed else self.runs.arrive(run_id, cmd.priority, child)
         try:
             with gc_paused():
                 state, effects = RunState.new(

@@ -7,6 +7,7 @@ clock.
 
 from __future__ import annotations
 
+from heddle.services.orchestrator.call_steps import CallSteps
 from heddle.services.orchestrator.continuations import Chains
 from heddle.services.orchestrator.decisions import (
     Effect,
@@ -61,6 +62,7 @@ class StepTransitions:
         self.records = records
         self.chains = chains
         self.loops = Loops(records, self)
+        self.calls = CallSteps(records, self)
 
     def queue(
         self,
@@ -75,6 +77,8 @@ class StepTransitions:
         with semaphores not queued or running already asks for them first, and waits."""
         if step.for_each is not None:
             return self.loops.expand(step, stamp)  # it runs as its instances
+        if step.workflow is not None:
+            return self.calls.start(step, attempt, stamp)  # its child runs, on no runner
         prev = step.status
         if prev == "pending" and handoff is None and not granted and self.records.window_full():
             self.records.held.append(step.id)  # its turn comes as the run's steps land
@@ -321,4 +325,4 @@ class StepTransitions:
             return effects
         records.run.status = records.outcome()
         records.run.finished_at = stamp
-        return [*effects, PersistRun(records.run)]
+        return [*effects, *self.calls.tell_parent(stamp), PersistRun(records.run)]

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 import msgspec
 from heddle.shared.core.namespaces import DEFAULT_NAMESPACE
-from heddle.shared.wire.contracts import AttemptRecord, RunStatus, StepStatus
+from heddle.shared.wire.contracts import AttemptRecord, RunStatus, StepStatus, WorkflowCall
 from heddle.shared.wire.names import ID_PATTERN
 
 # An id as JSON Schema states it (``$`` for Python's ``\Z``), for the types only the
@@ -144,6 +144,10 @@ class StepDocument(Doc):
     parent: str | None = None
     item: str | None = None
     item_index: int | None = None
+    # A call step's (docs/sub-workflows.md): the workflow it calls, and the child run its
+    # current attempt started (each attempt's is in ``attempts``).
+    workflow: WorkflowCall | None = None
+    child_run: str | None = None
     # Why it waits, in the run document only; absent when it does not wait.
     waiting_for: WaitingFor | msgspec.UnsetType = msgspec.UNSET
 
@@ -189,6 +193,11 @@ class RunDocument(RunFacts, kw_only=True):
     steps_included: bool
     steps: list[StepDocument]
     edges: list[Edge]
+    # A child run (docs/sub-workflows.md): the run and step that called it, and how deep it
+    # is in calls; null, null and 0 for a run no step called.
+    parent_run: str | None
+    parent_step: str | None
+    call_depth: int
     # Why the run waits: its own turn, or what its steps wait for while none runs; absent
     # when nothing waits.
     waiting_for: WaitingFor | msgspec.UnsetType = msgspec.UNSET

@@ -156,8 +156,9 @@ def orchestrator() -> Permissions:
     """The owner of run state: every stream's keeper, the only writer of runs, cron and pods."""
     return Permissions(
         publish=(
-            names.CMD_SUBMIT_ALL,  # the cron scheduler's runs
-            names.CMD_CANCEL_ALL,  # a run cancelled to free its concurrency key
+            names.CMD_SUBMIT_ALL,  # the cron scheduler's runs, and the child runs of calls
+            names.CMD_CANCEL_ALL,  # a run cancelled to free its key, or its parent's
+            names.CMD_CHILD_ALL,  # a child run's end, told to its parent
             names.CMD_TIMER_ALL,
             names.CMD_DEADLINE_ALL,
             names.SCHED_ALL,

@@ -78,6 +78,7 @@ AT_LEAST_ONE = (
     "replicas",
     "max_steps",
     "max_items",
+    "max_call_depth",
     "max_command_bytes",
     "max_body_bytes",
     "output_tail_bytes",
@@ -177,6 +178,12 @@ class Settings:
     max_steps: int = _s(100_000, "HEDDLE_MAX_STEPS", "most steps in one workflow")
     max_items: int = _s(
         10_000, "HEDDLE_MAX_ITEMS", "most items a step's forEach may give (its instances)"
+    )
+    max_call_depth: int = _s(
+        10,
+        "HEDDLE_MAX_CALL_DEPTH",
+        "deepest that calls of workflows may nest: a call step whose child run would be "
+        "deeper fails (docs/sub-workflows.md)",
     )
     max_command_bytes: int = _s(
         16 * 1024, "HEDDLE_MAX_COMMAND_BYTES", "longest step command, in UTF-8 bytes"

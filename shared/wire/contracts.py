@@ -517,6 +517,7 @@ class AttemptRecord(Wire):
     exit_code: int | None = None
     reason: str | None = None
     outputs: dict[str, str] = {}  # the attempt's, if it succeeded
+    child_run: str | None = None  # the run a call step's attempt started
 
 
 class ApprovalDecision(Wire):

@@ -121,6 +121,8 @@ CMD_TIMER_ALL = "heddle.cmd.timer.*"
 # Run deadlines, the same way: one schedule per run under heddle.sched.deadline.*, apart from
 # its steps' retry timers, fired into heddle.cmd.deadline.*.
 CMD_DEADLINE_ALL = "heddle.cmd.deadline.*"
+# A child run's end, sent by its orchestrator to its parent run (docs/sub-workflows.md).
+CMD_CHILD_ALL = "heddle.cmd.child.*"
 SCHED_ALL = "heddle.sched.>"
 STEP_READY_ALL = "heddle.step.ready.>"
 # A step of a run under way, and a step that opens a run (no dependencies): disjoint, as
@@ -171,6 +173,21 @@ def cmd_submit(run: str) -> str:
 
 def cmd_cancel(run: str) -> str:
     return f"heddle.cmd.cancel.{run}"
+
+
+def cmd_child(run: str) -> str:
+    """Where the end of a child run of ``run`` is told to it (ChildEnded)."""
+    return f"heddle.cmd.child.{run}"
+
+
+def child_ended_msg_id(child: str) -> str:
+    """A child run's end is told to its parent once, however often it is sent."""
+    return f"child-ended.{child}"
+
+
+def child_cancel_msg_id(child: str) -> str:
+    """The cancel of a child run by its parent (its parent cancelled or past its deadline)."""
+    return f"cancel.{child}.by.parent"
 
 
 def key_cancel_msg_id(run: str, by: str) -> str:

@@ -15,6 +15,7 @@ from typing import get_args
 
 from aiohttp import web
 from heddle.services.gateway.http import answers, inputs
+from heddle.services.gateway.http.call_checks import call_problems
 from heddle.services.gateway.http.keys import RESOURCES, RUN_INDEX, SETTINGS
 from heddle.services.gateway.http.params import whole_number
 from heddle.services.gateway.http.scope import listed_namespaces, namespace_scope
@@ -62,6 +63,10 @@ async def create_run(request: web.Request) -> web.Response:
             req = parse_run_request(doc, inputs.limits(settings))
     except InvalidWorkflow as exc:
         return answers.error(400, "invalid workflow", exc.problems)
+    kv = request.app[RESOURCES].workflows
+    calls = await call_problems(kv, scope.namespace, req.steps, req.on_exit)
+    if calls:
+        return answers.error(400, "invalid workflow", calls)
     chosen = req.run_id or req.workflow_id
     run_id = scope.stored(chosen or new_run_id())
     values = inline_values(req.params)

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 import msgspec
 from aiohttp import web
 from heddle.services.gateway.http import answers, inputs
+from heddle.services.gateway.http.call_checks import call_problems
 from heddle.services.gateway.http.keys import RESOURCES, RUN_INDEX, SETTINGS
 from heddle.services.gateway.http.params import query_int
 from heddle.services.gateway.http.scope import listed_namespaces, namespace_scope, object_scope
@@ -64,6 +65,10 @@ async def register_workflow(request: web.Request) -> web.Response:
     # Stored under its qualified name; the namespace is in that name, not in the document.
     spec = msgspec.structs.replace(parsed, name=scope.stored(parsed.name or ""), namespace=None)
     kv = request.app[RESOURCES].workflows
+    own = parsed.name or ""
+    calls = await call_problems(kv, scope.namespace, spec.steps, spec.on_exit, registering=own)
+    if calls:
+        return answers.error(400, "invalid workflow", calls)
     try:
         done = await registry.register(kv, spec, epoch(), inputs.payload_limit(request))
     except DocumentTooLarge as exc:

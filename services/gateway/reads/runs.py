@@ -26,6 +26,7 @@ from heddle.shared.broker.kv_reads import read_current, read_steps, stored_at, v
 from heddle.shared.core.namespaces import namespace_of, own_name
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import (
+    AttemptRecord,
     RunRecord,
     StepRecord,
     heartbeat_decoder,
@@ -98,7 +99,7 @@ def step_document(
         queued_at=step.queued_at,
         requeues=step.requeues,
         retry_at=step.retry_at,
-        attempts=step.attempts,
+        attempts=[shown_attempt(a) for a in step.attempts],
         env=step.env,
         outputs=step.outputs,
         when=step.when,
@@ -110,8 +111,17 @@ def step_document(
         parent=step.parent,
         item=step.item,
         item_index=step.item_index,
+        workflow=step.workflow,
+        child_run=shown_name(step.child_run),
         waiting_for=msgspec.UNSET if waiting_for is None else waiting_for,
     )
+
+
+def shown_attempt(attempt: AttemptRecord) -> AttemptRecord:
+    """An attempt as the API shows it: a call step's child run by its own name."""
+    if attempt.child_run is None:
+        return attempt
+    return msgspec.structs.replace(attempt, child_run=own_name(attempt.child_run))
 
 
 def shown_name(stored: str | None) -> str | None:
@@ -181,5 +191,8 @@ async def run_document(
         steps_included=with_steps,
         steps=shown,
         edges=[Edge(from_=p, to=s.id) for s in steps for p in s.depends_on] if with_steps else [],
+        parent_run=shown_name(run.parent_run),
+        parent_step=run.parent_step,
+        call_depth=run.call_depth,
         waiting_for=msgspec.UNSET if found.run is None else found.run,
     )

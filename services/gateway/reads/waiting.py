@@ -76,7 +76,13 @@ def waits(run: RunRecord, steps: list[StepRecord], facts: WaitFacts) -> Waits:
 def held_back(steps: list[StepRecord]) -> dict[str, WaitingFor]:
     """The pending steps whose dependencies have all succeeded while the run has steps queued
     or running: held back by the run's window (docs/pools.md, "Fair turns")."""
-    flying = sum(1 for s in steps if s.status in ("queued", "running") and s.for_each is None)
+    # Neither a forEach step (its instances count) nor a call step (docs/sub-workflows.md)
+    # takes a place in the window.
+    flying = sum(
+        1
+        for s in steps
+        if s.status in ("queued", "running") and s.for_each is None and s.workflow is None
+    )
     if not flying:
         return {}
     succeeded = {s.id for s in steps if s.status == "succeeded"}

@@ -18,7 +18,13 @@ from heddle.services.gateway.reads.waiting import (
     waits,
 )
 from heddle.shared.api.answers import WaitingFor
-from heddle.shared.wire.contracts import ConcurrencyKey, RunnerInfo, RunRecord, StepRecord
+from heddle.shared.wire.contracts import (
+    ConcurrencyKey,
+    RunnerInfo,
+    RunRecord,
+    StepRecord,
+    WorkflowCall,
+)
 
 UNTIL = "2026-01-01T00:00:05.000Z"
 
@@ -328,3 +334,15 @@ def test_a_ready_step_held_back_by_its_runs_window_says_so() -> None:
     )
     assert {sid for sid, w in found.steps.items() if w.reason == "turn"} == {"d"}
     assert found.steps["d"].reason == "turn" and found.steps["d"].total == 2
+
+
+def test_a_running_call_step_holds_no_place_in_its_runs_window() -> None:
+    """A call step runs on no runner (docs/sub-workflows.md): it is not counted among the
+    steps its run has queued or running."""
+    calling = step("b", status="running", depends_on=["a"], workflow=WorkflowCall(name="child"))
+    steps = [step("a", status="succeeded"), calling, step("c", status="queued", depends_on=["a"])]
+    steps.append(step("d", status="pending", depends_on=["a"]))
+    found = waits(
+        RunRecord(run_id="r", status="running", created_at="", step_count=4), steps, WaitFacts()
+    )
+    assert found.steps["d"].total == 1

@@ -83,7 +83,7 @@ list "subscribe" list ["publishDeny" list] ["subscribeDeny" list] ["allowRespons
 
 {{/* The owner of run state: every stream's keeper, the only writer of runs, cron and pods. */}}
 {{- define "heddle.nats.orchestrator" -}}
-{{- $publish := list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.cmd.timer.*" "heddle.cmd.deadline.*" "heddle.sched.>" "heddle.step.ready.>" "heddle.log.>" "heddle.runner.*.cancel" "heddle.runner.*.assign" "heddle.notify.run.*" "$KV.heddle-runs.>" "$KV.heddle-cron.>" "$KV.heddle-pods.>" "$KV.heddle-leases.>" "$KV.heddle-semaphores.>" "$KV.heddle-concurrency.>" "$JS.API.>" "$JS.ACK.>" "$JS.FC.>" -}}
+{{- $publish := list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.cmd.child.*" "heddle.cmd.timer.*" "heddle.cmd.deadline.*" "heddle.sched.>" "heddle.step.ready.>" "heddle.log.>" "heddle.runner.*.cancel" "heddle.runner.*.assign" "heddle.notify.run.*" "$KV.heddle-runs.>" "$KV.heddle-cron.>" "$KV.heddle-pods.>" "$KV.heddle-leases.>" "$KV.heddle-semaphores.>" "$KV.heddle-concurrency.>" "$JS.API.>" "$JS.ACK.>" "$JS.FC.>" -}}
 {{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_orchestrator.>") "publishDeny" (include "heddle.nats.secretReads" . | fromJsonArray)) -}}
 {{- end -}}
 

@@ -642,13 +642,23 @@
 
   // A step's cells; an instance's shows its item where its step shows the command, and a
   // loop's step its disclosure button and the summary of its instances.
+  // What a call step runs, where another step shows its command.
+  const callText = (st) => st.workflow
+    ? `calls ${st.workflow.name}${st.workflow.version ? " v" + st.workflow.version : ""}` : "";
+
+  // A call step's line: the workflow it calls, and its child run's link once it has one.
+  function callLine(st) {
+    return h("div", { class: "command mono" }, callText(st),
+      st.childRun ? [" → ", h("a", { href: runHref(st.childRun), class: "child-run" }, st.childRun)] : null);
+  }
+
   function stepCells(runId, st, lp) {
     const first = st.parent !== null && st.parent !== undefined
       ? [h("a", { href: stepHref(runId, st.id), class: "mono step-link" }, st.id),
         h("div", { class: "command mono item", title: st.item ?? "" }, "item ", st.item ?? dash())]
       : [lp && lp.instances.length ? lp.button : null,
         h("a", { href: stepHref(runId, st.id), class: "mono step-link" }, st.id),
-        h("div", { class: "command mono", title: st.command }, st.command),
+        st.workflow ? callLine(st) : h("div", { class: "command mono", title: st.command }, st.command),
         lp ? loopLine(lp) : null];
     return [
       h("td", {}, first),
@@ -872,6 +882,9 @@
         item("Steps", `${run.steps.length} `, h("span", { class: "chips" }, counts)),
         run.retryOf ? item("Retry of", h("a", { href: runHref(run.retryOf), class: "mono", id: "retry-of" }, run.retryOf)) : [],
         run.retriedBy ? item("Retried by", h("a", { href: runHref(run.retriedBy), class: "mono", id: "retried-by" }, run.retriedBy)) : [],
+        // A child run: the run and the call step that started it (docs/sub-workflows.md).
+        run.parentRun ? item("Called by", h("a", { href: runHref(run.parentRun), class: "mono", id: "parent-run" }, run.parentRun),
+          " step ", h("a", { href: stepHref(run.parentRun, run.parentStep), class: "mono" }, run.parentStep)) : [],
       ].flat());
       cancel.disabled = TERMINAL_RUN.has(run.status);
       retry.hidden = !["failed", "cancelled"].includes(run.status);
@@ -1224,7 +1237,9 @@
       const item = (k, ...v) => [h("dt", {}, k), h("dd", {}, ...v)];
       put(meta, ...[
         item("Attempt", st.attempt ? `${st.attempt} of ${(st.retries || 0) + 1}` : dash()),
-        item("Runner", st.runner || dash()),
+        st.workflow ? item("Child run", st.childRun
+          ? h("a", { href: runHref(st.childRun), class: "mono", id: "child-run" }, st.childRun) : dash(),
+          ` (workflow ${st.workflow.name})`) : item("Runner", st.runner || dash()),
         item("Exit code", st.exitCode ?? dash()),
         item("Started", fmtTime(st.startedAt)),
         item("Finished", fmtTime(st.finishedAt)),
@@ -1238,7 +1253,7 @@
         st.forEach ? item("For each of", h("code", {}, st.forEach),
           st.maxParallel ? ` (at most ${st.maxParallel} at once)` : "") : [],
       ].flat());
-      command.textContent = st.command || "";
+      command.textContent = st.command || callText(st);
     }
 
     function setStatus(status) {
@@ -1606,7 +1621,7 @@
         h("thead", {}, h("tr", {}, ["Step", "Command", "Depends on", "Retries", "Timeout"].map((x) => h("th", {}, x)))),
         h("tbody", {}, v.steps.map((st) => h("tr", { "data-step": st.id },
           h("td", { class: "mono" }, st.id),
-          h("td", {}, h("code", { class: "command-cell" }, st.command)),
+          h("td", {}, h("code", { class: "command-cell" }, st.command || callText(st))),
           h("td", { class: "mono" }, (st.dependsOn || []).join(", ") || dash()),
           h("td", { class: "num" }, st.retries ?? 0),
           h("td", { class: "num" }, st.timeoutSeconds ? `${st.timeoutSeconds} s` : "default"))))));
