@@ -25,6 +25,7 @@ from heddle.services.orchestrator.bulk_writes import ACK_TIMEOUT, write_new_step
 from heddle.services.orchestrator.decisions import (
     AwaitHandoff,
     Continue,
+    CreateNotifications,
     Effect,
     Enqueue,
     GiveBack,
@@ -40,6 +41,7 @@ from heddle.services.orchestrator.decisions import (
     TakeSlots,
 )
 from heddle.services.orchestrator.messages import DeadlineTimer, Mailboxes, RetryTimer
+from heddle.services.orchestrator.notify_writes import create_notifications
 from heddle.shared.core.labels import label_key
 from heddle.shared.runtime import failpoints
 from heddle.shared.runtime.service import event
@@ -119,6 +121,8 @@ class EffectWrites:
                     _log_requeued(run_id, eff)
                 case TakeSlots() | GiveBack() | TakeKey() | LeaveKey():
                     pass  # after the batch's records (effects.py, slots.py, keys.py)
+                case CreateNotifications():
+                    batch.futures += await create_notifications(self.acked, eff)
                 case Ignored(step_id=step_id, reason=reason):
                     event(log, "ignored", run=run_id, step=step_id, reason=reason)
                 case _:

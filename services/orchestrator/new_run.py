@@ -38,6 +38,7 @@ def new_records(
         concurrency_key=cmd.concurrency_key,
         concurrency_limit=cmd.concurrency_limit,
         on_limit=cmd.on_limit,
+        notify=list(cmd.notify),
         concurrency_wait=cmd.concurrency_key,
         runs_quota=runs_quota,
         quota_wait=runs_quota,

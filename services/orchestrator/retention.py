@@ -2,7 +2,7 @@
 finished longer ago than ``HEDDLE_RETENTION_AGE``, are deleted with everything they left:
 
 - ``step.<run>.*``, ``run.<run>`` and ``hist.<workflow>.<run>`` in heddle-runs,
-- ``<run>.*`` in heddle-heartbeats,
+- ``<run>.*`` in heddle-heartbeats and, for a run with notify targets, heddle-notifications,
 - ``heddle.log.<run>.>`` in HEDDLE_LOGS and ``heddle.evt.<run>.>`` in HEDDLE_EVENTS,
 - the cron slot key ``<workflow>.<slot>`` of a scheduled run (the cursor is past it, so the
   slot is never planned again).
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("heddle.orchestrator.retention")
 CHUNK = 50  # runs deleted at once
+NOTIFICATIONS = names.NOTIFICATIONS_BUCKET
 
 
 @dataclass(slots=True)
@@ -159,6 +160,8 @@ class Retention:
             self.js.purge_stream(names.LOGS_STREAM, subject=names.log_run_filter(rid)),
             self.js.purge_stream(names.EVENTS_STREAM, subject=names.evt_run_filter(rid)),
         ]
+        if run.notify:
+            purges.append(self._purge_kv(names.notifications_of_run(rid), NOTIFICATIONS))
         workflow = run.registered_workflow
         if workflow is not None:
             purges.append(self._purge_kv(names.hist_key(workflow, rid)))

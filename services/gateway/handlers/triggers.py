@@ -86,6 +86,7 @@ async def trigger_run(request: web.Request) -> web.Response:
         on_exit=spec.on_exit,
         timeout_seconds=spec.timeout_seconds,
         priority=spec.priority if given.priority is None else given.priority,
+        notify=spec.notify,
         **limited,
     )
     response = await submit(request, cmd, chosen_id=key is not None or given.slot is not None)

@@ -31,6 +31,7 @@ class GatewayResources:
     semaphores: Bucket  # heddle-semaphores: sizes and holders
     concurrency: Bucket  # heddle-concurrency: each key's holders and queue
     namespaces: Bucket  # heddle-namespaces: each namespace's record and quotas
+    notifications: Bucket  # heddle-notifications: the deliveries of run ends
 
 
 SETTINGS = web.AppKey("settings", Settings)

@@ -1,0 +1,108 @@
+"""Notifications of a run's end against a real stack (docs/notifications.md): the summary
+POSTed to a test server on 127.0.0.1, once; ``on`` filtering; a signed delivery; the run
+document's ``notifications``. The target down and the gateway killed:
+tests/fault/test_notify_faults.py; the pure parts: tests/unit/test_notify_plan.py."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from heddle.shared.core import signatures
+from heddle.shared.wire import names
+
+from tests.support.receivers import Receiver
+from tests.support.stack import StackFactory, eventually
+
+FAILING = [{"id": "ok", "command": "true"}, {"id": "bad", "command": "exit 3"}]
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    r = await Receiver().start()
+    yield r
+    await r.stop()
+
+
+async def delivered(s: Any, run_id: str, index: int = 0) -> dict[str, Any]:
+    """The run's document once its notification ``index`` is delivered."""
+    found: dict[str, Any] = {}
+
+    async def done() -> bool:
+        found.update(await s.run(run_id))
+        return found["notifications"][index]["state"] == "delivered"
+
+    await eventually(done, f"notification {index} of run {run_id} delivered")
+    return found
+
+
+async def test_a_failed_run_s_summary_is_posted_once(
+    stack: StackFactory, receiver: Receiver
+) -> None:
+    s = await stack(runners=1, HEDDLE_PUBLIC_URL="https://heddle.example.org/")
+    doc = {"name": "build", "notify": [{"url": receiver.url, "on": ["failed"]}], "steps": FAILING}
+    run_id = await s.submit(doc)
+    run = await s.wait_run(run_id)
+    assert run["status"] == "failed"
+    run = await delivered(s, run_id)
+    [sent] = receiver.of_run(run_id)
+    assert sent.headers["Content-Type"] == "application/json"
+    assert sent.headers[signatures.HEDDLE_DELIVERY] == f"{run_id}.0"
+    assert sent.headers["X-Heddle-Event"] == "run.failed"
+    assert signatures.HEDDLE_HEADER not in sent.headers
+    body = sent.json
+    assert (body["runId"], body["namespace"], body["status"]) == (run_id, "default", "failed")
+    assert (body["workflow"], body["trigger"]) == ("build", "api")
+    assert (body["createdAt"], body["finishedAt"]) == (run["createdAt"], run["finishedAt"])
+    assert body["failedSteps"] == [{"id": "bad", "reason": "exit code 3", "exitCode": 3}]
+    assert body["url"] == f"https://heddle.example.org/#/runs/{run_id}"
+    [shown] = run["notifications"]
+    assert (shown["index"], shown["url"], shown["on"]) == (0, receiver.url, ["failed"])
+    assert [a["status"] for a in shown["attempts"]] == [200]
+
+
+async def test_a_target_hears_only_the_ends_it_is_on(
+    stack: StackFactory, receiver: Receiver
+) -> None:
+    s = await stack(runners=1)
+    notify = [{"url": receiver.url, "on": ["failed"]}]
+    quiet = await s.submit({"notify": notify, "steps": [{"id": "a", "command": "true"}]})
+    assert (await s.wait_run(quiet))["status"] == "succeeded"
+    loud = await s.submit({"notify": notify, "steps": FAILING})
+    await s.wait_run(loud)
+    await delivered(s, loud)
+    # The failed run, submitted after, is delivered: the succeeded one was never sent.
+    assert [d.json["runId"] for d in receiver.deliveries] == [loud]
+    [target] = (await s.run(quiet))["notifications"]
+    assert (target["state"], target["attempts"]) == (None, [])
+
+
+async def test_a_registered_workflow_s_signed_target_verifies_with_its_secret(
+    stack: StackFactory, receiver: Receiver
+) -> None:
+    s = await stack(runners=1)
+    notify = [{"url": receiver.url, "on": ["succeeded"], "secret": True}]
+    doc = {"name": "nightly", "notify": notify, "steps": [{"id": "a", "command": "true"}]}
+    status, body = await s.request("POST", "/api/workflows", json=doc)
+    assert status == 201, body
+    secret = signatures.new_secret()
+    nc = await s.connect()
+    try:
+        secrets = await nc.jetstream().key_value(names.SECRETS_BUCKET)
+        await secrets.put(names.secret_key("nightly", "notify", "0"), secret.encode())
+    finally:
+        await nc.close()
+    status, body = await s.request("POST", "/api/workflows/nightly/runs")
+    assert status == 201, body
+    run_id = body["runId"]
+    await s.wait_run(run_id)
+    await delivered(s, run_id)
+    [sent] = receiver.of_run(run_id)
+    assert signatures.signed_by(secret, sent.body, sent.headers[signatures.HEDDLE_HEADER])
+    assert not signatures.signed_by("another", sent.body, sent.headers[signatures.HEDDLE_HEADER])
+    assert (sent.json["workflow"], sent.json["status"], sent.json["url"]) == (
+        "nightly",
+        "succeeded",
+        None,
+    )
