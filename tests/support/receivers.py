@@ -3,6 +3,7 @@ every delivery it is sent and answers each with ``status``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,8 @@ class Receiver:
     port: int = field(default_factory=free_port)
     status: int = 200
     deliveries: list[Delivery] = field(default_factory=list)
+    # Set: each delivery is kept as it arrives, and answered only once this is set.
+    hold: asyncio.Event | None = None
     _runner: web.AppRunner | None = None
 
     @property
@@ -51,4 +54,6 @@ class Receiver:
     async def _receive(self, request: web.Request) -> web.Response:
         body = await request.read()
         self.deliveries.append(Delivery(dict(request.headers), body))
+        if self.hold is not None:
+            await self.hold.wait()
         return web.Response(status=self.status)

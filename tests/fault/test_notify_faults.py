@@ -1,0 +1,95 @@
+"""Notifications when things fail (docs/notifications.md): a target that is down gets its
+attempts recorded while the run ends regardless, and is delivered to once it is up, across
+a gateway killed and started again; a gateway stopped mid-send finishes that send first.
+The happy path: tests/integration/test_notifications.py."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Any
+
+import aiohttp
+
+from tests.support.receivers import Receiver
+from tests.support.stack import Stack, StackFactory, eventually, until
+
+QUICK = {"HEDDLE_NOTIFY_BACKOFF": "0.3", "HEDDLE_NOTIFY_TIMEOUT": "2"}
+FAILING = [{"id": "bad", "command": "exit 1"}]
+
+
+async def notification(s: Stack, run_id: str) -> dict[str, Any]:
+    """The run's first notify target as its document shows it (the gateway may be starting)."""
+    try:
+        status, body = await s.request("GET", f"/api/runs/{run_id}")
+    except aiohttp.ClientError:
+        return {"state": None, "attempts": []}
+    return body["notifications"][0] if status == 200 else {"state": None, "attempts": []}
+
+
+async def restart_gateway(s: Stack, sig: int = signal.SIGKILL) -> None:
+    s.kill("gateway", sig)
+    await until(lambda: not s.procs["gateway"].alive(), 20, "the gateway stopped")
+    s.start("gateway")
+
+
+async def answer_once_stopping(s: Stack, receiver: Receiver) -> None:
+    """Let the receiver answer once the gateway says it is stopping."""
+    await until(lambda: '"msg":"stopping"' in s.logs("gateway"), 20, "the gateway stopping")
+    assert receiver.hold is not None
+    receiver.hold.set()
+
+
+async def test_a_target_down_is_retried_and_delivered_once_across_a_gateway_kill(
+    stack: StackFactory,
+) -> None:
+    s = await stack(runners=1, **QUICK)
+    receiver = Receiver()  # its port chosen, nothing listening yet
+    run_id = await s.submit({"notify": [{"url": receiver.url}], "steps": FAILING})
+    run = await s.wait_run(run_id)
+    assert run["status"] == "failed"  # ended, its notification still undelivered
+
+    async def tried_twice() -> bool:
+        return len((await notification(s, run_id))["attempts"]) >= 2
+
+    await eventually(tried_twice, "two attempts at the target that is down")
+    shown = await notification(s, run_id)
+    assert shown["state"] == "pending"
+    assert all(a["status"] is None and a["error"] for a in shown["attempts"]), shown
+    await receiver.start()
+    try:
+        await restart_gateway(s)
+
+        async def delivered() -> bool:
+            return (await notification(s, run_id))["state"] == "delivered"
+
+        await eventually(delivered, "the delivery once the target is up")
+        shown = await notification(s, run_id)
+        assert shown["attempts"][-1]["status"] == 200
+        assert len(receiver.of_run(run_id)) == 1
+    finally:
+        await receiver.stop()
+
+
+async def test_a_gateway_stopped_mid_send_lets_it_finish_and_it_is_not_sent_again(
+    stack: StackFactory,
+) -> None:
+    s = await stack(runners=1, **QUICK)
+    receiver = await Receiver(hold=asyncio.Event()).start()
+    try:
+        run_id = await s.submit({"notify": [{"url": receiver.url}], "steps": FAILING})
+        await until(lambda: len(receiver.deliveries) == 1, 30, "the delivery sent")
+        answered = asyncio.create_task(answer_once_stopping(s, receiver))
+        # SIGTERM while its POST waits for the answer (``kill`` waits for the process).
+        await asyncio.to_thread(s.kill, "gateway", signal.SIGTERM)
+        await answered
+        s.start("gateway")
+
+        async def delivered() -> bool:
+            return (await notification(s, run_id))["state"] == "delivered"
+
+        await eventually(delivered, "the delivery recorded by the stopping gateway")
+        assert len((await notification(s, run_id))["attempts"]) == 1
+        assert len(receiver.of_run(run_id)) == 1
+    finally:
+        await receiver.stop()
