@@ -5,10 +5,14 @@ tests/fault/test_notify_faults.py; the pure parts: tests/unit/test_notify_plan.p
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from heddle.services.orchestrator.retention import Retention
+from heddle.shared.broker.buckets import open_bucket
+from heddle.shared.broker.kv_reads import read_current
 from heddle.shared.core import signatures
 from heddle.shared.wire import names
 
@@ -60,6 +64,15 @@ async def test_a_failed_run_s_summary_is_posted_once(
     [shown] = run["notifications"]
     assert (shown["index"], shown["url"], shown["on"]) == (0, receiver.url, ["failed"])
     assert [a["status"] for a in shown["attempts"]] == [200]
+    # Its retry carries the workflow's targets: it fails again, and is sent as a retry.
+    status, body = await s.request("POST", f"/api/runs/{run_id}/retry")
+    assert status == 201, body
+    retry = body["runId"]
+    await s.wait_run(retry)
+    await delivered(s, retry)
+    [again] = receiver.of_run(retry)
+    assert (again.json["trigger"], again.json["status"]) == ("retry", "failed")
+    assert len(receiver.of_run(run_id)) == 1
 
 
 async def test_a_target_hears_only_the_ends_it_is_on(
@@ -106,3 +119,39 @@ async def test_a_registered_workflow_s_signed_target_verifies_with_its_secret(
         "succeeded",
         None,
     )
+
+
+async def test_the_sweep_makes_a_delivery_a_crash_lost_and_retention_removes_them(
+    stack: StackFactory, receiver: Receiver
+) -> None:
+    """An end stored without its deliveries (an orchestrator that died between the two) gets
+    them from the next retention sweep; one that exists is left as it is; a run deleted by
+    retention takes its deliveries with it."""
+    s = await stack(runners=1)
+    notify = [{"url": receiver.url, "on": ["failed"]}, {"url": receiver.url, "on": ["failed"]}]
+    run_id = await s.submit({"notify": notify, "steps": FAILING})
+    await s.wait_run(run_id)
+    await delivered(s, run_id, 0)
+    await delivered(s, run_id, 1)
+    nc = await s.connect()
+    try:
+        js = nc.jetstream()
+        runs = await open_bucket(nc, js, names.RUNS_BUCKET)
+        kv = await open_bucket(nc, js, names.NOTIFICATIONS_BUCKET)
+        stream = names.kv_stream(names.NOTIFICATIONS_BUCKET)
+        lost = names.kv_subject(names.NOTIFICATIONS_BUCKET, names.notification_key(run_id, 1))
+        await js.purge_stream(stream, subject=lost)
+        sweep = Retention(js, runs, keep_runs=0, keep_age=0, interval=60, notifications=kv)
+        assert (await sweep.sweep()).notified == [names.notification_key(run_id, 1)]
+
+        async def sent_again() -> bool:
+            return len(receiver.of_run(run_id)) == 3
+
+        await eventually(sent_again, "the delivery made again sent")
+        assert (await s.run(run_id))["notifications"][0]["state"] == "delivered"
+        assert (await sweep.sweep()).notified == []  # both exist: left alone
+        aged = Retention(js, runs, keep_runs=0, keep_age=1, interval=60, notifications=kv)
+        assert run_id in (await aged.sweep(now=time.time() + 60)).deleted
+        assert await read_current(kv, names.notifications_of_run(run_id)) == []
+    finally:
+        await nc.close()

@@ -98,13 +98,20 @@ class Notifier:
     # ---- what is due, and when ----
 
     async def _on_entry(self, entry: KeyValue.Entry) -> None:
-        key = entry.key
-        if entry.operation in ("DEL", "PURGE") or not entry.value:
-            self._known.pop(key, None)
-            self._plan(key)
-            return
-        self._known[key] = notification_decoder.decode(entry.value)
+        gone = entry.operation in ("DEL", "PURGE") or not entry.value
+        self._remember(entry.key, None if gone else notification_decoder.decode(entry.value or b""))
+
+    def _remember(self, key: str, n: Notification | None) -> None:
+        """The newest record of ``key`` kept while it is pending (a settled one is let go:
+        the bucket holds every delivery of every run kept), and its timer set for it."""
+        self._keep(key, n)
         self._plan(key)
+
+    def _keep(self, key: str, n: Notification | None) -> None:
+        if n is None or n.state != "pending":
+            self._known.pop(key, None)
+        else:
+            self._known[key] = n
 
     def _plan(self, key: str) -> None:
         """The timer of ``key`` set for when its delivery is next due (none once settled)."""
@@ -150,8 +157,8 @@ class Notifier:
         n = notification_decoder.decode(entry.value or b"")
         now = time.time()
         at = due_at(n, now)
-        if at is None or at > now:
-            self._known[key] = n
+        if at is None or at > now:  # the watch was behind: planned again from this one
+            self._keep(key, n)
             return
         try:
             revision = await self.kv.update(
@@ -167,7 +174,7 @@ class Notifier:
             await self.kv.update(key, encode(done), revision)
         except KeyWrongLastSequenceError:
             return  # removed with its run (retention), or taken once the claim ran out
-        self._known[key] = done
+        self._keep(key, done)
         event(
             log,
             "notification",
