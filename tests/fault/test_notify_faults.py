@@ -1,6 +1,7 @@
 """Notifications when things fail (docs/notifications.md): a target that is down gets its
 attempts recorded while the run ends regardless, and is delivered to once it is up, across
-a gateway killed and started again; a gateway stopped mid-send finishes that send first.
+a gateway killed and started again; a gateway stopped mid-send finishes that send first;
+two gateways send each delivery once.
 The happy path: tests/integration/test_notifications.py."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import signal
 from typing import Any
 
 import aiohttp
+from heddle.services.local.embedded_nats import free_port
 
 from tests.support.receivers import Receiver
 from tests.support.stack import Stack, StackFactory, eventually, until
@@ -91,5 +93,27 @@ async def test_a_gateway_stopped_mid_send_lets_it_finish_and_it_is_not_sent_agai
         await eventually(delivered, "the delivery recorded by the stopping gateway")
         assert len((await notification(s, run_id))["attempts"]) == 1
         assert len(receiver.of_run(run_id)) == 1
+    finally:
+        await receiver.stop()
+
+
+async def test_two_gateways_send_each_delivery_once(stack: StackFactory) -> None:
+    """Both follow every delivery; the claim (compare-and-set) lets one of them send it."""
+    s = await stack(runners=2, **QUICK)
+    s.start("gateway-1", "gateway", HEDDLE_GATEWAY_PORT=str(free_port()))
+    await until(lambda: '"msg":"listening' in s.logs("gateway-1"), 30, "gateway-1 listening")
+    receiver = await Receiver().start()
+    try:
+        notify = [{"url": receiver.url}]
+        runs = [await s.submit({"notify": notify, "steps": FAILING}) for _ in range(6)]
+        for run_id in runs:
+
+            async def delivered(run_id: str = run_id) -> bool:
+                return (await notification(s, run_id))["state"] == "delivered"
+
+            await eventually(delivered, f"run {run_id}'s delivery")
+            assert len((await notification(s, run_id))["attempts"]) == 1
+        sent = sorted(d.headers["X-Heddle-Delivery"] for d in receiver.deliveries)
+        assert sent == sorted(f"{run_id}.0" for run_id in runs)
     finally:
         await receiver.stop()
