@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from heddle.services.orchestrator.history import summary_of
-from heddle.services.orchestrator.notify_repair import create_missing, owed
+from heddle.services.orchestrator.notify_repair import create_missing
 from heddle.shared.broker.kv_reads import read_current
 from heddle.shared.broker.nats_types import KeyNotFoundError
 from heddle.shared.core.cron_plan import slot_stamp
+from heddle.shared.core.notify_plan import owed
 from heddle.shared.runtime.periodic import Periodic
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names

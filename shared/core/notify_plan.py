@@ -6,7 +6,7 @@ claim by a gateway, and the record after an attempt. Pure: no I/O; times are pas
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import msgspec
@@ -51,6 +51,21 @@ def due_notifications(run: RunRecord) -> list[Notification]:
         for i, target in enumerate(run.notify)
         if run.status in target.on
     ]
+
+
+def owed(
+    runs: Iterable[RunRecord], now: float, within: float, is_live: Callable[[str], bool]
+) -> list[Notification]:
+    """The deliveries of the runs that ended within ``within`` seconds of ``now`` and are
+    no actor's any more (a live one stores its own): what the retention sweep makes again
+    if a crash kept them from being stored (services/orchestrator/notify_repair.py)."""
+    out: list[Notification] = []
+    for run in runs:
+        if not run.notify or run.finished_at is None or is_live(run.run_id):
+            continue
+        if epoch_of(run.finished_at, 0.0) >= now - within:
+            out.extend(due_notifications(run))
+    return out
 
 
 def due_at(n: Notification, now: float) -> float | None:

@@ -13,6 +13,7 @@ from heddle.shared.core.notify_plan import (
     claimed,
     due_at,
     due_notifications,
+    owed,
 )
 from heddle.shared.core.notify_summary import run_page, summary_body
 from heddle.shared.wire.contracts import (
@@ -126,3 +127,15 @@ def test_the_summary_names_the_run_in_its_namespace_with_its_failed_steps() -> N
         "url": "https://heddle.example.org/#/runs/r1",
     }
     assert run_page("", "r1") is None
+
+
+def test_the_sweep_owes_the_deliveries_of_runs_ended_lately_and_no_actor_s() -> None:
+    notify = [Notify(url="http://a.example/", on=["failed"])]
+    ended = run_record("failed", notify)  # finished at T0 + 9
+    running = run_record("running", notify)
+    quiet = run_record("failed", [])
+    assert [n.run_id for n in owed([ended, running, quiet], T0 + 100, 120, lambda r: False)] == [
+        "team-a=r1"
+    ]
+    assert owed([ended], T0 + 200, 120, lambda r: False) == []  # ended too long ago
+    assert owed([ended], T0 + 100, 120, lambda r: True) == []  # its actor stores its own
