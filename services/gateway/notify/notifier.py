@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -62,9 +63,7 @@ class Notifier:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._sending: dict[str, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(MAX_SENDS)
-        self._hosts: defaultdict[str, asyncio.Semaphore] = defaultdict(
-            lambda: asyncio.Semaphore(PER_HOST)
-        )
+        self._hosts = HostLimits(PER_HOST)
         self._session: aiohttp.ClientSession | None = None
         self._watch: asyncio.Task[None] | None = None
 
@@ -137,7 +136,7 @@ class Notifier:
         try:
             n = self._known.get(key)
             if n is not None:
-                async with self._hosts[urlsplit(n.url).netloc], self._slots:
+                async with self._hosts.hold(urlsplit(n.url).netloc), self._slots:
                     await self._attempt(key)
         except asyncio.CancelledError:
             raise
@@ -203,3 +202,30 @@ class Notifier:
                 stored = None
             secret = stored.decode() if stored else None
         return await post(self._session, n, target, body, secret)
+
+
+class HostLimits:
+    """At most ``limit`` sends to one host at once; a host's semaphore is kept only while a
+    send to it is under way or waiting, not for every host ever named."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._held: dict[str, tuple[asyncio.Semaphore, int]] = {}
+
+    def __len__(self) -> int:
+        """The hosts with a send under way or waiting."""
+        return len(self._held)
+
+    @asynccontextmanager
+    async def hold(self, host: str) -> AsyncIterator[None]:
+        sem, users = self._held.get(host) or (asyncio.Semaphore(self.limit), 0)
+        self._held[host] = (sem, users + 1)
+        try:
+            async with sem:
+                yield
+        finally:
+            sem, users = self._held[host]
+            if users == 1:
+                del self._held[host]
+            else:
+                self._held[host] = (sem, users - 1)
