@@ -29,6 +29,26 @@ async def notification(s: Stack, run_id: str) -> dict[str, Any]:
     return body["notifications"][0] if status == 200 else {"state": None, "attempts": []}
 
 
+async def until_state(s: Stack, run_id: str, state: str) -> dict[str, Any]:
+    """The run's first target once its delivery is in ``state``."""
+
+    async def reached() -> bool:
+        return (await notification(s, run_id))["state"] == state
+
+    await eventually(reached, f"run {run_id}'s delivery {state}")
+    return await notification(s, run_id)
+
+
+async def until_attempts(s: Stack, run_id: str, count: int) -> dict[str, Any]:
+    """The run's first target once ``count`` attempts are recorded."""
+
+    async def tried() -> bool:
+        return len((await notification(s, run_id))["attempts"]) >= count
+
+    await eventually(tried, f"{count} attempts at run {run_id}'s target")
+    return await notification(s, run_id)
+
+
 async def restart_gateway(s: Stack, sig: int = signal.SIGKILL) -> None:
     s.kill("gateway", sig)
     await until(lambda: not s.procs["gateway"].alive(), 20, "the gateway stopped")
@@ -51,22 +71,13 @@ async def test_a_target_down_is_retried_and_delivered_once_across_a_gateway_kill
     run = await s.wait_run(run_id)
     assert run["status"] == "failed"  # ended, its notification still undelivered
 
-    async def tried_twice() -> bool:
-        return len((await notification(s, run_id))["attempts"]) >= 2
-
-    await eventually(tried_twice, "two attempts at the target that is down")
-    shown = await notification(s, run_id)
+    shown = await until_attempts(s, run_id, 2)
     assert shown["state"] == "pending"
     assert all(a["status"] is None and a["error"] for a in shown["attempts"]), shown
     await receiver.start()
     try:
         await restart_gateway(s)
-
-        async def delivered() -> bool:
-            return (await notification(s, run_id))["state"] == "delivered"
-
-        await eventually(delivered, "the delivery once the target is up")
-        shown = await notification(s, run_id)
+        shown = await until_state(s, run_id, "delivered")
         assert shown["attempts"][-1]["status"] == 200
         assert len(receiver.of_run(run_id)) == 1
     finally:
@@ -86,12 +97,7 @@ async def test_a_gateway_stopped_mid_send_lets_it_finish_and_it_is_not_sent_agai
         await asyncio.to_thread(s.kill, "gateway", signal.SIGTERM)
         await answered
         s.start("gateway")
-
-        async def delivered() -> bool:
-            return (await notification(s, run_id))["state"] == "delivered"
-
-        await eventually(delivered, "the delivery recorded by the stopping gateway")
-        assert len((await notification(s, run_id))["attempts"]) == 1
+        assert len((await until_state(s, run_id, "delivered"))["attempts"]) == 1
         assert len(receiver.of_run(run_id)) == 1
     finally:
         await receiver.stop()
@@ -107,13 +113,25 @@ async def test_two_gateways_send_each_delivery_once(stack: StackFactory) -> None
         notify = [{"url": receiver.url}]
         runs = [await s.submit({"notify": notify, "steps": FAILING}) for _ in range(6)]
         for run_id in runs:
-
-            async def delivered(run_id: str = run_id) -> bool:
-                return (await notification(s, run_id))["state"] == "delivered"
-
-            await eventually(delivered, f"run {run_id}'s delivery")
-            assert len((await notification(s, run_id))["attempts"]) == 1
+            assert len((await until_state(s, run_id, "delivered"))["attempts"]) == 1
         sent = sorted(d.headers["X-Heddle-Delivery"] for d in receiver.deliveries)
         assert sent == sorted(f"{run_id}.0" for run_id in runs)
+    finally:
+        await receiver.stop()
+
+
+async def test_a_redirect_is_not_followed_and_a_later_2xx_delivers(stack: StackFactory) -> None:
+    s = await stack(runners=1, **QUICK)
+    receiver = await Receiver(status=302).start()
+    try:
+        run_id = await s.submit({"notify": [{"url": receiver.url}], "steps": FAILING})
+        shown = await until_attempts(s, run_id, 2)
+        assert shown["state"] == "pending"
+        assert {a["status"] for a in shown["attempts"]} == {302}
+        assert all("redirects are not followed" in a["error"] for a in shown["attempts"])
+        receiver.status = 200
+        attempts = (await until_state(s, run_id, "delivered"))["attempts"]
+        assert attempts[-1]["status"] == 200 and len(attempts) == len(receiver.of_run(run_id))
+        assert receiver.followed == 0
     finally:
         await receiver.stop()

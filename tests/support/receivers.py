@@ -29,6 +29,7 @@ class Receiver:
     deliveries: list[Delivery] = field(default_factory=list)
     # Set: each delivery is kept as it arrives, and answered only once this is set.
     hold: asyncio.Event | None = None
+    followed: int = 0  # requests to where a 3xx answer pointed
     _runner: web.AppRunner | None = None
 
     @property
@@ -38,6 +39,7 @@ class Receiver:
     async def start(self) -> Receiver:
         app = web.Application()
         app.router.add_post("/hook", self._receive)
+        app.router.add_route("*", "/moved", self._moved)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
@@ -56,4 +58,9 @@ class Receiver:
         self.deliveries.append(Delivery(dict(request.headers), body))
         if self.hold is not None:
             await self.hold.wait()
-        return web.Response(status=self.status)
+        moved = {"Location": "/moved"} if 300 <= self.status < 400 else None
+        return web.Response(status=self.status, headers=moved)
+
+    async def _moved(self, request: web.Request) -> web.Response:
+        self.followed += 1
+        return web.Response(status=200)

@@ -41,8 +41,8 @@ async def post(
     if target.secret and secret is not None:
         headers[signatures.HEDDLE_HEADER] = signatures.sign(secret, body)
     try:
+        # The answer's body is not read: its status is all a delivery needs.
         async with session.post(n.url, data=body, headers=headers, allow_redirects=False) as ans:
-            await ans.read()
             status = ans.status
     except TimeoutError:
         return NotifyAttempt(at=at, error="no answer within HEDDLE_NOTIFY_TIMEOUT")
