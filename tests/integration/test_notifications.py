@@ -94,11 +94,25 @@ async def test_a_target_hears_only_the_ends_it_is_on(
 async def test_a_registered_workflow_s_signed_target_verifies_with_its_secret(
     stack: StackFactory, receiver: Receiver
 ) -> None:
-    s = await stack(runners=1)
+    """Signed with the secret made for the target; none made yet, nothing is sent and the
+    attempt is an error, retried until one is."""
+    s = await stack(runners=1, HEDDLE_NOTIFY_BACKOFF="0.3")
     notify = [{"url": receiver.url, "on": ["succeeded"], "secret": True}]
     doc = {"name": "nightly", "notify": notify, "steps": [{"id": "a", "command": "true"}]}
     status, body = await s.request("POST", "/api/workflows", json=doc)
     assert status == 201, body
+    status, body = await s.request("POST", "/api/workflows/nightly/runs")
+    assert status == 201, body
+    run_id = body["runId"]
+    await s.wait_run(run_id)
+
+    async def refused() -> bool:
+        return bool((await s.run(run_id))["notifications"][0]["attempts"])
+
+    await eventually(refused, "an attempt without a secret")
+    [first, *_] = (await s.run(run_id))["notifications"][0]["attempts"]
+    assert (first["status"], first["error"]) == (None, "no secret is made for this target yet")
+    assert receiver.of_run(run_id) == []
     secret = signatures.new_secret()
     nc = await s.connect()
     try:
@@ -106,10 +120,6 @@ async def test_a_registered_workflow_s_signed_target_verifies_with_its_secret(
         await secrets.put(names.secret_key("nightly", "notify", "0"), secret.encode())
     finally:
         await nc.close()
-    status, body = await s.request("POST", "/api/workflows/nightly/runs")
-    assert status == 201, body
-    run_id = body["runId"]
-    await s.wait_run(run_id)
     await delivered(s, run_id)
     [sent] = receiver.of_run(run_id)
     assert signatures.signed_by(secret, sent.body, sent.headers[signatures.HEDDLE_HEADER])
