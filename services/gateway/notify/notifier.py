@@ -66,6 +66,7 @@ class Notifier:
         self._hosts = HostLimits(PER_HOST)
         self._session: aiohttp.ClientSession | None = None
         self._watch: asyncio.Task[None] | None = None
+        self._stopping = False  # nothing more is planned: the sends in flight drain
 
     def start(self) -> None:
         timeout = aiohttp.ClientTimeout(total=self.policy.timeout)
@@ -83,6 +84,7 @@ class Notifier:
     async def stop(self) -> None:
         """Stop following; the sends in flight get ``drain`` seconds, then are cancelled
         (their claims run out, and a gateway sends them again)."""
+        self._stopping = True
         await cancel_and_wait(self._watch)
         for timer in self._timers.values():
             timer.cancel()
@@ -120,7 +122,7 @@ class Notifier:
         n = self._known.get(key)
         now = time.time()
         at = None if n is None else due_at(n, now)
-        if at is None or key in self._sending:
+        if at is None or key in self._sending or self._stopping:
             return  # a send under way plans it again when it ends
         loop = asyncio.get_running_loop()
         self._timers[key] = loop.call_later(max(0.0, at - now), self._due, key)
