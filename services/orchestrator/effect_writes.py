@@ -122,7 +122,7 @@ class EffectWrites:
                 case TakeSlots() | GiveBack() | TakeKey() | LeaveKey():
                     pass  # after the batch's records (effects.py, slots.py, keys.py)
                 case CreateNotifications():
-                    batch.futures += await create_notifications(self.acked, eff)
+                    await self._create_notifications(batch, eff)
                 case Ignored(step_id=step_id, reason=reason):
                     event(log, "ignored", run=run_id, step=step_id, reason=reason)
                 case _:
@@ -186,6 +186,14 @@ class EffectWrites:
             batch.futures = []
         subject = names.kv_subject(names.RUNS_BUCKET, names.run_key(batch.run_id))
         batch.futures.append(await self.acked.publish(subject, encode(eff.run), headers=headers))
+
+    async def _create_notifications(self, batch: _Batch, eff: CreateNotifications) -> None:
+        if batch.create_run:
+            # A run that ends as it is created (refused at its key): only once it is stored,
+            # so a submit of a run that exists makes no deliveries for it.
+            await self._settle(batch.futures)
+            batch.futures = []
+        batch.futures += await create_notifications(self.acked, eff)
 
     async def _enqueue(self, batch: _Batch, eff: Enqueue) -> None:
         ready = eff.ready
