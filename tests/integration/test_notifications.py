@@ -16,6 +16,7 @@ from heddle.shared.broker.kv_reads import read_current
 from heddle.shared.core import signatures
 from heddle.shared.wire import names
 
+from tests.support.namespaces import create_namespaces
 from tests.support.receivers import Receiver
 from tests.support.stack import StackFactory, eventually
 
@@ -89,6 +90,29 @@ async def test_a_target_hears_only_the_ends_it_is_on(
     assert [d.json["runId"] for d in receiver.deliveries] == [loud]
     [target] = (await s.run(quiet))["notifications"]
     assert (target["state"], target["attempts"]) == (None, [])
+
+
+async def test_a_namespaced_run_s_delivery_names_its_namespace(
+    stack: StackFactory, receiver: Receiver
+) -> None:
+    s = await stack(runners=1)
+    nc = await s.connect()
+    try:
+        await create_namespaces(nc, "team-a")
+    finally:
+        await nc.close()
+    doc = {"namespace": "team-a", "runId": "told", "notify": [{"url": receiver.url}]}
+    await s.submit({**doc, "steps": FAILING})
+
+    async def sent() -> bool:
+        return bool(receiver.of_run("told"))
+
+    await eventually(sent, "the namespaced run's delivery")
+    [delivery] = receiver.of_run("told")
+    assert (delivery.json["runId"], delivery.json["namespace"]) == ("told", "team-a")
+    assert delivery.headers[signatures.HEDDLE_DELIVERY] == "team-a=told.0"
+    status, run = await s.request("GET", "/api/runs/told?namespace=team-a")
+    assert status == 200 and run["notifications"][0]["url"] == receiver.url, run
 
 
 async def test_a_registered_workflow_s_signed_target_verifies_with_its_secret(
