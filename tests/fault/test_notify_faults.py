@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 from heddle.services.local.embedded_nats import free_port
 
+from tests.support.metrics import parse, value
 from tests.support.receivers import Receiver
 from tests.support.stack import Stack, StackFactory, eventually, until
 
@@ -133,5 +134,11 @@ async def test_a_redirect_is_not_followed_and_a_later_2xx_delivers(stack: StackF
         attempts = (await until_state(s, run_id, "delivered"))["attempts"]
         assert attempts[-1]["status"] == 200 and len(attempts) == len(receiver.of_run(run_id))
         assert receiver.followed == 0
+        status, text = await s.request("GET", "/metrics")
+        assert status == 200
+        counted = parse(text)
+        assert value(counted, "heddle_notify_attempts_total", outcome="delivered") == 1
+        failed = value(counted, "heddle_notify_attempts_total", outcome="failed")
+        assert failed == len(attempts) - 1
     finally:
         await receiver.stop()

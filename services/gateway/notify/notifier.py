@@ -25,6 +25,7 @@ from heddle.shared.broker.kv_watch import follow
 from heddle.shared.broker.nats_types import KeyNotFoundError, KeyWrongLastSequenceError, NatsError
 from heddle.shared.core.notify_plan import Policy, after_attempt, claimed, due_at
 from heddle.shared.core.notify_summary import summary_body
+from heddle.shared.runtime.metrics import NOTIFY_ATTEMPTS
 from heddle.shared.runtime.service import event
 from heddle.shared.runtime.tasks import cancel_and_wait
 from heddle.shared.wire import names
@@ -45,6 +46,7 @@ log = logging.getLogger("heddle.gateway.notify")
 MAX_SENDS = 32  # POSTs in flight at once
 PER_HOST = 4  # of them to one target host
 DRAIN = 5.0  # seconds a stopping gateway lets its sends in flight finish
+OUTCOMES = {"delivered": "delivered", "pending": "failed", "gave-up": "gave_up"}
 
 
 class Notifier:
@@ -176,6 +178,7 @@ class Notifier:
         except KeyWrongLastSequenceError:
             return  # removed with its run (retention), or taken once the claim ran out
         self._keep(key, done)
+        NOTIFY_ATTEMPTS.labels(OUTCOMES[done.state]).inc()
         event(
             log,
             "notification",
