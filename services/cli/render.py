@@ -98,6 +98,7 @@ def run_view(run: dict[str, Any]) -> str:
         head.append(f"reason: {run['reason']}")
     if run.get("waitingFor"):
         head.append(f"waiting: {run['waitingFor']['sentence']}")
+    head.extend(notify_line(n) for n in run.get("notifications") or ())
     head.append(f"steps: {counts_text(step_counts(run))}")
     if not run.get("stepsIncluded", True):
         shown = run.get("steps") or []
@@ -113,6 +114,19 @@ def run_view(run: dict[str, Any]) -> str:
             return "\n".join(head)
     steps = table(("STEP", "STATE", "ATTEMPT", "RUNNER", "EXIT", "TIME", "REASON"), step_rows(run))
     return "\n".join(head) + "\n\n" + steps + waiting_lines(run["steps"])
+
+
+def notify_line(n: dict[str, Any]) -> str:
+    """A notify target's delivery (docs/notifications.md): its state, and its last failure."""
+    attempts = n.get("attempts") or []
+    state = n.get("state") or "not sent"
+    text = f"notify {n['url']}: {state}"
+    if attempts:
+        text += f" ({len(attempts)} attempt{'s' if len(attempts) != 1 else ''})"
+        last = attempts[-1]
+        if state != "delivered" and last.get("error"):
+            text += f", last: {last['error']}"
+    return text
 
 
 def waiting_lines(steps: list[dict[str, Any]]) -> str:

@@ -41,6 +41,7 @@ from heddle.services.gateway.http.keys import (
 )
 from heddle.services.gateway.http.metrics import Metrics
 from heddle.services.gateway.http.protocol import GatewayRunner
+from heddle.services.gateway.notify.notifier import Notifier
 from heddle.services.gateway.openapi import page as api_page
 from heddle.services.gateway.openapi.page import PUBLISHED, Published
 from heddle.services.gateway.openapi.route import Route, register
@@ -104,6 +105,7 @@ async def nats_context(app: web.Application) -> AsyncIterator[None]:
         concurrency=res.kv[names.CONCURRENCY_BUCKET],
         namespaces=res.kv[names.NAMESPACES_BUCKET],
         secrets=res.kv[names.SECRETS_BUCKET],
+        notifications=res.kv[names.NOTIFICATIONS_BUCKET],
     )
     if admin is not None:
         await seed_admin(res.kv[names.TOKENS_BUCKET], token_index, admin, settings.admin_token_file)
@@ -115,7 +117,15 @@ async def nats_context(app: web.Application) -> AsyncIterator[None]:
         )
     index = app[RUN_INDEX] = RunIndex(res.js, res.kv[names.RUNS_BUCKET])
     index.start()
+    notifier = Notifier(
+        settings,
+        res.kv[names.NOTIFICATIONS_BUCKET],
+        res.kv[names.RUNS_BUCKET],
+        res.kv[names.SECRETS_BUCKET],
+    )
+    notifier.start()
     yield
+    await notifier.stop()
     await index.stop()
     await token_index.stop()
     await close(nc)

@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from heddle.shared.core.namespaces import namespace_of
+from heddle.shared.core.notify_plan import due_notifications
 from heddle.shared.core.quotas import runs_key
 from heddle.shared.wire.contracts import (
     TERMINAL_RUN,
     TERMINAL_STEP,
     ChildEnded,
+    Notification,
     OnLimit,
     RunRecord,
     RunStatus,
@@ -202,6 +204,11 @@ class TellParent:
     end: a crash between leaves the child to end again and send it again (one message id)."""
 
     ended: ChildEnded
+class CreateNotifications:
+    """The deliveries of a run's end to its notify targets, created (never replaced) in the
+    pass that stores its end; the gateways send them (docs/notifications.md)."""
+
+    records: tuple[Notification, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +234,7 @@ Effect = (
     | StartChild
     | CancelChild
     | TellParent
+    | CreateNotifications
     | Ignored
 )
 
@@ -234,13 +242,16 @@ Effect = (
 def giving_back(effects: list[Effect]) -> list[Effect]:
     """``effects`` with the slots of each step they end (or send to wait out a backoff)
     given back right after its record, and the concurrency key of a run they end right
-    after the run's: however it ends, in one place. Giving back what a step or a run does
-    not hold changes nothing, so one that never took is harmless."""
+    after the run's, and its notifications: however it ends, in one place. Giving back
+    what a step or a run does not hold changes nothing, so one that never took is
+    harmless."""
     out: list[Effect] = []
     for eff in effects:
         out.append(eff)
         if isinstance(eff, PersistRun) and eff.status in TERMINAL_RUN:
             out.extend(leaving(eff.run))
+            if records := due_notifications(eff.run):
+                out.append(CreateNotifications(tuple(records)))
         elif (
             isinstance(eff, PersistStep)
             and eff.step.semaphores

@@ -26,6 +26,7 @@ from heddle.services.orchestrator.decisions import (
     AwaitHandoff,
     CancelChild,
     Continue,
+    CreateNotifications,
     Effect,
     Enqueue,
     GiveBack,
@@ -43,6 +44,7 @@ from heddle.services.orchestrator.decisions import (
     TellParent,
 )
 from heddle.services.orchestrator.messages import DeadlineTimer, Mailboxes, RetryTimer
+from heddle.services.orchestrator.notify_writes import create_notifications
 from heddle.shared.core.labels import label_key
 from heddle.shared.runtime import failpoints
 from heddle.shared.runtime.service import event
@@ -132,6 +134,8 @@ class EffectWrites:
                         batch.futures.append(await self.children.publish(run_id, eff))
                 case TakeSlots() | GiveBack() | TakeKey() | LeaveKey():
                     pass  # after the batch's records (effects.py, slots.py, keys.py)
+                case CreateNotifications():
+                    await self._create_notifications(batch, eff)
                 case Ignored(step_id=step_id, reason=reason):
                     event(log, "ignored", run=run_id, step=step_id, reason=reason)
                 case _:
@@ -195,6 +199,14 @@ class EffectWrites:
             batch.futures = []
         subject = names.kv_subject(names.RUNS_BUCKET, names.run_key(batch.run_id))
         batch.futures.append(await self.acked.publish(subject, encode(eff.run), headers=headers))
+
+    async def _create_notifications(self, batch: _Batch, eff: CreateNotifications) -> None:
+        if batch.create_run:
+            # A run that ends as it is created (refused at its key): only once it is stored,
+            # so a submit of a run that exists makes no deliveries for it.
+            await self._settle(batch.futures)
+            batch.futures = []
+        batch.futures += await create_notifications(self.acked, eff)
 
     async def _enqueue(self, batch: _Batch, eff: Enqueue) -> None:
         ready = eff.ready

@@ -2,7 +2,7 @@
 finished longer ago than ``HEDDLE_RETENTION_AGE``, are deleted with everything they left:
 
 - ``step.<run>.*``, ``run.<run>`` and ``hist.<workflow>.<run>`` in heddle-runs,
-- ``<run>.*`` in heddle-heartbeats,
+- ``<run>.*`` in heddle-heartbeats and, for a run with notify targets, heddle-notifications,
 - ``heddle.log.<run>.>`` in HEDDLE_LOGS and ``heddle.evt.<run>.>`` in HEDDLE_EVENTS,
 - the cron slot key ``<workflow>.<slot>`` of a scheduled run (the cursor is past it, so the
   slot is never planned again).
@@ -13,8 +13,9 @@ and is counted among the ones kept. Runs without a workflow name fall under the 
 
 The same pass repairs the history index (``history.py``): a finished run whose summary is
 missing or stale (its final write was lost to a crash) gets it rewritten from its steps, and
-a summary whose run is gone is removed. One pass reads every run record once (a filtered
-replay), never the steps of a run it keeps.
+a summary whose run is gone is removed; and a run that ended lately gets the deliveries of
+its end that a crash kept from being stored (``notify_repair.py``). One pass reads every
+run record once (a filtered replay), never the steps of a run it keeps.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from heddle.services.orchestrator.history import summary_of
+from heddle.services.orchestrator.notify_repair import create_missing
 from heddle.shared.broker.kv_reads import read_current
 from heddle.shared.broker.nats_types import KeyNotFoundError
 from heddle.shared.core.cron_plan import slot_stamp
+from heddle.shared.core.notify_plan import owed
 from heddle.shared.runtime.periodic import Periodic
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
@@ -51,12 +54,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("heddle.orchestrator.retention")
 CHUNK = 50  # runs deleted at once
+NOTIFICATIONS = names.NOTIFICATIONS_BUCKET
+# Runs that ended within this many sweep intervals get their missing deliveries made: a
+# sweep at the leader's start reaches back past the last one.
+REPAIR_WINDOWS = 2
 
 
 @dataclass(slots=True)
 class Sweep:
     deleted: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
+    notified: list[str] = field(default_factory=list)  # deliveries made that were missing
 
 
 def doomed(
@@ -95,6 +103,7 @@ class Retention:
         interval: float,
         is_live: Callable[[str], bool] = lambda run_id: False,
         clock: Callable[[], float] = time.time,
+        notifications: Bucket | None = None,
     ) -> None:
         self.js = js
         self.runs_kv = runs_kv
@@ -103,6 +112,7 @@ class Retention:
         self.interval = interval
         self.is_live = is_live
         self.clock = clock
+        self.notifications = notifications  # heddle-notifications, to repair (notify_repair.py)
         self._periodic = Periodic("retention sweep", self.interval, self.sweep, log)
 
     async def start(self) -> None:
@@ -144,8 +154,17 @@ class Retention:
                     await self._repair(run)
                     result.repaired.append(run.run_id)
         await self._fix_last(gone, kept)
-        if result.deleted or result.repaired:
-            event(log, "retention", deleted=len(result.deleted), repaired=len(result.repaired))
+        if self.notifications is not None:
+            owing = owed(kept.values(), now, REPAIR_WINDOWS * self.interval, self.is_live)
+            result.notified = await create_missing(self.notifications, owing)
+        if result.deleted or result.repaired or result.notified:
+            event(
+                log,
+                "retention",
+                deleted=len(result.deleted),
+                repaired=len(result.repaired),
+                notifications=len(result.notified),
+            )
         return result
 
     async def _purge_kv(self, key: str, bucket: str = names.RUNS_BUCKET) -> None:
@@ -159,6 +178,8 @@ class Retention:
             self.js.purge_stream(names.LOGS_STREAM, subject=names.log_run_filter(rid)),
             self.js.purge_stream(names.EVENTS_STREAM, subject=names.evt_run_filter(rid)),
         ]
+        if run.notify:
+            purges.append(self._purge_kv(names.notifications_of_run(rid), NOTIFICATIONS))
         workflow = run.registered_workflow
         if workflow is not None:
             purges.append(self._purge_kv(names.hist_key(workflow, rid)))

@@ -243,6 +243,7 @@ class Scheduler:
                 on_exit=spec.on_exit,
                 timeout_seconds=spec.timeout_seconds,
                 priority=spec.priority,
+                notify=spec.notify,
                 **limited,
             )
             futures.append(

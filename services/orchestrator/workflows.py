@@ -58,6 +58,7 @@ class WorkflowFeatures:
             keep_age=settings.retention_age,
             interval=settings.retention_interval,
             is_live=lambda run_id: run_id in actors,
+            notifications=res.kv[names.NOTIFICATIONS_BUCKET],
         )
         self.leading = False
 

@@ -173,6 +173,23 @@ class RunFacts(Doc):
     priority: int  # higher first (docs/workflows.md, "Priority")
 
 
+class NotifyAttemptDoc(Doc):
+    at: str
+    status: int | None  # the target's answer; null when none came
+    error: str | None  # why the attempt failed; null for a 2xx
+
+
+class NotificationDoc(Doc):
+    """A notify target of the run's workflow (docs/notifications.md) and its delivery:
+    ``state`` null while none is made (the run has not ended, or not in one of ``on``)."""
+
+    index: int
+    url: str
+    on: list[str]
+    state: Literal["pending", "delivered", "gave-up"] | None
+    attempts: list[NotifyAttemptDoc]
+
+
 class RunDocument(RunFacts, kw_only=True):
     params: dict[str, str]  # the parameter values the run was given, defaults applied
     env: dict[str, str]  # the workflow's static variables
@@ -198,6 +215,7 @@ class RunDocument(RunFacts, kw_only=True):
     parent_run: str | None
     parent_step: str | None
     call_depth: int
+    notifications: list[NotificationDoc]  # one per notify target, in its order
     # Why the run waits: its own turn, or what its steps wait for while none runs; absent
     # when nothing waits.
     waiting_for: WaitingFor | msgspec.UnsetType = msgspec.UNSET

@@ -138,6 +138,7 @@ def gateway() -> Permissions:
             kv_write(names.SEMAPHORES_BUCKET),  # a semaphore's size (PUT /api/semaphores)
             kv_write(names.NAMESPACES_BUCKET),  # a namespace and its quotas
             kv_write(names.SECRETS_BUCKET),  # webhooks' and notify targets' (its alone)
+            kv_write(names.NOTIFICATIONS_BUCKET),  # a delivery's claim and its attempts
             *keeps(*ALL_STREAMS),
             *info(*ALL_STREAMS),
             *reads(names.LOGS_STREAM, *ALL_KV_STREAMS),
@@ -173,6 +174,7 @@ def orchestrator() -> Permissions:
             kv_write(names.LEASES_BUCKET),  # orchestrators' membership and partitions
             kv_write(names.SEMAPHORES_BUCKET),  # the slots its runs' steps hold
             kv_write(names.CONCURRENCY_BUCKET),  # the concurrency keys its runs hold
+            kv_write(names.NOTIFICATIONS_BUCKET),  # a run's end's deliveries, created
             f"{API}.>",
             "$JS.ACK.>",
             "$JS.FC.>",

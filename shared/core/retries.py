@@ -93,4 +93,5 @@ def retry_command(run: RunRecord, steps: list[StepRecord], submitted_at: str) ->
         concurrency_key=run.concurrency_key,  # the same key: the same params and workflow
         concurrency_limit=run.concurrency_limit,
         on_limit=run.on_limit,
+        notify=run.notify,
     )

@@ -177,6 +177,14 @@ AUTOSCALE_REPLICAS = Gauge(
     "heddle_autoscale_replicas", "The runners autoscaling wants (0 with it off).", registry=None
 )
 
+NOTIFY_ATTEMPTS = Counter(
+    "heddle_notify_attempts",
+    "Attempts at delivering a run's end to a notify target, by outcome: delivered (a 2xx), "
+    "failed (retried later) or gave_up (the last, past HEDDLE_NOTIFY_RETRY_FOR).",
+    ["outcome"],
+    registry=None,
+)
+
 # ---- runner agent --------------------------------------------------------------------
 
 ATTEMPTS = Counter(
@@ -187,7 +195,7 @@ ATTEMPTS = Counter(
 )
 
 OWNED: dict[str, tuple[Collector, ...]] = {
-    "gateway": (HTTP_REQUESTS, HTTP_SECONDS),
+    "gateway": (HTTP_REQUESTS, HTTP_SECONDS, NOTIFY_ATTEMPTS),
     "orchestrator": (
         STEPS,
         RUNS,

@@ -73,6 +73,8 @@ POSITIVE = (
     "retention_interval",
     "lease_ttl",
     "header_timeout",
+    "notify_timeout",
+    "notify_backoff",
 )
 AT_LEAST_ONE = (
     "replicas",
@@ -174,6 +176,26 @@ class Settings:
         3.0,
         "HEDDLE_SUBMIT_CONFIRM_TIMEOUT",
         "how long POST /api/runs waits for the orchestrator before answering 202",
+    )
+    public_url: str = _s(
+        "",
+        "HEDDLE_PUBLIC_URL",
+        "the gateway's address as its users reach it (https://heddle.example.org): the run's "
+        'page link in a notification; "" sends none',
+    )
+    notify_timeout: float = _s(
+        10.0,
+        "HEDDLE_NOTIFY_TIMEOUT",
+        "how long the gateway waits for a notify target's answer before counting the attempt "
+        "failed",
+    )
+    notify_backoff: float = _s(
+        5.0, "HEDDLE_NOTIFY_BACKOFF", "wait after a notification's first failed attempt"
+    )
+    notify_retry_for: float = _s(
+        3600.0,
+        "HEDDLE_NOTIFY_RETRY_FOR",
+        "a notification that keeps failing is given up this long after its run ended",
     )
     max_steps: int = _s(100_000, "HEDDLE_MAX_STEPS", "most steps in one workflow")
     max_items: int = _s(

@@ -742,6 +742,11 @@ class Notification(Wire):
     run_status: RunStatus
     state: Literal["pending", "delivered", "gave-up"] = "pending"
     attempts: list[NotifyAttempt] = []
+    finished_at: str = ""  # the run's end: retries stop HEDDLE_NOTIFY_RETRY_FOR after it
+    next_at: str | None = None  # the next attempt's time, after one failed
+    # A gateway sending it holds it until then (compare-and-set): past it, one that died
+    # mid-send is taken for gone and the attempt is made again.
+    claimed_until: str | None = None
 
 
 class RunSummary(Wire):

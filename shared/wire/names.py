@@ -70,6 +70,15 @@ def secret_key(workflow: str, kind: str, name: str) -> str:
     return f"{workflow}.{kind}.{name}"
 
 
+def notification_key(run: str, index: int) -> str:
+    """A run's delivery to its workflow's ``notify[index]`` in heddle-notifications."""
+    return f"{run}.{index}"
+
+
+def notifications_of_run(run: str) -> str:
+    return f"{run}.*"
+
+
 ALL_STREAMS = (CMD_STREAM, STEPS_STREAM, EVENTS_STREAM, LOGS_STREAM, DOCS_STREAM)
 ALL_BUCKETS = (
     WORKFLOWS_BUCKET,

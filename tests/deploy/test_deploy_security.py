@@ -430,6 +430,23 @@ def test_gateway_policy_follows_its_value(chart: helm.Chart, default: Manifest) 
     assert "from" not in rule  # the port, from any source
 
 
+def test_the_gateway_reaches_notify_targets_only_where_its_value_says(
+    chart: helm.Chart, default: Manifest
+) -> None:
+    """No notify egress by default; gateway.networkPolicy.notify opens its ranges and ports
+    to the gateway alone."""
+    assert egress_is_nats_and_dns(policy_for(default, "gateway"), default) == []
+    notify = {"cidrs": ["203.0.113.0/24", "0.0.0.0/0"], "ports": [443, 8443]}
+    opened = render(chart, {"gateway": {"networkPolicy": {"notify": notify}}})
+    (rule,) = egress_is_nats_and_dns(policy_for(opened, "gateway"), opened)
+    assert rule == {
+        "to": [{"ipBlock": {"cidr": "203.0.113.0/24"}}, {"ipBlock": {"cidr": "0.0.0.0/0"}}],
+        "ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 8443}],
+    }
+    for name in ("orchestrator", "dispatcher", *DEFAULT_RUNNERS):
+        assert egress_is_nats_and_dns(policy_for(opened, name), opened) == [], name
+
+
 def test_runners_and_control_plane_reach_only_nats_and_dns(
     chart: helm.Chart, default: Manifest
 ) -> None:

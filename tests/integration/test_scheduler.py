@@ -34,6 +34,18 @@ async def test_every_minute_schedule_advanced_five_minutes_runs_five(env: Env) -
     assert await env.slot_keys() == [f"tick.20240101T00{m:02d}Z" for m in range(1, 6)]
 
 
+async def test_scheduled_runs_carry_the_workflow_s_notify_targets(env: Env) -> None:
+    """docs/notifications.md: a cron slot's run is notified as any other run of it."""
+    await env.register(notify=[{"url": "https://hooks.example.org/heddle", "on": ["failed"]}])
+    sched = env.scheduler()
+    env.clock.advance(MIN)
+    assert await sched.tick() == 1
+    [run] = await env.submitted()
+    assert [(t.url, t.on, t.secret) for t in run.notify] == [
+        ("https://hooks.example.org/heddle", ["failed"], False)
+    ]
+
+
 async def test_two_schedulers_racing_still_create_five(env: Env) -> None:
     await env.register()
     a, b = env.scheduler(), env.scheduler()

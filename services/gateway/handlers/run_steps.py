@@ -55,9 +55,15 @@ async def get_run(request: web.Request, key: str = "run") -> web.Response:
         return answers.error(400, message, [Problem("steps", "too many steps for one document")])
     with_steps = choice == "all" or (choice is None and not big)
     sources = WaitSources(res.runners, res.js, request.app[RUN_INDEX].runs, res.concurrency)
-    return answers.json_response(
-        await run_document(res.runs, res.heartbeats, run, with_steps=with_steps, sources=sources)
+    document = await run_document(
+        res.runs,
+        res.heartbeats,
+        run,
+        with_steps=with_steps,
+        sources=sources,
+        notifications=res.notifications,
     )
+    return answers.json_response(document)
 
 
 async def get_run_legacy(request: web.Request) -> web.Response:

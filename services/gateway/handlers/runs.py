@@ -84,6 +84,7 @@ async def create_run(request: web.Request) -> web.Response:
         on_exit=req.on_exit,
         timeout_seconds=req.timeout_seconds,
         priority=req.priority,
+        notify=req.notify,
         **keyed,
     )
     return await submit(request, cmd, chosen_id=chosen is not None)

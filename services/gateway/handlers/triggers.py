@@ -105,6 +105,7 @@ async def start_run(
         on_exit=spec.on_exit,
         timeout_seconds=spec.timeout_seconds,
         priority=spec.priority if given.priority is None else given.priority,
+        notify=spec.notify,
         **limited,
     )
     response = await submit(request, cmd, chosen_id=chosen_id)

@@ -33,6 +33,7 @@ class GatewayResources:
     concurrency: Bucket  # heddle-concurrency: each key's holders and queue
     namespaces: Bucket  # heddle-namespaces: each namespace's record and quotas
     secrets: Bucket  # heddle-secrets: webhooks' and notify targets' (the gateway's alone)
+    notifications: Bucket  # heddle-notifications: the deliveries of run ends
 
 
 SETTINGS = web.AppKey("settings", Settings)

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
+from heddle.services.gateway.reads.notifications import notification_docs
 from heddle.services.gateway.reads.wait_facts import WaitSources, wait_facts
 from heddle.services.gateway.reads.waiting import Waits, waits
 from heddle.shared.api.answers import (
@@ -166,10 +167,12 @@ async def run_document(
     *,
     with_steps: bool = True,
     sources: WaitSources | None = None,
+    notifications: Bucket | None = None,
 ) -> RunDocument:
     """The run with its counts; with every step and edge, or (``with_steps`` False) none:
     the summary, for a run too big for one document (its steps are read in pages). With
-    ``sources``, why the run and each of its steps waits."""
+    ``sources``, why the run and each of its steps waits; with ``notifications``, its
+    notify targets' deliveries."""
     steps = await read_steps(runs_kv, run)
     found = Waits({}, None)
     if sources is not None:
@@ -194,5 +197,6 @@ async def run_document(
         parent_run=shown_name(run.parent_run),
         parent_step=run.parent_step,
         call_depth=run.call_depth,
+        notifications=[] if notifications is None else await notification_docs(notifications, run),
         waiting_for=msgspec.UNSET if found.run is None else found.run,
     )
