@@ -204,6 +204,9 @@ class TellParent:
     end: a crash between leaves the child to end again and send it again (one message id)."""
 
     ended: ChildEnded
+
+
+@dataclass(frozen=True, slots=True)
 class CreateNotifications:
     """The deliveries of a run's end to its notify targets, created (never replaced) in the
     pass that stores its end; the gateways send them (docs/notifications.md)."""
