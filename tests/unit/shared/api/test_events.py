@@ -7,7 +7,7 @@ import json
 
 import msgspec
 import pytest
-from heddle.shared.api.answers import LineDoc, RunDocument, RunEnd, StepChange
+from heddle.shared.api.answers import LineDoc, RunDocument, RunEnd, StepChange, StepDocument
 from heddle.shared.api.errors import Refused, TimedOut, Unreachable
 from heddle.shared.api.events import Event, EventLines, LogEnd, Tracked, log_event, run_event
 from heddle.shared.api.waiting import APPEAR_WAIT, OUTAGE_WAIT, Patience
@@ -25,65 +25,47 @@ def test_lines_make_events_and_keepalives_are_dropped() -> None:
     assert events("event: end\n\n") == []  # no data, no event
 
 
+def answer(kind: type[msgspec.Struct], **given: object) -> dict[str, object]:
+    """An answer of ``kind`` as the gateway would encode it: ``given``, and every other
+    required field at its empty value (null where it may be, else an empty list, map or
+    text, 0)."""
+    info = msgspec.inspect.type_info(kind)
+    assert isinstance(info, msgspec.inspect.StructType)
+    doc: dict[str, object] = {}
+    for field in (f for f in info.fields if f.required):
+        options = (
+            field.type.types if isinstance(field.type, msgspec.inspect.UnionType) else [field.type]
+        )
+        empty = {
+            msgspec.inspect.NoneType: None,
+            msgspec.inspect.ListType: [],
+            msgspec.inspect.DictType: {},
+            msgspec.inspect.StrType: "",
+            msgspec.inspect.BoolType: False,
+            msgspec.inspect.IntType: 0,
+            msgspec.inspect.FloatType: 0.0,
+        }
+        kinds = [type(t) for t in options]
+        doc[field.encode_name] = next((empty[k] for k in empty if k in kinds), None)
+    return doc | {msgspec.to_builtins(k): v for k, v in given.items()}
+
+
 def step_doc(step_id: str, status: str = "pending") -> dict[str, object]:
-    return {
-        "id": step_id,
-        "command": "true",
-        "dependsOn": [],
-        "status": status,
-        "attempt": 0,
-        "runner": None,
-        "exitCode": None,
-        "startedAt": None,
-        "finishedAt": None,
-        "lastHeartbeatAt": None,
-        "stdoutTail": "",
-        "stderrTail": "",
-        "reason": None,
-        "retries": 0,
-        "timeoutSeconds": 60.0,
-        "queuedAt": None,
-        "requeues": 0,
-        "retryAt": None,
-        "attempts": [],
-        "env": {},
-        "outputs": {},
-    }
+    return answer(StepDocument, id=step_id, command="true", status=status, timeoutSeconds=60.0)
 
 
 def run_doc(*steps: str) -> RunDocument:
-    doc = {
-        "runId": "r",
-        "namespace": "default",
-        "status": "running",
-        "createdAt": "2026-01-01T00:00:00.000Z",
-        "finishedAt": None,
-        "cancelRequested": False,
-        "workflowName": None,
-        "version": None,
-        "trigger": "api",
-        "scheduledFor": None,
-        "scheduledTz": None,
-        "waiting": False,
-        "priority": 0,
-        "params": {},
-        "env": {},
-        "retryOf": None,
-        "retriedBy": None,
-        "timeoutSeconds": None,
-        "deadlineAt": None,
-        "reason": None,
-        "concurrencyKey": None,
-        "concurrencyLimit": None,
-        "parentRun": None,
-        "parentStep": None,
-        "callDepth": 0,
-        "counts": {},
-        "stepCount": len(steps),
-        "stepsIncluded": True,
-        "steps": [step_doc(s) for s in steps],
-        "edges": [],
-    }
+    doc = answer(
+        RunDocument,
+        runId="r",
+        namespace="default",
+        status="running",
+        createdAt="2026-01-01T00:00:00.000Z",
+        trigger="api",
+        stepCount=len(steps),
+        stepsIncluded=True,
+        steps=[step_doc(s) for s in steps],
+    )
     return msgspec.json.decode(json.dumps(doc), type=RunDocument)
 
 
