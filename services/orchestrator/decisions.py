@@ -10,6 +10,7 @@ from heddle.shared.core.quotas import runs_key
 from heddle.shared.wire.contracts import (
     TERMINAL_RUN,
     TERMINAL_STEP,
+    ApprovalGate,
     OnLimit,
     RunRecord,
     RunStatus,
@@ -172,6 +173,22 @@ class LeaveKey:
 
 
 @dataclass(frozen=True, slots=True)
+class OpenGate:
+    """An approval gate's record written to heddle-approvals, after its step's record: what
+    the gateway lists and answers (docs/approvals.md)."""
+
+    gate: ApprovalGate
+
+
+@dataclass(frozen=True, slots=True)
+class CloseGate:
+    """A gate that ended (answered, timed out, cancelled): its record deleted, after its
+    step's record, so only gates waiting are listed."""
+
+    step_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class Ignored:
     step_id: str
     reason: str
@@ -191,6 +208,8 @@ Effect = (
     | GiveBack
     | TakeKey
     | LeaveKey
+    | OpenGate
+    | CloseGate
     | Ignored
 )
 
@@ -199,12 +218,15 @@ def giving_back(effects: list[Effect]) -> list[Effect]:
     """``effects`` with the slots of each step they end (or send to wait out a backoff)
     given back right after its record, and the concurrency key of a run they end right
     after the run's: however it ends, in one place. Giving back what a step or a run does
-    not hold changes nothing, so one that never took is harmless."""
+    not hold changes nothing, so one that never took is harmless. So is an approval gate's
+    record closed, however the gate ends."""
     out: list[Effect] = []
     for eff in effects:
         out.append(eff)
         if isinstance(eff, PersistRun) and eff.status in TERMINAL_RUN:
             out.extend(leaving(eff.run))
+        elif isinstance(eff, PersistStep) and eff.previous == "waiting" and eff.status != "waiting":
+            out.append(CloseGate(eff.step.id))
         elif (
             isinstance(eff, PersistStep)
             and eff.step.semaphores

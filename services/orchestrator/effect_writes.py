@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, assert_never, cast
 from heddle.services.orchestrator.bulk_writes import ACK_TIMEOUT, write_new_steps
 from heddle.services.orchestrator.decisions import (
     AwaitHandoff,
+    CloseGate,
     Continue,
     Effect,
     Enqueue,
@@ -31,6 +32,7 @@ from heddle.services.orchestrator.decisions import (
     Ignored,
     KillAttempt,
     LeaveKey,
+    OpenGate,
     PersistRun,
     PersistStep,
     Requeued,
@@ -117,6 +119,8 @@ class EffectWrites:
                     await self._kill(batch, eff)
                 case Requeued():
                     _log_requeued(run_id, eff)
+                case OpenGate() | CloseGate():
+                    await self._gate(batch, eff)
                 case TakeSlots() | GiveBack() | TakeKey() | LeaveKey():
                     pass  # after the batch's records (effects.py, slots.py, keys.py)
                 case Ignored(step_id=step_id, reason=reason):
@@ -239,6 +243,19 @@ class EffectWrites:
             )
         if self.runs is not None:
             self.runs.post_at(run_id, DeadlineTimer(), eff.at)
+
+    async def _gate(self, batch: _Batch, eff: OpenGate | CloseGate) -> None:
+        """An approval gate's record written, or deleted once the gate ended."""
+        step_id = eff.gate.step_id if isinstance(eff, OpenGate) else eff.step_id
+        subject = names.kv_subject(
+            names.APPROVALS_BUCKET, names.approval_key(batch.run_id, step_id)
+        )
+        if isinstance(eff, OpenGate):
+            batch.futures.append(await self.acked.publish(subject, encode(eff.gate)))
+        else:
+            batch.futures.append(
+                await self.acked.publish(subject, b"", headers={"KV-Operation": "DEL"})
+            )
 
     async def _kill(self, batch: _Batch, eff: KillAttempt) -> None:
         """A core publish, not acknowledged: the state machine fences the attempt whether

@@ -60,6 +60,7 @@ def new_records(
             max_parallel=s.max_parallel,
             runs_on=list(s.runs_on),
             semaphores=list(s.semaphores),
+            approval=s.approval,
         )
         for i, s in enumerate([*cmd.steps, *cmd.on_exit])
     ]

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, assert_never
 
 import msgspec
 from heddle.services.orchestrator.decisions import KillAttempt
-from heddle.services.orchestrator.messages import Cancel, DeadlineTimer, RetryTimer
+from heddle.services.orchestrator.messages import Cancel, DeadlineTimer, GateDecided, RetryTimer
 from heddle.shared.broker.consume import Outcome, too_early_for_good
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import (
+    ApprovalDecision,
     CancelRun,
     ChildEnded,
     DeadlineDue,
@@ -66,9 +67,9 @@ class Router:
             case DeadlineDue(run_id=run_id):
                 # No actor: the run finished (or is unknown), and its deadline means nothing.
                 return self._post(run_id, DeadlineTimer(), msg)
-            case DecideApproval():
-                log.warning("approval refused: no gates yet (%s)", msg.subject)
-                return Outcome.REFUSED
+            case DecideApproval(run_id=run_id, step_id=step_id, attempt=attempt):
+                # No actor: the run ended (its gate with it), or is unknown.
+                return self._post(run_id, GateDecided(step_id, attempt, decision_of(cmd)), msg)
 
             case ChildEnded():
                 log.warning("child end refused: no calls yet (%s)", msg.subject)
@@ -76,7 +77,9 @@ class Router:
             case _:
                 assert_never(cmd)
 
-    def _post(self, run_id: str, message: Cancel | RetryTimer | DeadlineTimer, msg: Msg) -> Outcome:
+    def _post(
+        self, run_id: str, message: Cancel | RetryTimer | DeadlineTimer | GateDecided, msg: Msg
+    ) -> Outcome:
         """Held by the run's actor until its effects are stored; done at once if the run
         has no actor (finished, or unknown)."""
         return Outcome.HELD if self.runs.post(run_id, message, msg) else Outcome.DONE
@@ -118,3 +121,9 @@ class Router:
                 ev.runner, ev.step_id, ev.attempt, f"attempt does not count: {reason}", ev.ticket
             )
             await self.effects.apply(ev.run_id, [kill])
+
+
+def decision_of(cmd: DecideApproval) -> ApprovalDecision:
+    return ApprovalDecision(
+        approved=cmd.approved, by=cmd.by, decided_at=cmd.decided_at, comment=cmd.comment
+    )

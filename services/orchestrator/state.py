@@ -27,6 +27,7 @@ from heddle.services.orchestrator.decisions import (
     Requeued,
     ScheduleRetry,
 )
+from heddle.services.orchestrator.gate_answers import GateAnswers
 from heddle.services.orchestrator.key_answers import KeyAnswers
 from heddle.services.orchestrator.new_run import new_records
 from heddle.services.orchestrator.run_steps import Policy, RunSteps
@@ -74,6 +75,9 @@ class RunState:
         self.on_key_taken = self.keys.on_key_taken
         self.on_quota_taken = self.keys.on_quota_taken
         self.on_key_free = self.keys.on_key_free
+        # Approval gates: their answers and their timeouts (gate_answers.py).
+        self.gates = GateAnswers(self.records, self.transitions)
+        self.on_gate_decided = self.gates.on_decision
 
     @property
     def run(self) -> RunRecord:
@@ -157,6 +161,8 @@ class RunState:
         step = self.steps.get(step_id)
         if step is None:
             return [Ignored(step_id, "retry timer for an unknown step")]
+        if self.gates.waiting_gate(step_id, attempt) is not None:
+            return self.gates.on_timeout(step, now)  # a gate's timer is its timeout
         if step.status != "retrying" or step.attempt + 1 != attempt:
             return [
                 Ignored(
@@ -294,5 +300,6 @@ class RunState:
                 effects.append(ScheduleRetry(step.id, step.attempt + 1, at, max(at - now, 0.0)))
         # The loops under way: their ends a crash kept unstored, and their next instances.
         effects.extend(self.transitions.loops.resume(stamp))
+        effects.extend(self.gates.resume(now))  # the gates' timeouts
         # A run waiting for its concurrency key asks again: its take may not have been made.
         return effects + self.transitions.maybe_finish(stamp) + self.keys.asking()

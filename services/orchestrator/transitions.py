@@ -16,6 +16,7 @@ from heddle.services.orchestrator.decisions import (
     ScheduleRetry,
     TakeSlots,
 )
+from heddle.services.orchestrator.gates import open_gate
 from heddle.services.orchestrator.loops import Loops
 from heddle.services.orchestrator.run_steps import RunSteps
 from heddle.shared.core.backoff import backoff
@@ -75,6 +76,8 @@ class StepTransitions:
         with semaphores not queued or running already asks for them first, and waits."""
         if step.for_each is not None:
             return self.loops.expand(step, stamp)  # it runs as its instances
+        if step.approval is not None:
+            return open_gate(self.records, step, attempt, stamp)  # on no runner, no slot
         prev = step.status
         if prev == "pending" and handoff is None and not granted and self.records.window_full():
             self.records.held.append(step.id)  # its turn comes as the run's steps land

@@ -204,6 +204,16 @@ def sched_timer(run: str, step: str) -> str:
     return f"heddle.sched.timer.{run}.{step_token(step)}"
 
 
+def cmd_approval(run: str) -> str:
+    """Where an approval gate's answer goes (DecideApproval; the step is in the body)."""
+    return f"heddle.cmd.approval.{run}"
+
+
+def approval_key(run: str, step: str) -> str:
+    """An approval gate's key in heddle-approvals (contracts.ApprovalGate)."""
+    return f"{run}.{step_token(step)}"
+
+
 def cmd_deadline(run: str) -> str:
     """Where a run's deadline fires (DeadlineDue)."""
     return f"heddle.cmd.deadline.{run}"
