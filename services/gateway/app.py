@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 from heddle.services.gateway.handlers import (
+    approvals,
     history,
     logs,
     namespaces,
@@ -63,6 +64,7 @@ ROUTES: tuple[Route, ...] = (
     *run_steps.ROUTES,
     *run_events.ROUTES,
     *run_control.ROUTES,
+    *approvals.ROUTES,
     *logs.ROUTES,
     *runners.ROUTES,
     *workflows.ROUTES,
@@ -97,6 +99,7 @@ async def nats_context(app: web.Application) -> AsyncIterator[None]:
         semaphores=res.kv[names.SEMAPHORES_BUCKET],
         concurrency=res.kv[names.CONCURRENCY_BUCKET],
         namespaces=res.kv[names.NAMESPACES_BUCKET],
+        approvals=res.kv[names.APPROVALS_BUCKET],
     )
     if admin is not None:
         await seed_admin(res.kv[names.TOKENS_BUCKET], token_index, admin, settings.admin_token_file)

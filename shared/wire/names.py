@@ -115,6 +115,7 @@ CMD_ALL = "heddle.cmd.>"
 CMD_PUBLISHED = "heddle.cmd.*.*"
 CMD_SUBMIT_ALL = "heddle.cmd.submit.*"
 CMD_CANCEL_ALL = "heddle.cmd.cancel.*"
+CMD_APPROVAL_ALL = "heddle.cmd.approval.*"  # an approval gate's answer (DecideApproval)
 # Retry timers: the schedule waits under heddle.sched.*, and fires into heddle.cmd.timer.*,
 # so the orchestrator's consumers (filtered on heddle.cmd.*.*.<partition>) see only fired timers.
 CMD_TIMER_ALL = "heddle.cmd.timer.*"

@@ -31,6 +31,7 @@ class GatewayResources:
     semaphores: Bucket  # heddle-semaphores: sizes and holders
     concurrency: Bucket  # heddle-concurrency: each key's holders and queue
     namespaces: Bucket  # heddle-namespaces: each namespace's record and quotas
+    approvals: Bucket  # heddle-approvals: the approval gates waiting (docs/approvals.md)
 
 
 SETTINGS = web.AppKey("settings", Settings)

@@ -110,6 +110,8 @@ def step_document(
         parent=step.parent,
         item=step.item,
         item_index=step.item_index,
+        approval=step.approval,
+        decision=step.decision,
         waiting_for=msgspec.UNSET if waiting_for is None else waiting_for,
     )
 

@@ -18,7 +18,13 @@ from heddle.services.gateway.reads.waiting import (
     waits,
 )
 from heddle.shared.api.answers import WaitingFor
-from heddle.shared.wire.contracts import ConcurrencyKey, RunnerInfo, RunRecord, StepRecord
+from heddle.shared.wire.contracts import (
+    Approval,
+    ConcurrencyKey,
+    RunnerInfo,
+    RunRecord,
+    StepRecord,
+)
 
 UNTIL = "2026-01-01T00:00:05.000Z"
 
@@ -328,3 +334,17 @@ def test_a_ready_step_held_back_by_its_runs_window_says_so() -> None:
     )
     assert {sid for sid, w in found.steps.items() if w.reason == "turn"} == {"d"}
     assert found.steps["d"].reason == "turn" and found.steps["d"].total == 2
+
+
+def test_a_waiting_gate_says_it_waits_for_an_answer_with_its_message() -> None:
+    gate = StepRecord(
+        id="ok", status="waiting", attempt=1, approval=Approval(message="ship?", timeout_seconds=60)
+    )
+    why = step_waiting(gate, WaitFacts())
+    assert why is not None and (why.reason, why.message) == ("approval", "ship?")
+    assert "60 s" in why.sentence
+    run = RunRecord(run_id="r", status="running", created_at=UNTIL, step_count=1)
+    found = waits(run, [gate], WaitFacts())
+    assert found.steps["ok"] == why
+    assert found.run is not None and found.run.sentence.startswith("Step ok: ")
+    assert not needs_registry([gate])  # no runner asked for
