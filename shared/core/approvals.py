@@ -3,8 +3,9 @@ checks, and the sentence a gate answered already is refused with. Pure: no I/O."
 
 from __future__ import annotations
 
-from heddle.shared.wire.contracts import ApprovalDecision
+from heddle.shared.wire.contracts import ApprovalDecision, ApprovalGate
 from heddle.shared.wire.errors import Problem
+from heddle.shared.wire.timefmt import epoch_of
 
 MAX_COMMENT = 4096  # characters of an answer's comment
 ANSWER_FIELDS = {"comment"}
@@ -23,6 +24,12 @@ def answer_problems(body: object) -> list[Problem]:
             Problem("comment", f"comment is {len(comment)} characters; at most {MAX_COMMENT}")
         )
     return problems
+
+
+def timed_out(gate: ApprovalGate, now: str) -> bool:
+    """Whether a gate's time ran out by ``now`` (RFC 3339): no answer is taken then, even
+    before the orchestrator's timer has failed it, so an answer never wins after it."""
+    return gate.deadline_at is not None and epoch_of(gate.deadline_at, 0.0) <= epoch_of(now, 0.0)
 
 
 def answered(step_id: str, decision: ApprovalDecision) -> str:

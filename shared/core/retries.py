@@ -57,6 +57,7 @@ def spec_of(step: StepRecord) -> StepSpec:
         for_each=step.for_each,
         max_parallel=step.max_parallel,
         runs_on=step.runs_on,
+        approval=step.approval,  # a gate rejected or timed out waits again
     )
 
 

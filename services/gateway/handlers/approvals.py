@@ -23,7 +23,7 @@ from heddle.services.gateway.reads.runs import get_step_record
 from heddle.shared.api.answers import GateAnswer, GateComment, WaitingGate, WaitingGates
 from heddle.shared.broker.kv_reads import read_current
 from heddle.shared.broker.nats_types import KeyNotFoundError, KeyWrongLastSequenceError
-from heddle.shared.core.approvals import answer_problems, answered, not_waiting
+from heddle.shared.core.approvals import answer_problems, answered, not_waiting, timed_out
 from heddle.shared.core.namespaces import namespace_of, own_name
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
@@ -81,7 +81,7 @@ async def _answer(request: web.Request, *, approved: bool) -> web.Response:
     try:
         entry = await res.approvals.get(key)
         gate = approval_gate_decoder.decode(entry.value or b"")
-        if gate.decision is None:
+        if gate.decision is None and not timed_out(gate, decision.decided_at):
             answer = msgspec.structs.replace(gate, decision=decision)
             await res.approvals.update(key, encode(answer), last=entry.revision)
             return await _decided(request, run.run_id, answer, decision)
@@ -126,6 +126,9 @@ async def _refusal(request: web.Request, run_id: str, step_id: str) -> web.Respo
         gate = approval_gate_decoder.decode(entry.value or b"")
         if gate.decision is not None:
             return answers.error(409, answered(step_id, gate.decision), status="waiting")
+        if timed_out(gate, now_rfc3339()):  # the orchestrator is failing it
+            message = f"step {step_id!r} timed out at {gate.deadline_at}: it takes no answer"
+            return answers.error(409, message, status="waiting")
     except KeyNotFoundError:
         pass
     step = await get_step_record(res.runs, run_id, step_id)
