@@ -28,6 +28,9 @@ class GateLook:
         self.kv = res.kv[names.APPROVALS_BUCKET]
         self.actors = actors  # the orchestrator's own: runs come and go while this runs
         self._periodic = Periodic("gate look", settings.watchdog_scan, self.look, log)
+        # By run: whether it has gates at all (a run's steps are known once it is made), so
+        # a big run with none is not walked at every look.
+        self._gated: dict[str, bool] = {}
 
     def start(self) -> None:
         self._periodic.start()
@@ -36,13 +39,22 @@ class GateLook:
         await self._periodic.stop()
 
     async def look(self) -> None:
-        for actor in list(self.actors.values()):
-            for step in list(actor.state.steps.values()):
+        gated: dict[str, bool] = {}  # the live runs' only: an ended run's entry goes
+        for run_id, actor in list(self.actors.items()):
+            known = self._gated.get(run_id)
+            steps = actor.state.steps
+            gated[run_id] = (
+                any(s.approval is not None for s in steps.values()) if known is None else known
+            )
+            if not gated[run_id]:
+                continue
+            for step in list(steps.values()):
                 if step.status == "waiting" and step.approval is not None:
                     try:
                         await self._check(actor, step)
                     except NatsError as exc:
                         log.warning("gate look: %s not read: %s", step.id, exc)
+        self._gated = gated
 
     async def _check(self, actor: RunActor, step: StepRecord) -> None:
         key = names.approval_key(actor.run_id, step.id)

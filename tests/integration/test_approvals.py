@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.support.approvals import DEPLOY, answer, listed, make_token
+from tests.support.approvals import DEPLOY, answer, listed, make_token, with_token
+from tests.support.namespaces import create_namespaces, granted_token
 from tests.support.stack import StackFactory, step_of, step_statuses
 
 
@@ -151,3 +152,37 @@ async def test_a_gate_holds_no_runner(stack: StackFactory) -> None:
     assert step_statuses(run) == {"ok": "waiting", "work": "succeeded", "more": "succeeded"}
     assert (await answer(s, run_id, "approve"))[0] == 200
     assert (await s.wait_run(run_id))["status"] == "succeeded"
+
+
+async def test_gates_are_their_namespace_s(stack: StackFactory) -> None:
+    """Another namespace's gate answers as one that does not exist, and is not listed; a
+    viewer of its own namespace is told the role it needs."""
+    s = await stack(runners=1)
+    nc = await s.connect()
+    await create_namespaces(nc, "team-a", "team-b")
+    await nc.close()
+    a_admin = with_token(await granted_token(s.base, s.admin_token, "a-ad", {"team-a": "admin"}))
+    a_op = with_token(await granted_token(s.base, s.admin_token, "a-op", {"team-a": "operator"}))
+    a_viewer = with_token(await granted_token(s.base, s.admin_token, "a-v", {"team-a": "viewer"}))
+    b_op = with_token(await granted_token(s.base, s.admin_token, "b-op", {"team-b": "operator"}))
+    status, body = await s.request("POST", "/api/runs", json=DEPLOY, headers=a_admin)
+    assert status in (201, 202), body
+    run_id = body["runId"]
+    await s.wait_step(f"{run_id}?namespace=team-a", "ok", {"waiting"})
+    status, body = await answer(s, run_id, "approve", headers=b_op)
+    assert status == 404 and body["error"] == f"run {run_id!r} not found", body
+    status, body = await answer(s, run_id, "approve", headers=b_op, query="?namespace=team-a")
+    assert status == 404, body
+    status, body = await s.request("GET", "/api/approvals", headers=b_op)
+    assert (status, body["approvals"]) == (200, [])
+    status, _ = await s.request("GET", "/api/approvals?namespace=team-a", headers=b_op)
+    assert status == 404
+    status, body = await answer(s, run_id, "approve", headers=a_viewer)
+    assert status == 403 and body["needs"] == "operator", body
+    status, body = await s.request("GET", "/api/approvals", headers=a_viewer)
+    assert [(g["runId"], g["namespace"]) for g in body["approvals"]] == [(run_id, "team-a")]
+    assert await listed(s, "?namespace=team-a") == [(run_id, "ok")]  # the system's admin
+    status, body = await answer(s, run_id, "approve", headers=a_op)
+    assert status == 200 and body["namespace"] == "team-a", body
+    run = await s.wait_run(f"{run_id}?namespace=team-a")
+    assert run["status"] == "succeeded"

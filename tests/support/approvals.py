@@ -33,10 +33,11 @@ async def answer(
     verb: str,
     step: str = "ok",
     headers: dict[str, str] | None = None,
+    query: str = "",
     **body: Any,
 ) -> tuple[int, Any]:
     """``verb`` (approve or reject) the gate ``step`` of the run."""
-    path = f"/api/runs/{run_id}/steps/{step}/{verb}"
+    path = f"/api/runs/{run_id}/steps/{step}/{verb}{query}"
     return await s.request("POST", path, json=body or None, headers=headers)
 
 

@@ -19,6 +19,7 @@ from heddle.services.orchestrator.decisions import (
     ScheduleRetry,
     giving_back,
 )
+from heddle.services.orchestrator.notes import transition_notes
 from heddle.services.orchestrator.state import RunState
 from heddle.shared.wire.contracts import Approval, ApprovalDecision, StepSpec, SubmitRun
 from heddle.shared.wire.timefmt import from_epoch
@@ -185,3 +186,14 @@ def test_a_gate_whose_condition_is_false_is_skipped_without_a_record() -> None:
     out = finish_step(state, "build")
     assert state.steps["ok"].status == "skipped"
     assert of(OpenGate, out) == []
+
+
+def test_the_gate_s_log_tells_its_wait_and_its_answer() -> None:
+    state, out = waiting()
+    texts = [n.text for n in transition_notes(out) if n.step_id == "ok"]
+    assert texts == ["waiting for an answer: ship it?"]
+    out = state.on_gate_decided("ok", 1, answer(True, comment="go"), LATER)
+    assert [n.text for n in transition_notes(out) if n.step_id == "ok"] == ["approved by alice: go"]
+    again, _ = waiting()
+    out = again.on_gate_decided("ok", 1, answer(False, "bob"), LATER)
+    assert [n.text for n in transition_notes(out) if n.step_id == "ok"] == ["rejected by bob"]
