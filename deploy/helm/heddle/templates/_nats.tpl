@@ -13,7 +13,7 @@ the lists are sorted and deduplicated, as Permissions.to_config() does.
 {{- end -}}
 
 {{- define "heddle.nats.buckets" -}}
-{{- list "heddle-workflows" "heddle-runs" "heddle-heartbeats" "heddle-runners" "heddle-cron" "heddle-tokens" "heddle-pods" "heddle-leases" "heddle-semaphores" "heddle-concurrency" "heddle-namespaces" | toRawJson -}}
+{{- list "heddle-workflows" "heddle-runs" "heddle-heartbeats" "heddle-runners" "heddle-cron" "heddle-tokens" "heddle-pods" "heddle-leases" "heddle-semaphores" "heddle-concurrency" "heddle-namespaces" "heddle-approvals" "heddle-secrets" "heddle-notifications" | toRawJson -}}
 {{- end -}}
 
 {{/* info(*streams): check the server and look streams up. Usage: include ... (list "S1" "S2") */}}
@@ -62,7 +62,7 @@ list "subscribe" list ["publishDeny" list] ["allowResponses" true]) */}}
 {{- $streams := include "heddle.nats.streams" . | fromJsonArray -}}
 {{- $kv := include "heddle.nats.kvStreams" (include "heddle.nats.buckets" . | fromJsonArray) | fromJsonArray -}}
 {{- $all := concat $streams $kv -}}
-{{- $publish := concat (list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.doc.>" "$JS.API.STREAM.PURGE.HEDDLE_DOCS" "$KV.heddle-workflows.>" "$KV.heddle-tokens.>" "$KV.heddle-semaphores.>" "$KV.heddle-namespaces.>")
+{{- $publish := concat (list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.cmd.approval.*" "heddle.doc.>" "$JS.API.STREAM.PURGE.HEDDLE_DOCS" "$KV.heddle-workflows.>" "$KV.heddle-tokens.>" "$KV.heddle-semaphores.>" "$KV.heddle-namespaces.>" "$KV.heddle-approvals.>")
   (include "heddle.nats.keeps" $all | fromJsonArray)
   (include "heddle.nats.info" $all | fromJsonArray)
   (include "heddle.nats.reads" (prepend $kv "HEDDLE_LOGS") | fromJsonArray) -}}
@@ -71,7 +71,7 @@ list "subscribe" list ["publishDeny" list] ["allowResponses" true]) */}}
 
 {{/* The owner of run state: every stream's keeper, the only writer of runs, cron and pods. */}}
 {{- define "heddle.nats.orchestrator" -}}
-{{- $publish := list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.cmd.timer.*" "heddle.cmd.deadline.*" "heddle.sched.>" "heddle.step.ready.>" "heddle.log.>" "heddle.runner.*.cancel" "heddle.runner.*.assign" "heddle.notify.run.*" "$KV.heddle-runs.>" "$KV.heddle-cron.>" "$KV.heddle-pods.>" "$KV.heddle-leases.>" "$KV.heddle-semaphores.>" "$KV.heddle-concurrency.>" "$JS.API.>" "$JS.ACK.>" "$JS.FC.>" -}}
+{{- $publish := list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.cmd.timer.*" "heddle.cmd.deadline.*" "heddle.sched.>" "heddle.step.ready.>" "heddle.log.>" "heddle.runner.*.cancel" "heddle.runner.*.assign" "heddle.notify.run.*" "$KV.heddle-runs.>" "$KV.heddle-cron.>" "$KV.heddle-pods.>" "$KV.heddle-leases.>" "$KV.heddle-semaphores.>" "$KV.heddle-concurrency.>" "$KV.heddle-approvals.>" "$JS.API.>" "$JS.ACK.>" "$JS.FC.>" -}}
 {{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_orchestrator.>")) -}}
 {{- end -}}
 
