@@ -15,6 +15,7 @@ STEP_STATES = (
     "queued",
     "running",
     "retrying",
+    "waiting",
     "succeeded",
     "failed",
     "skipped",

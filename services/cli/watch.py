@@ -41,6 +41,7 @@ STATE_STYLES = {
     "queued": "cyan",
     "running": "blue",
     "retrying": "yellow",
+    "waiting": "yellow",
     "succeeded": "green",
     "failed": "red",
     "skipped": "magenta",

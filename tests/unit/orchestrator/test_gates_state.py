@@ -21,7 +21,13 @@ from heddle.services.orchestrator.decisions import (
 )
 from heddle.services.orchestrator.notes import transition_notes
 from heddle.services.orchestrator.state import RunState
-from heddle.shared.wire.contracts import Approval, ApprovalDecision, StepSpec, SubmitRun
+from heddle.shared.wire.contracts import (
+    Approval,
+    ApprovalDecision,
+    StepFinished,
+    StepSpec,
+    SubmitRun,
+)
 from heddle.shared.wire.timefmt import from_epoch
 
 from tests.support.run_states import (
@@ -197,3 +203,20 @@ def test_the_gate_s_log_tells_its_wait_and_its_answer() -> None:
     again, _ = waiting()
     out = again.on_gate_decided("ok", 1, answer(False, "bob"), LATER)
     assert [n.text for n in transition_notes(out) if n.step_id == "ok"] == ["rejected by bob"]
+
+
+def test_a_runner_s_report_on_a_gate_counts_for_nothing() -> None:
+    """A gate has no runner and no ticket: no runner's event may end it."""
+    state, _ = waiting()
+    ev = StepFinished(
+        run_id=RUN,
+        step_id="ok",
+        attempt=1,
+        runner="r9",
+        ticket="",
+        outcome="succeeded",
+        finished_at=from_epoch(LATER),
+        exit_code=0,
+    )
+    out = state.on_finished(ev, LATER)
+    assert of(Ignored, out) and state.steps["ok"].status == "waiting"
