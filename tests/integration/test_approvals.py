@@ -11,6 +11,7 @@ import asyncio
 
 from tests.support.approvals import DEPLOY, answer, listed, make_token, with_token
 from tests.support.namespaces import create_namespaces, granted_token
+from tests.support.run_events import events
 from tests.support.stack import StackFactory, step_of, step_statuses
 
 
@@ -186,3 +187,14 @@ async def test_gates_are_their_namespace_s(stack: StackFactory) -> None:
     assert status == 200 and body["namespace"] == "team-a", body
     run = await s.wait_run(f"{run_id}?namespace=team-a")
     assert run["status"] == "succeeded"
+
+
+async def test_a_followed_run_shows_its_gate_wait_and_end(stack: StackFactory) -> None:
+    s = await stack(runners=1)
+    run_id = await s.submit(DEPLOY)
+    following = asyncio.create_task(events(s, run_id))
+    await s.wait_step(run_id, "ok", {"waiting"})
+    assert (await answer(s, run_id, "approve"))[0] == 200
+    got = await following
+    seen = [d.get("status") for _, d in got if d.get("stepId") == "ok"]
+    assert "waiting" in seen and seen[-1] == "succeeded", got
