@@ -75,3 +75,27 @@ async def test_an_answer_stored_whose_command_was_lost_is_found(stack: StackFact
     assert run["status"] == "succeeded", run
     assert step_of(run, "ok")["decision"]["by"] == "gone"
     assert await listed(s) == []
+
+
+async def test_a_gate_record_left_behind_is_neither_listed_nor_answered(
+    stack: StackFactory,
+) -> None:
+    """A gate's record whose delete was lost (with a server, after its step's end was
+    stored): the step's record says the gate ended, and the gateway believes it."""
+    s = await stack(runners=1)
+    run_id = await s.submit(DEPLOY)
+    await s.wait_step(run_id, "ok", {"waiting"})
+    nc = await s.connect()
+    try:
+        kv = await nc.jetstream().key_value(names.APPROVALS_BUCKET)
+        key = names.approval_key(run_id, "ok")
+        left = (await kv.get(key)).value or b""
+        status, _ = await s.request("POST", f"/api/runs/{run_id}/cancel")
+        assert status == 202
+        assert (await s.wait_run(run_id))["status"] == "cancelled"
+        await kv.put(key, left)  # as if its delete had been lost
+    finally:
+        await nc.close()
+    assert await listed(s) == []
+    status, body = await answer(s, run_id, "approve")
+    assert status == 409 and "cancelled" in body["error"], body

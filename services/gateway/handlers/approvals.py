@@ -18,7 +18,7 @@ from heddle.services.gateway.http import answers
 from heddle.services.gateway.http.inputs import path_step_id, read_json
 from heddle.services.gateway.http.keys import CALLER, RESOURCES
 from heddle.services.gateway.http.scope import listed_namespaces, scoped_run
-from heddle.services.gateway.openapi.route import NAMESPACE, RUN, STEP, Route
+from heddle.services.gateway.openapi.route import NAMESPACE, RUN, STEP, UNKNOWN_NAMESPACE, Route
 from heddle.services.gateway.reads.runs import get_step_record
 from heddle.shared.api.answers import GateAnswer, GateComment, WaitingGate, WaitingGates
 from heddle.shared.broker.kv_reads import read_current
@@ -70,6 +70,8 @@ async def _answer(request: web.Request, *, approved: bool) -> web.Response:
         return answers.error(404, f"step {step_id!r} not found in run {run_id!r}")
     if step.approval is None:
         return answers.error(409, f"step {step_id!r} is not an approval gate", status=step.status)
+    if step.status != "waiting":  # a gate's record a lost write left behind takes none either
+        return await _refusal(request, run.run_id, step_id)
     key = names.approval_key(run.run_id, step_id)
     caller = request.get(CALLER)
     decision = ApprovalDecision(
@@ -145,14 +147,20 @@ async def _refusal(request: web.Request, run_id: str, step_id: str) -> web.Respo
 async def list_approvals(request: web.Request) -> web.Response:
     """The gates waiting now, in the namespaces the token sees (or the one asked for)."""
     shown = await listed_namespaces(request)
+    res = request.app[RESOURCES]
     waiting: list[WaitingGate] = []
-    for entry in await read_current(request.app[RESOURCES].approvals, ">"):
+    for entry in await read_current(res.approvals, ">"):
         try:
             gate = approval_gate_decoder.decode(entry.value)
         except msgspec.DecodeError:
             continue
         namespace = namespace_of(gate.run_id)
         if gate.decision is not None or (shown is not None and namespace not in shown):
+            continue
+        # The step's own record says whether it waits: a gate's record is deleted after it,
+        # and a write lost with a server could leave one behind.
+        step = await get_step_record(res.runs, gate.run_id, gate.step_id)
+        if step is None or step.status != "waiting" or step.attempt != gate.attempt:
             continue
         waiting.append(
             WaitingGate(
@@ -210,6 +218,6 @@ ROUTES = (
         role="viewer",
         answers={200: (WaitingGates, "The gates waiting, oldest first")},
         params=(NAMESPACE,),
-        errors={404: "The namespace does not exist, or the token may not see it"},
+        errors=UNKNOWN_NAMESPACE,
     ),
 )
