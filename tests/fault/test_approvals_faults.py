@@ -14,7 +14,7 @@ from heddle.shared.wire import names
 from heddle.shared.wire.contracts import ApprovalDecision, approval_gate_decoder, encode
 from heddle.shared.wire.timefmt import now_rfc3339
 
-from tests.support.approvals import DEPLOY, answer, listed
+from tests.support.approvals import DEPLOY, answer, gate_record, listed
 from tests.support.stack import StackFactory, step_of, step_statuses
 
 
@@ -85,17 +85,12 @@ async def test_a_gate_record_left_behind_is_neither_listed_nor_answered(
     s = await stack(runners=1)
     run_id = await s.submit(DEPLOY)
     await s.wait_step(run_id, "ok", {"waiting"})
-    nc = await s.connect()
-    try:
-        kv = await nc.jetstream().key_value(names.APPROVALS_BUCKET)
-        key = names.approval_key(run_id, "ok")
+    async with gate_record(s, run_id) as (kv, key):
         left = (await kv.get(key)).value or b""
         status, _ = await s.request("POST", f"/api/runs/{run_id}/cancel")
         assert status == 202
         assert (await s.wait_run(run_id))["status"] == "cancelled"
         await kv.put(key, left)  # as if its delete had been lost
-    finally:
-        await nc.close()
     assert await listed(s) == []
     status, body = await answer(s, run_id, "approve")
     assert status == 409 and "cancelled" in body["error"], body

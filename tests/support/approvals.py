@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
+
+from heddle.shared.wire import names
+from nats.js.kv import KeyValue
 
 from tests.support.stack import Stack
 
@@ -46,3 +51,18 @@ async def listed(s: Stack, query: str = "") -> list[tuple[str, str]]:
     status, body = await s.request("GET", "/api/approvals" + query)
     assert status == 200, body
     return [(g["runId"], g["stepId"]) for g in body["approvals"]]
+
+
+@asynccontextmanager
+async def gate_record(
+    s: Stack, run_id: str, step: str = "ok"
+) -> AsyncIterator[tuple[KeyValue, str]]:
+    """heddle-approvals and the gate's key in it, to write as a service would."""
+    nc = await s.connect()
+    try:
+        yield (
+            await nc.jetstream().key_value(names.APPROVALS_BUCKET),
+            names.approval_key(run_id, step),
+        )
+    finally:
+        await nc.close()
