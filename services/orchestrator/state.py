@@ -22,6 +22,7 @@ from heddle.services.orchestrator.decisions import (
     Effect,
     Ignored,
     KillAttempt,
+    OpenGate,
     PersistRun,
     PersistStep,
     Requeued,
@@ -131,9 +132,12 @@ class RunState:
         ends = state.transitions.maybe_finish(stamp)
         effects.extend(e for e in ends if not isinstance(e, PersistRun))
         # The run record goes last: it is the commit point of a new run (see effect_writes.py).
+        # Its gates' records and timers, its deadline's timer and its key's take follow,
+        # once the run is stored: a submit of a run that exists must not touch that run's.
+        after = [e for e in effects if isinstance(e, OpenGate | ScheduleRetry)]
+        effects = [e for e in effects if not isinstance(e, OpenGate | ScheduleRetry)]
         effects.append(PersistRun(run))
-        # Its deadline's timer and its key's take, once the run is stored.
-        return state, effects + state.stopping.deadline_timer(now) + state.keys.asking()
+        return state, effects + after + state.stopping.deadline_timer(now) + state.keys.asking()
 
     def release(self, now: float) -> list[Effect]:
         """The ready steps the run's window held back, queued while it has room: asked by

@@ -15,6 +15,7 @@ from heddle.services.orchestrator.decisions import (
     Enqueue,
     Ignored,
     OpenGate,
+    PersistRun,
     PersistStep,
     ScheduleRetry,
     giving_back,
@@ -183,6 +184,10 @@ def test_a_gate_beside_a_command_does_not_take_the_window() -> None:
     assert statuses(state) == {"ok": "waiting", "work": "queued"}
     assert [e.ready.step_id for e in of(Enqueue, out)] == ["work"]
     assert [e.gate.step_id for e in of(OpenGate, out)] == ["ok"]
+    # A new run's gate's record goes after the run's record, its commit point: a submit of a
+    # run that exists must not touch that run's gates.
+    kinds = [type(e) for e in out]
+    assert kinds.index(OpenGate) > kinds.index(PersistRun)
 
 
 def test_a_gate_whose_condition_is_false_is_skipped_without_a_record() -> None:
