@@ -225,3 +225,14 @@ def test_a_runner_s_report_on_a_gate_counts_for_nothing() -> None:
     )
     out = state.on_finished(ev, LATER)
     assert of(Ignored, out) and state.steps["ok"].status == "waiting"
+
+
+def test_the_run_s_deadline_cancels_a_waiting_gate() -> None:
+    steps = [spec("build"), gate_spec(), spec("ship", ("ok",))]
+    cmd = SubmitRun(run_id=RUN, submitted_at=from_epoch(T0), steps=steps, timeout_seconds=60)
+    state, _ = made(cmd)
+    finish_step(state, "build")
+    out = state.on_deadline(T0 + 61)
+    assert statuses(state) == {"build": "succeeded", "ok": "cancelled", "ship": "cancelled"}
+    assert state.run.status == "failed" and state.steps["ok"].reason == state.run.reason
+    assert CloseGate("ok") in giving_back(out)
