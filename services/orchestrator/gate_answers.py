@@ -9,9 +9,10 @@ cancels a waiting gate as a pending step (stopping.py). Pure: no I/O, no clock.
 from __future__ import annotations
 
 from heddle.services.orchestrator.decisions import Effect, Ignored
-from heddle.services.orchestrator.gates import TIMED_OUT, gate_deadline, timeout_timer
+from heddle.services.orchestrator.gates import gate_deadline, timeout_timer
 from heddle.services.orchestrator.run_steps import RunSteps
 from heddle.services.orchestrator.transitions import StepTransitions
+from heddle.shared.core.approvals import TIMED_OUT
 from heddle.shared.wire.contracts import ApprovalDecision, StepRecord
 from heddle.shared.wire.timefmt import from_epoch
 

@@ -12,8 +12,6 @@ from heddle.services.orchestrator.run_steps import RunSteps
 from heddle.shared.wire.contracts import ApprovalGate, RunRecord, StepRecord
 from heddle.shared.wire.timefmt import epoch_of, from_epoch
 
-TIMED_OUT = "timeout"  # ApprovalDecision.by of a gate whose time ran out
-
 
 def gate_deadline(step: StepRecord, now: float) -> float | None:
     """When a waiting gate times out (epoch seconds), counted from when it began waiting."""

@@ -8,6 +8,7 @@ from heddle.shared.wire.errors import Problem
 from heddle.shared.wire.timefmt import epoch_of
 
 MAX_COMMENT = 4096  # characters of an answer's comment
+TIMED_OUT = "timeout"  # ApprovalDecision.by of a gate whose time ran out
 ANSWER_FIELDS = {"comment"}
 
 
@@ -34,7 +35,7 @@ def timed_out(gate: ApprovalGate, now: str) -> bool:
 
 def answered(step_id: str, decision: ApprovalDecision) -> str:
     """Why a gate answered already takes no other answer: how, by whom, and when."""
-    if decision.by == "timeout":
+    if decision.by == TIMED_OUT:
         return f"step {step_id!r} was answered already: it timed out at {decision.decided_at}"
     how = "approved" if decision.approved else "rejected"
     return f"step {step_id!r} was answered already: {how} by {decision.by} at {decision.decided_at}"
