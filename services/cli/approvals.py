@@ -14,7 +14,8 @@ from heddle.services.cli import render
 def decision_line(args: argparse.Namespace) -> Callable[[dict[str, Any]], str]:
     """The line `approve` and `reject` print for the gateway's decision."""
 
-    def line(decision: dict[str, Any]) -> str:
+    def line(answer: dict[str, Any]) -> str:
+        decision = answer["decision"]
         verdict = "approved" if decision["approved"] else "rejected"
         said = f": {decision['comment']}" if decision.get("comment") else ""
         return f"step {args.step} of run {args.run} {verdict} by {decision['by']}{said}"

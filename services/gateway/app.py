@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 from heddle.services.gateway.handlers import (
+    approvals,
     history,
     hook_deliveries,
     hook_secrets,
@@ -68,6 +69,7 @@ ROUTES: tuple[Route, ...] = (
     *run_steps.ROUTES,
     *run_events.ROUTES,
     *run_control.ROUTES,
+    *approvals.ROUTES,
     *logs.ROUTES,
     *runners.ROUTES,
     *workflows.ROUTES,
@@ -106,6 +108,7 @@ async def nats_context(app: web.Application) -> AsyncIterator[None]:
         namespaces=res.kv[names.NAMESPACES_BUCKET],
         secrets=res.kv[names.SECRETS_BUCKET],
         notifications=res.kv[names.NOTIFICATIONS_BUCKET],
+        approvals=res.kv[names.APPROVALS_BUCKET],
     )
     if admin is not None:
         await seed_admin(res.kv[names.TOKENS_BUCKET], token_index, admin, settings.admin_token_file)

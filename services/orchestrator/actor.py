@@ -20,6 +20,7 @@ from heddle.services.orchestrator.messages import (
     Cancel,
     Create,
     DeadlineTimer,
+    GateDecided,
     HandedOff,
     Heard,
     KeyFree,
@@ -222,6 +223,8 @@ class RunActor:
                 effects = state.on_key_free()
             case ChildEnded():
                 effects = state.on_child_ended(message, now)
+            case GateDecided(step_id=step_id, attempt=attempt, decision=decision):
+                effects = state.on_gate_decided(step_id, attempt, decision, now)
             case Create():
                 raise TypeError(f"unexpected message {message!r}")  # _create's alone
             case _:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from heddle.services.orchestrator.child_runs import ChildRuns
 from heddle.services.orchestrator.consumers import PartitionConsumers
 from heddle.services.orchestrator.effects import EffectRunner
+from heddle.services.orchestrator.gate_look import GateLook
 from heddle.services.orchestrator.handoff import Handoffs
 from heddle.services.orchestrator.keys import ConcurrencyKeys
 from heddle.services.orchestrator.leases import Leases, member_name
@@ -74,6 +75,7 @@ class Orchestrator:
         self.liveness: Liveness | None = None
         self.window: RunWindow | None = None
         self.no_runner: NoRunnerLook | None = None
+        self.gate_look: GateLook | None = None  # answers whose command was lost
         self.consumers: PartitionConsumers | None = None
         self.pod_watch: PodWatch | None = None  # in a cluster only (pod_watch.py)
         self.slots: Slots | None = None  # the semaphores' slots (slots.py)
@@ -156,6 +158,8 @@ class Orchestrator:
         ]
         self.no_runner = NoRunnerLook(settings, res, runs.actors, growable)
         self.no_runner.start()
+        self.gate_look = GateLook(settings, res, runs.actors)
+        self.gate_look.start()
         if wanted(settings):
             self.pod_watch = PodWatch(settings, res.kv[names.PODS_BUCKET], self.liveness)
             await self.pod_watch.start()
@@ -174,6 +178,8 @@ class Orchestrator:
             await self.liveness.stop()
         if self.no_runner is not None:
             await self.no_runner.stop()
+        if self.gate_look is not None:
+            await self.gate_look.stop()
         if self.leases is not None:
             await self.leases.stop()  # each run finishes what it took, within the grace
         if self.liveness is not None:

@@ -46,6 +46,7 @@ class Chains:
                 and child.when is None  # decided once its dependency has ended, not before
                 and child.for_each is None
                 and child.workflow is None  # a call: it runs on no runner
+                and child.approval is None  # a gate runs on no runner
                 and not child.semaphores  # it asks for its slots before it may run
                 and self.records.quota_semaphore() is None  # and for its namespace's
                 and child.attempt == 0

@@ -11,6 +11,7 @@ from heddle.shared.core.quotas import runs_key
 from heddle.shared.wire.contracts import (
     TERMINAL_RUN,
     TERMINAL_STEP,
+    ApprovalGate,
     ChildEnded,
     Notification,
     OnLimit,
@@ -215,6 +216,22 @@ class CreateNotifications:
 
 
 @dataclass(frozen=True, slots=True)
+class OpenGate:
+    """An approval gate's record written to heddle-approvals, after its step's record: what
+    the gateway lists and answers (docs/approvals.md)."""
+
+    gate: ApprovalGate
+
+
+@dataclass(frozen=True, slots=True)
+class CloseGate:
+    """A gate that ended (answered, timed out, cancelled): its record deleted, after its
+    step's record, so only gates waiting are listed."""
+
+    step_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class Ignored:
     step_id: str
     reason: str
@@ -238,6 +255,8 @@ Effect = (
     | CancelChild
     | TellParent
     | CreateNotifications
+    | OpenGate
+    | CloseGate
     | Ignored
 )
 
@@ -247,7 +266,7 @@ def giving_back(effects: list[Effect]) -> list[Effect]:
     given back right after its record, and the concurrency key of a run they end right
     after the run's, and its notifications: however it ends, in one place. Giving back
     what a step or a run does not hold changes nothing, so one that never took is
-    harmless."""
+    harmless. So is an approval gate's record closed, however the gate ends."""
     out: list[Effect] = []
     for eff in effects:
         out.append(eff)
@@ -255,6 +274,8 @@ def giving_back(effects: list[Effect]) -> list[Effect]:
             out.extend(leaving(eff.run))
             if records := due_notifications(eff.run):
                 out.append(CreateNotifications(tuple(records)))
+        elif isinstance(eff, PersistStep) and eff.previous == "waiting" and eff.status != "waiting":
+            out.append(CloseGate(eff.step.id))
         elif (
             isinstance(eff, PersistStep)
             and eff.step.semaphores

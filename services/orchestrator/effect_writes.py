@@ -25,6 +25,7 @@ from heddle.services.orchestrator.bulk_writes import ACK_TIMEOUT, write_new_step
 from heddle.services.orchestrator.decisions import (
     AwaitHandoff,
     CancelChild,
+    CloseGate,
     Continue,
     CreateNotifications,
     Effect,
@@ -33,6 +34,7 @@ from heddle.services.orchestrator.decisions import (
     Ignored,
     KillAttempt,
     LeaveKey,
+    OpenGate,
     PersistRun,
     PersistStep,
     Requeued,
@@ -132,6 +134,8 @@ class EffectWrites:
                 case StartChild() | CancelChild() | TellParent():
                     if self.children is not None:
                         batch.futures.append(await self.children.publish(run_id, eff))
+                case OpenGate() | CloseGate():
+                    await self._gate(batch, eff)
                 case TakeSlots() | GiveBack() | TakeKey() | LeaveKey():
                     pass  # after the batch's records (effects.py, slots.py, keys.py)
                 case CreateNotifications():
@@ -229,6 +233,7 @@ class EffectWrites:
             attempt=attempt,
             delay_ms=round(eff.delay * 1000),
         )
+        await self._run_stored(batch)  # a new run's gate's timeout
         batch.futures.append(await self.schedule_retry(run_id, step_id, attempt, eff.at))
         if self.runs is not None:
             self.runs.post_at(run_id, RetryTimer(step_id, attempt), eff.at)
@@ -247,11 +252,7 @@ class EffectWrites:
             durable=eff.durable,
         )
         if eff.durable:
-            if batch.create_run:
-                # Only once the run is stored: a submit of a run that exists (a runId chosen
-                # twice) must not replace that run's schedule with its own.
-                await self._settle(batch.futures)
-                batch.futures = []
+            await self._run_stored(batch)
             batch.futures.append(
                 await self.acked.publish(
                     names.sched_deadline(run_id),
@@ -264,6 +265,28 @@ class EffectWrites:
             )
         if self.runs is not None:
             self.runs.post_at(run_id, DeadlineTimer(), eff.at)
+
+    async def _gate(self, batch: _Batch, eff: OpenGate | CloseGate) -> None:
+        """An approval gate's record written, or deleted once the gate ended."""
+        step_id = eff.gate.step_id if isinstance(eff, OpenGate) else eff.step_id
+        subject = names.kv_subject(
+            names.APPROVALS_BUCKET, names.approval_key(batch.run_id, step_id)
+        )
+        await self._run_stored(batch)
+        if isinstance(eff, OpenGate):
+            batch.futures.append(await self.acked.publish(subject, encode(eff.gate)))
+        else:
+            batch.futures.append(
+                await self.acked.publish(subject, b"", headers={"KV-Operation": "DEL"})
+            )
+
+    async def _run_stored(self, batch: _Batch) -> None:
+        """In a new run's pass, what goes after its run record waits until it is stored: a
+        submit of a run that exists (a runId chosen twice) must not replace that run's
+        schedules or its gates' records with its own."""
+        if batch.create_run:
+            await self._settle(batch.futures)
+            batch.futures = []
 
     async def _kill(self, batch: _Batch, eff: KillAttempt) -> None:
         """A core publish, not acknowledged: the state machine fences the attempt whether

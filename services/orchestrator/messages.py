@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from heddle.services.orchestrator.decisions import Effect
 from heddle.services.orchestrator.state import HandoffAnswer
-from heddle.shared.wire.contracts import ChildEnded, StepFinished, StepStarted
+from heddle.shared.wire.contracts import ApprovalDecision, ChildEnded, StepFinished, StepStarted
 
 if TYPE_CHECKING:
     from heddle.shared.broker.nats_types import Msg
@@ -125,6 +125,16 @@ class KeyFree:
 
 
 @dataclass(frozen=True, slots=True)
+class GateDecided:
+    """An approval gate's answer: the gateway's DecideApproval, or the answer found on its
+    record in heddle-approvals (gate_look.py) if that command was lost."""
+
+    step_id: str
+    attempt: int
+    decision: ApprovalDecision
+
+
+@dataclass(frozen=True, slots=True)
 class Create:
     """A new run's first message: store it, then announce it (the gateway waits for that)."""
 
@@ -150,6 +160,7 @@ Message = (
     | KeyTaken
     | KeyFree
     | ChildEnded  # a call step's child run ended (the command itself)
+    | GateDecided
     | Create
 )
 

@@ -65,6 +65,7 @@ def new_records(
             runs_on=list(s.runs_on),
             semaphores=list(s.semaphores),
             workflow=s.workflow,
+            approval=s.approval,
         )
         for i, s in enumerate([*cmd.steps, *cmd.on_exit])
     ]

@@ -27,8 +27,9 @@ from heddle.services.orchestrator.decisions import (
     Requeued,
     ScheduleRetry,
 )
+from heddle.services.orchestrator.gate_answers import rejection
 from heddle.shared.core.namespaces import own_name
-from heddle.shared.wire.contracts import StepRecord
+from heddle.shared.wire.contracts import ApprovalDecision, StepRecord
 
 ACTIVE = ("queued", "running")
 CANCEL_REASON = "cancelled"
@@ -93,6 +94,11 @@ def transition_notes(effects: list[Effect]) -> list[Note]:
             notes.append(Note(step_id, step.attempt, step.reason or "skipped"))
         elif now == "cancelled" and was != now:
             notes.append(Note(step_id, step.attempt, _cancelled(step)))
+        elif now == "waiting" and was != now and step.approval is not None:
+            text = f"waiting for an answer: {step.approval.message}"
+            notes.append(Note(step_id, step.attempt, text))
+        elif was == "waiting" and now in ("succeeded", "failed") and step.decision is not None:
+            notes.append(Note(step_id, step.attempt, _answered(step.decision)))
     return _kill_requests(batch.kills, explained) + notes
 
 
@@ -143,6 +149,14 @@ def _call_note(step: StepRecord) -> Note:
         return Note(step.id, step.attempt, f"child run {child} succeeded")
     name = step.workflow.name if step.workflow is not None else ""
     return Note(step.id, step.attempt, f"started child run {child} of workflow {name}")
+
+
+def _answered(decision: ApprovalDecision) -> str:
+    """An approval gate's answer, as its log tells it (docs/approvals.md)."""
+    if not decision.approved:
+        return rejection(decision)
+    said = f": {decision.comment}" if decision.comment else ""
+    return f"approved by {decision.by}{said}"
 
 
 def _cancelled(step: StepRecord) -> str:

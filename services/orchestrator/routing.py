@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, assert_never
 
 import msgspec
 from heddle.services.orchestrator.decisions import KillAttempt
-from heddle.services.orchestrator.messages import Cancel, DeadlineTimer, RetryTimer
+from heddle.services.orchestrator.messages import Cancel, DeadlineTimer, GateDecided, RetryTimer
 from heddle.shared.broker.consume import Outcome, too_early_for_good
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import (
+    ApprovalDecision,
     CancelRun,
     ChildEnded,
     DeadlineDue,
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
     from heddle.shared.broker.nats_types import Msg
 
 log = logging.getLogger("heddle.orchestrator")
+
+
+# What a command posts to its run's actor.
+RunCommand = Cancel | RetryTimer | DeadlineTimer | ChildEnded | GateDecided
 
 
 class Router:
@@ -66,9 +71,9 @@ class Router:
             case DeadlineDue(run_id=run_id):
                 # No actor: the run finished (or is unknown), and its deadline means nothing.
                 return self._post(run_id, DeadlineTimer(), msg)
-            case DecideApproval():
-                log.warning("approval refused: no gates yet (%s)", msg.subject)
-                return Outcome.REFUSED
+            case DecideApproval(run_id=run_id, step_id=step_id, attempt=attempt):
+                # No actor: the run ended (its gate with it), or is unknown.
+                return self._post(run_id, GateDecided(step_id, attempt, decision_of(cmd)), msg)
 
             case ChildEnded(run_id=run_id):
                 # No actor: the parent ended (cancelled), and its child's end means nothing.
@@ -77,7 +82,10 @@ class Router:
                 assert_never(cmd)
 
     def _post(
-        self, run_id: str, message: Cancel | RetryTimer | DeadlineTimer | ChildEnded, msg: Msg
+        self,
+        run_id: str,
+        message: Cancel | RetryTimer | DeadlineTimer | ChildEnded | GateDecided,
+        msg: Msg,
     ) -> Outcome:
         """Held by the run's actor until its effects are stored; done at once if the run
         has no actor (finished, or unknown)."""
@@ -120,3 +128,9 @@ class Router:
                 ev.runner, ev.step_id, ev.attempt, f"attempt does not count: {reason}", ev.ticket
             )
             await self.effects.apply(ev.run_id, [kill])
+
+
+def decision_of(cmd: DecideApproval) -> ApprovalDecision:
+    return ApprovalDecision(
+        approved=cmd.approved, by=cmd.by, decided_at=cmd.decided_at, comment=cmd.comment
+    )

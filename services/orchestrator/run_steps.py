@@ -273,6 +273,8 @@ class RunSteps:
             return f"attempt {attempt} is not the current attempt {step.attempt}"
         if step.status in ("pending", "retrying"):
             return f"step is {step.status}"
+        if step.status == "waiting":  # an approval gate: no runner's to report on
+            return "step is an approval gate waiting, on no runner"
         if step.runner and runner != step.runner:
             return f"attempt {attempt} belongs to runner {step.runner}, not {runner}"
         return None

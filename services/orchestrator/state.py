@@ -22,11 +22,13 @@ from heddle.services.orchestrator.decisions import (
     Effect,
     Ignored,
     KillAttempt,
+    OpenGate,
     PersistRun,
     PersistStep,
     Requeued,
     ScheduleRetry,
 )
+from heddle.services.orchestrator.gate_answers import GateAnswers
 from heddle.services.orchestrator.key_answers import KeyAnswers
 from heddle.services.orchestrator.new_run import new_records
 from heddle.services.orchestrator.run_steps import Policy, RunSteps
@@ -76,6 +78,9 @@ class RunState:
         self.on_key_free = self.keys.on_key_free
         # A call step's child ended (call_steps.py).
         self.on_child_ended = self.transitions.calls.on_child_ended
+        # Approval gates: their answers and their timeouts (gate_answers.py).
+        self.gates = GateAnswers(self.records, self.transitions)
+        self.on_gate_decided = self.gates.on_decision
 
     @property
     def run(self) -> RunRecord:
@@ -129,9 +134,12 @@ class RunState:
         ends = state.transitions.maybe_finish(stamp)
         effects.extend(e for e in ends if not isinstance(e, PersistRun))
         # The run record goes last: it is the commit point of a new run (see effect_writes.py).
+        # Its gates' records and timers, its deadline's timer and its key's take follow,
+        # once the run is stored: a submit of a run that exists must not touch that run's.
+        after = [e for e in effects if isinstance(e, OpenGate | ScheduleRetry)]
+        effects = [e for e in effects if not isinstance(e, OpenGate | ScheduleRetry)]
         effects.append(PersistRun(run))
-        # Its deadline's timer and its key's take, once the run is stored.
-        return state, effects + state.stopping.deadline_timer(now) + state.keys.asking()
+        return state, effects + after + state.stopping.deadline_timer(now) + state.keys.asking()
 
     def release(self, now: float) -> list[Effect]:
         """The ready steps the run's window held back, queued while it has room: asked by
@@ -159,6 +167,8 @@ class RunState:
         step = self.steps.get(step_id)
         if step is None:
             return [Ignored(step_id, "retry timer for an unknown step")]
+        if self.gates.waiting_gate(step_id, attempt) is not None:
+            return self.gates.on_timeout(step, now)  # a gate's timer is its timeout
         if step.status != "retrying" or step.attempt + 1 != attempt:
             return [
                 Ignored(
@@ -299,5 +309,6 @@ class RunState:
                 effects.append(ScheduleRetry(step.id, step.attempt + 1, at, max(at - now, 0.0)))
         # The loops under way: their ends a crash kept unstored, and their next instances.
         effects.extend(self.transitions.loops.resume(stamp))
+        effects.extend(self.gates.resume(now))  # the gates' timeouts
         # A run waiting for its concurrency key asks again: its take may not have been made.
         return effects + self.transitions.maybe_finish(stamp) + self.keys.asking()

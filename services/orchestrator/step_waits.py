@@ -1,6 +1,7 @@
 """Why the steps of live runs wait, counted for the metrics (docs/pools.md, "Waiting,
 measured"): held back by their run's window (``turn``), waiting for a semaphore's slot, for
-their namespace's running-steps quota (``quota``), or for a retry's backoff. Pure: from the
+their namespace's running-steps quota (``quota``), for a retry's backoff, or for an
+approval gate's answer (``approval``). Pure: from the
 records and the time given."""
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def pool_of(step: StepRecord) -> str:
 def reason_of(step: StepRecord, succeeded: set[str], held: set[str]) -> str | None:
     if step.status == "retrying":
         return "backoff"
+    if step.status == "waiting":
+        return "approval"
     if step.status == "pending" and step.semaphore_wait:
         return "quota" if quota_namespace(step.semaphore_wait) is not None else "semaphore"
     if step.status == "pending" and step.id in held and set(step.depends_on) <= succeeded:
@@ -37,10 +40,13 @@ def reason_of(step: StepRecord, succeeded: set[str], held: set[str]) -> str | No
 
 
 def since(step: StepRecord, steps: dict[str, StepRecord], created: float) -> float:
-    """When the step began to wait: its last attempt's end (a backoff), else when its last
+    """When the step began to wait: its last attempt's end (a backoff), its gate's start,
+    else when its last
     dependency ended (else its run's creation)."""
     if step.status == "retrying" and step.finished_at:
         return epoch_of(step.finished_at, created)
+    if step.status == "waiting" and step.started_at:
+        return epoch_of(step.started_at, created)
     ends = [epoch_of(steps[d].finished_at or "", created) for d in step.depends_on if d in steps]
     return max(ends, default=created)
 

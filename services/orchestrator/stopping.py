@@ -80,14 +80,14 @@ class Stopping:
     def stop(self, stamp: str, steps: Iterable[StepRecord]) -> list[Effect]:
         """Stop ``steps``, for a run stopping (cancelled, or past its deadline: the reason is
         ``RunSteps.stop_reason``): each attempt a runner may hold is killed, and each step
-        not started (pending, queued, retrying) is cancelled; a running step is cancelled
-        when its runner reports the kill. Ends nothing else: the caller decides what
-        follows (``maybe_finish``). Safe to call again: a step that ended is left alone, a
-        running one is asked to die again."""
+        not started (pending, queued, retrying, a gate waiting) is cancelled; a running step
+        is cancelled when its runner reports the kill. Ends nothing else: the caller decides
+        what follows (``maybe_finish``). Safe to call again: a step that ended is left alone,
+        a running one is asked to die again."""
         why = self.records.stop_reason
         effects: list[Effect] = []
         for step in steps:
-            if step.status in ("pending", "queued", "retrying"):
+            if step.status in ("pending", "queued", "retrying", "waiting"):
                 # Handed to a runner, it may run there although it has not said so yet.
                 holder = step.runner or step.offered_to
                 if step.status == "queued" and holder:

@@ -17,6 +17,7 @@ from heddle.services.orchestrator.decisions import (
     ScheduleRetry,
     TakeSlots,
 )
+from heddle.services.orchestrator.gates import open_gate
 from heddle.services.orchestrator.loops import Loops
 from heddle.services.orchestrator.run_steps import RunSteps
 from heddle.shared.core.backoff import backoff
@@ -79,6 +80,8 @@ class StepTransitions:
             return self.loops.expand(step, stamp)  # it runs as its instances
         if step.workflow is not None:
             return self.calls.start(step, attempt, stamp)  # its child runs, on no runner
+        if step.approval is not None:
+            return open_gate(self.records, step, attempt, stamp)  # on no runner, no slot
         prev = step.status
         if prev == "pending" and handoff is None and not granted and self.records.window_full():
             self.records.held.append(step.id)  # its turn comes as the run's steps land

@@ -13,7 +13,14 @@ from typing import Annotated, Literal
 
 import msgspec
 from heddle.shared.core.namespaces import DEFAULT_NAMESPACE
-from heddle.shared.wire.contracts import AttemptRecord, RunStatus, StepStatus, WorkflowCall
+from heddle.shared.wire.contracts import (
+    Approval,
+    ApprovalDecision,
+    AttemptRecord,
+    RunStatus,
+    StepStatus,
+    WorkflowCall,
+)
 from heddle.shared.wire.names import ID_PATTERN
 
 # An id as JSON Schema states it (``$`` for Python's ``\Z``), for the types only the
@@ -87,6 +94,7 @@ WaitReason = Literal[
     "priority",
     "backoff",
     "turn",
+    "approval",
 ]
 
 
@@ -109,6 +117,7 @@ class WaitingFor(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=Tru
     ahead: int | None = None  # waiting runs of higher priority ahead of it
     namespace: str | None = None  # whose quota it waits for (quota)
     quota: int | None = None  # that quota: its most running steps at once
+    message: str | None = None  # an approval gate's (approval)
 
 
 class StepDocument(Doc):
@@ -148,6 +157,9 @@ class StepDocument(Doc):
     # current attempt started (each attempt's is in ``attempts``).
     workflow: WorkflowCall | None = None
     child_run: str | None = None
+    # An approval gate's (docs/approvals.md): what it asks, and how it was answered.
+    approval: Approval | None = None
+    decision: ApprovalDecision | None = None
     # Why it waits, in the run document only; absent when it does not wait.
     waiting_for: WaitingFor | msgspec.UnsetType = msgspec.UNSET
 
@@ -328,35 +340,6 @@ class LogDump(Doc):
     logs_expired: bool
 
 
-# ---- approval gates (docs/approvals.md) ---------------------------------------------------
-
-
-class Decision(Doc):
-    """How a gate was answered: approved or not, by whom (a token's name), when, and the
-    comment given (POST .../approve and .../reject)."""
-
-    approved: bool
-    by: str
-    decided_at: str
-    comment: str | None = None
-
-
-class WaitingApproval(Doc):
-    """A gate waiting for its answer (GET /api/approvals)."""
-
-    run_id: str
-    namespace: str
-    step_id: str
-    message: str
-    since: str  # when it started waiting
-    deadline_at: str | None  # when it fails unanswered; null: it waits as long as its run
-    workflow_name: str | None
-
-
-class ApprovalList(Doc):
-    approvals: list[WaitingApproval]
-
-
 # ---- the runner pool ----------------------------------------------------------------------
 
 
@@ -417,3 +400,40 @@ class Pool(Doc):
     runners: list[RunnerDoc]
     # The runner pods, in a cluster whose orchestrator watches them; empty elsewhere
     pods: list[PodDoc]
+
+
+# ---- approval gates (docs/approvals.md) -----------------------------------------------------
+
+
+class GateComment(Doc, forbid_unknown_fields=True):
+    """The optional body of an approve or reject: why (shared/core/approvals.py checks it)."""
+
+    comment: Annotated[str, msgspec.Meta(max_length=4096)] = ""
+
+
+class GateAnswer(Doc):
+    """``POST /api/runs/{run}/steps/{step}/approve`` and ``/reject``: the gate's answer, as
+    stored; the run goes on (or fails) as the orchestrator takes it."""
+
+    run_id: str
+    namespace: str
+    step_id: str
+    attempt: int
+    decision: ApprovalDecision
+
+
+class WaitingGate(Doc):
+    """A gate waiting for its answer, as ``GET /api/approvals`` lists it."""
+
+    run_id: str
+    namespace: str
+    step_id: str
+    attempt: int
+    message: str
+    since: str
+    deadline_at: str | None  # when it times out, if it has timeoutSeconds
+    workflow_name: str | None
+
+
+class WaitingGates(Doc):
+    approvals: list[WaitingGate]

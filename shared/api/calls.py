@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from heddle.shared.api.answers import (
-    ApprovalList,
-    Decision,
+    GateAnswer,
     LogDump,
     Pool,
     RunDocument,
@@ -19,6 +18,7 @@ from heddle.shared.api.answers import (
     StepWithLogs,
     Submitted,
     Triggered,
+    WaitingGates,
 )
 from heddle.shared.api.events import LogEvent, RunEvent, log_event, run_event
 from heddle.shared.api.registry_answers import (
@@ -133,14 +133,14 @@ def logs(
 # ---- approval gates -----------------------------------------------------------------------
 
 
-def decide(run_id: str, step_id: str, approved: bool, comment: str | None) -> Call[Decision]:
+def decide(run_id: str, step_id: str, approved: bool, comment: str | None) -> Call[GateAnswer]:
     verb = "approve" if approved else "reject"
     body = None if comment is None else {"comment": comment}
-    return Call("POST", f"{step_path(run_id, step_id)}/{verb}", decoder(Decision), body)
+    return Call("POST", f"{step_path(run_id, step_id)}/{verb}", decoder(GateAnswer), body)
 
 
-def approvals() -> Call[ApprovalList]:
-    return Call("GET", "/api/approvals", decoder(ApprovalList))
+def approvals() -> Call[WaitingGates]:
+    return Call("GET", "/api/approvals", decoder(WaitingGates))
 
 
 # ---- registered workflows -----------------------------------------------------------------

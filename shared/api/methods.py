@@ -13,7 +13,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 import heddle.shared.api.calls as calls
 import heddle.shared.api.config as config
 import heddle.shared.api.documents as documents
-from heddle.shared.api.answers import Decision, Submitted
+from heddle.shared.api.answers import GateAnswer, Submitted
 from heddle.shared.api.documents import Source
 from heddle.shared.api.registry_answers import PausedWorkflow, Registered
 from heddle.shared.api.request import TIMEOUT, Call, Connection
@@ -72,12 +72,12 @@ def register(workflow: Source) -> Call[Registered]:
     return calls.register(documents.workflow(workflow))
 
 
-def approve(run_id: str, step_id: str, comment: str | None = None) -> Call[Decision]:
+def approve(run_id: str, step_id: str, comment: str | None = None) -> Call[GateAnswer]:
     """Approve a waiting gate: the step succeeds. Refused 409 if it was answered already."""
     return calls.decide(run_id, step_id, True, comment)
 
 
-def reject(run_id: str, step_id: str, comment: str | None = None) -> Call[Decision]:
+def reject(run_id: str, step_id: str, comment: str | None = None) -> Call[GateAnswer]:
     """Reject a waiting gate: the step fails. Refused 409 if it was answered already."""
     return calls.decide(run_id, step_id, False, comment)
 

@@ -131,6 +131,7 @@ def gateway() -> Permissions:
         publish=(
             names.CMD_SUBMIT_ALL,
             names.CMD_CANCEL_ALL,
+            names.CMD_APPROVAL_ALL,  # an approval gate answered (docs/approvals.md)
             names.DOC_ALL,  # a submit too large for its command (shared/broker/documents.py)
             f"{API}.STREAM.PURGE.{names.DOCS_STREAM}",  # one whose submit was a duplicate
             kv_write(names.WORKFLOWS_BUCKET),
@@ -139,6 +140,7 @@ def gateway() -> Permissions:
             kv_write(names.NAMESPACES_BUCKET),  # a namespace and its quotas
             kv_write(names.SECRETS_BUCKET),  # webhooks' and notify targets' (its alone)
             kv_write(names.NOTIFICATIONS_BUCKET),  # a delivery's claim and its attempts
+            kv_write(names.APPROVALS_BUCKET),  # a gate's answer, by compare-and-set
             *keeps(*ALL_STREAMS),
             *info(*ALL_STREAMS),
             *reads(names.LOGS_STREAM, *ALL_KV_STREAMS),
@@ -175,6 +177,7 @@ def orchestrator() -> Permissions:
             kv_write(names.SEMAPHORES_BUCKET),  # the slots its runs' steps hold
             kv_write(names.CONCURRENCY_BUCKET),  # the concurrency keys its runs hold
             kv_write(names.NOTIFICATIONS_BUCKET),  # a run's end's deliveries, created
+            kv_write(names.APPROVALS_BUCKET),  # its runs' approval gates, opened and closed
             f"{API}.>",
             "$JS.ACK.>",
             "$JS.FC.>",

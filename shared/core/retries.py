@@ -58,6 +58,7 @@ def spec_of(step: StepRecord) -> StepSpec:
         max_parallel=step.max_parallel,
         runs_on=step.runs_on,
         workflow=step.workflow,
+        approval=step.approval,  # a gate rejected or timed out waits again
     )
 
 

@@ -141,8 +141,9 @@ PARTITIONS_HELD = Gauge(
 
 # ---- orchestrator and dispatcher: why steps wait ------------------------------------
 # ``pool``: the labels a step asks for by key (shared/core/labels.py), "default" for none;
-# ``reason``: the orchestrator's turn, semaphore, quota and backoff, the dispatcher's runners-busy
-# and no-runner (docs/pools.md, "Waiting, measured"). No run or step in a label.
+# ``reason``: the orchestrator's turn, semaphore, quota, backoff and approval, the
+# dispatcher's runners-busy and no-runner (docs/pools.md, "Waiting, measured"). No run or
+# step in a label.
 
 WAITING_STEPS = Gauge(
     "heddle_waiting_steps",

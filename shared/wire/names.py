@@ -124,6 +124,7 @@ CMD_ALL = "heddle.cmd.>"
 CMD_PUBLISHED = "heddle.cmd.*.*"
 CMD_SUBMIT_ALL = "heddle.cmd.submit.*"
 CMD_CANCEL_ALL = "heddle.cmd.cancel.*"
+CMD_APPROVAL_ALL = "heddle.cmd.approval.*"  # an approval gate's answer (DecideApproval)
 # Retry timers: the schedule waits under heddle.sched.*, and fires into heddle.cmd.timer.*,
 # so the orchestrator's consumers (filtered on heddle.cmd.*.*.<partition>) see only fired timers.
 CMD_TIMER_ALL = "heddle.cmd.timer.*"
@@ -228,6 +229,16 @@ def cmd_timer(run: str) -> str:
 
 def sched_timer(run: str, step: str) -> str:
     return f"heddle.sched.timer.{run}.{step_token(step)}"
+
+
+def cmd_approval(run: str) -> str:
+    """Where an approval gate's answer goes (DecideApproval; the step is in the body)."""
+    return f"heddle.cmd.approval.{run}"
+
+
+def approval_key(run: str, step: str) -> str:
+    """An approval gate's key in heddle-approvals (contracts.ApprovalGate)."""
+    return f"{run}.{step_token(step)}"
 
 
 def cmd_deadline(run: str) -> str:

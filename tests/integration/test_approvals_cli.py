@@ -64,7 +64,7 @@ async def test_a_rejected_gate_fails_its_run(stack: StackFactory) -> None:
         "reject", "stop", "gate", "--comment", "not today", "--json", env=env
     )
     assert rc == 0, err
-    decision = json.loads(out)
+    decision = json.loads(out)["decision"]
     assert (decision["approved"], decision["comment"]) == (False, "not today")
     rc, out, err = await heddle("watch", "stop", env=env)
     assert rc == 1, err

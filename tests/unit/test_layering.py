@@ -40,6 +40,8 @@ PURE_IN_SERVICES = (
     "heddle.services.orchestrator.step_waits",
     "heddle.services.orchestrator.slot_answers",
     "heddle.services.orchestrator.call_steps",
+    "heddle.services.orchestrator.gates",
+    "heddle.services.orchestrator.gate_answers",
     "heddle.services.dispatcher.pool",
     "heddle.services.dispatcher.hand",
     "heddle.services.dispatcher.waiting",

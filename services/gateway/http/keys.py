@@ -34,6 +34,7 @@ class GatewayResources:
     namespaces: Bucket  # heddle-namespaces: each namespace's record and quotas
     secrets: Bucket  # heddle-secrets: webhooks' and notify targets' (the gateway's alone)
     notifications: Bucket  # heddle-notifications: the deliveries of run ends
+    approvals: Bucket  # heddle-approvals: the approval gates waiting (docs/approvals.md)
 
 
 SETTINGS = web.AppKey("settings", Settings)

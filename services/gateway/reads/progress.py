@@ -16,6 +16,7 @@ _STATUS_RANK = {
     "queued": 1,
     "running": 2,
     "retrying": 3,
+    "waiting": 3,  # an approval gate: from pending to its end, nothing between
     "succeeded": 4,
     "failed": 4,
     "skipped": 4,

@@ -114,6 +114,8 @@ def step_document(
         item_index=step.item_index,
         workflow=step.workflow,
         child_run=shown_name(step.child_run),
+        approval=step.approval,
+        decision=step.decision,
         waiting_for=msgspec.UNSET if waiting_for is None else waiting_for,
     )
 

@@ -110,6 +110,8 @@ def step_waiting(step: StepRecord, facts: WaitFacts, run_id: str = "") -> Waitin
     waits, or None."""
     if step.status == "retrying" and step.retry_at:
         return backoff(step)
+    if step.status == "waiting" and step.approval is not None:
+        return gate_waiting(step)
     if step.status == "pending" and step.semaphore_wait:
         name = step.semaphore_wait
         sem = facts.semaphores.get(name, Semaphore())
@@ -154,6 +156,18 @@ def run_waiting(
         return None
     why = step_waits[first.id]
     return msgspec.structs.replace(why, sentence=f"Step {first.id}: {why.sentence}")
+
+
+def gate_waiting(step: StepRecord) -> WaitingFor:
+    """An approval gate waiting for its answer (docs/approvals.md)."""
+    assert step.approval is not None  # a gate's alone
+    timeout = step.approval.timeout_seconds
+    until = f"; it fails after {timeout:g} s without one" if timeout is not None else ""
+    return WaitingFor(
+        reason="approval",
+        sentence=f"Waits for an operator to approve or reject it{until}.",
+        message=step.approval.message,
+    )
 
 
 def backoff(step: StepRecord) -> WaitingFor:

@@ -27,9 +27,11 @@ def test_the_commands_parse_and_complete() -> None:
 
 def test_a_decision_is_one_line() -> None:
     args = parser().parse_args(["reject", "r1", "gate"])
-    decision = {"approved": False, "by": "ops", "decidedAt": "t", "comment": None}
-    assert approvals.decision_line(args)(decision) == "step gate of run r1 rejected by ops"
-    said = approvals.decision_line(args)({**decision, "approved": True, "comment": "fine"})
+    decision = {"approved": False, "by": "ops", "decidedAt": "t"}
+    answer = {"runId": "r1", "stepId": "gate", "attempt": 1, "decision": decision}
+    assert approvals.decision_line(args)(answer) == "step gate of run r1 rejected by ops"
+    approved = {**decision, "approved": True, "comment": "fine"}
+    said = approvals.decision_line(args)({**answer, "decision": approved})
     assert said == "step gate of run r1 approved by ops: fine"
 
 

@@ -19,6 +19,7 @@ from heddle.services.gateway.reads.waiting import (
 )
 from heddle.shared.api.answers import WaitingFor
 from heddle.shared.wire.contracts import (
+    Approval,
     ConcurrencyKey,
     RunnerInfo,
     RunRecord,
@@ -346,3 +347,17 @@ def test_a_running_call_step_holds_no_place_in_its_runs_window() -> None:
         RunRecord(run_id="r", status="running", created_at="", step_count=4), steps, WaitFacts()
     )
     assert found.steps["d"].total == 1
+
+
+def test_a_waiting_gate_says_it_waits_for_an_answer_with_its_message() -> None:
+    gate = StepRecord(
+        id="ok", status="waiting", attempt=1, approval=Approval(message="ship?", timeout_seconds=60)
+    )
+    why = step_waiting(gate, WaitFacts())
+    assert why is not None and (why.reason, why.message) == ("approval", "ship?")
+    assert "60 s" in why.sentence
+    run = RunRecord(run_id="r", status="running", created_at=UNTIL, step_count=1)
+    found = waits(run, [gate], WaitFacts())
+    assert found.steps["ok"] == why
+    assert found.run is not None and found.run.sentence.startswith("Step ok: ")
+    assert not needs_registry([gate])  # no runner asked for

@@ -36,3 +36,12 @@ def test_runs_add_up() -> None:
     found = {("default", "backoff"): Tally(2, 5.0)}
     tally_run({"r": step("r", "retrying")}, [], created=T, now=T + 9, into=found)
     assert (found[("default", "backoff")].count, found[("default", "backoff")].oldest) == (3, 9.0)
+
+
+def test_a_waiting_gate_is_counted_from_its_start() -> None:
+    found: dict = {}
+    gate = step("ok", "waiting", started_at="2023-11-14T22:13:25Z")  # T + 5
+    tally_run({"ok": gate}, [], created=T, now=T + 30, into=found)
+    assert {k: (t.count, t.oldest) for k, t in found.items()} == {
+        ("default", "approval"): (1, 25.0)
+    }

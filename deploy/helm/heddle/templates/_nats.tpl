@@ -74,7 +74,7 @@ list "subscribe" list ["publishDeny" list] ["subscribeDeny" list] ["allowRespons
 {{- $streams := include "heddle.nats.streams" . | fromJsonArray -}}
 {{- $kv := include "heddle.nats.kvStreams" (include "heddle.nats.buckets" . | fromJsonArray) | fromJsonArray -}}
 {{- $all := concat $streams $kv -}}
-{{- $publish := concat (list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.doc.>" "$JS.API.STREAM.PURGE.HEDDLE_DOCS" "$KV.heddle-workflows.>" "$KV.heddle-tokens.>" "$KV.heddle-semaphores.>" "$KV.heddle-namespaces.>" "$KV.heddle-secrets.>" "$KV.heddle-notifications.>")
+{{- $publish := concat (list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.cmd.approval.*" "heddle.doc.>" "$JS.API.STREAM.PURGE.HEDDLE_DOCS" "$KV.heddle-workflows.>" "$KV.heddle-tokens.>" "$KV.heddle-semaphores.>" "$KV.heddle-namespaces.>" "$KV.heddle-secrets.>" "$KV.heddle-notifications.>" "$KV.heddle-approvals.>")
   (include "heddle.nats.keeps" $all | fromJsonArray)
   (include "heddle.nats.info" $all | fromJsonArray)
   (include "heddle.nats.reads" (prepend $kv "HEDDLE_LOGS") | fromJsonArray) -}}
@@ -83,7 +83,7 @@ list "subscribe" list ["publishDeny" list] ["subscribeDeny" list] ["allowRespons
 
 {{/* The owner of run state: every stream's keeper, the only writer of runs, cron and pods. */}}
 {{- define "heddle.nats.orchestrator" -}}
-{{- $publish := list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.cmd.child.*" "heddle.cmd.timer.*" "heddle.cmd.deadline.*" "heddle.sched.>" "heddle.step.ready.>" "heddle.log.>" "heddle.runner.*.cancel" "heddle.runner.*.assign" "heddle.notify.run.*" "$KV.heddle-runs.>" "$KV.heddle-cron.>" "$KV.heddle-pods.>" "$KV.heddle-leases.>" "$KV.heddle-semaphores.>" "$KV.heddle-concurrency.>" "$KV.heddle-notifications.>" "$JS.API.>" "$JS.ACK.>" "$JS.FC.>" -}}
+{{- $publish := list "heddle.cmd.submit.*" "heddle.cmd.cancel.*" "heddle.cmd.child.*" "heddle.cmd.timer.*" "heddle.cmd.deadline.*" "heddle.sched.>" "heddle.step.ready.>" "heddle.log.>" "heddle.runner.*.cancel" "heddle.runner.*.assign" "heddle.notify.run.*" "$KV.heddle-runs.>" "$KV.heddle-cron.>" "$KV.heddle-pods.>" "$KV.heddle-leases.>" "$KV.heddle-semaphores.>" "$KV.heddle-concurrency.>" "$KV.heddle-notifications.>" "$KV.heddle-approvals.>" "$JS.API.>" "$JS.ACK.>" "$JS.FC.>" -}}
 {{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_orchestrator.>") "publishDeny" (include "heddle.nats.secretReads" . | fromJsonArray)) -}}
 {{- end -}}
 

@@ -6,8 +6,8 @@
 "use strict";
 
 (() => {
-  const STEP_STATES = ["pending", "queued", "running", "retrying", "succeeded", "failed",
-    "skipped", "cancelled"];
+  const STEP_STATES = ["pending", "queued", "running", "retrying", "waiting", "succeeded",
+    "failed", "skipped", "cancelled"];
   const RUN_STATES = ["running", "succeeded", "failed", "cancelled"];
   const TERMINAL_RUN = new Set(["succeeded", "failed", "cancelled"]);
   const TERMINAL_STEP = new Set(["succeeded", "failed", "skipped", "cancelled"]);
@@ -1206,6 +1206,7 @@
     const head = h("div", { class: "title" }, h("h1", { class: "mono" }, stepId));
     const meta = h("dl", { class: "meta", id: "step-meta" });
     const command = h("pre", { class: "command-full", id: "step-command" });
+    const gate = h("div", { id: "gate" });  // an approval gate's message, answer and buttons
     const state = h("span", { id: "log-state", class: "muted" }, "Reading the log…");
     const follow = h("input", { type: "checkbox", id: "autoscroll", checked: true });
     const logBox = h("div", { class: "log", id: "log" });
@@ -1223,7 +1224,7 @@
     add(main, [
       h("nav", { class: "crumbs" }, h("a", { href: "#/runs" }, "Runs"), " / ",
         h("a", { href: runHref(runId), class: "mono" }, runId), " / ", stepId),
-      head, notice, meta, command,
+      head, notice, meta, gate, command,
       h("div", { class: "log-bar" }, h("h2", {}, "Log"), state,
         h("label", {}, follow, " follow the end"),
         h("span", { class: "legend" }, h("span", { class: "line-stdout" }, "stdout"),
@@ -1254,6 +1255,45 @@
           st.maxParallel ? ` (at most ${st.maxParallel} at once)` : "") : [],
       ].flat());
       command.textContent = st.command || callText(st);
+      renderGate(st);
+    }
+
+    // An approval gate (docs/approvals.md): its message; while it waits, Approve and Reject
+    // (a comment asked for first); once answered, how, by whom and when.
+    function renderGate(st) {
+      if (!st.approval) {
+        put(gate);
+        return;
+      }
+      const outcome = h("span", { id: "gate-outcome", class: "outcome", "aria-live": "polite" });
+      const answer = (verb) => async () => {
+        const comment = window.prompt(`${verb === "approve" ? "Approve" : "Reject"} step ` +
+          `${st.id}: a comment (optional)`, "");
+        if (comment === null) return;  // the prompt was dismissed: no answer
+        for (const b of gate.querySelectorAll("button")) b.disabled = true;
+        outcome.className = "outcome";
+        outcome.textContent = "Answering…";
+        const path = `/api/runs/${enc(runId)}/steps/${enc(st.id)}/${verb}`;
+        const r = await api("POST", path, JSON.stringify(comment ? { comment } : {}));
+        if (r.status === 200) {
+          refresh();
+          return;
+        }
+        outcome.textContent = `Not answered: ${errorText(r)} (${r.status || "no answer"}).`;
+        outcome.className = "outcome bad";
+        for (const b of gate.querySelectorAll("button")) b.disabled = false;
+      };
+      const d = st.decision;
+      put(gate, h("div", { class: "gate" },
+        h("strong", {}, "Approval gate"),
+        h("div", { class: "message", id: "gate-message" }, st.approval.message),
+        st.status === "waiting" ? h("div", { class: "actions" },
+          h("button", { id: "approve", onclick: answer("approve") }, "Approve"),
+          h("button", { id: "reject", class: "danger", onclick: answer("reject") }, "Reject"),
+          outcome) : null,
+        d ? h("div", { id: "gate-decision" }, d.approved ? "Approved" : "Rejected",
+          d.by === "timeout" ? " (timed out)" : ` by ${d.by}`, " at ", fmtTime(d.decidedAt),
+          d.comment ? [": ", h("q", {}, d.comment)] : null) : null));
     }
 
     function setStatus(status) {

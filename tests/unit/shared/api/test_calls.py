@@ -10,7 +10,7 @@ import json
 import msgspec
 import pytest
 from heddle.shared.api import calls, methods
-from heddle.shared.api.answers import Decision
+from heddle.shared.wire.contracts import ApprovalDecision
 from heddle.shared.api.errors import BadDocument, Refused, Unreachable
 from heddle.shared.api.request import Connection, answer_of, prepare, quote, refusal
 
@@ -44,8 +44,13 @@ def test_a_gate_is_answered_with_its_comment_if_one_is_given() -> None:
     assert (yes.method, yes.path, yes.body) == ("POST", "/api/runs/r/steps/gate/approve", None)
     no = calls.decide("r", "gate", False, "not today")
     assert (no.path, no.body) == ("/api/runs/r/steps/gate/reject", {"comment": "not today"})
-    raw = b'{"approved": false, "by": "ops", "decidedAt": "2026-01-01T00:00:00Z", "comment": "x"}'
-    assert no.answer(raw) == Decision(
+    decision = (
+        b'{"approved": false, "by": "ops", "decidedAt": "2026-01-01T00:00:00Z", "comment": "x"}'
+    )
+    raw = b'{"runId": "r", "namespace": "default", "stepId": "gate", "attempt": 1, "decision": %s}'
+    answer = no.answer(raw % decision)
+    assert (answer.step_id, answer.attempt) == ("gate", 1)
+    assert answer.decision == ApprovalDecision(
         approved=False, by="ops", decided_at="2026-01-01T00:00:00Z", comment="x"
     )
 

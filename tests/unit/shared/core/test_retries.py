@@ -4,7 +4,13 @@ a real stack: tests/integration/test_retry.py."""
 from __future__ import annotations
 
 from heddle.shared.core.retries import retry_command
-from heddle.shared.wire.contracts import AttemptRecord, RunRecord, StepRecord, StepSpec
+from heddle.shared.wire.contracts import (
+    Approval,
+    AttemptRecord,
+    RunRecord,
+    StepRecord,
+    StepSpec,
+)
 
 
 def record(sid: str, status: str, index: int, **fields: object) -> StepRecord:
@@ -72,3 +78,15 @@ def test_a_retry_keeps_its_runs_concurrency_key() -> None:
         2,
         "cancelRunning",
     )
+
+
+def test_a_retry_asks_a_gate_that_did_not_pass_again() -> None:
+    run = RunRecord(run_id="r", status="failed", created_at="2026-12-04T00:00:00Z", step_count=2)
+    gate = Approval(message="ship?", timeout_seconds=60)
+    steps = [
+        record("build", "succeeded", 0),
+        StepRecord(id="ok", index=1, status="failed", depends_on=["build"], approval=gate),
+    ]
+    cmd = retry_command(run, steps, "2026-12-04T01:00:00Z")
+    assert (cmd.steps[1].approval, cmd.steps[1].command) == (gate, "")
+    assert set(cmd.carried) == {"build"}
