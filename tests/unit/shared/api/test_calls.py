@@ -10,9 +10,9 @@ import json
 import msgspec
 import pytest
 from heddle.shared.api import calls, methods
-from heddle.shared.wire.contracts import ApprovalDecision
 from heddle.shared.api.errors import BadDocument, Refused, Unreachable
 from heddle.shared.api.request import Connection, answer_of, prepare, quote, refusal
+from heddle.shared.wire.contracts import ApprovalDecision
 
 
 def test_ids_and_values_are_one_path_segment_each() -> None:
