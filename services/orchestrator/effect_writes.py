@@ -7,7 +7,7 @@ acknowledgements are awaited together, so a batch costs one round trip, not one 
 How records get into effects, for group commit: a ``PersistStep`` or ``PersistRun`` holds the
 record itself, not a copy. A run's actor decides a whole batch of messages (actor.py) before
 any write goes out, and a record may change several times within it; each record is encoded
-once, at its last write in the batch (``_Batch.last_step_write``), as the batch left it.
+once, at its last write in the batch (``Batch.last_step_write``), as the batch left it.
 What each transition was is snapshotted into its effect when it is decided (``status``,
 ``attempt``, ``reason``: decisions.py), for its log line and its notes. The actor decides
 nothing more until the batch is stored, so a write retried is the same record.
@@ -15,13 +15,11 @@ nothing more until the batch is stored, so a write retried is the same record.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, assert_never, cast
 
-from heddle.services.orchestrator.bulk_writes import ACK_TIMEOUT, write_new_steps
+from heddle.services.orchestrator.bulk_writes import write_new_steps
 from heddle.services.orchestrator.decisions import (
     AwaitHandoff,
     CancelChild,
@@ -45,16 +43,16 @@ from heddle.services.orchestrator.decisions import (
     TakeSlots,
     TellParent,
 )
+from heddle.services.orchestrator.effect_batch import MID_EXPANSION, Batch, abandon, expands, settle
 from heddle.services.orchestrator.messages import DeadlineTimer, Mailboxes, RetryTimer
 from heddle.services.orchestrator.notify_writes import create_notifications
+from heddle.services.orchestrator.timer_writes import deadline_due, retry_due
 from heddle.shared.core.labels import label_key
 from heddle.shared.runtime import failpoints
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import (
     CancelAttempt,
-    DeadlineDue,
-    RetryDue,
     StepRecord,
     encode,
 )
@@ -92,16 +90,14 @@ class EffectWrites:
         """Every write of the batch sent, then every acknowledgement awaited; raises if one
         failed (the caller writes the batch again, whole). ``offers`` sends the handoffs,
         right after the records of the steps handed off, once however often it is called."""
-        batch = _Batch.of(run_id, effects, create_run)
+        batch = Batch.of(run_id, effects, create_run)
         try:
             await self._write(batch, effects, offers)
         except BaseException:
-            _abandon(batch.futures)  # written again whole: these answers are not awaited
+            abandon(batch.futures)  # written again whole: these answers are not awaited
             raise
 
-    async def _write(
-        self, batch: _Batch, effects: list[Effect], offers: Callable[[], None]
-    ) -> None:
+    async def _write(self, batch: Batch, effects: list[Effect], offers: Callable[[], None]) -> None:
         run_id, create_run = batch.run_id, batch.create_run
         if create_run:
             # The effects written are PersistSteps, by their index.
@@ -115,8 +111,8 @@ class EffectWrites:
                 case PersistStep():
                     await self._persist_step(batch, i, eff)
                 case PersistRun():
-                    if failpoints.active(MID_EXPANSION) and _expands(effects):
-                        await self._settle(batch.futures)  # the instances' records stored
+                    if failpoints.active(MID_EXPANSION) and expands(effects):
+                        await settle(batch.futures)  # the instances' records stored
                         failpoints.hit(MID_EXPANSION)
                     await self._persist_run(batch, i, eff)
                 case Enqueue(handoff=None):
@@ -144,9 +140,9 @@ class EffectWrites:
                     event(log, "ignored", run=run_id, step=step_id, reason=reason)
                 case _:
                     assert_never(eff)
-        await self._settle(batch.futures)
+        await settle(batch.futures)
 
-    async def _persist_step(self, batch: _Batch, i: int, eff: PersistStep) -> None:
+    async def _persist_step(self, batch: Batch, i: int, eff: PersistStep) -> None:
         """Logs the transition; writes the record if this is its last write in the batch."""
         step = eff.step
         if step.id not in batch.last_step_write:
@@ -165,7 +161,7 @@ class EffectWrites:
         if batch.last_step_write[step.id] == i and step.id not in batch.written:
             await self._publish_step(batch, step)
 
-    async def _write_handed_off(self, batch: _Batch, effects: list[Effect]) -> None:
+    async def _write_handed_off(self, batch: Batch, effects: list[Effect]) -> None:
         """The records of the steps handed off go first, and their offers right after
         them, before their acknowledgements: a server that loses the end of a pipeline
         loses the predecessor's record with them, and the rebuilt run offers the step to
@@ -178,11 +174,11 @@ class EffectWrites:
                     await self._publish_step(batch, eff.step)
                     batch.written.add(eff.step.id)
 
-    async def _publish_step(self, batch: _Batch, step: StepRecord) -> None:
+    async def _publish_step(self, batch: Batch, step: StepRecord) -> None:
         subject = names.kv_subject(names.RUNS_BUCKET, names.step_key(batch.run_id, step.id))
         batch.futures.append(await self.acked.publish(subject, encode(step)))
 
-    async def _persist_run(self, batch: _Batch, i: int, eff: PersistRun) -> None:
+    async def _persist_run(self, batch: Batch, i: int, eff: PersistRun) -> None:
         event(
             log,
             "run",
@@ -199,20 +195,18 @@ class EffectWrites:
             # The run record commits a new run: stored at most once, and only once every
             # step record is stored.
             headers = {"Nats-Expected-Last-Subject-Sequence": "0"}
-            await self._settle(batch.futures)
+            await settle(batch.futures)
             batch.futures = []
         subject = names.kv_subject(names.RUNS_BUCKET, names.run_key(batch.run_id))
         batch.futures.append(await self.acked.publish(subject, encode(eff.run), headers=headers))
 
-    async def _create_notifications(self, batch: _Batch, eff: CreateNotifications) -> None:
-        if batch.create_run:
-            # A run that ends as it is created (refused at its key): only once it is stored,
-            # so a submit of a run that exists makes no deliveries for it.
-            await self._settle(batch.futures)
-            batch.futures = []
+    async def _create_notifications(self, batch: Batch, eff: CreateNotifications) -> None:
+        # A run that ends as it is created (refused at its key): only once it is stored,
+        # so a submit of a run that exists makes no deliveries for it.
+        await batch.after_new_run()
         batch.futures += await create_notifications(self.acked, eff)
 
-    async def _enqueue(self, batch: _Batch, eff: Enqueue) -> None:
+    async def _enqueue(self, batch: Batch, eff: Enqueue) -> None:
         ready = eff.ready
         msg_id = names.ready_msg_id(ready.run_id, ready.step_id, ready.attempt, ready.requeue)
         batch.futures.append(
@@ -223,7 +217,7 @@ class EffectWrites:
             )
         )
 
-    async def _schedule(self, batch: _Batch, eff: ScheduleRetry) -> None:
+    async def _schedule(self, batch: Batch, eff: ScheduleRetry) -> None:
         run_id, step_id, attempt = batch.run_id, eff.step_id, eff.attempt
         event(
             log,
@@ -233,12 +227,12 @@ class EffectWrites:
             attempt=attempt,
             delay_ms=round(eff.delay * 1000),
         )
-        await self._run_stored(batch)  # a new run's gate's timeout
-        batch.futures.append(await self.schedule_retry(run_id, step_id, attempt, eff.at))
+        await batch.after_new_run()  # a new run's gate's timeout
+        batch.futures.append(await retry_due(self.acked, run_id, step_id, attempt, eff.at))
         if self.runs is not None:
             self.runs.post_at(run_id, RetryTimer(step_id, attempt), eff.at)
 
-    async def _schedule_deadline(self, batch: _Batch, eff: ScheduleDeadline) -> None:
+    async def _schedule_deadline(self, batch: Batch, eff: ScheduleDeadline) -> None:
         """The run's deadline, as a retry timer is: the server's schedule, on a subject of
         the run's own (heddle.sched.deadline.<run>: no step's retry timer replaces it), and
         the local timer. One that came early is set again locally alone."""
@@ -252,27 +246,18 @@ class EffectWrites:
             durable=eff.durable,
         )
         if eff.durable:
-            await self._run_stored(batch)
-            batch.futures.append(
-                await self.acked.publish(
-                    names.sched_deadline(run_id),
-                    encode(DeadlineDue(run_id=run_id, deadline_at=deadline_at)),
-                    headers={
-                        "Nats-Schedule": f"@at {deadline_at}",
-                        "Nats-Schedule-Target": names.cmd_deadline(run_id),
-                    },
-                )
-            )
+            await batch.after_new_run()
+            batch.futures.append(await deadline_due(self.acked, run_id, deadline_at))
         if self.runs is not None:
             self.runs.post_at(run_id, DeadlineTimer(), eff.at)
 
-    async def _gate(self, batch: _Batch, eff: OpenGate | CloseGate) -> None:
+    async def _gate(self, batch: Batch, eff: OpenGate | CloseGate) -> None:
         """An approval gate's record written, or deleted once the gate ended."""
         step_id = eff.gate.step_id if isinstance(eff, OpenGate) else eff.step_id
         subject = names.kv_subject(
             names.APPROVALS_BUCKET, names.approval_key(batch.run_id, step_id)
         )
-        await self._run_stored(batch)
+        await batch.after_new_run()
         if isinstance(eff, OpenGate):
             batch.futures.append(await self.acked.publish(subject, encode(eff.gate)))
         else:
@@ -280,15 +265,7 @@ class EffectWrites:
                 await self.acked.publish(subject, b"", headers={"KV-Operation": "DEL"})
             )
 
-    async def _run_stored(self, batch: _Batch) -> None:
-        """In a new run's pass, what goes after its run record waits until it is stored: a
-        submit of a run that exists (a runId chosen twice) must not replace that run's
-        schedules or its gates' records with its own."""
-        if batch.create_run:
-            await self._settle(batch.futures)
-            batch.futures = []
-
-    async def _kill(self, batch: _Batch, eff: KillAttempt) -> None:
+    async def _kill(self, batch: Batch, eff: KillAttempt) -> None:
         """A core publish, not acknowledged: the state machine fences the attempt whether
         or not its runner hears this."""
         event(
@@ -308,88 +285,6 @@ class EffectWrites:
             ticket=eff.ticket,
         )
         await self.nc.publish(names.runner_cancel(eff.runner), encode(cancel))
-
-    @staticmethod
-    async def _settle(futures: list[asyncio.Future]) -> None:
-        """Wait for the acknowledgements of ``futures``; raise if one failed or is late."""
-        if not futures:
-            return
-        done, pending = await asyncio.wait(futures, timeout=ACK_TIMEOUT)
-        for fut in pending:
-            fut.cancel()
-        # Every failure retrieved, not only the first: the rest are not lost futures.
-        failed = [exc for exc in (fut.exception() for fut in done) if exc is not None]
-        if pending:
-            raise TimeoutError(f"{len(pending)} writes unacknowledged")
-        if failed:
-            raise failed[0]
-
-    async def schedule_retry(
-        self, run_id: str, step_id: str, attempt: int, at: float
-    ) -> asyncio.Future:
-        # The server holds the timer: it survives an orchestrator restart and fires once.
-        # One pending schedule per subject, so re-sending it after a restart replaces it.
-        return await self.acked.publish(
-            names.sched_timer(run_id, step_id),
-            encode(RetryDue(run_id=run_id, step_id=step_id, attempt=attempt)),
-            headers={
-                "Nats-Schedule": f"@at {from_epoch(at)}",
-                "Nats-Schedule-Target": names.cmd_timer(run_id),
-            },
-        )
-
-
-def _abandon(futures: list[asyncio.Future]) -> None:
-    for fut in futures:
-        if fut.done():
-            if not fut.cancelled():
-                fut.exception()
-        else:
-            fut.cancel()
-
-
-MID_EXPANSION = "orchestrator.mid_expansion"
-
-
-def _expands(effects: list[Effect]) -> bool:
-    """Whether a batch stores a forEach step's new instances (services/orchestrator/loops.py)."""
-    return any(
-        isinstance(e, PersistStep) and e.previous == "new" and e.step.parent is not None
-        for e in effects
-    )
-
-
-@dataclass(slots=True)
-class _Batch:
-    """One pass over a batch's effects: the index of each record's last write (a record
-    changed several times is written once, in its final state) and the acknowledgements
-    to wait for."""
-
-    run_id: str
-    create_run: bool
-    last_step_write: dict[str, int]
-    last_run_write: int
-    futures: list[asyncio.Future] = field(default_factory=list)
-    written: set[str] = field(default_factory=set)  # step records already sent in this pass
-    handed: set[str] = field(default_factory=set)  # steps offered to a runner directly
-
-    @classmethod
-    def of(cls, run_id: str, effects: list[Effect], create_run: bool) -> _Batch:
-        steps: dict[str, int] = {}
-        handed: set[str] = set()
-        last_run = -1
-        for i, e in enumerate(effects):
-            if isinstance(e, PersistStep):
-                steps[e.step.id] = i
-            elif isinstance(e, PersistRun):
-                last_run = i
-            elif isinstance(e, Enqueue) and e.handoff is not None:
-                handed.add(e.ready.step_id)
-            elif isinstance(e, Continue):
-                handed.add(e.ready.step_id)
-            elif isinstance(e, AwaitHandoff):
-                handed.add(e.step_id)
-        return cls(run_id, create_run, steps, last_run, handed=handed)
 
 
 def _log_requeued(run_id: str, eff: Requeued) -> None:
