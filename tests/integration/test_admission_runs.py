@@ -143,4 +143,7 @@ async def test_waiting_runs_handed_to_an_orchestrator_that_joins_are_admitted_by
     runs = [await s.wait_run(r, timeout=60.0) for r in run_ids]
     assert [r["status"] for r in runs] == ["succeeded"] * PARTITIONS, runs
     assert [step_of(r, "a")["attempt"] for r in runs] == [1] * PARTITIONS
-    assert 1 <= most_at_once(spans(runs)) <= 2, spans(runs)  # one under way in each
+    # One under way in each, and one more at most: the run under way that was handed over
+    # stays so past the joiner's bound (Admission.recovered) when the joiner took its
+    # partition after admitting a run of another; admitting every waiting run would be 7+.
+    assert 1 <= most_at_once(spans(runs)) <= 3, spans(runs)
