@@ -37,12 +37,12 @@ from heddle.shared.runtime.stalls import LoopStalls
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import RunnerInfo
 from heddle.shared.wire.timefmt import now_rfc3339
+from heddle.shared.wire.version import VERSION
 
 if TYPE_CHECKING:
     from heddle.shared.broker.nats_types import Client
 
 log = logging.getLogger("heddle.runner")
-VERSION = "0.1.0"
 
 
 def runner_name(settings: Settings) -> str:

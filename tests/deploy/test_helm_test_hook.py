@@ -34,7 +34,7 @@ def test_the_hook_is_a_test_pod_with_the_admin_token(chart: helm.Chart, default:
     assert spec["restartPolicy"] == "Never" and spec["activeDeadlineSeconds"] == 300
     assert spec["automountServiceAccountToken"] is False
     (container,) = spec["containers"]
-    assert container["image"] == "heddle:0.1.0"
+    assert container["image"] == "heddle:0.2.0"
     assert "heddle submit --wait" in container["args"][-1]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["GATEWAY"] == "http://gateway:8080"  # a name the gateway answers

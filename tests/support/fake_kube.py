@@ -91,7 +91,7 @@ def runner_pod(
             "automountServiceAccountToken": False,
             "restartPolicy": "Always",
             "containers": [
-                {"name": "runner", "image": "heddle:0.1.0", "args": ["heddle", "runner"]}
+                {"name": "runner", "image": "heddle:0.2.0", "args": ["heddle", "runner"]}
             ],
         },
         "status": {
@@ -110,7 +110,7 @@ def runner_pod(
             "containerStatuses": [
                 {
                     "name": "runner",
-                    "image": "docker.io/library/heddle:0.1.0",
+                    "image": "docker.io/library/heddle:0.2.0",
                     "imageID": "sha256:" + "0" * 64,
                     "containerID": container_id(),
                     "ready": ready,

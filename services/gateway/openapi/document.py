@@ -17,8 +17,8 @@ from heddle.services.gateway.openapi.route import Param, Route, Tag
 from heddle.shared.api.answers import ID_SCHEMA_PATTERN, ErrorDoc
 from heddle.shared.core.step_checks import MAX_RETRIES, MAX_TIMEOUT
 from heddle.shared.wire.json_depth import MAX_JSON_DEPTH
+from heddle.shared.wire.version import VERSION
 
-VERSION = "0.1.0"
 REF = "#/components/schemas/{name}"
 ERROR_MEANINGS = {
     400: "A bad parameter or body: `error` says what, `problems` lists each one",
