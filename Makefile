@@ -9,7 +9,7 @@ PORT ?= 8080
 # suite in one process.
 TEST_WORKERS ?= 3
 
-.PHONY: install test-tools up test test-unit test-containers lint format schema bench bench-full clean
+.PHONY: install test-tools up test test-unit test-containers test-upgrade lint format schema bench bench-full clean
 
 $(BIN)/heddle: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,11 @@ test-unit: install  ## install, then run the pure tests alone (seconds)
 # docker-compose.yml as written, the chart's runner security context. Minutes; not in `test`.
 test-containers: install
 	$(BIN)/python -m pytest -q -p no:xdist -p no:cacheprovider tests/containers --timeout=1800
+
+# A rolling upgrade from the last release (its git tag, in a worktree and a virtualenv of its
+# own) to this checkout, with runs in flight (tests/upgrade). Minutes; not in `test`.
+test-upgrade: install
+	$(BIN)/python -m pytest -q -p no:xdist tests/upgrade --timeout=600
 
 lint: install
 	$(BIN)/ruff check shared services tests bench

@@ -23,7 +23,7 @@ from tests.support.stack import FAST, Stack, StackFactory
 
 TESTS = Path(__file__).parent
 # A test's kind is the folder of tests/ it is in; each is a marker of pyproject.toml.
-KINDS = ("unit", "integration", "fault", "deploy", "web")
+KINDS = ("unit", "integration", "fault", "deploy", "web", "upgrade")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -125,10 +125,12 @@ class Stack:
         name: str,
         service: str | None = None,
         argv_prefix: list[str] | None = None,
+        python: str | None = None,
         **extra_env: str,
     ) -> Proc:
         """Start (or restart) one service process. ``name`` runner-x starts a runner named so,
-        dispatcher-x one more dispatcher (HEDDLE_DISPATCHER_NAME, the dispatcher user)."""
+        dispatcher-x one more dispatcher (HEDDLE_DISPATCHER_NAME, the dispatcher user);
+        ``python``: another interpreter than this one (another release's, tests/upgrade)."""
         service = service or next(
             (s for s in ("runner", "dispatcher", "orchestrator") if name.startswith(s)), name
         )
@@ -146,7 +148,8 @@ class Stack:
             credentials = self.auth.env(service, name)
         if name in self.metrics_ports:
             extra_env.setdefault("HEDDLE_METRICS_PORT", str(self.metrics_ports[name]))
-        argv = [*(argv_prefix or []), *service_argv(service)]
+        command = service_argv(service)
+        argv = [*(argv_prefix or []), python or command[0], *command[1:]]
         proc = self.procs.get(name) or Proc(name, argv, {}, self.tmp / f"{name}.log")
         proc.argv = argv
         proc.env = self.env(**{**credentials, **extra_env})
