@@ -44,9 +44,10 @@ test: install test-tools  ## install, then run the whole test suite
 	MYPYPATH=$(VENV)/typecheck $(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=15
 
-# The pure tests alone (tests/unit: no server, no process, no network), in one process.
+# The pure tests alone (tests/unit, and tests/compat's golden samples: no server, no
+# process, no network), in one process.
 test-unit: install  ## install, then run the pure tests alone (seconds)
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q tests/unit tests/compat
 
 # Heddle in a real container engine (tests/containers): a Docker engine (started here as root
 # where none runs, stopped after), the image on a base made offline where no registry answers,

@@ -1,7 +1,7 @@
 """Shared fixtures: a real nats-server (one per session, cleaned for each test; a test's own
 where it needs one) and a factory for whole Heddle stacks; and each test marked with its kind,
-the folder it is in (tests/unit, integration, fault, deploy, web), so `-m unit` selects the
-pure tests and `-m "not fault"` leaves out the ones that kill processes."""
+the folder it is in (tests/unit, compat, integration, fault, deploy, web), so `-m unit`
+selects the pure tests and `-m "not fault"` leaves out the ones that kill processes."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from tests.support.stack import FAST, Stack, StackFactory
 
 TESTS = Path(__file__).parent
 # A test's kind is the folder of tests/ it is in; each is a marker of pyproject.toml.
-KINDS = ("unit", "integration", "fault", "deploy", "web", "upgrade")
+KINDS = ("unit", "compat", "integration", "fault", "deploy", "web", "upgrade")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -252,9 +252,9 @@ def test_default_render_runs_the_control_plane_runners_and_nats(default: Manifes
         (container,) = d["spec"]["template"]["spec"]["containers"]
         assert container["args"] == ["heddle", name]
         assert container["image"] == f"heddle:{default_app_version()}"
-    # Never two orchestrators at once, nor a second dispatcher by default (autoscaling's).
-    assert deployments["orchestrator"]["spec"]["strategy"] == {"type": "Recreate"}
-    assert deployments["dispatcher"]["spec"]["strategy"] == {"type": "Recreate"}
+    # Each rolls a new pod in before an old one leaves (tests/deploy/test_deploy_upgrades.py).
+    for d in deployments.values():
+        assert d["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
 
     statefulsets = default.of_kind("StatefulSet")
     assert set(statefulsets) == {*DEFAULT_RUNNERS, "nats"}
@@ -947,7 +947,7 @@ def _several_roll_one_at_a_time(chart: helm.Chart, component: str) -> dict[str, 
     """<component>.replicas 3: one Deployment of three pods, each named by its pod name
     (POD_NAME, which HEDDLE_<COMPONENT>_NAME defaults to; the chart sets no name), all the
     one NATS user, rolled (maxUnavailable 0) and drained (a budget of one) one at a time. One
-    replica: Recreate and no budget; 0 is refused. Returns the three pods' Deployment."""
+    replica: rolled alike, no budget; 0 is refused. Returns the three pods' Deployment."""
     three = render(chart, {component: {"replicas": 3}})
     deployment = three.get("Deployment", component)
     assert deployment["spec"]["replicas"] == 3
@@ -965,7 +965,7 @@ def _several_roll_one_at_a_time(chart: helm.Chart, component: str) -> dict[str, 
     )
     one = render(chart, {})
     assert one.get("Deployment", component)["spec"]["replicas"] == 1
-    assert one.get("Deployment", component)["spec"]["strategy"] == {"type": "Recreate"}
+    assert one.get("Deployment", component)["spec"]["strategy"]["type"] == "RollingUpdate"
     assert component not in one.of_kind("PodDisruptionBudget")
     with pytest.raises(helm.HelmValuesError):
         render(chart, {component: {"replicas": 0}})

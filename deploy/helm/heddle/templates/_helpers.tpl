@@ -310,9 +310,11 @@ spec:
   replicas: {{ int $v.replicas }}
   revisionHistoryLimit: 5
   strategy:
-    {{- /* Several orchestrators or dispatchers: a new pod joins before an old one leaves, so
-    the others always hold the partitions (or give out the steps) meanwhile. */}}
-    {{- if or (eq $c "gateway") (gt (int $v.replicas) 1) }}
+    {{- /* A new pod joins (ready) before an old one leaves, so there is always one holding
+    the partitions, giving out the steps or answering (docs/upgrading.md); old and new
+    versions overlap as the compatibility promise allows. The one exception: the dispatcher
+    that scales the runners, never two at once. */}}
+    {{- if not $scaler }}
     type: RollingUpdate
     rollingUpdate:
       maxUnavailable: 0
