@@ -16,6 +16,7 @@ from heddle.shared.core import backups
 from heddle.shared.wire import names
 
 from tests.support.cli import heddle
+from tests.support.nats_clients import login
 from tests.support.stack import StackFactory, step_of
 from tests.support.up import Up, run_ended, start_up, wait_http
 
@@ -138,6 +139,18 @@ async def backed_up(stack: StackFactory, backup: Path) -> None:
     assert rc == 0, err
     rc, _, err = await heddle("backup", str(backup), env=env)  # not into one that holds one
     assert rc == 1 and f"{backup} is not empty" in err, err
+    # It reads; it writes nothing, makes no consumer, restores nothing.
+    for subject in (
+        names.kv_subject(names.RUNS_BUCKET, names.run_key("x")),
+        f"$JS.API.CONSUMER.CREATE.{names.CMD_STREAM}",
+        f"$JS.API.STREAM.RESTORE.{names.CMD_STREAM}",
+    ):
+        client = await login(s.nats_url, perms.BACKUP, s.nats_password(perms.BACKUP))
+        try:
+            await client.nc.publish(subject, b"{}")
+            await client.refused(f'permissions violation for publish to "{subject.lower()}"')
+        finally:
+            await client.nc.close()
 
 
 async def test_a_restore_refuses_a_target_that_is_not_empty_and_a_changed_file(
