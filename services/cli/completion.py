@@ -12,8 +12,8 @@ import argparse
 SHELLS = ("bash", "zsh")
 # Options that take a value: the word after one is never the command's name.
 VALUED = ("--url", "--token", "--token-file")
-# Commands whose positional argument is a file.
-FILE_ARGS = ("submit", "register")
+# Commands whose positional argument is a file or a directory.
+FILE_ARGS = ("submit", "register", "backup", "restore")
 
 BASH = """\
 # heddle completion for {shell} (made by `heddle completion {shell}`)
@@ -27,7 +27,7 @@ _heddle() {{
     esac
   done
   case $prev in
-    --token-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --token-file|--data-dir|--dir) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --url|--token) return ;;
   esac
   case $cmd in

@@ -32,7 +32,7 @@ def build_service(name: str, settings: Settings):
 
 
 def parser() -> argparse.ArgumentParser:
-    from heddle.services.cli import nats_users_cli, options, token_cli
+    from heddle.services.cli import backup_cli, nats_users_cli, options, token_cli
 
     p = argparse.ArgumentParser(
         prog="heddle",
@@ -75,6 +75,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("settings", help="print every setting with its default")
     token_cli.add_parser(sub)
     nats_users_cli.add_parser(sub)
+    backup_cli.add_parsers(sub)
     options.add_parsers(sub)
     return p
 
@@ -83,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) == 1 and argv[0] in SERVICES:
         return serve(argv[0])  # a service starts without importing the client's commands
+    from heddle.services.cli import backup_cli, nats_users_cli, token_cli
     from heddle.services.cli import commands as client
-    from heddle.services.cli import nats_users_cli, token_cli
 
     top = parser()
     args = top.parse_args(argv)
@@ -97,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         return token_cli.run(args)
     if args.command == "nats-users":
         return nats_users_cli.run(args)
+    if args.command in ("backup", "restore"):
+        return backup_cli.run(args)
     if args.command in SERVICES:
         return serve(args.command)
     try:

@@ -10,10 +10,10 @@ It writes, every file 0600:
     DIR/gateway/admin-token      the first admin API token, for HEDDLE_ADMIN_TOKEN_FILE
 
 One directory per user, so each can be its own volume and a container mounts its own password
-alone. The users are the services, the inspector and runner-runner-0 ... runner-runner-<N-1>
-(runners named runner-0 ...), and inspector-<NS> for each ``--inspector-namespace`` (it may
-watch NS's logs alone); a runner user beyond N, or a namespace inspector not asked for, is
-removed. ``--owner`` and
+alone. The users are the services, the inspector, backup (docs/backup.md) and
+runner-runner-0 ... runner-runner-<N-1> (runners named runner-0 ...), and inspector-<NS> for
+each ``--inspector-namespace`` (it may watch NS's logs alone); a runner user beyond N, or a
+namespace inspector not asked for, is removed. ``--owner`` and
 ``--runner-owner`` (needs root) hand each user's directory and files to the uid that reads them:
 a runner started as root with its capabilities dropped cannot read another uid's 0600 file.
 """

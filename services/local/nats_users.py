@@ -52,14 +52,14 @@ class NatsUsers:
 
     @classmethod
     def load(cls, data_dir: Path, extra: tuple[perms.User, ...] = ()) -> NatsUsers:
-        """The data dir's users, with a password for every service and the inspector
-        (created on the first call, kept on later ones)."""
+        """The data dir's users, with a password for every service, the inspector and the
+        backup user (created on the first call, kept on later ones)."""
         path = Path(data_dir) / PASSWORDS_FILE
         passwords: dict[str, str] = {}
         if path.exists():
             passwords = json.loads(path.read_text())
         users = cls(Path(data_dir), passwords, extra)
-        for user in (*perms.SERVICES, perms.INSPECTOR):
+        for user in (*perms.SERVICES, perms.INSPECTOR, perms.BACKUP):
             users.ensure(user)
         return users
 

@@ -16,7 +16,7 @@ from heddle.shared.runtime.metrics import NATS_RECONNECTS, service_of
 from heddle.shared.runtime.service import event
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.runtime.tasks import cancel_and_wait
-from heddle.shared.wire.errors import NatsRefused
+from heddle.shared.wire.errors import NatsRefused, NatsUnreachable
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -53,13 +53,7 @@ async def connect(
         if on_disconnect:
             await on_disconnect()
 
-    credentials: dict[str, str] = {}
-    if settings.nats_user:
-        credentials = {
-            "user": settings.nats_user,
-            "password": password(settings),
-            "inbox_prefix": inbox_prefix(settings.nats_user),
-        }
+    credentials = credentials_of(settings)
     connecting = asyncio.ensure_future(
         nats.connect(
             servers=settings.nats_url.split(","),
@@ -84,6 +78,41 @@ async def connect(
         return connecting.result()
     await cancel_and_wait(connecting)
     raise NatsRefused(settings.nats_user, settings.nats_url)
+
+
+async def connect_once(settings: Settings, name: str) -> Client:
+    """One connection for a command that does its work and ends (``heddle backup``,
+    ``heddle restore``): no reconnecting, and a server that is not there or refuses the
+    user is NatsUnreachable at once, with the reason."""
+
+    async def quiet(exc: Exception) -> None:
+        """The reason is raised (or a request goes unanswered): nats-py would log it again
+        with a traceback on the command's output."""
+
+    try:
+        return await nats.connect(
+            servers=settings.nats_url.split(","),
+            name=name,
+            **credentials_of(settings),
+            error_cb=quiet,
+            allow_reconnect=False,
+            connect_timeout=5,
+            max_reconnect_attempts=0,
+        )
+    except (nats.errors.Error, OSError, TimeoutError) as exc:
+        why = str(exc) or repr(exc)
+        raise NatsUnreachable(settings.nats_url, settings.nats_user, why) from None
+
+
+def credentials_of(settings: Settings) -> dict[str, str]:
+    """nats.connect's user, password and inbox prefix (none for an anonymous connection)."""
+    if not settings.nats_user:
+        return {}
+    return {
+        "user": settings.nats_user,
+        "password": password(settings),
+        "inbox_prefix": inbox_prefix(settings.nats_user),
+    }
 
 
 def password(settings: Settings) -> str:

@@ -19,6 +19,9 @@ GATEWAY = "gateway"
 ORCHESTRATOR = "orchestrator"
 DISPATCHER = "dispatcher"
 INSPECTOR = "inspector"
+# Takes the snapshots of ``heddle backup``; the other makes streams from them again, on the
+# temporary server of ``heddle restore`` alone (docs/backup.md).
+BACKUP, RESTORE = "backup", "restore"
 # A namespace's inspector is inspector-<namespace>: it reads that namespace's logs alone.
 NAMESPACE_INSPECTOR_PREFIX = INSPECTOR + "-"
 SERVICES = (GATEWAY, ORCHESTRATOR, DISPATCHER)
@@ -249,6 +252,34 @@ def inspector() -> Permissions:
     )
 
 
+def backup() -> Permissions:
+    """Snapshots of every stream and bucket, with their chunks' acknowledgements
+    (shared/broker/snapshots.py): it reads everything, the webhooks' secrets too, and
+    changes nothing. It makes no consumer and deletes none."""
+    return Permissions(
+        publish=(
+            *info(*ALL_STREAMS),
+            *(f"{API}.STREAM.SNAPSHOT.{s}" for s in ALL_STREAMS),
+            *(f"$JS.SNAPSHOT.ACK.{s}.>" for s in ALL_STREAMS),
+        ),
+        subscribe=(_inbox(BACKUP),),
+    )
+
+
+def restore() -> Permissions:
+    """Heddle's streams made again from their snapshots, where none of that name exists
+    (the server refuses the rest). Only ``heddle restore``'s temporary server has this
+    user; it is gone from the data dir before ``heddle up`` starts on it."""
+    return Permissions(
+        publish=(
+            f"{API}.INFO",
+            *(f"{API}.STREAM.RESTORE.{s}" for s in ALL_STREAMS),
+            *(f"$JS.SNAPSHOT.RESTORE.{s}.>" for s in ALL_STREAMS),
+        ),
+        subscribe=(_inbox(RESTORE),),
+    )
+
+
 def namespace_inspector_user(namespace: str) -> str:
     return NAMESPACE_INSPECTOR_PREFIX + namespace
 
@@ -271,6 +302,8 @@ def permissions_for(user: str) -> Permissions:
         ORCHESTRATOR: orchestrator,
         DISPATCHER: dispatcher,
         INSPECTOR: inspector,
+        BACKUP: backup,
+        RESTORE: restore,
     }
     if user in fixed:
         return fixed[user]()

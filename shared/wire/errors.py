@@ -101,6 +101,14 @@ class TokenFileError(HeddleError):
         super().__init__(f"HEDDLE_ADMIN_TOKEN_FILE {path}: {problem}")
 
 
+class NatsUnreachable(HeddleError):
+    """A command's one connection to NATS failed: not there, or the user refused."""
+
+    def __init__(self, url: str, user: str, why: str) -> None:
+        who = f" as {user}" if user else ""
+        super().__init__(f"cannot connect to NATS at {url}{who}: {why}")
+
+
 class NatsRefused(HeddleError):
     """The NATS server refused this user: a wrong password, or no such user."""
 

@@ -38,6 +38,7 @@ from tests.support.chart_render import (
     only_strings,
     render,
 )
+from tests.support.cli import heddle
 from tests.support.nats_clients import login
 
 # --- the chart: NATS users and passwords ---------------------------------------------------------
@@ -100,6 +101,7 @@ def test_nats_users_are_exactly_nats_permissions(
     expected = {
         *perms.SERVICES,
         perms.INSPECTOR,
+        perms.BACKUP,
         *map(perms.runner_user, runners),
         *map(perms.namespace_inspector_user, inspectors),
     }
@@ -643,6 +645,15 @@ async def test_the_charts_users_work_on_a_real_nats_server(
             await client.refused()
         finally:
             await nc.close()
+
+        # The backup user backs the release up (docs/backup.md, "On Kubernetes").
+        env = {
+            "HEDDLE_NATS_URL": url,
+            "HEDDLE_NATS_USER": perms.BACKUP,
+            "HEDDLE_NATS_PASSWORD": passwords[perms.BACKUP],
+        }
+        rc, out, err = await heddle("backup", str(tmp_path / "backup"), env=env)
+        assert rc == 0 and out.startswith(f"backed up {len(perms.ALL_STREAMS)} streams"), err
 
         # No anonymous client, and no runner with another runner's password.
         other = passwords[perms.runner_user("runner-1")]

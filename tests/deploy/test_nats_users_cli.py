@@ -21,7 +21,7 @@ from heddle.shared.wire import names
 
 from tests.support.nats_clients import login
 
-USERS = ["dispatcher", "gateway", "inspector", "orchestrator"]
+USERS = ["backup", "dispatcher", "gateway", "inspector", "orchestrator"]
 
 
 def mode(path: Path) -> int:

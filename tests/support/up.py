@@ -49,9 +49,12 @@ def start_up(
     dispatchers: int = 1,
     orchestrators: int = 1,
     pools: tuple[str, ...] = (),
+    settings: dict[str, str] | None = None,
 ) -> Up:
+    """``settings``: HEDDLE_* variables for every service (the rest of the test's are left out)."""
     port, nats_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEDDLE_")}
+    env.update(settings or {})
     env["PYTHONPATH"] = str(REPO)
     # As root, each runner holds a step uid on this machine: a range of this worker's own.
     env["HEDDLE_STEP_UIDS"] = own_step_uids()

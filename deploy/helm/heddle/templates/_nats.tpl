@@ -111,6 +111,17 @@ consumer, be durable or push to any subject (see inspector() in shared/broker/na
 {{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "heddle.>" "$KV.>" "_INBOX.>" "_INBOX_inspector.>") "publishDeny" (include "heddle.nats.secretReads" . | fromJsonArray) "subscribeDeny" (list "$KV.heddle-secrets.>")) -}}
 {{- end -}}
 
+{{/* Snapshots of every stream and bucket, their chunks acknowledged: it reads everything, the
+secrets too, and changes nothing (backup() in shared/broker/nats_permissions.py; docs/backup.md). */}}
+{{- define "heddle.nats.backup" -}}
+{{- $streams := include "heddle.nats.streams" . | fromJsonArray -}}
+{{- $kv := include "heddle.nats.kvStreams" (include "heddle.nats.buckets" . | fromJsonArray) | fromJsonArray -}}
+{{- $all := concat $streams $kv -}}
+{{- $publish := include "heddle.nats.info" $all | fromJsonArray -}}
+{{- range $all }}{{ $publish = concat $publish (list (printf "$JS.API.STREAM.SNAPSHOT.%s" .) (printf "$JS.SNAPSHOT.ACK.%s.>" .)) }}{{ end -}}
+{{- include "heddle.nats.rule" (dict "publish" $publish "subscribe" (list "_INBOX_backup.>")) -}}
+{{- end -}}
+
 {{/* One namespace's inspector: that namespace's logs live, nothing else (no stream read, no
 consumer: see namespace_inspector() in shared/broker/nats_permissions.py).
 Usage: include "heddle.nats.namespaceInspector" "<namespace>" */}}
@@ -121,7 +132,7 @@ Usage: include "heddle.nats.namespaceInspector" "<namespace>" */}}
 
 {{/* permissions_for(user). Usage: include "heddle.nats.permissions" "<user>" */}}
 {{- define "heddle.nats.permissions" -}}
-{{- if has . (list "gateway" "orchestrator" "dispatcher" "inspector") -}}
+{{- if has . (list "gateway" "orchestrator" "dispatcher" "inspector" "backup") -}}
 {{- include (printf "heddle.nats.%s" .) . -}}
 {{- else if hasPrefix "runner-" . -}}
 {{- include "heddle.nats.runner" (trimPrefix "runner-" .) -}}
@@ -161,7 +172,7 @@ the pool may grow to (users, passwords, StatefulSets). */}}
 {{- end -}}
 
 {{/*
-{user: password} for every user of this release: the services, the inspector, one user per
+{user: password} for every user of this release: the services, the inspector, backup, one user per
 runner (runner-<runner name>) and one per nats.namespaceInspectors (inspector-<namespace>). A password that is already in the Secret (an upgrade) is kept;
 a new user gets a random one. Computed once per render and remembered, so the passwords
 Secret, the server's configuration and the pods' checksums all see the same passwords.
@@ -172,7 +183,7 @@ Secret, the server's configuration and the pods' checksums all see the same pass
 {{- with lookup "v1" "Secret" .Release.Namespace (include "heddle.nats.usersSecretName" .) -}}
 {{- $existing = .data | default dict -}}
 {{- end -}}
-{{- $users := list "gateway" "orchestrator" "dispatcher" "inspector" -}}
+{{- $users := list "gateway" "orchestrator" "dispatcher" "inspector" "backup" -}}
 {{- range include "heddle.runnerNames" . | fromJsonArray }}{{ $users = append $users (printf "runner-%s" .) }}{{ end -}}
 {{- range .Values.nats.namespaceInspectors }}{{ $users = append $users (printf "inspector-%s" .) }}{{ end -}}
 {{- $passwords := dict -}}
