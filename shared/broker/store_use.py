@@ -27,7 +27,7 @@ class StreamUse:
 
 
 async def read_store_use(nc: Client, limit_setting: int, timeout: float) -> StoreUse:
-    """The account's use, against HEDDLE_STORE_MAX_BYTES or else the account's limit."""
+    """The account's use, against the account's limit or else HEDDLE_STORE_MAX_BYTES."""
     msg = await nc.request(ACCOUNT_INFO, b"", timeout=timeout)
     info = json.loads(msg.data)
     if "error" in info:

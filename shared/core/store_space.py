@@ -56,10 +56,11 @@ class StoreUse:
 
 
 def limit_of(account_limit: int, setting: int) -> int:
-    """The store's limit: the setting if given, else the account's own (-1: none)."""
-    if setting > 0:
-        return setting
-    return max(account_limit, 0)
+    """The store's limit: the account's own (-1: none), which the server holds every write
+    to and a reload may raise, else the setting (a server's whole store); 0: none known."""
+    if account_limit > 0:
+        return account_limit
+    return max(setting, 0)
 
 
 def admits_new_run(use: StoreUse, reserve: int) -> bool:

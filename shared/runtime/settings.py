@@ -298,9 +298,9 @@ class Settings:
     store_max_bytes: int = _s(
         0,
         "HEDDLE_STORE_MAX_BYTES",
-        "the JetStream store's size for Heddle's account (its max_file): `heddle up` gives its "
-        "server this limit, and the store's metrics and admission measure against it; 0: the "
-        "account's own limit, if any (docs/storage.md)",
+        "the JetStream store's size for Heddle: `heddle up` makes it its account's max_file; "
+        "the store's metrics and admission measure against the account's limit, or this when "
+        "the account has none (a server's whole store); 0: none (docs/storage.md)",
     )
     store_reserve_bytes: int = _s(
         16 * 1024**2,

@@ -162,3 +162,29 @@ async def wait_answering(s: Stack, port: int) -> None:
             return False
 
     await eventually(answers, "the second gateway answering")
+
+
+async def test_a_limit_raised_by_a_reload_takes_new_runs_again(stack: StackFactory) -> None:
+    """The account's limit raised in the server's configuration and reloaded (nats-server
+    alone): the services read it from the server and take runs again."""
+    s = await stack(runners=1, **SETTINGS)
+    pids = {name: proc.pid for name, proc in s.procs.items()}
+    await fill(s, leave=0)
+    await asyncio.sleep(2 * CHECK_INTERVAL)  # the gateway's last reading is out of date
+    doc = {"steps": [{"id": "x", "command": "echo room"}]}
+    status, body = await s.request("POST", "/api/runs", json=doc)
+    assert status == 507, (status, body)
+    assert s.auth is not None and s.nats is not None
+    s.auth.users.store_max_bytes = 2 * LIMIT
+    s.auth.users.save()
+    s.nats.reload()
+    taken: list[str] = []
+
+    async def submitted() -> bool:
+        status, body = await s.request("POST", "/api/runs", json=doc)
+        taken.extend([body["runId"]] if status in (201, 202) else [])
+        return bool(taken)
+
+    await eventually(submitted, "a submit taken once the limit is raised")
+    assert (await s.wait_run(taken[0]))["status"] == "succeeded"
+    assert {name: s.procs[name].pid for name in pids} == pids

@@ -52,11 +52,11 @@ def test_the_message_names_the_store_and_the_servers_words() -> None:
     assert "(insufficient resources)" in message
 
 
-def test_the_setting_is_the_limit_else_the_accounts() -> None:
+def test_the_accounts_limit_else_the_setting() -> None:
     assert limit_of(-1, 0) == 0  # neither: none known
     assert limit_of(8 * MIB, 0) == 8 * MIB
-    assert limit_of(8 * MIB, 4 * MIB) == 4 * MIB
-    assert limit_of(-1, 4 * MIB) == 4 * MIB
+    assert limit_of(8 * MIB, 4 * MIB) == 8 * MIB  # raised by a reload: the server's word
+    assert limit_of(-1, 4 * MIB) == 4 * MIB  # a server's whole store, the account unlimited
 
 
 def test_a_store_with_no_known_limit_always_admits() -> None:
