@@ -188,3 +188,29 @@ async def test_a_limit_raised_by_a_reload_takes_new_runs_again(stack: StackFacto
     await eventually(submitted, "a submit taken once the limit is raised")
     assert (await s.wait_run(taken[0]))["status"] == "succeeded"
     assert {name: s.procs[name].pid for name in pids} == pids
+
+
+async def test_a_run_whose_records_find_no_room_is_not_seen_until_stored(
+    stack: StackFactory,
+) -> None:
+    """A submit's command stored with the last room, its sixty step records finding none:
+    no run is seen (no run record, the commit point) until the filler is purged, and then
+    the run is stored and runs whole."""
+    s = await stack(runners=1, **SETTINGS)
+    port = free_port()
+    quick = {"HEDDLE_SUBMIT_CONFIRM_TIMEOUT": "0.5", **NO_RESERVE}
+    s.start("gateway-2", service="gateway", HEDDLE_GATEWAY_PORT=str(port), **quick)
+    await wait_answering(s, port)
+    await fill(s, leave=4096)  # room for the command (2 KiB), not for its records (15 KiB)
+    await asyncio.sleep(2 * CHECK_INTERVAL)  # the gateway's last reading is out of date
+    doc = {"runId": "late", "steps": [{"id": f"s{i}", "command": "true"} for i in range(60)]}
+    async with (await s.http()).post(f"http://127.0.0.1:{port}/api/runs", json=doc) as resp:
+        assert resp.status == 202, await resp.text()  # the command stored, the run not yet
+    status, _ = await s.request("GET", "/api/runs/late")
+    assert status == 404
+    run, _ = await records(s, "late")
+    assert run is None
+    await purge_filler(s)
+    done = await s.wait_run("late", timeout=60)
+    assert done["status"] == "succeeded"
+    assert len(done["steps"]) == 60
