@@ -1,8 +1,10 @@
-"""A full store (docs/storage.md), on a stack whose account may store 4 MiB: filled by a
-stream of the test's own, Heddle refuses new runs with a 507 naming the store and writes
+"""A full store (docs/storage.md), on stacks whose account may store 4 MiB, filled by a
+stream of the test's own: Heddle refuses new runs with a 507 naming the store and writes
 nothing of them, while the runs under way still have their outcomes recorded; a step's log
-lines refused for room are counted in a note where they went missing; and once the filler
-is purged, a submit is taken and runs, with no Heddle service restarted."""
+lines refused for room are counted in a note where they went missing; a run whose command
+found room but whose records did not is not seen until they are stored; and once the filler
+is purged, or the limit raised by a reload of nats-server, a submit is taken and runs, with
+no Heddle service restarted."""
 
 from __future__ import annotations
 
