@@ -59,11 +59,16 @@ class StackAuth:
 
     @classmethod
     def create(
-        cls, tmp: Path, runners: list[str] | None = None, extra: tuple[perms.User, ...] = ()
+        cls,
+        tmp: Path,
+        runners: list[str] | None = None,
+        extra: tuple[perms.User, ...] = (),
+        store_max_bytes: int = 0,
     ) -> StackAuth:
         """The users (``runners``' among them: one started later needs a reload, see
-        ``add_runner``) and the admin token, written to ``tmp``."""
-        users = NatsUsers.load(tmp, extra)
+        ``add_runner``) and the admin token, written to ``tmp``; the services' account
+        stores at most ``store_max_bytes`` (0: no limit)."""
+        users = NatsUsers.load(tmp, extra, store_max_bytes)
         users.ensure_runners(runners or [])
         users.save()
         token, token_file = new_token(), tmp / "admin-token"

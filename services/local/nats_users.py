@@ -49,16 +49,19 @@ class NatsUsers:
     data_dir: Path
     passwords: dict[str, str]
     extra: tuple[perms.User, ...] = ()  # users outside Heddle's roles (a test's own)
+    store_max_bytes: int = 0  # the services' account's store limit (0: none)
 
     @classmethod
-    def load(cls, data_dir: Path, extra: tuple[perms.User, ...] = ()) -> NatsUsers:
+    def load(
+        cls, data_dir: Path, extra: tuple[perms.User, ...] = (), store_max_bytes: int = 0
+    ) -> NatsUsers:
         """The data dir's users, with a password for every service, the inspector and the
         backup user (created on the first call, kept on later ones)."""
         path = Path(data_dir) / PASSWORDS_FILE
         passwords: dict[str, str] = {}
         if path.exists():
             passwords = json.loads(path.read_text())
-        users = cls(Path(data_dir), passwords, extra)
+        users = cls(Path(data_dir), passwords, extra, store_max_bytes)
         for user in (*perms.SERVICES, perms.INSPECTOR, perms.BACKUP):
             users.ensure(user)
         return users
@@ -95,7 +98,7 @@ class NatsUsers:
         """Write the passwords, the server's configuration and the inspector's context."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         write_private(self.data_dir / PASSWORDS_FILE, json.dumps(self.passwords, indent=2))
-        config = nats_accounts.server_config(self.passwords, self.extra)
+        config = nats_accounts.server_config(self.passwords, self.extra, self.store_max_bytes)
         # NATS configuration takes JSON values: `accounts: {...}`, included by the
         # server's own file (services/local/embedded_nats.py).
         text = "".join(f"{k}: {json.dumps(v, indent=2)}\n" for k, v in config.items())

@@ -130,11 +130,16 @@ def metrics_ports(
 
 
 def start_embedded_nats(
-    data_dir: Path, port: int, runners: Runners, inspector_namespaces: list[str] | None = None
+    data_dir: Path,
+    port: int,
+    runners: Runners,
+    inspector_namespaces: list[str] | None = None,
+    store_max_bytes: int = 0,
 ) -> tuple[EmbeddedNats, NatsUsers]:
     """The embedded nats-server with a user for every service and runner, and an inspector
-    for each of ``inspector_namespaces``, kept in data_dir."""
-    users = NatsUsers.load(data_dir)
+    for each of ``inspector_namespaces``, kept in data_dir; the services' account stores at
+    most ``store_max_bytes`` (HEDDLE_STORE_MAX_BYTES; 0: no limit of Heddle's)."""
+    users = NatsUsers.load(data_dir, store_max_bytes=store_max_bytes)
     users.ensure_runners(runner_names(runners))
     users.keep_namespace_inspectors(inspector_namespaces or [])
     users.save()
@@ -247,7 +252,9 @@ async def run_up(
         return 2
     if not os.environ.get("HEDDLE_NATS_URL"):
         with private_umask():  # nats-server makes its store and log under the umask it gets
-            nats, users = start_embedded_nats(data_dir, nats_port, runners, inspector_namespaces)
+            nats, users = start_embedded_nats(
+                data_dir, nats_port, runners, inspector_namespaces, settings.store_max_bytes
+            )
         settings = Settings.from_env(nats_url=nats.url, gateway_port=settings.gateway_port)
     auth = settings.auth != "none"
     token_file, token = admin_token(data_dir) if auth else (None, "")

@@ -29,6 +29,7 @@ from heddle.services.orchestrator.routing import Router
 from heddle.services.orchestrator.run_window import RunWindow
 from heddle.services.orchestrator.slots import Slots
 from heddle.services.orchestrator.state import Policy
+from heddle.services.orchestrator.store_keeper import StoreKeeper
 from heddle.services.orchestrator.submissions import Submissions
 from heddle.services.orchestrator.unplaceable import Runner
 from heddle.services.orchestrator.workflows import WorkflowFeatures
@@ -127,7 +128,8 @@ class Orchestrator:
             keys=self.keys,
             children=ChildRuns(self.acked, res.kv[names.WORKFLOWS_BUCKET], runs_kv, self.limits),
         )
-        self.workflows = WorkflowFeatures(settings, res, runs.actors, runner)
+        keeper = StoreKeeper(nc, res.js, settings)  # the store's use; logs purged for room
+        self.workflows = WorkflowFeatures(settings, res, runs.actors, runner, keeper)
         effects = self.workflows.effects  # the same runner, also feeding run history
         self.liveness = Liveness(settings, res, runs.actors)
         runs.start(effects, self.liveness)

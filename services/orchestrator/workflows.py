@@ -1,6 +1,8 @@
 """What registered workflows add to the orchestrator, behind one object so that the
 orchestrator needs only a few hooks: the run history index (fed by the effect runner), the cron
-scheduler and the retention sweep (these two on the holder of partition 0: partitions.py)."""
+scheduler and the retention sweep (these two on the holder of partition 0: partitions.py),
+and the store's keeper, which measures on every orchestrator and purges logs for room on
+that one (store_keeper.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from heddle.services.orchestrator.history import RecordingEffects, RunHistory
 from heddle.services.orchestrator.retention import Retention
 from heddle.services.orchestrator.scheduler import Clock, ScaledClock, Scheduler, WallClock
 from heddle.services.orchestrator.state import RunState
+from heddle.services.orchestrator.store_keeper import StoreKeeper
 from heddle.shared.broker.resources import Resources
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.wire import names
@@ -34,7 +37,9 @@ class WorkflowFeatures:
         res: Resources,
         actors: Mapping[str, _Actor],
         effects: EffectRunner,
+        keeper: StoreKeeper | None = None,
     ) -> None:
+        self.keeper = keeper
         runs_kv = res.kv[names.RUNS_BUCKET]
 
         def live_state(run_id: str) -> RunState | None:
@@ -65,22 +70,30 @@ class WorkflowFeatures:
     def start(self) -> None:
         """Start writing the run history (every orchestrator writes its own runs')."""
         self.history.start()
+        if self.keeper is not None:
+            self.keeper.start()
 
     async def lead(self) -> None:
         """Start scheduling and retention: this orchestrator holds partition 0, and one
         orchestrator alone runs them."""
         if not self.leading:
             self.leading = True
+            if self.keeper is not None:
+                self.keeper.leading = True
             await self.scheduler.start()
             await self.retention.start()
 
     async def follow(self) -> None:
         if self.leading:
             self.leading = False
+            if self.keeper is not None:
+                self.keeper.leading = False
             await self.scheduler.stop()
             await self.retention.stop()
 
     async def stop(self) -> None:
         """Stop scheduling and retention, then write the history still pending."""
         await self.follow()
+        if self.keeper is not None:
+            await self.keeper.stop()
         await self.history.stop()

@@ -23,6 +23,15 @@ the next checkpoint waits for the previous one's: a stream stores one connection
 in order, so an acknowledged checkpoint means every message before it is stored, and at
 most twice those amounts of one attempt are ever in flight.
 
+A message sent ``CHECKPOINT_AGE`` or more after the last checkpoint is a checkpoint too: a
+step that prints now and then has each of its prints acknowledged, so a refusal is heard.
+
+When the store is full (docs/storage.md) a checkpoint is refused: from its first line on,
+lines are dropped. Each message after that first tries a note, acknowledged and waited for:
+while it is refused the message is dropped too; once it is stored, numbered as the last
+line that went missing, it says how many did ("N lines dropped: the store was full"), and
+the output goes on after it.
+
 Every runner message carries a ``Heddle-Msg`` header, its number among the runner's
 messages of the attempt (1, 2, 3 ...). With the line numbers it lets a reader count an
 attempt's lines exactly from two messages, the orchestrator's notes included
@@ -33,12 +42,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from heddle.services.runner_agent.chunks import chunk, cut_long_lines, cut_point, split_long
 from heddle.shared.broker.acked import NOT_STORED
-from heddle.shared.broker.nats_types import NatsError
+from heddle.shared.broker.nats_types import APIError, NatsError
 from heddle.shared.core.namespaces import namespace_of
+from heddle.shared.core.store_space import dropped_note, is_store_full
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import LogLine, encode
 
@@ -51,6 +62,7 @@ log = logging.getLogger("heddle.runner")
 CHECKPOINT_MESSAGES = 256
 CHECKPOINT_BYTES = 1024 * 1024
 CHECKPOINT_WAIT = 2.0  # seconds; past this the lines are not waited for (never fatal)
+CHECKPOINT_AGE = 0.5  # seconds since the last checkpoint that make the next message one
 MSG_HEADER = names.LOG_MSG_HEADER
 STREAM_HEADER = names.LOG_STREAM_HEADER
 SEQ_HEADER = names.LOG_SEQ_HEADER
@@ -78,6 +90,9 @@ class LogPublisher:
         self._partial: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         self._since_messages = 0  # since the last checkpoint
         self._since_bytes = 0
+        self._checkpoint_at = time.monotonic()
+        self._published_seq = 0  # the last line number handed to _publish
+        self._lost_from: int | None = None  # the first line the full store refused
         self._checkpoint: asyncio.Future | None = None
         self._held: str | None = None  # the first note, not sent yet (``hold``)
         self.dropped = 0  # messages the connection would not take (``_send``)
@@ -166,6 +181,10 @@ class LogPublisher:
     async def _publish(
         self, payload: bytes, confirm: bool = False, headers: dict[str, str] | None = None
     ) -> None:
+        first, self._published_seq = self._published_seq + 1, self.seq
+        if self._lost_from is not None and not await self._note_dropped(first):
+            self.messages += 1  # dropped, and counted in the note to come
+            return
         self.messages += 1
         if headers is None:
             headers = {MSG_HEADER: str(self.messages)}
@@ -177,18 +196,50 @@ class LogPublisher:
             confirm
             or self._since_messages >= CHECKPOINT_MESSAGES
             or self._since_bytes >= CHECKPOINT_BYTES
+            or time.monotonic() - self._checkpoint_at >= CHECKPOINT_AGE
         ):
             self._since_messages = self._since_bytes = 0
+            self._checkpoint_at = time.monotonic()
             try:
                 future = await self._acked.publish(self.subject, payload, headers=headers)
             except NatsError as exc:  # never fatal to the step: sent unconfirmed, if at all
                 log.warning("log checkpoint on %s not sent: %s", self.subject, exc)
                 await self._send(payload, headers)
                 return
+            future.add_done_callback(lambda done: self._refused_from(first, done))
             await self._confirm()  # the previous checkpoint
             self._checkpoint = future
         else:
             await self._send(payload, headers)
+
+    def _refused_from(self, first: int, checkpoint: asyncio.Future[bytes]) -> None:
+        """A checkpoint the full store refused: its lines, and those after, are dropped."""
+        if checkpoint.cancelled() or self._lost_from is not None:
+            return
+        exc = checkpoint.exception()
+        if isinstance(exc, APIError) and is_store_full(exc.err_code, exc.description):
+            log.warning("log lines on %s dropped: the store is full", self.subject)
+            self._lost_from = first
+
+    async def _note_dropped(self, first: int) -> bool:
+        """The note that says how many lines went missing before line ``first``, stored
+        in their place if the store takes it; whether it did."""
+        lost_from = self._lost_from
+        if lost_from is None or first <= lost_from:
+            return lost_from is None
+        note = LogLine(stream="heddle", seq=first - 1, text=dropped_note(first - lost_from))
+        self.messages += 1
+        headers = {MSG_HEADER: str(self.messages)}
+        try:
+            future = await self._acked.publish(self.subject, encode(note), headers=headers)
+            await asyncio.wait_for(future, CHECKPOINT_WAIT)
+        except NOT_STORED as exc:
+            if isinstance(exc, APIError) and not is_store_full(exc.err_code, exc.description):
+                log.warning("the dropped lines' note on %s not stored: %s", self.subject, exc)
+            self.messages -= 1
+            return False
+        self._lost_from = None
+        return True
 
     async def _send(self, payload: bytes, headers: dict[str, str]) -> None:
         """A core publish that never fails the step: during an outage whose outbound buffer

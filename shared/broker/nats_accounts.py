@@ -82,17 +82,18 @@ def links() -> dict[str, dict[str, list[dict[str, Any]]]]:
 
 
 def server_config(
-    passwords: dict[str, str], extra: tuple[perms.User, ...] = ()
+    passwords: dict[str, str], extra: tuple[perms.User, ...] = (), store_max_bytes: int = 0
 ) -> dict[str, object]:
     """The ``accounts`` block of a nats-server configuration (JSON is valid NATS
     configuration): every user in ``passwords`` with its role's permissions, in its account,
     and ``extra`` users in the services' account. No user means no connection: anonymous
-    clients are refused, as no ``no_auth_user`` is set."""
+    clients are refused, as no ``no_auth_user`` is set. With ``store_max_bytes``, the
+    services' account stores at most that many bytes (its ``max_file``; docs/storage.md)."""
     users = [perms.User(n, pw, perms.permissions_for(n)) for n, pw in sorted(passwords.items())]
     accounts: dict[str, dict[str, Any]] = {}
     for account, linked in links().items():
         accounts[account] = {"users": [], **linked}
-    accounts[HEDDLE]["jetstream"] = "enabled"
+    accounts[HEDDLE]["jetstream"] = {"max_file": store_max_bytes} if store_max_bytes else "enabled"
     placed = [(account_of(u.name), u) for u in users] + [(HEDDLE, u) for u in extra]
     for account, u in placed:
         entry = {"user": u.name, "password": u.password, "permissions": u.permissions.to_config()}

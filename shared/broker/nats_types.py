@@ -23,6 +23,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, RawStreamMsg
 from nats.js.errors import (
+    APIError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
     NoStreamResponseError,
@@ -32,6 +33,7 @@ from nats.js.errors import (
 from nats.js.kv import KeyValue
 
 __all__ = [
+    "APIError",
     "AckPolicy",
     "Client",
     "ConnectionClosedError",

@@ -138,6 +138,21 @@ WAITING_RUNS = Gauge(
 PARTITIONS_HELD = Gauge(
     "heddle_partitions_held", "Partitions of the runs this orchestrator owns.", registry=None
 )
+# The store's use as the server counts it (docs/storage.md), read when scraped.
+STORE_USED = Gauge("heddle_store_used_bytes", "Bytes Heddle's account stores.", registry=None)
+STORE_RESERVED = Gauge(
+    "heddle_store_reserved_bytes", "Bytes the streams' own limits reserve.", registry=None
+)
+STORE_LIMIT = Gauge("heddle_store_limit_bytes", "The store's limit (0: none known).", registry=None)
+STREAM_BYTES = Gauge("heddle_stream_bytes", "Bytes each stream stores.", ["stream"], registry=None)
+STREAM_MAX_BYTES = Gauge(
+    "heddle_stream_max_bytes", "Each stream's own limit (-1: none).", ["stream"], registry=None
+)
+LOGS_PURGED = Counter(
+    "heddle_store_logs_purged",
+    "Log messages purged to keep the store's reserve free.",
+    registry=None,
+)
 
 # ---- orchestrator and dispatcher: why steps wait ------------------------------------
 # ``pool``: the labels a step asks for by key (shared/core/labels.py), "default" for none;
@@ -213,6 +228,12 @@ OWNED: dict[str, tuple[Collector, ...]] = {
         PARTITIONS_HELD,
         WAITING_STEPS,
         WAITING_OLDEST,
+        STORE_USED,
+        STORE_RESERVED,
+        STORE_LIMIT,
+        STREAM_BYTES,
+        STREAM_MAX_BYTES,
+        LOGS_PURGED,
     ),
     "dispatcher": (
         RUNNERS,

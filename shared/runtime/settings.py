@@ -71,6 +71,7 @@ POSITIVE = (
     "cron_tick",
     "cron_time_scale",
     "retention_interval",
+    "store_check_interval",
     "lease_ttl",
     "header_timeout",
     "notify_timeout",
@@ -294,6 +295,25 @@ class Settings:
     )
     log_max_age: float = _s(7 * 86400.0, "HEDDLE_LOG_MAX_AGE", "how long HEDDLE_LOGS keeps a line")
     log_max_bytes: int = _s(1024**3, "HEDDLE_LOG_MAX_BYTES", "total size HEDDLE_LOGS keeps")
+    store_max_bytes: int = _s(
+        0,
+        "HEDDLE_STORE_MAX_BYTES",
+        "the JetStream store's size for Heddle: `heddle up` makes it its account's max_file; "
+        "the store's metrics and admission measure against the account's limit, or this when "
+        "the account has none (a server's whole store); 0: none (docs/storage.md)",
+    )
+    store_reserve_bytes: int = _s(
+        16 * 1024**2,
+        "HEDDLE_STORE_RESERVE_BYTES",
+        "room kept free in the store for the runs under way: a submit or a register that "
+        "would leave less is refused (507), and older logs are purged to keep it",
+    )
+    store_check_interval: float = _s(
+        5.0,
+        "HEDDLE_STORE_CHECK_INTERVAL",
+        "how often the orchestrator reads the store's use (metrics, logs purged for room) and "
+        "how long the gateway trusts its last reading",
+    )
     log_line_max_bytes: int = _s(
         16 * 1024,
         "HEDDLE_LOG_LINE_MAX_BYTES",
@@ -600,6 +620,14 @@ class Settings:
                 "HEDDLE_STARTED_REPORT_DELAY must be 0 (at once) or more",
             ),
             (self.retention_age >= 0, "HEDDLE_RETENTION_AGE must be 0 (keep all) or more"),
+            (self.store_max_bytes >= 0, "HEDDLE_STORE_MAX_BYTES must be 0 (the account's) or more"),
+            (self.store_reserve_bytes >= 0, "HEDDLE_STORE_RESERVE_BYTES must be 0 or more"),
+            (
+                self.store_max_bytes == 0
+                or self.log_max_bytes + self.store_reserve_bytes < self.store_max_bytes,
+                "HEDDLE_LOG_MAX_BYTES plus HEDDLE_STORE_RESERVE_BYTES must be below "
+                "HEDDLE_STORE_MAX_BYTES (the logs' limit is reserved in the store)",
+            ),
             (self.registry_ttl >= 1, "HEDDLE_REGISTRY_TTL must be at least 1 second"),
             (self.run_window >= 0, "HEDDLE_RUN_WINDOW must be 0 (eight times the runners) or more"),
             (

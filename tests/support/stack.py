@@ -53,11 +53,12 @@ def _stopped(pid: int, tid: str) -> bool:
         return True
 
 
-def auth_with_superuser(tmp: Path, runners: list[str]) -> StackAuth:
-    """The stack's users, the tests' superuser among them."""
+def auth_with_superuser(tmp: Path, runners: list[str], store_max_bytes: int = 0) -> StackAuth:
+    """The stack's users, the tests' superuser among them (in the services' account, whose
+    store holds at most ``store_max_bytes``, 0: no limit)."""
     everything = perms.Permissions(publish=(">",), subscribe=(">",))
     superuser = perms.User(SUPERUSER, SUPERUSER_PASSWORD, everything)
-    return StackAuth.create(tmp, runners, extra=(superuser,))
+    return StackAuth.create(tmp, runners, extra=(superuser,), store_max_bytes=store_max_bytes)
 
 
 @dataclass
@@ -78,7 +79,8 @@ class Stack:
         """Start (or start again) the server; the first start makes the users, ``runners``'
         among them (a runner started later gets its user through a reload)."""
         if self.nats is None:
-            self.auth = auth_with_superuser(self.tmp, list(runners))
+            limit = int(self.settings.get("HEDDLE_STORE_MAX_BYTES", "0"))
+            self.auth = auth_with_superuser(self.tmp, list(runners), limit)
             self.nats = EmbeddedNats(
                 self.tmp / "nats",
                 port=free_port(),

@@ -18,6 +18,7 @@ from heddle.services.gateway.http.call_checks import call_problems
 from heddle.services.gateway.http.keys import RESOURCES, RUN_INDEX, SETTINGS
 from heddle.services.gateway.http.params import query_int
 from heddle.services.gateway.http.scope import listed_namespaces, namespace_scope, object_scope
+from heddle.services.gateway.http.store_check import store_refused
 from heddle.services.gateway.openapi.route import (
     NAMESPACE,
     UNKNOWN_NAMESPACE,
@@ -69,6 +70,8 @@ async def register_workflow(request: web.Request) -> web.Response:
     calls = await call_problems(kv, scope.namespace, spec.steps, spec.on_exit, registering=own)
     if calls:
         return answers.error(400, "invalid workflow", calls)
+    if refused := await store_refused(request):
+        return refused
     try:
         done = await registry.register(kv, spec, epoch(), inputs.payload_limit(request))
     except DocumentTooLarge as exc:

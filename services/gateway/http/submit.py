@@ -17,6 +17,7 @@ from heddle.services.gateway.http.inputs import payload_limit
 from heddle.services.gateway.http.keys import NATS, RESOURCES, SETTINGS
 from heddle.services.gateway.http.pool_check import namespace_refused
 from heddle.services.gateway.http.scope import Scope
+from heddle.services.gateway.http.store_check import store_refused
 from heddle.services.gateway.reads.runs import get_run_record
 from heddle.shared.api.answers import Submitted
 from heddle.shared.broker.concurrency_store import KEYS
@@ -66,7 +67,7 @@ async def submit(request: web.Request, cmd: SubmitRun, chosen_id: bool = True) -
     nc = request.app[NATS]
     res = request.app[RESOURCES]
     settings = request.app[SETTINGS]
-    if refused := await namespace_refused(request, cmd):
+    if refused := await namespace_refused(request, cmd) or await store_refused(request):
         return refused
     if cmd.on_limit == "refuse" and (refused := await _refused(request, cmd, chosen_id)):
         return refused

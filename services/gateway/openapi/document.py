@@ -31,6 +31,7 @@ ERROR_MEANINGS = {
     415: "The body is not application/json",
     421: "The Host header names a host this gateway does not answer to (HEDDLE_ALLOWED_HOSTS)",
     503: "NATS is unreachable or too slow to answer; try again (Retry-After)",
+    507: "The store is full: nothing was written; try again once space is freed (Retry-After)",
 }
 BODY_ERRORS = (400, 408, 413, 415)
 TAGS: tuple[Tag, ...] = get_args(Tag)
@@ -93,6 +94,8 @@ def error_statuses(op: Route) -> set[int]:
         found.add(400)
     if any(p.where == "path" for p in op.params):
         found.add(404)
+    if op.method != "GET" and not op.offline:
+        found.add(507)  # a write the full store refuses (docs/storage.md)
     if op.offline:
         found.discard(503)
     return found

@@ -142,6 +142,16 @@ def test_only_the_services_account_has_streams() -> None:
     assert with_js == ["HEDDLE"]
 
 
+def test_a_store_limit_is_the_services_accounts_own() -> None:
+    """HEDDLE_STORE_MAX_BYTES: the account's max_file, which the server holds every write
+    to and $JS.API.INFO reports (docs/storage.md)."""
+    passwords = {"gateway": "a", "runner-r1": "b"}
+    blocks = nats_accounts.server_config(passwords, store_max_bytes=4096)["accounts"]
+    assert blocks["HEDDLE"]["jetstream"] == {"max_file": 4096}  # type: ignore[index]
+    unlimited = nats_accounts.server_config(passwords)["accounts"]
+    assert unlimited["HEDDLE"]["jetstream"] == "enabled"  # type: ignore[index]
+
+
 def test_the_runners_and_the_inspector_import_only_what_their_users_may_publish() -> None:
     """An import is a door into HEDDLE: runners get the subjects a runner may publish (each
     runner's user still names itself), the inspector the API reads and no write verb."""

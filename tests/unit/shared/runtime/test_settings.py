@@ -117,6 +117,10 @@ def problems_of(env: dict[str, str]) -> list[str]:
         ("HEDDLE_DEFAULT_TIMEOUT", "-0.5", ["HEDDLE_DEFAULT_TIMEOUT", "positive"]),
         ("HEDDLE_REGISTRY_TTL", "0.5", ["HEDDLE_REGISTRY_TTL", "at least 1"]),
         ("HEDDLE_EVENT_LOOP", "trio", ["HEDDLE_EVENT_LOOP", "uvloop or asyncio", "'trio'"]),
+        ("HEDDLE_STORE_CHECK_INTERVAL", "0", ["HEDDLE_STORE_CHECK_INTERVAL", "positive"]),
+        ("HEDDLE_STORE_RESERVE_BYTES", "-1", ["HEDDLE_STORE_RESERVE_BYTES", "0 or more"]),
+        # The logs' default limit (1 GiB) is reserved in the store: it must fit, with the reserve.
+        ("HEDDLE_STORE_MAX_BYTES", "1073741824", ["HEDDLE_LOG_MAX_BYTES", "below"]),
     ],
 )
 def test_each_bad_value_is_named(var: str, raw: str, words: list[str]) -> None:
@@ -159,6 +163,17 @@ def test_every_range_problem_is_listed() -> None:
     assert len(problems) == 4
     for var in ("HEDDLE_STORAGE", "HEDDLE_RETRY_BASE", "HEDDLE_RETRY_CAP", "HEDDLE_REGISTRY_TTL"):
         assert any(var in p for p in problems), (var, problems)
+
+
+def test_a_store_limit_with_room_for_the_logs_and_the_reserve_is_taken() -> None:
+    env = {
+        "HEDDLE_STORE_MAX_BYTES": str(64 * 1024**2),
+        "HEDDLE_LOG_MAX_BYTES": str(32 * 1024**2),
+        "HEDDLE_STORE_RESERVE_BYTES": str(16 * 1024**2),
+    }
+    assert Settings.from_env(env).store_max_bytes == 64 * 1024**2
+    [problem] = problems_of({**env, "HEDDLE_STORE_RESERVE_BYTES": str(32 * 1024**2)})
+    assert "HEDDLE_STORE_MAX_BYTES" in problem
 
 
 def test_bad_numbers_and_a_bad_storage_are_listed_together() -> None:
