@@ -4,6 +4,7 @@ install needs no network and takes seconds."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import sysconfig
@@ -23,7 +24,10 @@ def git(*args: str) -> str:
 
 
 def last_release() -> str:
-    """The newest release tag this checkout descends from (itself, on a release commit)."""
+    """The newest release tag this checkout descends from (itself, on a release commit), or
+    the one HEDDLE_UPGRADE_FROM names."""
+    if chosen := os.environ.get("HEDDLE_UPGRADE_FROM"):
+        return chosen
     try:
         return git("describe", "--tags", "--abbrev=0", "--match", "v[0-9]*", "HEAD")
     except RuntimeError as exc:
