@@ -76,6 +76,11 @@ def soak_main(args: argparse.Namespace) -> int:
     skip = default_skip(n)
     fitted = slopes(rows, skip)
     report["kills"] = soak.kills
+    report["samples"] = {  # every sample, t in seconds from the load's start
+        "store_mb": [[round(x.t, 1), x.disk_mb, x.jetstream_mb] for x in soak.stores],
+        "processes": [[round(x.t, 1), x.service, x.pid, x.rss_mb, x.cpu_s] for x in soak.procs],
+        "runs": [[round(x.t, 1), round(x.latency_s, 4)] for x in soak.runs],
+    }
     report["per_minute"] = [r.to_json() for r in rows]
     report["slopes_from_minute"] = skip + 1
     report["slopes"] = {k: s.to_json() if s else None for k, s in fitted.items()}
