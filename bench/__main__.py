@@ -1,5 +1,5 @@
 """``python -m bench --profile quick|full``: Heddle's benchmark (``make bench``, ``make
-bench-full``).
+bench-full``); ``--profile soak``: minutes of mixed load with kills (bench/soak.py).
 
 Each workload gets a fresh stack (embedded NATS on a free port with a temporary store, the
 four services as separate processes, its runners); each repetition runs the baseline executor
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import time
@@ -28,11 +27,11 @@ from bench.report import (
     versions,
     watchdog_rows,
     workload_rows,
+    write_report,
 )
+from bench.soak_cli import add_soak_arguments, soak_main, soak_problems
 from bench.watchdog import run_watchdog
 from bench.workloads import make
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 # name -> (workloads with their repetitions, watchdog kills)
 PROFILES: dict[str, tuple[list[tuple[str, int]], int]] = {
@@ -62,7 +61,7 @@ PROFILES: dict[str, tuple[list[tuple[str, int]], int]] = {
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--profile", choices=sorted(PROFILES), default="quick")
+    p.add_argument("--profile", choices=sorted([*PROFILES, "soak"]), default="quick")
     p.add_argument(
         "--workloads",
         help="comma-separated workloads instead of the profile's, e.g. chain-5,fanout-50 "
@@ -94,9 +93,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=1,
         help="orchestrator processes sharing the partitions (default 1)",
     )
+    add_soak_arguments(p)
     args = p.parse_args(argv)
     if args.orchestrators < 1:
         p.error("--orchestrators must be at least 1")
+    if problems := soak_problems(args):
+        p.error("; ".join(problems))
     for item in args.set:
         if "=" not in item or not item.startswith("HEDDLE_"):
             p.error(f"--set {item!r}: expected HEDDLE_NAME=VALUE")
@@ -153,17 +155,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.profile == "soak":
+        return soak_main(args)
     try:
         report = asyncio.run(main_async(args))
     except ValueError as exc:
         say(f"bench: {exc}")
         return 2
-    out = args.out
-    if out is None:
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        out = RESULTS / f"{stamp}-{args.profile}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    out = write_report(report, args.out, args.profile)
     m, v, g = report["machine"], report["versions"], report["git"]
     print(
         f"Heddle benchmark, profile {report['profile']}: commit "

@@ -5,16 +5,21 @@ versions and the commit stored with the JSON."""
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from bench.stack import REPO
 from bench.stats import Spread
+
+RESULTS = REPO / "bench" / "results"
 
 # ---- rows -------------------------------------------------------------------------------
 
@@ -452,6 +457,16 @@ def versions() -> dict[str, str]:
         out["nats-server"] = _run([find_binary(), "--version"]).strip()
     except Exception:
         out["nats-server"] = "unknown"
+    return out
+
+
+def write_report(report: dict[str, Any], out: Path | None, profile: str) -> Path:
+    """The report as JSON to ``out``, by default bench/results/<stamp>-<profile>.json."""
+    if out is None:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        out = RESULTS / f"{stamp}-{profile}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, default=str) + "\n")
     return out
 
 

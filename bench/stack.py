@@ -5,6 +5,7 @@ process accounting the report needs (peak RSS, CPU seconds) read from /proc."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import shutil
@@ -59,6 +60,7 @@ class BenchStack:
     runners: int
     settings: dict[str, str] = field(default_factory=dict)
     orchestrators: int = 1
+    dispatchers: int = 1
     keep: bool = KEEP
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="heddle-bench-")))
     nats: EmbeddedNats | None = None
@@ -111,20 +113,25 @@ class BenchStack:
         )
         self.nats.start()
         more = [f"orchestrator-{i}" for i in range(1, self.orchestrators)]
-        for name in ("orchestrator", *more, "dispatcher"):
+        others = [f"dispatcher-{i}" for i in range(1, self.dispatchers)]
+        for name in ("orchestrator", *more, "dispatcher", *others):
             self.start_service(name)
         for i in range(self.runners):
             self.start_service(f"runner-{i}")
         self.start_service("gateway")
 
     def start_service(self, name: str) -> ServiceProcess:
-        kind = next((k for k in ("runner", "orchestrator") if name.startswith(k)), name)
+        kind = next(
+            (k for k in ("runner", "orchestrator", "dispatcher") if name.startswith(k)), name
+        )
         assert self.auth is not None and self.nats is not None
         if kind == "runner" and self.auth.add_runner(name):
             self.nats.reload()  # the new runner's user
         extra = self.auth.env(kind, name)
         if kind == "orchestrator":
             extra["HEDDLE_ORCHESTRATOR_NAME"] = name
+        if kind == "dispatcher":  # several share the one dispatcher user, as `heddle up` runs them
+            extra["HEDDLE_DISPATCHER_NAME"] = name
         argv = service_argv(kind)
         if name in CPROFILE:
             PROFILES_DIR.mkdir(parents=True, exist_ok=True)
@@ -187,6 +194,23 @@ class BenchStack:
             if s is not None:
                 out["nats-server"] = s
         return out
+
+    def pids(self) -> dict[str, int]:
+        """The pid of every live service process and of nats-server, by name."""
+        out = {name: svc.pid for name, svc in self.services.items() if svc.alive()}
+        if self.nats is not None and self.nats.proc is not None:
+            out["nats-server"] = self.nats.proc.pid
+        return out
+
+    def store_bytes(self) -> int:
+        """What the embedded server's JetStream store takes on disk (allocated blocks)."""
+        assert self.nats is not None
+        total = 0
+        for folder, _dirs, files in os.walk(self.nats.store_dir):
+            for name in files:
+                with contextlib.suppress(OSError):  # a file the server just removed
+                    total += os.stat(os.path.join(folder, name)).st_blocks * 512
+        return total
 
     def kill_with_children(self, name: str) -> None:
         """SIGKILL a service and every process it started, as a pod dying takes them."""

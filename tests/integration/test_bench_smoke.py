@@ -182,3 +182,30 @@ def test_bench_expressions_times_every_figure() -> None:
     ]
     for r in rows:
         assert r["unit"] == "µs/call" and r["heddle"]["n"] == 2 and r["heddle"]["min"] > 0
+
+
+def test_bench_soak_kills_in_turn_and_checks_its_ledger(tmp_path: Path) -> None:
+    """Fifteen seconds of the soak: an orchestrator, then a dispatcher, SIGKILLed and started
+    again under load; every run submitted ends succeeded and every step ran once, as the
+    steps' own ledger shows; the minute's row holds every service and the store."""
+    out = tmp_path / "soak.json"
+    proc = python_m(
+        *("bench", "--profile", "soak", "--minutes", "0.25", "--kill-every", "5"),
+        *("--rate", "1", "--sample-every", "2", "--out", str(out)),
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    verdict = report["verdict"]
+    assert verdict["ok"] and verdict["lost"] == 0 and verdict["run_twice"] == 0, verdict
+    assert verdict["runs_submitted"] >= 10
+    assert verdict["runs_succeeded"] == verdict["runs_submitted"]
+    assert verdict["ledger_rows"] >= 4 * verdict["runs_submitted"]
+    assert [k["service"] for k in report["kills"]] == ["orchestrator", "dispatcher"]
+    assert report["not_running_at_end"] == []
+    (minute,) = report["per_minute"]
+    services = {"orchestrator-2", "dispatcher-1", "runner-3", "gateway", "nats-server"}
+    assert services <= set(minute["rss_mb"])
+    assert minute["disk_mb"] > 0 and minute["jetstream_mb"] > 0
+    assert minute["runs_ended"] == verdict["runs_submitted"] and minute["kills"] == 2
+    assert "| min |" in proc.stdout and "lost: 0, run twice: 0" in proc.stdout
