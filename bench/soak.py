@@ -31,6 +31,7 @@ from typing import Any
 
 import aiohttp
 from heddle.shared.core.cron_plan import scheduled_run_id
+from heddle.shared.wire import names
 
 from bench.probe import Probe, new_run_id
 from bench.procfs import proc_sample
@@ -88,6 +89,8 @@ class Soak:
     expected: Expected = field(default_factory=Expected)
     ended: dict[str, str] = field(default_factory=dict)
     followers: set[asyncio.Task[None]] = field(default_factory=set)
+    # Each stream's (messages, bytes), once a minute from the load's start: where growth is.
+    streams: list[tuple[float, dict[str, tuple[int, int]]]] = field(default_factory=list)
 
     @property
     def load_end(self) -> float:
@@ -149,7 +152,21 @@ class Soak:
             except Exception:  # a sample missed, not a failed soak
                 jetstream = None
             self.stores.append(StorePoint(t, disk / MB, jetstream))
+            if k % max(1, round(60 / every)) == 0:
+                await self.sample_streams(t)
             k += 1
+
+    async def sample_streams(self, t: float) -> None:
+        assert self.probe.nc is not None
+        js = self.probe.nc.jetstream()
+        sizes: dict[str, tuple[int, int]] = {}
+        for name in (*names.ALL_STREAMS, *(names.kv_stream(b) for b in names.ALL_BUCKETS)):
+            try:
+                info = await js.stream_info(name)
+            except Exception:  # a sample missed, not a failed soak
+                continue
+            sizes[name] = (info.state.messages, info.state.bytes)
+        self.streams.append((t, sizes))
 
     async def kill_loop(self, every: float) -> None:
         k = 0
@@ -235,6 +252,7 @@ async def run_soak(
             soak.kill_loop(kill_every),
             soak.cron_loop(registered, cron_steps),
         )
+        await soak.sample_streams(time.monotonic() - soak.t0)
         await soak.drain()
         out["verdict"] = soak.check_ledger()
         out["not_running_at_end"] = sorted(n for n, s in stack.services.items() if not s.alive())

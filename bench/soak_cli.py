@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.report import git, machine, versions, write_report
 from bench.soak import DISPATCHERS, ORCHESTRATORS, RESTART_AFTER, RUNNERS, run_soak
-from bench.soak_report import minute_table, slope_table, verdict_text
+from bench.soak_report import minute_table, slope_table, stream_table, verdict_text
 from bench.soak_series import Minute, Slope, default_skip, per_minute, series, slopes
 
 
@@ -81,6 +81,7 @@ def soak_main(args: argparse.Namespace) -> int:
         "processes": [[round(x.t, 1), x.service, x.pid, x.rss_mb, x.cpu_s] for x in soak.procs],
         "runs": [[round(x.t, 1), round(x.latency_s, 4)] for x in soak.runs],
     }
+    report["streams"] = [[round(t, 1), sizes] for t, sizes in soak.streams]
     report["per_minute"] = [r.to_json() for r in rows]
     report["slopes_from_minute"] = skip + 1
     report["slopes"] = {k: s.to_json() if s else None for k, s in fitted.items()}
@@ -109,6 +110,9 @@ def print_soak(
     print(minute_table(rows, series(rows)))
     print()
     print(slope_table(fitted, skip))
+    print()
+    snapshots = [(t, {k: (v[0], v[1]) for k, v in sizes.items()}) for t, sizes in report["streams"]]
+    print(stream_table(snapshots, skip))
     print()
     if "verdict" in report:
         print(verdict_text(report["verdict"]))

@@ -63,6 +63,26 @@ def slope_table(slopes: dict[str, Slope | None], skip: int) -> str:
     return "\n".join(lines)
 
 
+def stream_table(snapshots: list[tuple[float, dict[str, tuple[int, int]]]], skip: int) -> str:
+    """Each stream's messages and KB at the first minute the slopes count and at the load's
+    end: which one grows."""
+    if not snapshots:
+        return "(no stream sizes sampled)"
+    first_t, first = snapshots[min(skip, len(snapshots) - 1)]
+    last_t, last = snapshots[-1]
+    head = ["stream", f"msgs at {first_t / 60:.0f} min", "KB", f"msgs at {last_t / 60:.0f} min"]
+    head += ["KB", "KB / min"]
+    lines = [_row(head), _row(["---"] * len(head))]
+    minutes = max((last_t - first_t) / 60, 1e-9)
+    for name in sorted(set(first) | set(last)):
+        m0, b0 = first.get(name, (0, 0))
+        m1, b1 = last.get(name, (0, 0))
+        growth = (b1 - b0) / 1024 / minutes
+        cells = [name, f"{m0:,}", fmt(b0 / 1024), f"{m1:,}", fmt(b1 / 1024), f"{growth:+,.1f}"]
+        lines.append(_row(cells))
+    return "\n".join(lines)
+
+
 def verdict_text(v: dict[str, Any]) -> str:
     never, failed = len(v["runs_never_ended"]), len(v["runs_failed"])
     return "\n".join(

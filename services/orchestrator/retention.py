@@ -4,6 +4,9 @@ finished longer ago than ``HEDDLE_RETENTION_AGE``, are deleted with everything t
 - ``step.<run>.*``, ``run.<run>`` and ``hist.<workflow>.<run>`` in heddle-runs,
 - ``<run>.*`` in heddle-heartbeats and, for a run with notify targets, heddle-notifications,
 - ``heddle.log.<run>.>`` in HEDDLE_LOGS and ``heddle.evt.<run>.>`` in HEDDLE_EVENTS,
+- its commands and any timer still waiting (``heddle.cmd.*.<run>.>``, ``heddle.sched.*.<run>``
+  and ``heddle.sched.*.<run>.>``) in HEDDLE_CMD, which would otherwise keep every command
+  for the stream's seven days,
 - the cron slot key ``<workflow>.<slot>`` of a scheduled run (the cursor is past it, so the
   slot is never planned again).
 
@@ -177,6 +180,11 @@ class Retention:
             self._purge_kv(names.heartbeats_of_run(rid), names.HEARTBEATS_BUCKET),
             self.js.purge_stream(names.LOGS_STREAM, subject=names.log_run_filter(rid)),
             self.js.purge_stream(names.EVENTS_STREAM, subject=names.evt_run_filter(rid)),
+            self.js.purge_stream(names.CMD_STREAM, subject=names.cmd_run_filter(rid)),
+            *(
+                self.js.purge_stream(names.CMD_STREAM, subject=timers)
+                for timers in names.sched_run_filters(rid)
+            ),
         ]
         if run.notify:
             purges.append(self._purge_kv(names.notifications_of_run(rid), NOTIFICATIONS))

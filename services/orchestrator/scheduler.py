@@ -54,6 +54,8 @@ from heddle.shared.wire.contracts import (
 from heddle.shared.wire.timefmt import now_rfc3339, parse, rfc3339
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from heddle.shared.broker.buckets import Bucket
     from heddle.shared.broker.nats_types import JetStreamContext
 
@@ -104,6 +106,7 @@ class Scheduler:
         clock: Clock | None = None,
         backfill: int = 1000,
         interval: float = 1.0,
+        room: Callable[[], bool] = lambda: True,
     ) -> None:
         self.js = js
         self.workflows_kv = workflows_kv
@@ -111,6 +114,11 @@ class Scheduler:
         self.clock = clock or WallClock()
         self.backfill = backfill
         self.interval = interval
+        # Whether the store has room for new runs beyond its reserve (store_keeper.py): a
+        # tick without it plans nothing, so its slots are run once room frees, as after a
+        # stop, under the workflow's catchup.
+        self.room = room
+        self.held = False
         self._versions: dict[tuple[str, int], WorkflowVersion] = {}
         self._periodic = Periodic("cron tick", self.interval, self.tick, log)
         # A slot at or before the previous tick's time was due then and is run late
@@ -126,6 +134,8 @@ class Scheduler:
     async def tick(self) -> int:
         """Run every due slot of every schedule (up to the backfill limit each); returns how
         many slots were submitted."""
+        if not self._has_room():
+            return 0
         now = self.clock.now()
         since, self._last_tick = self._last_tick, now
         workflows = [
@@ -147,6 +157,13 @@ class Scheduler:
             except Exception as exc:  # one workflow's failure must not stop the others'
                 log.warning("scheduling %s failed: %s", wf.name, exc)
         return total
+
+    def _has_room(self) -> bool:
+        room = self.room()
+        if room == self.held:  # a change: said once
+            self.held = not room
+            event(log, "cron held: the store is within its reserve" if not room else "cron resumed")
+        return room
 
     async def _schedule(
         self,

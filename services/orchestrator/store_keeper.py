@@ -6,7 +6,8 @@ holding partition 0 (which runs the retention too) also keeps the reserve free: 
 store's free room falls below HEDDLE_STORE_RESERVE_BYTES, the oldest messages of
 HEDDLE_LOGS are purged until it is free again. Logs are what gives way, because nats-server
 refuses every write alike once the store is full, and the writes of the runs under way
-(their records, events and outcomes) are the ones Heddle cannot lose.
+(their records, events and outcomes) are the ones Heddle cannot lose. The last reading
+also tells the cron scheduler whether a new run may take room (``admits_new_run``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ from heddle.shared.broker.store_use import (
     read_store_use,
     read_streams,
 )
-from heddle.shared.core.store_space import StoreUse, log_bytes_to_free, log_messages_to_keep
+from heddle.shared.core.store_space import (
+    StoreUse,
+    admits_new_run,
+    log_bytes_to_free,
+    log_messages_to_keep,
+)
 from heddle.shared.runtime import metrics
 from heddle.shared.runtime.periodic import Periodic
 from heddle.shared.runtime.service import event
@@ -38,6 +44,7 @@ class StoreKeeper:
     def __init__(self, nc: Client, js: JetStreamContext, settings: Settings) -> None:
         self.nc, self.js, self.settings = nc, js, settings
         self.leading = False  # holds partition 0: purges the logs for room
+        self.last: StoreUse | None = None  # the last reading; None until one is made
         self._job = Periodic("store check", settings.store_check_interval, self.check, log)
 
     def start(self) -> None:
@@ -47,6 +54,13 @@ class StoreKeeper:
     async def stop(self) -> None:
         metrics.forget_before_scrape(self._refresh)
         await self._job.stop()
+
+    def admits_new_run(self) -> bool:
+        """Whether the last reading leaves room for a new run beyond the reserve (no
+        reading yet: yes, as at the gateway, where the write itself is refused if full)."""
+        if self.last is None:
+            return True
+        return admits_new_run(self.last, self.settings.store_reserve_bytes)
 
     async def check(self) -> None:
         """Measure; as the leader, purge the oldest logs if the reserve is not free."""
@@ -77,6 +91,7 @@ class StoreKeeper:
             self.nc, self.settings.store_max_bytes, self.settings.nats_timeout
         )
         streams = await read_streams(self.js)
+        self.last = use
         metrics.STORE_USED.set(use.used)
         metrics.STORE_RESERVED.set(use.reserved)
         metrics.STORE_LIMIT.set(use.limit)

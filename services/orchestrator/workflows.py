@@ -55,6 +55,7 @@ class WorkflowFeatures:
             clock=clock_for(settings),
             backfill=settings.cron_backfill,
             interval=settings.cron_tick,
+            room=keeper.admits_new_run if keeper is not None else lambda: True,
         )
         self.retention = Retention(
             res.js,

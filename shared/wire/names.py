@@ -475,6 +475,16 @@ def evt_run_filter(run: str) -> str:
     return f"heddle.evt.{run}.>"
 
 
+def cmd_run_filter(run: str) -> str:
+    """A run's stored commands, of every kind (each with its partition appended)."""
+    return f"heddle.cmd.*.{run}.>"
+
+
+def sched_run_filters(run: str) -> tuple[str, str]:
+    """A run's waiting timers: its steps' retries, and its deadline."""
+    return f"heddle.sched.*.{run}.>", f"heddle.sched.*.{run}"
+
+
 # Message ids (Nats-Msg-Id), so a re-sent command or event is stored once.
 def submit_msg_id(run: str) -> str:
     return f"submit.{run}"

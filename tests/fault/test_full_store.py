@@ -216,3 +216,36 @@ async def test_a_run_whose_records_find_no_room_is_not_seen_until_stored(
     done = await s.wait_run("late", timeout=60)
     assert done["status"] == "succeeded"
     assert len(done["steps"]) == 60
+
+
+async def scheduled(s: Stack, name: str) -> set[str]:
+    status, body = await s.request("GET", f"/api/workflows/{name}/runs?limit=100")
+    assert status == 200, body
+    return {r["runId"] for r in body["runs"]}
+
+
+async def test_cron_slots_wait_for_room_then_run(stack: StackFactory) -> None:
+    """A cron slot is a new run: while the store is within its reserve no slot's run is
+    made, and once the filler is purged the slots held run, each once."""
+    s = await stack(runners=1, HEDDLE_CRON_TICK="0.1", HEDDLE_CRON_TIME_SCALE="60", **SETTINGS)
+    doc = {"name": "minutely", "schedule": "* * * * *", "steps": [{"id": "a", "command": "true"}]}
+    status, body = await s.request("POST", "/api/workflows", json=doc)
+    assert status == 201, body
+    await eventually(lambda: _some(s), "a first slot run before the store fills")
+    await fill(s, leave=RESERVE // 2)
+    await asyncio.sleep(5 * CHECK_INTERVAL)  # the keeper's reading is new, a tick in flight done
+    before = await scheduled(s, "minutely")
+    await asyncio.sleep(4)  # four minutes on the scheduler's clock
+    assert await scheduled(s, "minutely") == before
+    await purge_filler(s)
+
+    async def caught_up() -> bool:
+        return len(await scheduled(s, "minutely")) >= len(before) + 4
+
+    await eventually(caught_up, "the slots held run once room frees")
+    for run_id in await scheduled(s, "minutely") - before:
+        assert (await s.wait_run(run_id))["status"] == "succeeded"
+
+
+async def _some(s: Stack) -> bool:
+    return bool(await scheduled(s, "minutely"))

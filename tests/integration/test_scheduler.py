@@ -7,6 +7,7 @@ import asyncio
 import itertools
 from datetime import timedelta
 
+from heddle.services.orchestrator.scheduler import Scheduler
 from heddle.shared.core.cron_plan import scheduled_run_id
 from heddle.shared.wire import names
 from heddle.shared.wire.timefmt import parse
@@ -32,6 +33,22 @@ async def test_every_minute_schedule_advanced_five_minutes_runs_five(env: Env) -
     assert {(r.trigger, r.workflow_name, r.version) for r in runs} == {("schedule", "tick", 1)}
     assert runs[0].steps[0].command == "true"
     assert await env.slot_keys() == [f"tick.20240101T00{m:02d}Z" for m in range(1, 6)]
+
+
+async def test_a_store_within_its_reserve_holds_the_slots_until_room_frees(env: Env) -> None:
+    """docs/storage.md: a cron run is a new run, held to the reserve as a submit is."""
+    await env.register()
+    room = False
+    sched = Scheduler(env.js, env.workflows, env.cron, clock=env.clock, room=lambda: room)
+    env.clock.advance(3 * MIN)
+    assert [await sched.tick() for _ in range(2)] == [0, 0]
+    assert await env.submitted() == [] and await env.slot_keys() == []
+    room = True
+    assert await sched.tick() == 3  # each held slot once, late
+    runs = await env.submitted()
+    assert [parse(r.scheduled_for) for r in runs] == [
+        T0.replace(second=0) + i * MIN for i in (1, 2, 3)
+    ]
 
 
 async def test_scheduled_runs_carry_the_workflow_s_notify_targets(env: Env) -> None:

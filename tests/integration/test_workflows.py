@@ -258,6 +258,8 @@ async def leftovers(js: JetStreamContext, run: str) -> dict[str, int]:
         "hist": await stored(js, "KV_heddle-runs", f"$KV.heddle-runs.hist.*.{run}"),
         "heartbeats": await stored(js, "KV_heddle-heartbeats", f"$KV.heddle-heartbeats.{run}.>"),
         "logs": await stored(js, names.LOGS_STREAM, f"heddle.log.{run}.>"),
+        "events": await stored(js, names.EVENTS_STREAM, f"heddle.evt.{run}.>"),
+        "commands": await stored(js, names.CMD_STREAM, f"heddle.cmd.*.{run}.>"),
     }
 
 
@@ -300,6 +302,7 @@ async def test_retention_deletes_what_it_should_and_nothing_else(stack: StackFac
             assert (await s.run(run))["status"] == "succeeded"
             left = await leftovers(js, run)
             assert left["run"] == 1 and left["steps"] == 1 and left["logs"] > 0, (run, left)
+            assert left["events"] > 0 and left["commands"] > 0, (run, left)
             assert left["heartbeats"] == 1 and left["hist"] == (run != inline)
         assert (await s.run(live))["status"] == "running"
 
