@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import run_workload
+from bench.message_table import messages_table
 from bench.report import (
     git,
     machine,
@@ -150,6 +151,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     report["rows"] = [r.to_json() for r in rows]
     report["table"] = table(rows)
     report["resources"] = resources_table(report["workloads"])
+    report["messages"] = messages_table(report["workloads"])
     return report
 
 
@@ -176,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(report["resources"])
     print()
+    if report["messages"]:
+        print(report["messages"])
+        print()
     held = [r for r in report["rows"] if r["target"]]
     ok = sum(1 for r in held if r["holds"])
     print(f"targets holding: {ok} of {len(held)}; results in {out}")

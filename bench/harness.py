@@ -12,15 +12,19 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from heddle.shared.runtime.settings import Settings
 from heddle.shared.wire.contracts import TERMINAL_RUN
 
+from bench.messages import count_pass
 from bench.probe import Probe, new_run_id
 from bench.procfs import ProcSample
-from bench.stack import BenchStack
+from bench.stack import TAP, BenchStack
 from bench.stats import percentile
 from bench.workloads import Workload
 
 Say = Callable[[str], None]
+# The workloads whose messages per step are counted (bench/messages.py), after their reps.
+COUNTED = ("chain", "fanout", "diamonds")
 
 
 def _epoch(text: str | None) -> float | None:
@@ -388,6 +392,8 @@ async def run_workload(
             h["baseline"] = bfig
             out["reps"].append(h)
             say(f"  {w.name} rep {rep + 1}/{reps}: {_brief(h['figures'], bfig)}")
+        if w.kind in COUNTED and not w.accept_only:
+            out["messages_per_step"] = await count_messages(w, stack, probe, timeout)
         out["peak_rss_mb"] = {n: s.peak_rss_mb for n, s in stack.samples().items()}
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
@@ -397,6 +403,18 @@ async def run_workload(
         await probe.close()
         stack.stop()
     return out
+
+
+async def count_messages(
+    w: Workload, stack: BenchStack, probe: Probe, timeout: float
+) -> dict[str, dict[str, float]]:
+    """The workload's runs once more under the tap: messages per step, by service and kind."""
+    tap = Settings(nats_url=stack.nats_url, nats_user=TAP.name, nats_password=TAP.password)
+
+    async def run() -> None:
+        await _submit_and_wait(probe, f"count-{w.kind}", w.runs, timeout, cancel=False)
+
+    return await count_pass(tap, stack.monitor_url, w.steps, run)
 
 
 def _brief(f: dict[str, float | None], b: dict[str, float | None]) -> str:

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import time
+import urllib.request
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,6 +54,23 @@ VICTIMS = ("orchestrator", "dispatcher", "orchestrator-1", "dispatcher-1", "orch
 RESTART_AFTER = 3.0  # seconds a killed service stays down
 DRAIN = 180.0  # seconds the runs under way at the load's end get to end
 MB = 1024 * 1024
+
+
+def go_heap(prof_port: int) -> dict[str, int]:
+    """nats-server's runtime.MemStats heap figures, from its heap profile's text form
+    (empty if it does not answer)."""
+    url = f"http://127.0.0.1:{prof_port}/debug/pprof/heap?debug=1"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            text = resp.read().decode(errors="replace")
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()  # "# HeapAlloc = 123"
+        if len(parts) == 4 and parts[0] == "#" and parts[2] == "=" and parts[3].isdigit():
+            out[parts[1]] = int(parts[3])
+    return {k: out[k] for k in ("HeapAlloc", "HeapSys", "HeapReleased") if k in out}
 
 
 def _epoch(text: str) -> float:
@@ -91,6 +109,9 @@ class Soak:
     followers: set[asyncio.Task[None]] = field(default_factory=set)
     # Each stream's (messages, bytes), once a minute from the load's start: where growth is.
     streams: list[tuple[float, dict[str, tuple[int, int]]]] = field(default_factory=list)
+    # nats-server's Go heap once a minute: (t, HeapAlloc MB, HeapSys MB, HeapReleased MB),
+    # to tell what it holds from what its runtime has not given back.
+    heap: list[tuple[float, float, float, float]] = field(default_factory=list)
 
     @property
     def load_end(self) -> float:
@@ -157,6 +178,10 @@ class Soak:
             k += 1
 
     async def sample_streams(self, t: float) -> None:
+        stats = await asyncio.to_thread(go_heap, self.stack.prof_port)
+        if stats:
+            mb = {k: v / MB for k, v in stats.items()}
+            self.heap.append((t, mb["HeapAlloc"], mb["HeapSys"], mb["HeapReleased"]))
         assert self.probe.nc is not None
         js = self.probe.nc.jetstream()
         sizes: dict[str, tuple[int, int]] = {}

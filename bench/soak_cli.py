@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.report import git, machine, versions, write_report
 from bench.soak import DISPATCHERS, ORCHESTRATORS, RESTART_AFTER, RUNNERS, run_soak
-from bench.soak_report import minute_table, slope_table, stream_table, verdict_text
+from bench.soak_report import heap_line, minute_table, slope_table, stream_table, verdict_text
 from bench.soak_series import Minute, Slope, default_skip, per_minute, series, slopes
 
 
@@ -82,6 +82,7 @@ def soak_main(args: argparse.Namespace) -> int:
         "runs": [[round(x.t, 1), round(x.latency_s, 4)] for x in soak.runs],
     }
     report["streams"] = [[round(t, 1), sizes] for t, sizes in soak.streams]
+    report["nats_heap_mb"] = [[round(x, 2) for x in h] for h in soak.heap]
     report["per_minute"] = [r.to_json() for r in rows]
     report["slopes_from_minute"] = skip + 1
     report["slopes"] = {k: s.to_json() if s else None for k, s in fitted.items()}
@@ -113,6 +114,8 @@ def print_soak(
     print()
     snapshots = [(t, {k: (v[0], v[1]) for k, v in sizes.items()}) for t, sizes in report["streams"]]
     print(stream_table(snapshots, skip))
+    print()
+    print(heap_line(report["nats_heap_mb"]))
     print()
     if "verdict" in report:
         print(verdict_text(report["verdict"]))

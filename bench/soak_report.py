@@ -83,6 +83,15 @@ def stream_table(snapshots: list[tuple[float, dict[str, tuple[int, int]]]], skip
     return "\n".join(lines)
 
 
+def heap_line(heap: list[list[float]]) -> str:
+    """nats-server's Go heap, once a minute: in use (HeapAlloc), held from the system
+    (HeapSys) and given back (HeapReleased), MB."""
+    if not heap:
+        return "(nats-server's heap not sampled)"
+    cells = [f"{t / 60:.0f} min {alloc:.1f}/{held:.1f}/{back:.1f}" for t, alloc, held, back in heap]
+    return "nats-server Go heap, in use / held / released MB: " + ", ".join(cells)
+
+
 def verdict_text(v: dict[str, Any]) -> str:
     never, failed = len(v["runs_never_ended"]), len(v["runs_failed"])
     return "\n".join(

@@ -50,6 +50,13 @@ PROBE = perms.User(
         subscribe=(perms.inbox_prefix("heddle-bench") + ".>",),
     ),
 )
+# The message budget's tap (bench/messages.py): it reads every message of the account, and
+# sends none.
+TAP = perms.User(
+    "heddle-bench-tap",
+    secrets.token_urlsafe(24),
+    perms.Permissions(publish=(), subscribe=(">",), publish_deny=(">",)),
+)
 
 
 @dataclass
@@ -68,6 +75,8 @@ class BenchStack:
     gateway_port: int = 0
     auth: StackAuth | None = None
     uids: StepUidBlock | None = None  # its runners' step uids, where they run as root
+    monitor_port: int = 0  # nats-server's monitoring endpoint (bench/messages.py)
+    prof_port: int = 0  # nats-server's Go profiles: its heap, in the soak (bench/soak.py)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -84,6 +93,10 @@ class BenchStack:
             nats_user=(PROBE.name, PROBE.password),
             ends=ends,
         )
+
+    @property
+    def monitor_url(self) -> str:
+        return f"http://127.0.0.1:{self.monitor_port}"
 
     @property
     def base_url(self) -> str:
@@ -104,12 +117,15 @@ class BenchStack:
             self.uids = StepUidBlock()
             self.settings["HEDDLE_STEP_UIDS"] = self.uids.setting
         runners = [f"runner-{i}" for i in range(self.runners)]
-        self.auth = StackAuth.create(self.tmp, runners, extra=(PROBE,))
+        self.auth = StackAuth.create(self.tmp, runners, extra=(PROBE, TAP))
+        self.monitor_port, self.prof_port = free_port(), free_port()
         self.nats = EmbeddedNats(
             self.tmp / "nats",
             port=free_port(),
             log_file=self.tmp / "nats.log",
             config=self.auth.users.config_path,
+            monitor_port=self.monitor_port,
+            prof_port=self.prof_port,
         )
         self.nats.start()
         more = [f"orchestrator-{i}" for i in range(1, self.orchestrators)]

@@ -83,12 +83,16 @@ class EmbeddedNats:
         host: str = "127.0.0.1",
         log_file: Path | None = None,
         config: Path | None = None,
+        monitor_port: int = 0,
+        prof_port: int = 0,
     ) -> None:
         self.store_dir = Path(store_dir)
         self.port = port
         self.host = host
         self.log_file = log_file
         self.config = config  # users and permissions (services/local/nats_users.py); None: open
+        self.monitor_port = monitor_port  # nats-server's HTTP monitoring (/connz ...); 0: none
+        self.prof_port = prof_port  # its Go profiles (/debug/pprof/heap ...); 0: none
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -116,11 +120,15 @@ class EmbeddedNats:
         the file with what runs, so nothing may come from the command line."""
         assert self.config is not None
         path = self.config.parent / "nats-server.conf"
-        options = {
+        options: dict[str, object] = {
             "listen": f"{self.host}:{self.port}",
             "server_name": "heddle",
             "jetstream": {"store_dir": str(self.store_dir)},
         }
+        if self.monitor_port:
+            options["http"] = f"{self.host}:{self.monitor_port}"
+        if self.prof_port:
+            options["prof_port"] = self.prof_port
         lines = [f"{k}: {json.dumps(v)}" for k, v in options.items()]
         lines.append(f"include {json.dumps(self.config.name)}")
         path.write_text("\n".join(lines) + "\n")

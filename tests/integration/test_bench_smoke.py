@@ -62,6 +62,13 @@ def test_bench_runs_a_tiny_workload(tmp_path: Path) -> None:
         assert rep["figures"][key] >= 0 and rep["baseline"][key] >= 0
     assert {"orchestrator", "dispatcher", "gateway", "nats-server"} <= set(rep["cpu_s"])
     assert chain["peak_rss_mb"]["orchestrator"] > 0
+    # The message budget: every step's records written by the orchestrator, and its outcome
+    # sent by a runner, counted under the tap and by nats-server.
+    counted = chain["messages_per_step"]
+    assert counted["orchestrator"]["KV write"] >= 2 and counted["orchestrator"]["awaited"] >= 2
+    assert counted["runners"]["stream publish"] >= 1 and counted["runners"]["sent"] >= 2
+    assert counted["runners"]["received"] >= 1
+    assert "messages per step" in proc.stdout
 
     rows = {r["figure"]: r for r in report["rows"]}
     row = rows["chain-5 wall, submit -> terminal"]
