@@ -11,8 +11,11 @@ finished longer ago than ``HEDDLE_RETENTION_AGE``, are deleted with everything t
   slot is never planned again).
 
 Each is a subject-filtered purge of the stream behind it; the run record goes last, so a
-sweep cut short is finished by the next one. A run that is not finished is never deleted,
-and is counted among the ones kept. Runs without a workflow name fall under the age rule only.
+sweep cut short is finished by the next one. The run record alone is removed by a purge
+marker (``KV-Operation: PURGE`` with a rollup), so that whoever follows ``run.*`` (the
+gateway's run index) sees the run go; the marker expires after ``marker_ttl``. A run that
+is not finished is never deleted, and is counted among the ones kept. Runs without a
+workflow name fall under the age rule only.
 
 The same pass repairs the history index (``history.py``): a finished run whose summary is
 missing or stale (its final write was lost to a crash) gets it rewritten from its steps, and
@@ -107,6 +110,7 @@ class Retention:
         is_live: Callable[[str], bool] = lambda run_id: False,
         clock: Callable[[], float] = time.time,
         notifications: Bucket | None = None,
+        marker_ttl: float | None = None,
     ) -> None:
         self.js = js
         self.runs_kv = runs_kv
@@ -116,6 +120,9 @@ class Retention:
         self.is_live = is_live
         self.clock = clock
         self.notifications = notifications  # heddle-notifications, to repair (notify_repair.py)
+        # Long enough for a follower to see it across a reconnect, short enough that the
+        # markers of steady deletion hold a few minutes' worth.
+        self.marker_ttl = marker_ttl if marker_ttl is not None else max(60.0, 2 * interval)
         self._periodic = Periodic("retention sweep", self.interval, self.sweep, log)
 
     async def start(self) -> None:
@@ -195,7 +202,20 @@ class Retention:
                 slot = names.cron_slot_key(workflow, slot_stamp(parse(run.scheduled_for)))
                 purges.append(self._purge_kv(slot, names.CRON_BUCKET))
         await asyncio.gather(*purges)
-        await self._purge_kv(names.run_key(rid))  # last: the record is how a sweep finds it
+        await self._mark_gone(rid)  # last: the record is how a sweep finds it
+
+    async def _mark_gone(self, rid: str) -> None:
+        """The run record replaced by a purge marker (its rollup removes the record), which
+        the server removes in turn after ``marker_ttl``."""
+        await self.js.publish(
+            names.kv_subject(names.RUNS_BUCKET, names.run_key(rid)),
+            b"",
+            headers={
+                "KV-Operation": "PURGE",
+                "Nats-Rollup": "sub",
+                "Nats-TTL": str(max(1, round(self.marker_ttl))),
+            },
+        )
 
     async def _repair(self, run: RunRecord) -> None:
         steps = await read_current(self.runs_kv, names.steps_of_run(run.run_id))

@@ -11,7 +11,7 @@ from typing import Any
 import nats
 from heddle.services.local.embedded_nats import EmbeddedNats
 from heddle.services.orchestrator.retention import Retention
-from heddle.shared.broker.buckets import open_bucket
+from heddle.shared.broker.buckets import Bucket, open_bucket
 from heddle.shared.broker.kv_reads import read_current
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import RunSummary, encode
@@ -20,7 +20,7 @@ from nats.js import JetStreamContext
 from tests.support.gateway_apps import Gateway, GatewayClient, call, root
 from tests.support.gateway_apps import admin_file as admin_file  # fixtures
 from tests.support.gateway_apps import gateway as gateway
-from tests.support.stack import TERMINAL_RUN, Stack, StackFactory
+from tests.support.stack import TERMINAL_RUN, Stack, StackFactory, eventually
 
 V1 = {"name": "etl", "steps": [{"id": "A", "command": "echo one"}]}
 V2 = {
@@ -250,10 +250,11 @@ async def stored(js: JetStreamContext, stream: str, subjects: str) -> int:
     return sum((info.state.subjects or {}).values())
 
 
-async def leftovers(js: JetStreamContext, run: str) -> dict[str, int]:
+async def leftovers(js: JetStreamContext, kv: Bucket, run: str) -> dict[str, int]:
     """What a run left behind in each place retention must clean."""
     return {
-        "run": await stored(js, "KV_heddle-runs", f"$KV.heddle-runs.run.{run}"),
+        # A deleted run's record is a purge marker, which its followers see, for a while.
+        "run": len(await read_current(kv, f"run.{run}")),
         "steps": await stored(js, "KV_heddle-runs", f"$KV.heddle-runs.step.{run}.*"),
         "hist": await stored(js, "KV_heddle-runs", f"$KV.heddle-runs.hist.*.{run}"),
         "heartbeats": await stored(js, "KV_heddle-heartbeats", f"$KV.heddle-heartbeats.{run}.>"),
@@ -294,13 +295,17 @@ async def test_retention_deletes_what_it_should_and_nothing_else(stack: StackFac
     assert {w["name"]: w["lastRun"]["runId"] for w in body["workflows"]}["keep"] == quick[3]
     nc = await s.connect()
     js = nc.jetstream()
+    kv = await open_bucket(nc, js, names.RUNS_BUCKET)
     try:
+        # The runs list (the gateway's index) drops a deleted run too.
+        _, listed = await s.request("GET", "/api/runs?limit=100")
+        assert not {r["runId"] for r in listed["runs"]} & set(quick[:2]), listed
         for run in quick[:2]:
             assert (await s.request("GET", f"/api/runs/{run}"))[0] == 404
-            assert set((await leftovers(js, run)).values()) == {0}, run
+            assert set((await leftovers(js, kv, run)).values()) == {0}, run
         for run in (*quick[2:], other, inline):
             assert (await s.run(run))["status"] == "succeeded"
-            left = await leftovers(js, run)
+            left = await leftovers(js, kv, run)
             assert left["run"] == 1 and left["steps"] == 1 and left["logs"] > 0, (run, left)
             assert left["events"] > 0 and left["commands"] > 0, (run, left)
             assert left["heartbeats"] == 1 and left["hist"] == (run != inline)
@@ -308,12 +313,22 @@ async def test_retention_deletes_what_it_should_and_nothing_else(stack: StackFac
 
         # The age rule, with the clock two hours on: every finished run goes, named or not;
         # the live one stays, and becomes the workflow's last run.
-        kv = await open_bucket(nc, js, names.RUNS_BUCKET)
-        aged = Retention(js, kv, keep_runs=0, keep_age=3600, interval=1)
+        aged = Retention(js, kv, keep_runs=0, keep_age=3600, interval=1, marker_ttl=3)
         swept = await aged.sweep(now=time.time() + 7200)
         assert set(swept.deleted) == {*quick[2:], other, inline}
+        # Each deleted run's record is a purge marker, which followers of run.* see (the
+        # gateway's run index), until the server removes it after its TTL.
+        markers = [f"$KV.heddle-runs.run.{run}" for run in swept.deleted]
+        assert [await stored(js, "KV_heddle-runs", m) for m in markers] == [1] * len(markers)
         for run in swept.deleted:
-            assert set((await leftovers(js, run)).values()) == {0}, run
+            assert set((await leftovers(js, kv, run)).values()) == {0}, run
+
+        async def markers_expired() -> bool:
+            return all([await stored(js, "KV_heddle-runs", m) == 0 for m in markers])
+
+        await eventually(markers_expired, "the purge markers removed after their TTL")
+        _, listed = await s.request("GET", "/api/runs?limit=100")
+        assert [r["runId"] for r in listed["runs"]] == [live], listed
         assert (await s.run(live))["status"] == "running"
         _, body = await s.request("GET", "/api/workflows")
         last = {w["name"]: w["lastRun"] for w in body["workflows"]}
