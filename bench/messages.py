@@ -66,8 +66,10 @@ def sent_kind(subject: str) -> str:
     return "stream publish" if subject.startswith("heddle.") else "core"
 
 
-# What only runners publish: their events, log lines, heartbeats and registry entries.
+# What only runners publish: their events, log lines, heartbeats and registry entries; and
+# what only the orchestrator writes: run and step records (its batches go unawaited).
 RUNNERS_ONLY = ("heddle.evt.", "heddle.log.", "$KV.heddle-heartbeats.", "$KV.heddle-runners.")
+ORCHESTRATOR_ONLY = ("$KV.heddle-runs.",)
 
 
 def sender(subject: str, reply: str) -> str | None:
@@ -83,6 +85,8 @@ def sender(subject: str, reply: str) -> str | None:
         return group(tokens[3]) if len(tokens) > 3 else None
     if subject.startswith(RUNNERS_ONLY):  # sent bare, or with a reply the server mapped (_R_.)
         return "runners"
+    if subject.startswith(ORCHESTRATOR_ONLY):
+        return "orchestrator"
     return None
 
 

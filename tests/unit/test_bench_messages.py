@@ -20,6 +20,7 @@ def test_each_message_goes_to_its_sender_and_kind() -> None:
     counts = counted(
         ("heddle.evt.r1.a.finished.runner-0", "_INBOX_runner-0.x1"),  # a stream publish, acked
         ("$KV.heddle-runs.step.r1.a", "_INBOX_orchestrator.x2"),  # a KV write, acked
+        ("$KV.heddle-runs.step.r1.b", ""),  # one of a batch, unawaited: only it writes runs
         ("$KV.heddle-heartbeats.r1.a", ""),  # a KV write, not awaited: only runners write it
         ("heddle.log.r1.a.x", "_R_.abc"),  # a reply the server mapped: awaited all the same
         ("heddle.runner.runner-1.cancel", ""),  # not awaited, and its sender not told
@@ -37,7 +38,7 @@ def test_each_message_goes_to_its_sender_and_kind() -> None:
             ("runners", "stream publish"): 2,
             ("runners", "KV write"): 1,
             ("runners", "awaited"): 2,
-            ("orchestrator", "KV write"): 1,
+            ("orchestrator", "KV write"): 2,
             ("orchestrator", "ack"): 1,
             ("orchestrator", "awaited"): 1,
             ("dispatcher", "ack"): 1,
