@@ -80,17 +80,21 @@ async def submit_in(s: Stack, namespace: str, run: str, doc: dict[str, Any]) -> 
 
 
 async def records(s: Stack, run_id: str) -> tuple[RunRecord | None, list[StepRecord]]:
-    """The run's record (None until stored) and its steps', as stored."""
+    """The run's record (None until stored) and its steps', as stored. The run is read
+    first: the orchestrator stores a step's record before the run's, so steps read after a
+    run seen ended are its last (read before, the run could end in between)."""
     nc = await s.connect()
     try:
         kv = await nc.jetstream().key_value(names.RUNS_BUCKET)
+        try:
+            run: RunRecord | None = run_record_decoder.decode(
+                (await kv.get(names.run_key(run_id))).value or b""
+            )
+        except KeyNotFoundError:  # not stored yet
+            run = None
         keys = [k for k in await _keys(kv) if k.startswith(f"step.{run_id}.")]
         steps = [step_record_decoder.decode((await kv.get(k)).value or b"") for k in keys]
-        try:
-            entry = await kv.get(names.run_key(run_id))
-        except KeyNotFoundError:  # not stored yet
-            return None, steps
-        return run_record_decoder.decode(entry.value or b""), steps
+        return run, steps
     finally:
         await nc.close()
 
