@@ -24,14 +24,18 @@ def git(*args: str) -> str:
 
 
 def last_release() -> str:
-    """The newest release tag this checkout descends from (itself, on a release commit), or
-    the one HEDDLE_UPGRADE_FROM names."""
+    """The newest release this checkout descends from (itself, on a release commit), or the
+    one HEDDLE_UPGRADE_FROM names: its tag, or in a clone without tags the newest commit
+    whose subject is ``Release <version>`` (docs/upgrading.md, "Releases")."""
     if chosen := os.environ.get("HEDDLE_UPGRADE_FROM"):
         return chosen
     try:
         return git("describe", "--tags", "--abbrev=0", "--match", "v[0-9]*", "HEAD")
     except RuntimeError as exc:
-        raise RuntimeError(f"{exc}: the release tags are needed (git fetch --tags)") from exc
+        found = git("log", "-1", "--format=%H", "--grep=^Release [0-9]", "HEAD")
+        if not found:
+            raise RuntimeError(f"{exc}, and no commit 'Release <version>' either") from exc
+        return found
 
 
 @dataclass

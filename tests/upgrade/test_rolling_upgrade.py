@@ -3,8 +3,8 @@
 tag) runs chains, fan-outs, a retry and a schedule; each service is then replaced, one at a
 time, by this checkout's, in the order the chart's rolling update gives (orchestrator,
 dispatcher, gateway, then each runner, draining its step first). Every run ends succeeded, no
-attempt runs twice, no cron slot is missed or doubled. Minutes, a git worktree and the tags:
-`make test-upgrade` runs it, not `make test`."""
+attempt runs twice, no cron slot is missed or doubled. Minutes, a git worktree and the
+history back to the release: `make test-upgrade` runs it, not `make test`."""
 
 from __future__ import annotations
 
