@@ -36,7 +36,7 @@ from heddle.shared.broker.nats_types import KeyWrongLastSequenceError
 from heddle.shared.core import concurrency
 from heddle.shared.core.cron_plan import plan, scheduled_run_id, slot_stamp
 from heddle.shared.core.expressions import ExpressionError
-from heddle.shared.runtime.metrics import CRON_SLOTS
+from heddle.shared.runtime.metrics import CRON_HELD, CRON_SLOTS
 from heddle.shared.runtime.periodic import Periodic
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
@@ -130,6 +130,9 @@ class Scheduler:
 
     async def stop(self) -> None:
         await self._periodic.stop()
+        if self.held:  # another orchestrator schedules now, and says so itself
+            self.held = False
+            CRON_HELD.set(0)
 
     async def tick(self) -> int:
         """Run every due slot of every schedule (up to the backfill limit each); returns how
@@ -162,6 +165,7 @@ class Scheduler:
         room = self.room()
         if room == self.held:  # a change: said once
             self.held = not room
+            CRON_HELD.set(int(self.held))
             event(log, "cron held: the store is within its reserve" if not room else "cron resumed")
         return room
 

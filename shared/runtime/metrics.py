@@ -129,6 +129,11 @@ CRON_SLOTS = Counter(
     ["kind"],
     registry=None,
 )
+CRON_HELD = Gauge(
+    "heddle_cron_held",
+    "1 while this scheduler makes no cron run because the store is within its reserve.",
+    registry=None,
+)
 LIVE_RUNS = Gauge("heddle_live_runs", "Runs not yet finished, held in memory.", registry=None)
 WAITING_RUNS = Gauge(
     "heddle_waiting_runs",
@@ -223,6 +228,7 @@ OWNED: dict[str, tuple[Collector, ...]] = {
         CONTINUATIONS,
         VERDICTS,
         CRON_SLOTS,
+        CRON_HELD,
         LIVE_RUNS,
         WAITING_RUNS,
         PARTITIONS_HELD,

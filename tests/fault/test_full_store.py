@@ -227,13 +227,16 @@ async def scheduled(s: Stack, name: str) -> set[str]:
 async def test_cron_slots_wait_for_room_then_run(stack: StackFactory) -> None:
     """A cron slot is a new run: while the store is within its reserve no slot's run is
     made, and once the filler is purged the slots held run, each once."""
-    s = await stack(runners=1, HEDDLE_CRON_TICK="0.1", HEDDLE_CRON_TIME_SCALE="60", **SETTINGS)
+    scaled = {"HEDDLE_CRON_TICK": "0.1", "HEDDLE_CRON_TIME_SCALE": "60"}
+    s = await stack(runners=1, metrics=True, **scaled, **SETTINGS)
     doc = {"name": "minutely", "schedule": "* * * * *", "steps": [{"id": "a", "command": "true"}]}
     status, body = await s.request("POST", "/api/workflows", json=doc)
     assert status == 201, body
     await eventually(lambda: _some(s), "a first slot run before the store fills")
+    assert value(await scrape(s, "orchestrator"), "heddle_cron_held") == 0
     await fill(s, leave=RESERVE // 2)
-    await asyncio.sleep(5 * CHECK_INTERVAL)  # the keeper's reading is new, a tick in flight done
+    await eventually(lambda: _held(s, 1), "the scheduler holding its slots")
+    await asyncio.sleep(1)  # a submit of the last tick before the hold, stored
     before = await scheduled(s, "minutely")
     await asyncio.sleep(4)  # four minutes on the scheduler's clock
     assert await scheduled(s, "minutely") == before
@@ -243,9 +246,14 @@ async def test_cron_slots_wait_for_room_then_run(stack: StackFactory) -> None:
         return len(await scheduled(s, "minutely")) >= len(before) + 4
 
     await eventually(caught_up, "the slots held run once room frees")
+    assert await _held(s, 0)
     for run_id in await scheduled(s, "minutely") - before:
         assert (await s.wait_run(run_id))["status"] == "succeeded"
 
 
 async def _some(s: Stack) -> bool:
     return bool(await scheduled(s, "minutely"))
+
+
+async def _held(s: Stack, held: int) -> bool:
+    return value(await scrape(s, "orchestrator"), "heddle_cron_held") == held
