@@ -2,4 +2,4 @@
 The same as pyproject.toml's and the chart's appVersion (tests/unit/test_release.py keeps
 them equal); each release is tagged ``v<version>`` (docs/upgrading.md)."""
 
-VERSION = "0.2.0"
+VERSION = "0.3.0"

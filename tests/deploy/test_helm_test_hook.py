@@ -14,6 +14,7 @@ from typing import Any
 
 import helm_python as helm
 import kubernetes_validate
+from heddle.shared.wire.version import VERSION
 
 from tests.support.chart_render import KUBE_VERSION, Manifest, render
 from tests.support.stack import StackFactory
@@ -34,7 +35,7 @@ def test_the_hook_is_a_test_pod_with_the_admin_token(chart: helm.Chart, default:
     assert spec["restartPolicy"] == "Never" and spec["activeDeadlineSeconds"] == 300
     assert spec["automountServiceAccountToken"] is False
     (container,) = spec["containers"]
-    assert container["image"] == "heddle:0.2.0"
+    assert container["image"] == f"heddle:{VERSION}"
     assert "heddle submit --wait" in container["args"][-1]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["GATEWAY"] == "http://gateway:8080"  # a name the gateway answers

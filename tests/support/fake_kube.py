@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from heddle.shared.wire.version import VERSION
 
 TOKEN = "fake-kube-token"
 NAMESPACE = "heddle"
@@ -91,7 +92,7 @@ def runner_pod(
             "automountServiceAccountToken": False,
             "restartPolicy": "Always",
             "containers": [
-                {"name": "runner", "image": "heddle:0.2.0", "args": ["heddle", "runner"]}
+                {"name": "runner", "image": f"heddle:{VERSION}", "args": ["heddle", "runner"]}
             ],
         },
         "status": {
@@ -110,7 +111,7 @@ def runner_pod(
             "containerStatuses": [
                 {
                     "name": "runner",
-                    "image": "docker.io/library/heddle:0.2.0",
+                    "image": f"docker.io/library/heddle:{VERSION}",
                     "imageID": "sha256:" + "0" * 64,
                     "containerID": container_id(),
                     "ready": ready,
