@@ -39,7 +39,7 @@ def group(user: str) -> str:
     """The report's service for a NATS user, a consumer or a connection's service name."""
     if user.startswith("runner"):
         return "runners"
-    if user.startswith("heddle-bench"):
+    if user.startswith(("heddle-bench", "bench")):  # a user's name, or a connection's service
         return "bench probe"
     for service in ("orchestrator", "dispatcher", "gateway"):
         if user.startswith(service):
@@ -54,6 +54,10 @@ def inbox_owner(subject: str) -> str | None:
     return subject[len(INBOX) :].split(".", 1)[0] or None
 
 
+# Heddle's subjects that no stream stores: a runner's requests, a stored run's announcement.
+CORE_SUBJECTS = ("heddle.runner.", "heddle.notify.")
+
+
 def sent_kind(subject: str) -> str:
     if subject.startswith("$JS.API."):
         return "API request"
@@ -61,9 +65,9 @@ def sent_kind(subject: str) -> str:
         return "KV write"
     if subject.startswith("$JS.ACK."):
         return "ack"
-    if subject.startswith(("heddle.runner.", "heddle.notify.")) or subject.startswith(INBOX):
-        return "core"
-    return "stream publish" if subject.startswith("heddle.") else "core"
+    if subject.startswith("heddle.") and not subject.startswith(CORE_SUBJECTS):
+        return "stream publish"
+    return "core"  # a core request, or a reply to another's inbox
 
 
 # What only runners publish: their events, log lines, heartbeats and registry entries; and
@@ -97,7 +101,7 @@ def count(counts: Counter[tuple[str, str]], subject: str, reply: str) -> None:
     if who is None:
         return
     counts[(who, sent_kind(subject))] += 1
-    if reply and not reply.startswith("$JS.ACK."):
+    if reply:  # a sender is told only for a reply other than a delivery's ($JS.ACK.)
         counts[(who, AWAITED)] += 1
 
 

@@ -102,18 +102,13 @@ class EmbeddedNats:
     def command(self) -> list[str]:
         if self.config is not None:
             return [find_binary(), "-c", str(self._server_config())]
-        return [
-            find_binary(),
-            "-js",
-            "-a",
-            self.host,
-            "-p",
-            str(self.port),
-            "-sd",
-            str(self.store_dir),
-            "--server_name",
-            "heddle",
-        ]
+        argv = [find_binary(), "-js", "-a", self.host, "-p", str(self.port)]
+        argv += ["-sd", str(self.store_dir), "--server_name", "heddle"]
+        if self.monitor_port:  # on the listen host, as the configuration's options are
+            argv += ["-m", str(self.monitor_port)]
+        if self.prof_port:
+            argv += ["--profile", str(self.prof_port)]
+        return argv
 
     def _server_config(self) -> Path:
         """Every option in one file that includes the users: a reload (SIGHUP) compares
