@@ -25,6 +25,7 @@ from heddle.services.dispatcher.pool_feed import PoolFeed
 from heddle.services.dispatcher.ready import ack_wait
 from heddle.services.dispatcher.waiting import WaitingLine
 from heddle.shared.broker.nats_io import close, connect_until_ready
+from heddle.shared.broker.offers import OfferDesk
 from heddle.shared.broker.resources import ensure_resources
 from heddle.shared.core.labels import DEFAULT_POOL
 from heddle.shared.core.runner_pools import parse_pools
@@ -120,7 +121,10 @@ class Dispatcher:
         self.runners_kv: KeyValue = res.kv[names.RUNNERS_BUCKET]
         self.heartbeats_kv: KeyValue = res.kv[names.HEARTBEATS_BUCKET]
         self.runs_kv: KeyValue = res.kv[names.RUNS_BUCKET]
-        self._placing.connect(nc, self.js, self.runs_kv)
+        desk = OfferDesk(nc)
+        await desk.start()
+        self._feed.heard = desk.heard
+        self._placing.connect(desk, self.js, self.runs_kv)
         self.stalls.start()
         self._events_sub = await nc.subscribe(names.EVT_FINISHED_ALL, cb=self._feed.on_event)
         # Credit follows the free runners: a saturated pool leaves steps in the stream.

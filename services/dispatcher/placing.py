@@ -26,7 +26,7 @@ from heddle.services.dispatcher.pool import Pool
 from heddle.services.dispatcher.ready import HELD_LIMIT, ack_wait
 from heddle.services.dispatcher.waiting import Competes, Turn, WaitingLine, fits
 from heddle.shared.broker.consume import Outcome, redelivered, settle
-from heddle.shared.broker.offers import Answer, Offered, offer
+from heddle.shared.broker.offers import Answer, OfferDesk, Offered
 from heddle.shared.core.namespaces import namespace_of
 from heddle.shared.runtime.service import event
 from heddle.shared.runtime.settings import Settings
@@ -35,7 +35,7 @@ from heddle.shared.wire import names
 from heddle.shared.wire.contracts import AssignReply, StepReady, step_ready_decoder
 
 if TYPE_CHECKING:
-    from heddle.shared.broker.nats_types import Client, JetStreamContext, KeyValue, Msg
+    from heddle.shared.broker.nats_types import JetStreamContext, KeyValue, Msg
 
 log = logging.getLogger("heddle.dispatcher")
 # Where a ready message waits in hand: the label key it asks for, and whether it opens a run.
@@ -75,20 +75,20 @@ class Placing:
         self._arrivals = itertools.count()  # the order the messages came in
         self.lanes: dict[AttemptKey, Lane] = {}  # the lane of each message in hand
         self.stopping = False  # new messages go back at once, waiting ones are given back
-        self._nc: Client | None = None  # from connect
+        self._desk: OfferDesk | None = None  # from connect
         self._js: JetStreamContext | None = None
         self._runs_kv: KeyValue | None = None
 
-    def connect(self, nc: Client, js: JetStreamContext, runs_kv: KeyValue) -> None:
-        """The connection offers go out on, and what a check reads."""
-        self._nc, self._js, self._runs_kv = nc, js, runs_kv
+    def connect(self, desk: OfferDesk, js: JetStreamContext, runs_kv: KeyValue) -> None:
+        """Where offers go out and their answers come back, and what a check reads."""
+        self._desk, self._js, self._runs_kv = desk, js, runs_kv
 
     @property
-    def nc(self) -> Client:
-        """The NATS connection, made by the dispatcher's ``start``."""
-        if self._nc is None:
+    def desk(self) -> OfferDesk:
+        """The offers' desk, on the connection made by the dispatcher's ``start``."""
+        if self._desk is None:
             raise RuntimeError("the dispatcher is not started")
-        return self._nc
+        return self._desk
 
     async def on_ready(self, msg: Msg) -> Outcome:
         if self.stopping:
@@ -245,7 +245,8 @@ class Placing:
     async def _offer(self, msg: Msg, ready: StepReady, name: str) -> Answer:
         """Offer the step to the reserved runner ``name``; on acceptance, lease it and
         settle the message."""
-        offered = await offer(self.nc, name, msg.data, self.settings.assign_timeout)
+        attempt = (ready.run_id, ready.step_id, ready.attempt, ready.ticket)
+        offered = await self.desk.offer(name, msg.data, attempt, self.settings.assign_timeout)
         match offered:
             case Offered(answer=Answer.UNREACHED | Answer.UNANSWERED, error=error):
                 self._said("runner did not answer", ready, runner=name, error=error)

@@ -25,6 +25,9 @@ class PoolFeed:
     def __init__(self, pool: Pool, changed: Callable[[], Awaitable[None]]) -> None:
         self.pool = pool
         self.changed = changed  # a runner may have become free (or busy)
+        # An outcome told to the offers' desk, after its lease: it answers an offer of
+        # its attempt (shared/broker/offers.py, OfferDesk).
+        self.heard: Callable[[StepFinished], None] | None = None
 
     async def follow(self, runners_kv: KeyValue, initial: asyncio.Event) -> None:
         """The registry, from its current entries (``initial`` set once they are read) on."""
@@ -56,7 +59,10 @@ class PoolFeed:
             return
         if names.evt_runner(msg.subject) != ev.runner:
             return  # not from the runner it names (the orchestrator logs it)
-        if isinstance(ev, StepFinished) and self.pool.release(
-            ev.runner, ev.run_id, ev.step_id, ev.attempt, ev.continued
-        ):
+        if not isinstance(ev, StepFinished):
+            return
+        freed = self.pool.release(ev.runner, ev.run_id, ev.step_id, ev.attempt, ev.continued)
+        if self.heard is not None:
+            self.heard(ev)
+        if freed:
             await self.changed()

@@ -99,6 +99,7 @@ class Assignments:
         attempt = self.current = Attempt(ctx, ready)
         attempt.then = self.continuations.of(attempt)
         self.jobs += 1
+        attempt.jobs = self.jobs
         if self.settings.started_report_delay == 0 or failpoints.active("runner.after_accept"):
             # Every start reported at once: the attempt is made known before its command
             # starts, so a runner that dies at any point leaves a trace (docs/latency.md).
@@ -147,6 +148,7 @@ class Assignments:
         self.current = attempt
         attempt.then = self.continuations.of(attempt)
         self.jobs += 1
+        attempt.jobs = self.jobs
         self.taken.add((*attempt.key, ready.ticket))
         self._said("continued", ready, after=done.ready.step_id)
         await attempt.start()

@@ -68,6 +68,7 @@ class Attempt:
             ctx, ready, self.beats, after.done if after is not None else None
         )
         self.started_at: str | None = None  # when the command was spawned
+        self.jobs = 0  # the runner's accepted assignments once it took this one
 
     @property
     def key(self) -> AttemptKey:
@@ -193,7 +194,7 @@ class Attempt:
                     failpoints.hit("runner.after_going_on")
         finished = self._finished(result, ended_at, outputs, continued, then)
         ATTEMPTS.labels(finished.outcome).inc()
-        await first.send_answers()
+        await first.send_answers(outcome_follows=True)
         try:
             await logs.close(summary(finished))
         except Exception:  # the log's last note is not worth the outcome
@@ -231,6 +232,7 @@ class Attempt:
             outputs=outputs,
             continued=continued,
             continued_ticket=then.ticket if continued and then is not None else "",
+            jobs=self.jobs,
         )
 
     async def _tidy(self) -> None:

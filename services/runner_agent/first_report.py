@@ -180,10 +180,15 @@ class FirstReport:
         if self._after_done is not None:
             await self._after_done.wait()
 
-    async def send_answers(self) -> None:
+    async def send_answers(self, outcome_follows: bool = False) -> None:
+        """The answers owed. ``outcome_follows``: the attempt's outcome is the next thing
+        it sends, and an offer that takes the outcome as its answer gets no other
+        (docs/latency.md, "Answered by the outcome")."""
         self._answered = True
         answers, self._answers = self._answers, []
         for msg, accepted in answers:
+            if outcome_follows and _outcome_answers(msg):
+                continue
             await self._respond(msg, accepted)
 
     @staticmethod
@@ -192,3 +197,9 @@ class FirstReport:
             await msg.respond(accepted)
         except NatsError as exc:  # the offerer finds the attempt by its heartbeat or outcome
             log.warning("answer to %s not sent: %s", msg.subject, exc)
+
+
+def _outcome_answers(msg: Msg) -> bool:
+    """Whether the offer ``msg`` takes the attempt's outcome as its answer."""
+    headers = msg.headers
+    return headers is not None and headers.get(names.ANSWER_HEADER) == names.ANSWER_BY_OUTCOME

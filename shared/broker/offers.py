@@ -5,17 +5,22 @@ undecodable reply means it may have arrived and only the answer was lost."""
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
 from heddle.shared.broker.nats_types import NatsError, NoRespondersError
 from heddle.shared.wire import names
-from heddle.shared.wire.contracts import AssignReply, assign_reply_decoder
+from heddle.shared.wire.contracts import AssignReply, StepFinished, assign_reply_decoder
 
 if TYPE_CHECKING:
-    from heddle.shared.broker.nats_types import Client
+    from heddle.shared.broker.nats_types import Client, Msg
+
+ANSWERED_BY_OUTCOME = {names.ANSWER_HEADER: names.ANSWER_BY_OUTCOME}
+NO_RESPONDERS = "503"  # the server's status on a reply subject: no subscriber took it
 
 
 class Answer(enum.Enum):
@@ -42,5 +47,81 @@ async def offer(nc: Client, runner: str, payload: bytes, timeout: float) -> Offe
     except NoRespondersError as exc:
         return Offered(Answer.UNREACHED, error=type(exc).__name__)
     except (NatsError, TimeoutError, msgspec.DecodeError) as exc:
+        return Offered(Answer.UNANSWERED, error=type(exc).__name__)
+    return Offered(Answer.ACCEPTED if reply.accepted else Answer.REFUSED, reply)
+
+
+# An offer's answer awaited by the desk: by the attempt it offers (run, step, attempt,
+# ticket) and the runner it went to, which alone may answer it with its outcome.
+OfferKey = tuple[str, str, int, str, str]
+
+
+class OfferDesk:
+    """A dispatcher's offers that take the attempt's outcome as their answer (docs/latency.md,
+    "Answered by the outcome"). Each goes out with ``Heddle-Answer: outcome`` and a reply
+    subject of the desk's own inbox; it is answered by the runner's reply, read as ``offer``
+    reads one, or by the ``finished`` event of the attempt from that runner (``heard``),
+    which a runner whose step ended before its first report sends instead of "accepted"."""
+
+    def __init__(self, nc: Client) -> None:
+        self.nc = nc
+        self.inbox = nc.new_inbox()
+        self._waiting: dict[str, tuple[OfferKey, asyncio.Future[Offered]]] = {}
+        self._by_key: dict[OfferKey, str] = {}
+        self._tokens = itertools.count()
+
+    async def start(self) -> None:
+        """Subscribed to its inbox: the replies come through the dispatcher's connection
+        until it closes."""
+        await self.nc.subscribe(f"{self.inbox}.*", cb=self._on_reply)
+
+    async def offer(
+        self, runner: str, payload: bytes, attempt: tuple[str, str, int, str], timeout: float
+    ) -> Offered:
+        """Offer the ready step ``payload`` (the ``attempt`` run, step, attempt and ticket)
+        to ``runner``, and wait up to ``timeout`` for its answer or its outcome."""
+        token = str(next(self._tokens))
+        key = (*attempt, runner)
+        answered: asyncio.Future[Offered] = asyncio.get_running_loop().create_future()
+        self._waiting[token] = (key, answered)
+        self._by_key[key] = token
+        try:
+            await self.nc.publish(
+                names.runner_assign(runner),
+                payload,
+                reply=f"{self.inbox}.{token}",
+                headers=ANSWERED_BY_OUTCOME,
+            )
+            return await asyncio.wait_for(answered, timeout)
+        except (NatsError, TimeoutError) as exc:
+            return Offered(Answer.UNANSWERED, error=type(exc).__name__)
+        finally:
+            del self._waiting[token]
+            if self._by_key.get(key) == token:
+                del self._by_key[key]
+
+    def heard(self, ev: StepFinished) -> None:
+        """An outcome: the answer "accepted" of the offer of its attempt to its runner."""
+        token = self._by_key.get((ev.run_id, ev.step_id, ev.attempt, ev.ticket, ev.runner))
+        waiting = self._waiting.get(token) if token is not None else None
+        if waiting is not None and not waiting[1].done():
+            reply = AssignReply(accepted=True, runner=ev.runner, jobs=ev.jobs)
+            waiting[1].set_result(Offered(Answer.ACCEPTED, reply))
+
+    async def _on_reply(self, msg: Msg) -> None:
+        waiting = self._waiting.get(msg.subject.rpartition(".")[2])
+        if waiting is None or waiting[1].done():
+            return  # too late: the offer was given up, or its outcome came first
+        waiting[1].set_result(_read(msg))
+
+
+def _read(msg: Msg) -> Offered:
+    """A reply to an offer, as ``offer`` reads one; the server's "no responders" status
+    means no runner listens on its subject."""
+    if not msg.data and (msg.headers or {}).get("Status") == NO_RESPONDERS:
+        return Offered(Answer.UNREACHED, error=NoRespondersError.__name__)
+    try:
+        reply = assign_reply_decoder.decode(msg.data)
+    except msgspec.DecodeError as exc:
         return Offered(Answer.UNANSWERED, error=type(exc).__name__)
     return Offered(Answer.ACCEPTED if reply.accepted else Answer.REFUSED, reply)

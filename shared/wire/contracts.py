@@ -374,6 +374,9 @@ class StepFinished(StepEvent, tag="finished", frozen=True, kw_only=True):
     # its attempt the one it was given, and that attempt's ticket: the runner holds it now.
     continued: str = ""
     continued_ticket: str = ""
+    # The runner's accepted assignments once it took this attempt (AssignReply.jobs): an
+    # offer answered by this outcome learns the count from it.
+    jobs: int = 0
 
 
 AnyStepEvent = StepStarted | StepFinished

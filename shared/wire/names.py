@@ -214,6 +214,11 @@ LOG_STREAM_HEADER = "Heddle-Stream"
 LOG_SEQ_HEADER = "Heddle-Seq"
 LOG_ALL = "heddle.log.>"
 RUNNER_ALL = "heddle.runner.>"
+# An offer that takes the attempt's outcome as its answer carries this header: its runner
+# sends no "accepted" for a step whose first report is its outcome (docs/latency.md,
+# "Answered by the outcome").
+ANSWER_HEADER = "Heddle-Answer"
+ANSWER_BY_OUTCOME = "outcome"
 DOC_ALL = "heddle.doc.>"
 
 

@@ -199,6 +199,7 @@ def events() -> dict[str, object]:
         outputs={"version": "1.2.3"},
         continued="test",
         continued_ticket="tk-next",
+        jobs=12,
     )
     return {"event-started": started, "event-finished": finished}
 

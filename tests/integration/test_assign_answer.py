@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.support.offers import assign, one_runner
+from tests.support.offers import assign, assign_answered_by_outcome, one_runner
 from tests.support.stack import StackFactory
 
 
@@ -53,4 +53,39 @@ async def test_the_answer_does_not_wait_for_a_long_report_delay(
     assert accepted and not ended.exists() and events.empty()
     finished = await asyncio.wait_for(events.get(), 10)
     assert finished.outcome == "succeeded" and ended.exists()
+    await nc.close()
+
+
+async def test_an_offer_the_outcome_answers_gets_the_outcome_alone(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """A dispatcher's offer (``Heddle-Answer: outcome``): a short step's runner sends its
+    outcome, which carries its count of assignments, and no "accepted" (docs/latency.md,
+    "Answered by the outcome")."""
+    nc = await one_runner(stack, report_delay="5", assign_timeout="30")
+    replies, events = await assign_answered_by_outcome(nc, "short", "true")
+    finished = await asyncio.wait_for(events.get(), 5)
+    assert finished.outcome == "succeeded" and finished.jobs == 1
+    # A second one counts on; neither is answered but by its outcome.
+    replies2, events2 = await assign_answered_by_outcome(nc, "again", "true")
+    assert (await asyncio.wait_for(events2.get(), 5)).jobs == 2
+    await nc.flush()
+    await asyncio.sleep(0.3)  # a reply would have come in the same write as the outcome
+    assert replies.empty() and replies2.empty()
+    await nc.close()
+
+
+async def test_a_longer_step_answers_such_an_offer_with_its_start(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """The outcome answers only when it is the first report: a step still running at the
+    report delay answers "accepted" with its start, as for any offer."""
+    nc = await one_runner(stack, report_delay="0.2", assign_timeout="30")
+    replies, events = await assign_answered_by_outcome(nc, "long", "sleep 2")
+    reply = await asyncio.wait_for(replies.get(), 5)
+    assert reply.accepted and reply.jobs == 1
+    started = await asyncio.wait_for(events.get(), 5)
+    assert type(started).__name__ == "StepStarted"
+    finished = await asyncio.wait_for(events.get(), 10)
+    assert finished.outcome == "succeeded" and replies.empty()
     await nc.close()

@@ -52,14 +52,7 @@ async def assign(nc: Client, step_id: str, command: str) -> tuple[bool, asyncio.
         events.put_nowait(event_decoder.decode(msg.data))
 
     await nc.subscribe(names.evt("r1", step_id, "*", "runner-0"), cb=on_event)
-    ready = StepReady(
-        run_id="r1",
-        step_id=step_id,
-        attempt=1,
-        command=command,
-        timeout_seconds=60,
-        ready_at="2026-01-01T00:00:00.000Z",
-    )
+    ready = ready_at_once(step_id, command)
     reply = await nc.request(names.runner_assign("runner-0"), encode(ready), timeout=10)
     return assign_reply_decoder.decode(reply.data).accepted, events
 
@@ -74,4 +67,42 @@ def ready_once(run_id: str, ran: Path) -> StepReady:
         command=f"echo once >> {ran}",
         timeout_seconds=30,
         ready_at=from_epoch(time.time()),
+    )
+
+
+async def assign_answered_by_outcome(
+    nc: Client, step_id: str, command: str
+) -> tuple[asyncio.Queue, asyncio.Queue]:
+    """Send one assignment as a dispatcher's desk does (shared/broker/offers.py, OfferDesk):
+    the outcome may answer it. Returns at once, with a queue of the runner's replies and one
+    of the step's events (both subscribed before the assignment went out)."""
+    replies: asyncio.Queue = asyncio.Queue()
+    events: asyncio.Queue = asyncio.Queue()
+
+    async def on_reply(msg: Msg) -> None:
+        replies.put_nowait(assign_reply_decoder.decode(msg.data))
+
+    async def on_event(msg: Msg) -> None:
+        events.put_nowait(event_decoder.decode(msg.data))
+
+    inbox = nc.new_inbox()
+    await nc.subscribe(inbox, cb=on_reply)
+    await nc.subscribe(names.evt("r1", step_id, "*", "runner-0"), cb=on_event)
+    await nc.publish(
+        names.runner_assign("runner-0"),
+        encode(ready_at_once(step_id, command)),
+        reply=inbox,
+        headers={names.ANSWER_HEADER: names.ANSWER_BY_OUTCOME},
+    )
+    return replies, events
+
+
+def ready_at_once(step_id: str, command: str) -> StepReady:
+    return StepReady(
+        run_id="r1",
+        step_id=step_id,
+        attempt=1,
+        command=command,
+        timeout_seconds=60,
+        ready_at="2026-01-01T00:00:00.000Z",
     )
