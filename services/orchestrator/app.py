@@ -36,6 +36,7 @@ from heddle.services.orchestrator.workflows import WorkflowFeatures
 from heddle.shared.broker.acked import AckedPublisher
 from heddle.shared.broker.consume import Outcome
 from heddle.shared.broker.nats_io import close, connect_until_ready
+from heddle.shared.broker.offers import OfferDesk
 from heddle.shared.broker.pull import Handler
 from heddle.shared.broker.resources import ensure_resources
 from heddle.shared.core.partitions import subject_partition
@@ -105,7 +106,9 @@ class Orchestrator:
         runs, runs_kv = self.runs, res.kv[names.RUNS_BUCKET]
         self.acked = await AckedPublisher(nc).start()
         self.leases = Leases(res.kv[names.LEASES_BUCKET], settings, self.instance)
-        self.handoffs = Handoffs(nc, settings.assign_timeout, runs)
+        desk = OfferDesk(nc)
+        await desk.start()
+        self.handoffs = Handoffs(nc, desk, settings.assign_timeout, runs)
         keys_kv = res.kv[names.CONCURRENCY_BUCKET]
         self.quotas = quotas = NamespaceQuotas(
             res.kv[names.NAMESPACES_BUCKET], res.kv[names.SEMAPHORES_BUCKET], keys_kv
@@ -134,7 +137,7 @@ class Orchestrator:
         self.liveness = Liveness(settings, res, runs.actors)
         runs.start(effects, self.liveness)
         submissions = Submissions(nc, res.js, runs_kv, self.limits, self.policy, runs)
-        router = Router(runs, submissions, effects)
+        router = Router(runs, submissions, effects, heard=self.handoffs.heard)
         self.consumers = PartitionConsumers(
             nc, res.js, self._guard(router.on_command), self._guard(router.on_event)
         )

@@ -1,9 +1,10 @@
 """Handing a step to the runner that just freed up (``Enqueue.handoff``).
 
 When a success readies a step, the orchestrator offers it to the runner that succeeded, as a
-dispatcher would (a request to the runner's assignment subject, answered "accepted" with the
-attempt's first report), instead of publishing its ready message for the dispatchers: one
-hop instead of a stream write, a delivery and a dispatcher's request. The offer goes out
+dispatcher would (an offer on the runner's assignment subject, answered "accepted" with the
+attempt's first report, or by the attempt's outcome: ``OfferDesk``), instead of publishing
+its ready message for the dispatchers: one hop instead of a stream write, a delivery and a
+dispatcher's request. The offer goes out
 once, right after the step's queued record (which names the runner, ``offered_to``), without
 waiting for its acknowledgement.
 The answer goes to the run's actor (``RunState.on_handoff_answer``): refused, the step goes to
@@ -22,11 +23,11 @@ from heddle.services.orchestrator.decisions import AwaitHandoff, Continue, Effec
 from heddle.services.orchestrator.messages import HandedOff, Mailboxes
 from heddle.services.orchestrator.state import HandoffAnswer
 from heddle.shared.broker.nats_types import NatsError
-from heddle.shared.broker.offers import Answer, offer
+from heddle.shared.broker.offers import Answer, OfferDesk
 from heddle.shared.runtime.metrics import CONTINUATIONS, HANDOFFS, child
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
-from heddle.shared.wire.contracts import encode
+from heddle.shared.wire.contracts import StepFinished, encode
 
 if TYPE_CHECKING:
     from heddle.shared.broker.nats_types import Client
@@ -42,8 +43,9 @@ ANSWERS: dict[Answer, HandoffAnswer] = {
 
 
 class Handoffs:
-    def __init__(self, nc: Client, answer_within: float, runs: Mailboxes) -> None:
-        self.nc = nc
+    def __init__(self, nc: Client, desk: OfferDesk, answer_within: float, runs: Mailboxes) -> None:
+        self.nc = nc  # continuations, which are not answered
+        self.desk = desk  # offers, answered by a reply or by the attempt's outcome
         self.answer_within = answer_within  # HEDDLE_ASSIGN_TIMEOUT, as a dispatcher waits
         self.runs = runs  # each answer goes to its run's actor, if the run is live here
         self._offers: set[asyncio.Task] = set()
@@ -76,9 +78,14 @@ class Handoffs:
         handle = asyncio.get_running_loop().call_later(self.answer_within, fire)
         self._timers.add(handle)
 
+    def heard(self, ev: StepFinished) -> None:
+        """An outcome, as it arrives: it answers the handoff of its attempt to its runner."""
+        self.desk.heard(ev)
+
     async def _offer(self, run_id: str, eff: Enqueue, runner: str) -> None:
         ready = eff.ready
-        offered = await offer(self.nc, runner, encode(ready), self.answer_within)
+        attempt = (run_id, ready.step_id, ready.attempt, ready.ticket)
+        offered = await self.desk.offer(runner, encode(ready), attempt, self.answer_within)
         answer = ANSWERS[offered.answer]
         child(HANDOFFS, answer).inc()
         event(

@@ -6,6 +6,7 @@ event whose subject and body disagree is refused: the subject is what the server
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, assert_never
 
 import msgspec
@@ -22,6 +23,7 @@ from heddle.shared.wire.contracts import (
     DecideApproval,
     RetryDue,
     StepEvent,
+    StepFinished,
     StepStarted,
     SubmitRun,
     command_decoder,
@@ -42,10 +44,17 @@ RunCommand = Cancel | RetryTimer | DeadlineTimer | ChildEnded | GateDecided
 
 
 class Router:
-    def __init__(self, runs: LiveRuns, submissions: Submissions, effects: Effects) -> None:
+    def __init__(
+        self,
+        runs: LiveRuns,
+        submissions: Submissions,
+        effects: Effects,
+        heard: Callable[[StepFinished], None] = lambda ev: None,
+    ) -> None:
         self.runs = runs
         self.submissions = submissions
         self.effects = effects  # for the kill of a step whose run has ended
+        self.heard = heard  # an outcome answers the handoff of its attempt (handoff.py)
 
     async def on_command(self, msg: Msg) -> Outcome:
         try:
@@ -107,6 +116,8 @@ class Router:
                 extra={"fields": {"run": ev.run_id, "step": ev.step_id}},
             )
             return Outcome.REFUSED
+        if isinstance(ev, StepFinished):
+            self.heard(ev)
         if self.runs.post(ev.run_id, ev, msg):
             return Outcome.HELD
         if (status := self.runs.ended(ev.run_id)) is not None:

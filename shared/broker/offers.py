@@ -1,7 +1,12 @@
-"""An assignment offered to one runner, a request on ``heddle.runner.<name>.assign``, and
-what its answer means. The dispatchers' offers and the orchestrator's handoffs ask alike and
-must read an answer alike: no responders means the offer never arrived; a timeout or an
-undecodable reply means it may have arrived and only the answer was lost."""
+"""An assignment offered to one runner on ``heddle.runner.<name>.assign``, and what its
+answer means. The dispatchers' offers and the orchestrator's handoffs go through a desk
+(``OfferDesk``) and read an answer alike: no responders means the offer never arrived; a
+timeout or an undecodable reply means it may have arrived and only the answer was lost.
+
+An offer carries ``Heddle-Answer: outcome``: a runner whose step ends before its first
+report sends no "accepted", and the step's ``finished`` event, which the offerer hears
+anyway, answers it (docs/latency.md, "Answered by the outcome").
+"""
 
 from __future__ import annotations
 
@@ -21,6 +26,9 @@ if TYPE_CHECKING:
 
 ANSWERED_BY_OUTCOME = {names.ANSWER_HEADER: names.ANSWER_BY_OUTCOME}
 NO_RESPONDERS = "503"  # the server's status on a reply subject: no subscriber took it
+# An offer awaiting its answer: the attempt it offers (run, step, attempt, ticket) and the
+# runner it went to, which alone may answer it with its outcome.
+OfferKey = tuple[str, str, int, str, str]
 
 
 class Answer(enum.Enum):
@@ -35,33 +43,14 @@ class Answer(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Offered:
     answer: Answer
-    reply: AssignReply | None = None  # the runner's, when it answered
+    reply: AssignReply | None = None  # the runner's, or made from the outcome that answered
     error: str | None = None  # why there is no answer: the exception's name
 
 
-async def offer(nc: Client, runner: str, payload: bytes, timeout: float) -> Offered:
-    """Offer the ready step ``payload`` to ``runner`` and wait up to ``timeout``."""
-    try:
-        msg = await nc.request(names.runner_assign(runner), payload, timeout=timeout)
-        reply = assign_reply_decoder.decode(msg.data)
-    except NoRespondersError as exc:
-        return Offered(Answer.UNREACHED, error=type(exc).__name__)
-    except (NatsError, TimeoutError, msgspec.DecodeError) as exc:
-        return Offered(Answer.UNANSWERED, error=type(exc).__name__)
-    return Offered(Answer.ACCEPTED if reply.accepted else Answer.REFUSED, reply)
-
-
-# An offer's answer awaited by the desk: by the attempt it offers (run, step, attempt,
-# ticket) and the runner it went to, which alone may answer it with its outcome.
-OfferKey = tuple[str, str, int, str, str]
-
-
 class OfferDesk:
-    """A dispatcher's offers that take the attempt's outcome as their answer (docs/latency.md,
-    "Answered by the outcome"). Each goes out with ``Heddle-Answer: outcome`` and a reply
-    subject of the desk's own inbox; it is answered by the runner's reply, read as ``offer``
-    reads one, or by the ``finished`` event of the attempt from that runner (``heard``),
-    which a runner whose step ended before its first report sends instead of "accepted"."""
+    """One connection's offers awaiting their answers. Each goes out with a reply subject in
+    the desk's own inbox; it is answered by the runner's reply, or by the ``finished`` event
+    of its attempt from that runner (``heard``), whichever comes first."""
 
     def __init__(self, nc: Client) -> None:
         self.nc = nc
@@ -71,8 +60,7 @@ class OfferDesk:
         self._tokens = itertools.count()
 
     async def start(self) -> None:
-        """Subscribed to its inbox: the replies come through the dispatcher's connection
-        until it closes."""
+        """Subscribed to its inbox: the replies come through the connection until it closes."""
         await self.nc.subscribe(f"{self.inbox}.*", cb=self._on_reply)
 
     async def offer(
@@ -116,8 +104,8 @@ class OfferDesk:
 
 
 def _read(msg: Msg) -> Offered:
-    """A reply to an offer, as ``offer`` reads one; the server's "no responders" status
-    means no runner listens on its subject."""
+    """A reply to an offer; the server's "no responders" status means no runner listens on
+    its subject."""
     if not msg.data and (msg.headers or {}).get("Status") == NO_RESPONDERS:
         return Offered(Answer.UNREACHED, error=NoRespondersError.__name__)
     try:

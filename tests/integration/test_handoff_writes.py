@@ -13,6 +13,7 @@ from heddle.services.orchestrator.handoff import Handoffs
 from heddle.services.orchestrator.messages import HandedOff, Message
 from heddle.services.orchestrator.state import Policy, RunState
 from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.broker.offers import OfferDesk
 from heddle.shared.broker.resources import stream_configs
 from heddle.shared.broker.streams import ensure_stream
 from heddle.shared.runtime.settings import Settings
@@ -58,7 +59,9 @@ class Answers:
 async def handing_off(nc: Client, runner: Runner) -> tuple[RunActor, list[tuple[str, Message]]]:
     """A run a -> (b, c) whose a is running on r1, its actor storing through a handoff."""
     answers = Answers()
-    handoffs = Handoffs(nc, 2.0, answers)
+    desk = OfferDesk(nc)
+    await desk.start()
+    handoffs = Handoffs(nc, desk, 2.0, answers)
     effects = EffectRunner(nc, nc.jetstream(), await AckedPublisher(nc).start(), handoffs=handoffs)
     cmd = SubmitRun(
         run_id="ho",

@@ -1,12 +1,13 @@
-"""How an offer to a runner is read, against a real nats-server: the one reading that the
-dispatchers' offers and the orchestrator's handoffs share (shared/broker/offers.py)."""
+"""How an offer to a runner is answered and read, against a real nats-server: the desk the
+dispatchers' offers and the orchestrator's handoffs share (shared/broker/offers.py), which
+takes a reply or the attempt's outcome as the answer."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-from heddle.shared.broker.offers import Answer, OfferDesk, Offered, offer
+from heddle.shared.broker.offers import Answer, OfferDesk, Offered
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import AssignReply, StepFinished, encode
 from nats.aio.client import Client
@@ -27,36 +28,6 @@ async def answering(nc: Client, runner: str, reply: bytes | None, after: float =
     await nc.subscribe(names.runner_assign(runner), cb=answer)
     await nc.flush()
 
-
-async def test_an_accepting_runner_s_reply_comes_back_with_its_count(nc: Client) -> None:
-    await answering(nc, "r1", encode(AssignReply(accepted=True, runner="r1", jobs=7)))
-    offered = await offer(nc, "r1", b"{}", timeout=2)
-    assert offered.answer is Answer.ACCEPTED
-    assert offered.reply is not None and offered.reply.jobs == 7
-
-
-async def test_a_busy_runner_refuses(nc: Client) -> None:
-    await answering(nc, "r1", encode(AssignReply(accepted=False, runner="r1", reason="busy")))
-    assert (await offer(nc, "r1", b"{}", timeout=2)).answer is Answer.REFUSED
-
-
-async def test_nobody_listening_means_the_offer_never_arrived(nc: Client) -> None:
-    offered = await offer(nc, "nobody", b"{}", timeout=2)
-    assert offered.answer is Answer.UNREACHED
-    assert offered.error == "NoRespondersError"
-
-
-async def test_a_late_or_garbled_answer_means_it_may_have_arrived(nc: Client) -> None:
-    await answering(nc, "slow", encode(AssignReply(accepted=True, runner="slow")), after=1.0)
-    await answering(nc, "garbled", b"not json")
-    slow = await offer(nc, "slow", b"{}", timeout=0.2)
-    garbled = await offer(nc, "garbled", b"{}", timeout=2)
-    assert (slow.answer, garbled.answer) == (Answer.UNANSWERED, Answer.UNANSWERED)
-    assert slow.error is not None and "Timeout" in slow.error
-    assert garbled.error == "DecodeError"
-
-
-# ---- the dispatcher's desk: offers answered by a reply or by the attempt's outcome ----
 
 ATTEMPT = ("run-1", "build", 1, "tk-1")
 
@@ -104,10 +75,11 @@ async def offering_to_silent(
     return desk, offering, await asyncio.wait_for(got.get(), 5)
 
 
-async def test_the_desk_reads_replies_as_an_offer_does(nc: Client) -> None:
+async def test_a_reply_is_read_as_the_runner_s_answer(nc: Client) -> None:
     await answering(nc, "r1", encode(AssignReply(accepted=True, runner="r1", jobs=7)))
     await answering(nc, "busy", encode(AssignReply(accepted=False, runner="busy", reason="busy")))
     await answering(nc, "garbled", b"not json")
+    await answering(nc, "slow", encode(AssignReply(accepted=True, runner="slow")), after=1.0)
     desk = await started_desk(nc)
     accepted = await desk.offer("r1", b"{}", ATTEMPT, timeout=2)
     assert accepted.answer is Answer.ACCEPTED
@@ -115,8 +87,11 @@ async def test_the_desk_reads_replies_as_an_offer_does(nc: Client) -> None:
     assert (await desk.offer("busy", b"{}", ATTEMPT, timeout=2)).answer is Answer.REFUSED
     garbled = await desk.offer("garbled", b"{}", ATTEMPT, timeout=2)
     assert (garbled.answer, garbled.error) == (Answer.UNANSWERED, "DecodeError")
+    # No runner listens: the offer never arrived. Too late: it may have arrived.
     nobody = await desk.offer("nobody", b"{}", ATTEMPT, timeout=2)
     assert (nobody.answer, nobody.error) == (Answer.UNREACHED, "NoRespondersError")
+    slow = await desk.offer("slow", b"{}", ATTEMPT, timeout=0.2)
+    assert (slow.answer, slow.error) == (Answer.UNANSWERED, "TimeoutError")
 
 
 async def test_the_attempts_outcome_from_its_runner_answers_its_offer(nc: Client) -> None:
