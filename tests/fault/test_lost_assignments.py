@@ -135,12 +135,14 @@ async def test_an_assignment_whose_answer_was_lost_is_not_given_to_another_runne
 ) -> None:
     """The runner accepted and runs the step, but its answer never reaches the dispatcher
     (a broker that died in between): before offering the step elsewhere the dispatcher
-    finds the attempt's heartbeat and lets it be."""
+    finds the attempt's heartbeat and lets it be. The step outlasts the dispatcher's wait
+    (HEDDLE_ASSIGN_TIMEOUT, 1 s here): a shorter one's outcome would answer the offer."""
     s = await stack(runners=0)
     s.start("runner-lossy", HEDDLE_FAILPOINTS="runner.answer_lost")
     ran = tmp_path / "ran"
     await s.wait_ready(1)
-    run_id = await s.submit({"steps": [{"id": "work", "command": f"echo once >> {ran}"}]})
+    work = {"id": "work", "command": f"sleep 3; echo once >> {ran}"}
+    run_id = await s.submit({"steps": [work]})
     deadline = time.monotonic() + 15
     while '"msg":"runner did not answer"' not in s.logs("dispatcher"):
         assert time.monotonic() < deadline, "the dispatcher never gave up on the answer"
