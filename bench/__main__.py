@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.budget import budget_rows
 from bench.harness import run_workload
 from bench.message_table import messages_table
 from bench.report import (
@@ -145,7 +146,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         report["watchdog"] = await run_watchdog(kills, say)
     report["duration_s"] = time.monotonic() - started
     report["machine"]["loadavg_at_end"] = list(os.getloadavg())
-    rows = [r for res in report["workloads"] for r in workload_rows(res)]
+    rows = [r for res in report["workloads"] for r in (*workload_rows(res), *budget_rows(res))]
     if report["watchdog"] is not None:
         rows += watchdog_rows(report["watchdog"])
     report["rows"] = [r.to_json() for r in rows]

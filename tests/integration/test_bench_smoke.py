@@ -83,6 +83,11 @@ def test_bench_runs_a_tiny_workload(tmp_path: Path) -> None:
     for key in ("run_p50_ms", "alone_p50_ms", "paced_p50_ms", "paced_p99_ms"):
         assert drep["figures"][key] > 0 and drep["baseline"][key] > 0
     assert "diamonds-3 at a steady 50 runs/s, submit -> terminal p50" in rows
+    # Every offer, the dispatcher's or a handoff, answered by its short step's outcome: the
+    # runners send no reply (docs/latency.md, "Answered by the outcome"), but for a step
+    # slowed past the report delay on a busy machine (before: about one a step).
+    assert diamonds["messages_per_step"]["runners"]["reply or other"] < 0.5
+    assert "diamonds-3 messages sent per step, every service" in rows
 
     wd = report["watchdog"]
     assert "error" not in wd and len(wd["kills"]) == 1
