@@ -17,7 +17,7 @@ from bench.report import TARGETED, Row, at_most
 from bench.stats import Spread
 
 # Messages the services may send per step, by workload kind.
-MESSAGES_SENT = {"chain": 8.5, "fanout": 9.6, "diamonds": 11.0}
+MESSAGES_SENT = {"chain": 8.5, "fanout": 9.6, "diamonds": 11.25}
 CPU_MS_PER_FANOUT_STEP = 1.75
 
 

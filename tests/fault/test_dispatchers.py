@@ -22,7 +22,7 @@ from heddle.services.dispatcher.ready import ack_wait
 from heddle.shared.runtime.settings import Settings
 
 from tests.support.ledger import LAYERS, RUNNERS, WIDTH, layered, read_ledger, step_command
-from tests.support.stack import FAST, Stack, StackFactory, until
+from tests.support.stack import FAST, Stack, StackFactory, step_statuses, until
 
 
 async def kill_mid_run(
@@ -38,7 +38,12 @@ async def kill_mid_run(
             return 0
         return sum(1 for r in read_ledger(ledger) if r[1] == "start" and r[3].split("/")[0] in runs)
 
-    await until(lambda: started() >= len(runs) * LAYERS * WIDTH // 4, 30, "runs did not start")
+    try:
+        await until(lambda: started() >= len(runs) * LAYERS * WIDTH // 4, 30, "no start")
+    except AssertionError:
+        # What the runs and the services were doing, for a failure on a loaded machine.
+        statuses = [step_statuses(await s.run(r)) for r in runs]
+        raise AssertionError(f"runs did not start: {statuses}\n{s.all_logs()}") from None
     killed_at = time.time()
     s.kill(victim, sig)
     queued = set()
