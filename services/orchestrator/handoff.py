@@ -4,9 +4,8 @@ When a success readies a step, the orchestrator offers it to the runner that suc
 dispatcher would (an offer on the runner's assignment subject, answered "accepted" with the
 attempt's first report, or by the attempt's outcome: ``OfferDesk``), instead of publishing
 its ready message for the dispatchers: one hop instead of a stream write, a delivery and a
-dispatcher's request. The offer goes out
-once, right after the step's queued record (which names the runner, ``offered_to``), without
-waiting for its acknowledgement.
+dispatcher's request. The offer goes out once, right after the step's queued record (which
+names the runner, ``offered_to``), without waiting for its acknowledgement.
 The answer goes to the run's actor (``RunState.on_handoff_answer``): refused, the step goes to
 the dispatchers; unanswered, it goes to them marked to be looked for first. After a restart,
 an offer whose answer was lost is taken as unanswered once a runner would have answered

@@ -4,10 +4,11 @@ and the started event.
 A command still running ``HEDDLE_STARTED_REPORT_DELAY`` after it started is announced: the
 log's first note ("started on runner X (pid N)") and the started event, which moves the step
 to running. One that ends sooner is reported once, by its outcome, which carries the same
-start time and pid. The runner's answer to the dispatcher goes in the same write as the
-first report, and at the latest after a quarter of the dispatcher's wait: a short step
-costs its runner one write in all (docs/latency.md, "Reporting a start", "Answering with
-the first report").
+start time and pid. The runner's answer to an offer goes in the same write as the first
+report, and at the latest after a quarter of the offerer's wait: a short step costs its
+runner one write in all. An offer that takes the outcome as its answer gets none when the
+outcome is the first report (docs/latency.md, "Reporting a start", "Answering with the
+first report", "Answered by the outcome").
 
 Its own module: when an attempt first speaks, and what it owes until then, is one decision
 apart from running its command (attempt.py) and reporting its outcome (outcome_report.py).
