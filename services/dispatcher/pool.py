@@ -254,12 +254,22 @@ class Pool:
         self._suspect_until[name] = now + (self.suspect_for if silent else 0.2)
 
     def release(
-        self, name: str, run_id: str, step_id: str, attempt: int, continued: str = ""
+        self,
+        name: str,
+        run_id: str,
+        step_id: str,
+        attempt: int,
+        continued: str = "",
+        jobs: int = 0,
     ) -> bool:
         """An outcome from ``name``: its lease of that attempt ends, and it is no longer set
         aside (it refused because it was busy with what it just finished: a step the
         orchestrator handed it). Whether it may be free now: not if it went on to the
-        step's continuation (``continued``), which it holds now."""
+        step's continuation (``continued``), which it holds now. ``jobs``, the runner's count
+        when it took the attempt (0: a runner that does not say): a registry entry of that
+        count or less is older than this outcome, and leases nothing."""
+        if jobs:
+            self._released_jobs[name] = max(self._released_jobs.get(name, 0), jobs)
         lease = self.leases.get(name)
         if lease and (lease.run_id, lease.step_id, lease.attempt) == (run_id, step_id, attempt):
             if continued:

@@ -61,7 +61,9 @@ class PoolFeed:
             return  # not from the runner it names (the orchestrator logs it)
         if not isinstance(ev, StepFinished):
             return
-        freed = self.pool.release(ev.runner, ev.run_id, ev.step_id, ev.attempt, ev.continued)
+        freed = self.pool.release(
+            ev.runner, ev.run_id, ev.step_id, ev.attempt, ev.continued, jobs=ev.jobs
+        )
         if self.heard is not None:
             self.heard(ev)
         if freed:

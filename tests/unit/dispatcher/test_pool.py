@@ -164,6 +164,25 @@ def test_two_dispatchers_pools_share_a_runner_without_leasing_it_twice() -> None
     assert b.free(now=2) == ["r0"]
 
 
+def test_an_outcome_that_says_its_count_outdates_the_busy_entries_before_it() -> None:
+    """An outcome carries the runner's count of the attempt: a registry entry written while
+    it ran, arriving after it, leases nothing, in the dispatcher that placed the step (its
+    outcome came before its acceptance was read) and in one that did not."""
+    a, b = Pool(), Pool()
+    for pool in (a, b):
+        pool.update(info("r0", jobs=0))
+    assert a.reserve(now=0) == "r0"
+    for pool in (a, b):
+        assert not pool.release("r0", "run", "s", 1, jobs=1)  # a: before the acceptance
+        pool.update(info("r0", status="busy", jobs=1, run="run"))  # written while it ran
+    a.accepted("r0", "run", "s", 1, jobs=1)
+    assert a.leases == {} and b.leases == {}
+    assert a.free(now=1) == ["r0"] and b.free(now=1) == ["r0"]
+    # A later attempt's entry still leases it.
+    b.update(info("r0", status="busy", jobs=2, run="run"))
+    assert b.free(now=1) == []
+
+
 def test_a_runner_that_went_on_to_a_continuation_stays_busy() -> None:
     """An outcome naming a continuation (docs/latency.md, "Continuing a chain"): the
     runner holds that attempt now, leased or not, set aside or not."""
