@@ -22,7 +22,8 @@ import pytest
 from heddle.shared.wire.timefmt import parse
 
 from tests.support import fake_kube as fk
-from tests.support.stack import Stack, StackFactory, step_of, until
+from tests.support.metrics import scrape, value
+from tests.support.stack import Stack, StackFactory, eventually, step_of, until
 
 RUNNERS = [f"runner-{i}" for i in range(4)]
 SCALING = {
@@ -76,6 +77,13 @@ async def test_a_busy_top_runner_is_drained_and_an_idle_pool_shrinks_from_the_to
     )
     controller.s = s
     assert '"msg":"autoscale"' not in s.logs("dispatcher"), "the pool moved before the test"
+
+    # The dispatcher's own view (the gateway may list a runner a moment before it has it):
+    # a step placed meanwhile would go to the next ordinal up.
+    async def pooled() -> bool:
+        return value(await scrape(s, "dispatcher"), "heddle_runners") == len(RUNNERS)
+
+    await eventually(pooled, "the dispatcher saw every runner", timeout=10)
     # Four free runners, four steps at once: each goes to the lowest ordinal free, so the
     # long one lands on the top runner. Once the short ones are done and their runners idle
     # for IDLE_AFTER, runners 1-3 are drained; runner 3 is busy, so nothing is removed
