@@ -123,6 +123,9 @@ class Attempt:
         if self.failure is not None:
             process.started.set()  # never to be spawned: a kill request waits for nothing
             return
+        # Stamped as the spawn is asked for: the command may run before the launcher's
+        # answer is read, and an attempt's duration never reads shorter than its command.
+        spawning_at = now_rfc3339()
         try:
             process.start()
         # A failed spawn; a NUL byte in command or env; no step launcher.
@@ -130,7 +133,7 @@ class Attempt:
             log.exception("step %s/%s could not start", ready.run_id, ready.step_id)
             self.failure = f"could not run: {exc}"
             return
-        started_at = self.started_at = now_rfc3339()
+        started_at = self.started_at = spawning_at
         logs.hold(f"started on runner {ctx.runner} (pid {process.pid})")
         if not self.first_report.announce_later(logs, process.pid, started_at):
             await self.first_report.announce()
