@@ -137,7 +137,7 @@ class Orchestrator:
         self.liveness = Liveness(settings, res, runs.actors)
         runs.start(effects, self.liveness)
         submissions = Submissions(nc, res.js, runs_kv, self.limits, self.policy, runs)
-        router = Router(runs, submissions, effects, heard=self.handoffs.heard)
+        router = Router(runs, submissions, effects, heard=desk.heard)
         self.consumers = PartitionConsumers(
             nc, res.js, self._guard(router.on_command), self._guard(router.on_event)
         )

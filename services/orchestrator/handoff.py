@@ -26,7 +26,7 @@ from heddle.shared.broker.offers import Answer, OfferDesk
 from heddle.shared.runtime.metrics import CONTINUATIONS, HANDOFFS, child
 from heddle.shared.runtime.service import event
 from heddle.shared.wire import names
-from heddle.shared.wire.contracts import StepFinished, encode
+from heddle.shared.wire.contracts import encode
 
 if TYPE_CHECKING:
     from heddle.shared.broker.nats_types import Client
@@ -76,10 +76,6 @@ class Handoffs:
 
         handle = asyncio.get_running_loop().call_later(self.answer_within, fire)
         self._timers.add(handle)
-
-    def heard(self, ev: StepFinished) -> None:
-        """An outcome, as it arrives: it answers the handoff of its attempt to its runner."""
-        self.desk.heard(ev)
 
     async def _offer(self, run_id: str, eff: Enqueue, runner: str) -> None:
         ready = eff.ready

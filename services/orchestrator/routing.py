@@ -49,12 +49,12 @@ class Router:
         runs: LiveRuns,
         submissions: Submissions,
         effects: Effects,
-        heard: Callable[[StepFinished], None] = lambda ev: None,
+        heard: Callable[[StepFinished], None],
     ) -> None:
         self.runs = runs
         self.submissions = submissions
         self.effects = effects  # for the kill of a step whose run has ended
-        self.heard = heard  # an outcome answers the handoff of its attempt (handoff.py)
+        self.heard = heard  # an outcome, as it arrives, answers its attempt's handoff
 
     async def on_command(self, msg: Msg) -> Outcome:
         try:

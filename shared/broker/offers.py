@@ -29,6 +29,7 @@ NO_RESPONDERS = "503"  # the server's status on a reply subject: no subscriber t
 # An offer awaiting its answer: the attempt it offers (run, step, attempt, ticket) and the
 # runner it went to, which alone may answer it with its outcome.
 OfferKey = tuple[str, str, int, str, str]
+Answered = asyncio.Future["Offered"]
 
 
 class Answer(enum.Enum):
@@ -55,8 +56,8 @@ class OfferDesk:
     def __init__(self, nc: Client) -> None:
         self.nc = nc
         self.inbox = nc.new_inbox()
-        self._waiting: dict[str, tuple[OfferKey, asyncio.Future[Offered]]] = {}
-        self._by_key: dict[OfferKey, str] = {}
+        self._by_token: dict[str, Answered] = {}  # as its reply names it
+        self._by_key: dict[OfferKey, Answered] = {}  # as its outcome names it
         self._tokens = itertools.count()
 
     async def start(self) -> None:
@@ -70,9 +71,8 @@ class OfferDesk:
         to ``runner``, and wait up to ``timeout`` for its answer or its outcome."""
         token = str(next(self._tokens))
         key = (*attempt, runner)
-        answered: asyncio.Future[Offered] = asyncio.get_running_loop().create_future()
-        self._waiting[token] = (key, answered)
-        self._by_key[key] = token
+        answered: Answered = asyncio.get_running_loop().create_future()
+        self._by_token[token] = self._by_key[key] = answered
         try:
             await self.nc.publish(
                 names.runner_assign(runner),
@@ -84,23 +84,22 @@ class OfferDesk:
         except (NatsError, TimeoutError) as exc:
             return Offered(Answer.UNANSWERED, error=type(exc).__name__)
         finally:
-            del self._waiting[token]
-            if self._by_key.get(key) == token:
+            del self._by_token[token]
+            if self._by_key.get(key) is answered:
                 del self._by_key[key]
 
     def heard(self, ev: StepFinished) -> None:
         """An outcome: the answer "accepted" of the offer of its attempt to its runner."""
-        token = self._by_key.get((ev.run_id, ev.step_id, ev.attempt, ev.ticket, ev.runner))
-        waiting = self._waiting.get(token) if token is not None else None
-        if waiting is not None and not waiting[1].done():
+        answered = self._by_key.get((ev.run_id, ev.step_id, ev.attempt, ev.ticket, ev.runner))
+        if answered is not None and not answered.done():
             reply = AssignReply(accepted=True, runner=ev.runner, jobs=ev.jobs)
-            waiting[1].set_result(Offered(Answer.ACCEPTED, reply))
+            answered.set_result(Offered(Answer.ACCEPTED, reply))
 
     async def _on_reply(self, msg: Msg) -> None:
-        waiting = self._waiting.get(msg.subject.rpartition(".")[2])
-        if waiting is None or waiting[1].done():
+        answered = self._by_token.get(msg.subject.rpartition(".")[2])
+        if answered is None or answered.done():
             return  # too late: the offer was given up, or its outcome came first
-        waiting[1].set_result(_read(msg))
+        answered.set_result(_read(msg))
 
 
 def _read(msg: Msg) -> Offered:
