@@ -46,12 +46,7 @@ async def runner_listening(s: Stack, runner: str = "runner-0") -> Client:
 async def assign(nc: Client, step_id: str, command: str) -> tuple[bool, asyncio.Queue]:
     """Send one assignment; returns once the runner answered, with a queue of the step's
     events (subscribed before the assignment went out)."""
-    events: asyncio.Queue = asyncio.Queue()
-
-    async def on_event(msg: Msg) -> None:
-        events.put_nowait(event_decoder.decode(msg.data))
-
-    await nc.subscribe(names.evt("r1", step_id, "*", "runner-0"), cb=on_event)
+    events = await step_events(nc, step_id)
     ready = ready_at_once(step_id, command)
     reply = await nc.request(names.runner_assign("runner-0"), encode(ready), timeout=10)
     return assign_reply_decoder.decode(reply.data).accepted, events
@@ -77,17 +72,13 @@ async def assign_answered_by_outcome(
     the outcome may answer it. Returns at once, with a queue of the runner's replies and one
     of the step's events (both subscribed before the assignment went out)."""
     replies: asyncio.Queue = asyncio.Queue()
-    events: asyncio.Queue = asyncio.Queue()
 
     async def on_reply(msg: Msg) -> None:
         replies.put_nowait(assign_reply_decoder.decode(msg.data))
 
-    async def on_event(msg: Msg) -> None:
-        events.put_nowait(event_decoder.decode(msg.data))
-
     inbox = nc.new_inbox()
     await nc.subscribe(inbox, cb=on_reply)
-    await nc.subscribe(names.evt("r1", step_id, "*", "runner-0"), cb=on_event)
+    events = await step_events(nc, step_id)
     await nc.publish(
         names.runner_assign("runner-0"),
         encode(ready_at_once(step_id, command)),
@@ -95,6 +86,17 @@ async def assign_answered_by_outcome(
         headers={names.ANSWER_HEADER: names.ANSWER_BY_OUTCOME},
     )
     return replies, events
+
+
+async def step_events(nc: Client, step_id: str) -> asyncio.Queue:
+    """A queue of the events runner-0 sends about ``step_id`` of run r1, from now on."""
+    events: asyncio.Queue = asyncio.Queue()
+
+    async def on_event(msg: Msg) -> None:
+        events.put_nowait(event_decoder.decode(msg.data))
+
+    await nc.subscribe(names.evt("r1", step_id, "*", "runner-0"), cb=on_event)
+    return events
 
 
 def ready_at_once(step_id: str, command: str) -> StepReady:
