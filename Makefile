@@ -9,7 +9,7 @@ PORT ?= 8080
 # tests' timing flaky on two cores. TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 3
 
-.PHONY: install test-tools up test test-unit test-containers test-upgrade lint format schema bench bench-full clean
+.PHONY: install test-tools up test test-unit test-containers test-upgrade lint format schema bench bench-full bench-floor clean
 
 $(BIN)/heddle: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -81,6 +81,9 @@ bench: install  ## quick benchmark profile (under 3 minutes)
 
 bench-full: install
 	$(BIN)/python -m bench --profile full
+
+bench-floor: install  ## the least CPU a fan-out step can cost, part by part (a minute)
+	$(BIN)/python -m bench.floor
 
 clean:
 	rm -rf $(VENV) .heddle bench/results .pytest_cache .mypy_cache

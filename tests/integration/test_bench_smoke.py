@@ -221,3 +221,21 @@ def test_bench_soak_kills_in_turn_and_checks_its_ledger(tmp_path: Path) -> None:
     assert minute["disk_mb"] > 0 and minute["jetstream_mb"] > 0
     assert minute["runs_ended"] == verdict["runs_submitted"] and minute["kills"] == 2
     assert "| min |" in proc.stdout and "lost: 0, run twice: 0" in proc.stdout
+
+
+def test_bench_floor_measures_every_part_of_a_fanout_step(tmp_path: Path) -> None:
+    out = tmp_path / "floor.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.floor", "--steps", "16", "--lanes", "2", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert set(result["parts"]) == {"spawn", "outcome", "ready", "records", "core"}
+    spawn = result["parts"]["spawn"]
+    assert spawn["spawn"] > 0 and spawn["commands"] >= 0
+    assert result["baseline"]["steps_per_s"] > 0
+    assert "the floor of Heddle's processes for a fan-out step" in proc.stdout
