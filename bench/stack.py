@@ -110,8 +110,9 @@ class BenchStack:
     def _env(self, **extra: str) -> dict[str, str]:
         return service_env(self.settings, self.nats_url, self.gateway_port, **extra)
 
-    def start(self) -> None:
-        """As ``heddle up`` runs it: a NATS user per service and runner, an admin token."""
+    def start(self, without: tuple[str, ...] = ()) -> None:
+        """As ``heddle up`` runs it: a NATS user per service and runner, an admin token;
+        ``without`` the services named (a dispatcher, the gateway)."""
         self.gateway_port = free_port()
         if os.geteuid() == 0 and not {"HEDDLE_STEP_UIDS", "HEDDLE_STEP_USER"} & set(self.settings):
             self.uids = StepUidBlock()
@@ -131,10 +132,12 @@ class BenchStack:
         more = [f"orchestrator-{i}" for i in range(1, self.orchestrators)]
         others = [f"dispatcher-{i}" for i in range(1, self.dispatchers)]
         for name in ("orchestrator", *more, "dispatcher", *others):
-            self.start_service(name)
+            if name not in without:
+                self.start_service(name)
         for i in range(self.runners):
             self.start_service(f"runner-{i}")
-        self.start_service("gateway")
+        if "gateway" not in without:
+            self.start_service("gateway")
 
     def start_service(self, name: str) -> ServiceProcess:
         kind = next(

@@ -239,3 +239,29 @@ def test_bench_floor_measures_every_part_of_a_fanout_step(tmp_path: Path) -> Non
     assert spawn["spawn"] > 0 and spawn["commands"] >= 0
     assert result["baseline"]["steps_per_s"] > 0
     assert "the floor of Heddle's processes for a fan-out step" in proc.stdout
+
+
+def test_bench_runners_alone_drives_real_runners_with_offers() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.runners_alone",
+            "--steps",
+            "8",
+            "--lanes",
+            "2",
+            "--reps",
+            "2",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    figures = {ln.split()[0]: float(ln.split()[1]) for ln in proc.stdout.splitlines()[1:]}
+    # Each step's outcome came back (the driver fails on a lost or failed one); CPU is
+    # counted in clock ticks, which a few steps may not reach.
+    assert set(figures) == {"runners", "launchers", "nats-server"}
+    assert all(value >= 0 for value in figures.values())
