@@ -142,8 +142,12 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=4000, help="per repetition")
     parser.add_argument("--lanes", type=int, default=8, help="runners")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="HEDDLE_X=VALUE", help="a runner setting"
+    )
     args = parser.parse_args()
-    stack = BenchStack(runners=args.lanes)
+    settings = dict(item.split("=", 1) for item in args.set)
+    stack = BenchStack(runners=args.lanes, settings=settings)
     try:
         stack.start(without=("dispatcher", "gateway"))
         results = asyncio.run(drive(stack, args.steps, args.lanes, args.reps))
