@@ -26,9 +26,10 @@ from bench.procfs import descendants
 REPO = Path(__file__).resolve().parent.parent
 
 
-def service_argv(service: str) -> list[str]:
-    """How a service is started: as ``heddle up`` does, ``python -m services.cli <service>``."""
-    return [sys.executable, "-m", "heddle.services.cli", service]
+def service_argv(service: str, python: str = sys.executable) -> list[str]:
+    """How a service is started: as ``heddle up`` does, ``python -m services.cli <service>``
+    (``python``: another checkout's, to run its code)."""
+    return [python, "-m", "heddle.services.cli", service]
 
 
 def service_env(

@@ -19,6 +19,7 @@ import secrets
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import msgspec
 import nats
@@ -29,6 +30,7 @@ from heddle.shared.wire.timefmt import now_rfc3339
 
 from bench.processes import stop_all
 from bench.stack import BenchStack
+from bench.stats import paired
 
 finished_decoder = msgspec.json.Decoder(StepFinished)
 START_WITHIN = 60.0  # seconds for every runner to take offers
@@ -90,32 +92,65 @@ class Driver:
                 await asyncio.sleep(0.05)
 
 
-async def drive(stack: BenchStack, count: int, lanes: int, reps: int) -> list[dict[str, float]]:
-    assert stack.auth is not None
-    user = perms.DISPATCHER
-    nc = await nats.connect(
-        stack.nats_url,
-        user=user,
-        password=stack.auth.users.passwords[user],
-        inbox_prefix=perms.inbox_prefix(user),
-    )
-    driver = Driver(nc, f"{int(time.time() * 1000):x}-{secrets.token_hex(4)}")
-    await driver.start()
-    runners = [f"runner-{i}" for i in range(lanes)]
-    for runner in runners:
-        await driver.until_taken(runner)
-    stop_all([stack.services["orchestrator"]])  # its work is done: the streams are there
-    each, results = count // lanes, []
-    for rep in range(reps):
-        before = stack.samples()
-        await asyncio.gather(
-            *(driver.lane(r, each, rep * count + i * each) for i, r in enumerate(runners))
+class Side:
+    """One stack of runners and the driver that offers them steps."""
+
+    def __init__(self, stack: BenchStack, count: int, lanes: int) -> None:
+        self.stack, self.count, self.lanes = stack, count, lanes
+        self.runners = [f"runner-{i}" for i in range(lanes)]
+        self.done = 0  # steps offered so far: each step's id is new
+        self.driver: Driver | None = None
+
+    async def prepare(self) -> None:
+        """Connected as the dispatcher, every runner taking offers, the orchestrator gone."""
+        stack = self.stack
+        assert stack.auth is not None
+        user = perms.DISPATCHER
+        nc = await nats.connect(
+            stack.nats_url,
+            user=user,
+            password=stack.auth.users.passwords[user],
+            inbox_prefix=perms.inbox_prefix(user),
         )
-        after = stack.samples()
-        results.append(per_step(before, after, each * lanes))
-    await nc.close()
-    if driver.failed:
-        raise RuntimeError(f"steps failed: {driver.failed[:5]}")
+        self.driver = Driver(nc, f"{int(time.time() * 1000):x}-{secrets.token_hex(4)}")
+        await self.driver.start()
+        for runner in self.runners:
+            await self.driver.until_taken(runner)
+        stop_all([stack.services["orchestrator"]])  # its work is done: the streams are there
+
+    async def rep(self) -> dict[str, float]:
+        driver, each = self.driver, self.count // self.lanes
+        assert driver is not None
+        before = self.stack.samples()
+        first = self.done
+        await asyncio.gather(
+            *(driver.lane(r, each, first + i * each) for i, r in enumerate(self.runners))
+        )
+        self.done += each * self.lanes
+        after = self.stack.samples()
+        if driver.failed:
+            raise RuntimeError(f"steps failed: {driver.failed[:5]}")
+        return per_step(before, after, each * self.lanes)
+
+    async def close(self) -> None:
+        if self.driver is not None:
+            await self.driver.nc.close()
+
+
+async def rounds(sides: list[Side], reps: int) -> list[list[dict[str, float]]]:
+    """``reps`` repetitions on each side, in turn, ABBA: a drift of the machine's speed
+    falls on both."""
+    results: list[list[dict[str, float]]] = [[] for _ in sides]
+    try:
+        for side in sides:
+            await side.prepare()
+        for r in range(reps):
+            order = list(enumerate(sides))
+            for i, side in order if r % 2 == 0 else reversed(order):
+                results[i].append(await side.rep())
+    finally:
+        for side in sides:
+            await side.close()
     return results
 
 
@@ -137,6 +172,29 @@ def per_step(before: dict, after: dict, steps: int) -> dict[str, float]:
     return out
 
 
+def total(figures: dict[str, float]) -> float:
+    return sum(figures.values())
+
+
+def report(results: list[list[dict[str, float]]], names_: list[str]) -> str:
+    lines = [f"ms of CPU per step, median [min-max] of {len(results[0])} repetitions:"]
+    for name, reps in zip(names_, results, strict=True):
+        lines.append(f"{name}:")
+        for kind in (*reps[0], "all"):
+            values = [total(r) if kind == "all" else r[kind] for r in reps]
+            spread = f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]"
+            lines.append(f"  {kind:12} {spread}")
+    if len(results) == 2:
+        for kind in ("runners", "all"):
+            a, b = ([total(r) if kind == "all" else r[kind] for r in side] for side in results)
+            p = paired(a, b)
+            lines.append(
+                f"{kind}, this minus the other: {p.median_diff:+.3f} ms"
+                f" [{p.low:+.3f}, {p.high:+.3f}] (95%), lower in {p.a_faster:.0%} of {p.n} rounds"
+            )
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=4000, help="per repetition")
@@ -145,18 +203,24 @@ def main() -> int:
     parser.add_argument(
         "--set", action="append", default=[], metavar="HEDDLE_X=VALUE", help="a runner setting"
     )
+    parser.add_argument(
+        "--against", type=Path, help="another checkout (with its .venv): its runners, in turn"
+    )
     args = parser.parse_args()
     settings = dict(item.split("=", 1) for item in args.set)
-    stack = BenchStack(runners=args.lanes, settings=settings)
+    stacks = [BenchStack(runners=args.lanes, settings=dict(settings))]
+    if args.against is not None:
+        python = str(args.against.resolve() / ".venv" / "bin" / "python")
+        stacks.append(BenchStack(runners=args.lanes, settings=dict(settings), python=python))
     try:
-        stack.start(without=("dispatcher", "gateway"))
-        results = asyncio.run(drive(stack, args.steps, args.lanes, args.reps))
+        for stack in stacks:
+            stack.start(without=("dispatcher", "gateway"))
+        sides = [Side(stack, args.steps, args.lanes) for stack in stacks]
+        results = asyncio.run(rounds(sides, args.reps))
     finally:
-        stack.stop()
-    print("ms of CPU per step, median [min-max] of", args.reps, "repetitions:")
-    for kind in results[0]:
-        values = [r[kind] for r in results]
-        print(f"  {kind:12} {statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]")
+        for stack in stacks:
+            stack.stop()
+    print(report(results, ["this checkout", str(args.against)][: len(results)]))
     return 0
 
 

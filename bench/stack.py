@@ -77,6 +77,7 @@ class BenchStack:
     uids: StepUidBlock | None = None  # its runners' step uids, where they run as root
     monitor_port: int = 0  # nats-server's monitoring endpoint (bench/messages.py)
     prof_port: int = 0  # nats-server's Go profiles: its heap, in the soak (bench/soak.py)
+    python: str = sys.executable  # the services' interpreter: another checkout's runs its code
 
     @property
     def headers(self) -> dict[str, str]:
@@ -151,7 +152,7 @@ class BenchStack:
             extra["HEDDLE_ORCHESTRATOR_NAME"] = name
         if kind == "dispatcher":  # several share the one dispatcher user, as `heddle up` runs them
             extra["HEDDLE_DISPATCHER_NAME"] = name
-        argv = service_argv(kind)
+        argv = service_argv(kind, self.python)
         if name in CPROFILE:
             PROFILES_DIR.mkdir(parents=True, exist_ok=True)
             profile = str(PROFILES_DIR / f"{name}.prof")

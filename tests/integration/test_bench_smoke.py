@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -260,8 +262,12 @@ def test_bench_runners_alone_drives_real_runners_with_offers() -> None:
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    figures = {ln.split()[0]: float(ln.split()[1]) for ln in proc.stdout.splitlines()[1:]}
+    rows = [ln.split() for ln in proc.stdout.splitlines() if ln.startswith("  ")]
+    figures = {row[0]: float(row[1]) for row in rows}
     # Each step's outcome came back (the driver fails on a lost or failed one); CPU is
     # counted in clock ticks, which a few steps may not reach.
-    assert set(figures) == {"runners", "launchers", "nats-server"}
+    assert set(figures) == {"runners", "launchers", "nats-server", "all"}
     assert all(value >= 0 for value in figures.values())
+    assert figures["all"] == pytest.approx(
+        sum(v for k, v in figures.items() if k != "all"), abs=0.01
+    )
