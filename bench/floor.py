@@ -5,12 +5,15 @@ the baseline leaves for it.
 A fan-out step needs, whatever the code around it (docs/performance.md, "Where a step's
 cost goes"): its command spawned as the step user in a fresh working directory, its exit
 and output read; the outcome stored and acknowledged, then delivered to the orchestrator and
-acknowledged; its state recorded twice (``queued``, ``succeeded``), each acknowledged; the
-ready message stored, delivered to a dispatcher and acknowledged; the offer to a runner, and
-the live copy of the outcome that frees the runner. Each part runs alone against one
-nats-server, LANES at a time as 8 runners would, in processes of its own
-(bench/floor_parts.py), with nothing else of Heddle's: no decision, no log line, no
-bookkeeping. The floor is the sum; the services' real cost is ``make bench``'s CPU per step.
+acknowledged, and its live copy heard by the dispatcher; its state recorded twice
+(``queued``, ``succeeded``), each acknowledged; the ready message stored, delivered to a
+dispatcher and acknowledged; the offer to a runner. Each part runs alone, LANES at a time as
+8 runners would, in processes of its own (bench/floor_parts.py), against a nats-server
+configured as ``heddle up``'s: its accounts and users, Heddle's streams and buckets. Each
+process connects as the user whose work it does (a runner's in the runners' account, the
+orchestrator's, the dispatcher's), and does nothing else of Heddle's: no decision, no log
+line, no bookkeeping. The floor is the sum; the services' real cost is ``make bench``'s CPU
+per step.
 
 Where this process is not root the steps run as its own user, without the launcher, and the
 floor reads lower than a stack of root's.
@@ -23,40 +26,48 @@ import asyncio
 import json
 import os
 import resource
+import secrets
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import nats
 from heddle.services.local.embedded_nats import EmbeddedNats, free_port
+from heddle.shared.broker import nats_permissions as perms
+from heddle.shared.broker.resources import ensure_resources
+from heddle.shared.runtime.settings import Settings
+from heddle.shared.wire import names
 
-from bench.floor_parts import BUCKET, CONSUMER, STREAM, SUBJECTS
-from bench.processes import REPO
+from bench.floor_parts import CONSUMER
+from bench.processes import REPO, StackAuth
 from bench.procfs import proc_sample
+from bench.step_uids import BLOCK, StepUidBlock
 from bench.workloads import fanout
 
 TARGET = 0.60  # fanout-1000 against the baseline (docs/performance.md)
 # What a fan-out step needs of each part: (part, what it stands for, {process of the part:
-# the service that does it in Heddle}, the share of nats-server's CPU for the part that is
-# the step's: a live copy rides on the outcome's publish, and costs the server its delivery).
-STEP: tuple[tuple[str, str, dict[str, str], float], ...] = (
-    ("spawn", "the command spawned", {"spawn": "runners", "launchers": "launchers"}, 1.0),
-    ("outcome", "the outcome", {"publish": "runners", "consume": "orchestrator"}, 1.0),
-    ("ready", "the ready message", {"publish": "orchestrator", "consume": "dispatcher"}, 1.0),
-    ("records", "the queued record", {"put": "orchestrator"}, 1.0),
-    ("records", "the succeeded record", {"put": "orchestrator"}, 1.0),
-    ("core", "the offer", {"send": "dispatcher", "hear": "runners"}, 1.0),
-    ("core", "the outcome's live copy", {"hear": "dispatcher"}, 0.5),
+# the service that does it in Heddle}). The outcome's part has the dispatcher hear its live
+# copy as well; each part's nats-server CPU is nats-server's.
+STEP: tuple[tuple[str, str, dict[str, str]], ...] = (
+    ("spawn", "the command spawned", {"spawn": "runners", "launchers": "launchers"}),
+    (
+        "outcome",
+        "the outcome stored, taken, heard live",
+        {"publish": "runners", "consume": "orchestrator", "hear": "dispatcher"},
+    ),
+    ("ready", "the ready message", {"publish": "orchestrator", "consume": "dispatcher"}),
+    ("records", "the queued record", {"put": "orchestrator"}),
+    ("records", "the succeeded record", {"put": "orchestrator"}),
+    ("offer", "the offer", {"send": "dispatcher", "hear": "runners"}),
 )
 SERVICES = ("runners", "launchers", "orchestrator", "dispatcher", "nats-server")
-
-
-def run_part(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    argv = [sys.executable, "-m", "bench.floor_parts", *args]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
+# Who does what: the services' own users, and each runner's in the runners' account.
+ORCHESTRATOR, DISPATCHER = perms.ORCHESTRATOR, perms.DISPATCHER
+SETUP = perms.User("heddle-floor", secrets.token_urlsafe(24), perms.Permissions((">",), (">",)))
 
 
 def result_of(proc: subprocess.Popen[str]) -> dict[str, Any]:
@@ -73,18 +84,43 @@ def wait_ready(proc: subprocess.Popen[str]) -> None:
 
 
 class Floor:
-    def __init__(self, server: EmbeddedNats, count: int, lanes: int) -> None:
+    def __init__(
+        self, server: EmbeddedNats, auth: StackAuth, count: int, lanes: int, first_uid: int
+    ) -> None:
         assert server.proc is not None
-        self.server, self.pid = server, server.proc.pid
+        self.server, self.pid, self.auth = server, server.proc.pid, auth
+        self.first_uid = first_uid  # the spawn part's step uids: first_uid + its lane
         self.count, self.lanes = count, lanes
+        self.run_id = f"{int(time.time() * 1000):x}-{secrets.token_hex(4)}"
+
+    def part(
+        self, user: str, part: str, count: int, lanes: int, arg: str = ""
+    ) -> subprocess.Popen[str]:
+        """One part's process, connected as ``user``."""
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "FLOOR_USER": user,
+            "FLOOR_PASSWORD": self.auth.users.passwords[user],
+            "FLOOR_RUN": self.run_id,
+            "FLOOR_FIRST_UID": str(self.first_uid),
+        }
+        argv = [sys.executable, "-m", "bench.floor_parts", part, self.server.url]
+        argv += [str(count), str(lanes), arg]
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
+
+    def listening(self, user: str, part: str, count: int, arg: str) -> subprocess.Popen[str]:
+        proc = self.part(user, part, count, 1, arg)
+        wait_ready(proc)
+        return proc
 
     def server_cpu(self) -> float:
         sample = proc_sample(self.pid)
         assert sample is not None
         return sample.cpu_s
 
-    def measured(self, parts: list[subprocess.Popen[str]], per: int) -> dict[str, float]:
-        """ms of CPU per unit, summed by kind of process, with nats-server's over the span."""
+    def measured(self, parts: list[subprocess.Popen[str]]) -> dict[str, float]:
+        """ms of CPU per step, summed by kind of process, with nats-server's over the span."""
         before = self.server_cpu()
         results = [result_of(p) for p in parts]
         server = self.server_cpu() - before
@@ -92,58 +128,55 @@ class Floor:
         for proc, r in zip(parts, results, strict=True):
             for key, kind in (("cpu_s", str(proc.args[3])), ("launchers_cpu_s", "launchers")):
                 if key in r:
-                    out[kind] = out.get(kind, 0.0) + r[key] / per * 1000
+                    out[kind] = out.get(kind, 0.0) + r[key] / self.count * 1000
             if "commands_cpu_s" in r:
-                out["commands"] = out.get("commands", 0.0) + r["commands_cpu_s"] / per * 1000
-        out["nats-server"] = server / per * 1000
+                out["commands"] = out.get("commands", 0.0) + r["commands_cpu_s"] / self.count * 1000
+        out["nats-server"] = server / self.count * 1000
         return out
 
-    def in_processes(self, part: str) -> list[subprocess.Popen[str]]:
-        """``part`` in one process per lane, as each runner is its own."""
-        each = str(self.count // self.lanes)
-        return [run_part(part, self.server.url, each, "1", str(i)) for i in range(self.lanes)]
+    def by_runner(self, part: str, arg: Callable[[int], str]) -> list[subprocess.Popen[str]]:
+        """``part`` in one process per runner, each as that runner's own user."""
+        each = self.count // self.lanes
+        return [
+            self.part(perms.runner_user(f"runner-{i}"), part, each, 1, arg(i))
+            for i in range(self.lanes)
+        ]
 
     def spawn(self) -> dict[str, float]:
-        return self.measured(self.in_processes("spawn"), self.count)
-
-    def delivered(self, producers: list[subprocess.Popen[str]] | None = None) -> dict[str, float]:
-        consumer = run_part("consume", self.server.url, str(self.count), "1")
-        wait_ready(consumer)
-        if producers is None:
-            producers = [run_part("publish", self.server.url, *self.sizes())]
-        return self.measured([*producers, consumer], self.count)
+        return self.measured(self.by_runner("spawn", str))
 
     def outcome(self) -> dict[str, float]:
-        return self.delivered(self.in_processes("publish"))
+        taker = self.listening(ORCHESTRATOR, "consume", self.count, names.EVENTS_STREAM)
+        live = self.listening(DISPATCHER, "hear", self.count, names.EVT_FINISHED_ALL)
+        return self.measured([*self.by_runner("publish", lambda i: f"runner-{i}"), taker, live])
+
+    def ready(self) -> dict[str, float]:
+        taker = self.listening(DISPATCHER, "consume", self.count, names.STEPS_STREAM)
+        maker = self.part(ORCHESTRATOR, "publish", self.count, self.lanes, "ready")
+        return self.measured([maker, taker])
 
     def records(self) -> dict[str, float]:
-        return self.measured([run_part("put", self.server.url, *self.sizes())], self.count)
+        return self.measured([self.part(ORCHESTRATOR, "put", self.count, self.lanes)])
 
-    def core(self) -> dict[str, float]:
-        hearer = run_part("hear", self.server.url, str(self.count), "1")
-        wait_ready(hearer)
-        return self.measured([run_part("send", self.server.url, *self.sizes()), hearer], self.count)
+    def offer(self) -> dict[str, float]:
+        each = self.count // self.lanes
+        hearers = [
+            self.listening(
+                perms.runner_user(f"runner-{i}"), "hear", each, f"heddle.runner.runner-{i}.>"
+            )
+            for i in range(self.lanes)
+        ]
+        return self.measured([self.part(DISPATCHER, "send", self.count, self.lanes), *hearers])
 
-    def sizes(self) -> tuple[str, str]:
-        return str(self.count), str(self.lanes)
 
-
-async def make_streams(url: str) -> None:
-    """The events stream and a bucket, configured as Heddle's (shared/broker/resources.py)."""
-    nc = await nats.connect(url)
+async def make_streams(url: str, auth: StackAuth) -> None:
+    """Heddle's streams and buckets (shared/broker/resources.py), and a ``floor`` consumer
+    of the events and of the ready steps."""
+    nc = await nats.connect(url, user=SETUP.name, password=SETUP.password)
+    await ensure_resources(nc, Settings.from_env({}))
     js = nc.jetstream()
-    await js.add_stream(name=STREAM, subjects=[SUBJECTS], duplicate_window=120)
-    await js.add_consumer(STREAM, durable_name=CONSUMER, ack_policy="explicit")
-    await js.add_stream(
-        name=f"KV_{BUCKET}",
-        subjects=[f"$KV.{BUCKET}.>"],
-        max_msgs_per_subject=1,
-        allow_rollup_hdrs=True,
-        deny_delete=True,
-        discard="new",
-        duplicate_window=120,
-        allow_direct=True,
-    )
+    for stream in (names.EVENTS_STREAM, names.STEPS_STREAM):
+        await js.add_consumer(stream, durable_name=CONSUMER, ack_policy="explicit")
     await nc.close()
 
 
@@ -166,32 +199,44 @@ def baseline(count: int, lanes: int) -> dict[str, float]:
 
 
 def measure(count: int, lanes: int) -> dict[str, Any]:
+    if not 0 < lanes <= BLOCK:
+        raise SystemExit(f"--lanes: 1 to {BLOCK} (a block of step uids)")
     with tempfile.TemporaryDirectory(prefix="heddle-floor-") as tmp:
-        server = EmbeddedNats(Path(tmp) / "nats", port=free_port(), log_file=Path(tmp) / "nats.log")
+        runners = [f"runner-{i}" for i in range(lanes)]
+        auth = StackAuth.create(Path(tmp), runners, extra=(SETUP,))
+        server = EmbeddedNats(
+            Path(tmp) / "nats",
+            port=free_port(),
+            log_file=Path(tmp) / "nats.log",
+            config=auth.users.config_path,
+        )
+        # Step uids no other stack's runner holds: a launcher kills every process of its uid.
+        uids = StepUidBlock()
         server.start()
         try:
-            asyncio.run(make_streams(server.url))
-            floor = Floor(server, count, lanes)
+            asyncio.run(make_streams(server.url, auth))
+            floor = Floor(server, auth, count, lanes, int(uids.setting.split("-")[0]))
             parts = {
                 "spawn": floor.spawn(),
                 "outcome": floor.outcome(),
-                "ready": floor.delivered(),
+                "ready": floor.ready(),
                 "records": floor.records(),
-                "core": floor.core(),
+                "offer": floor.offer(),
             }
         finally:
             server.stop()
+            uids.release()
     return {"parts": parts, "baseline": baseline(count, lanes), "cores": os.cpu_count() or 1}
 
 
 def by_service(parts: dict[str, dict[str, float]]) -> dict[str, float]:
     """The floor of a fan-out step, ms of CPU, by the service that would pay it."""
     floor = dict.fromkeys(SERVICES, 0.0)
-    for part, _, roles, server_share in STEP:
+    for part, _, roles in STEP:
         measured = parts[part]
         for process, service in roles.items():
             floor[service] += measured[process]
-        floor["nats-server"] += measured["nats-server"] * server_share
+        floor["nats-server"] += measured["nats-server"]
     return floor
 
 

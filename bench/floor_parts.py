@@ -1,18 +1,27 @@
 """The parts of bench/floor.py, each run as its own process, as Heddle's services are:
-``python -m bench.floor_parts PART NATS_URL COUNT LANES``, printing one JSON line.
+``python -m bench.floor_parts PART NATS_URL COUNT LANES [ARG]``, printing one JSON line.
 
-- ``spawn``: COUNT steps of ``true``, LANES at a time (step uids from ``FIRST_UID`` plus the
-  fifth argument), each through Heddle's own spawn path
-  (``StepProcess`` with the step launcher and a fresh working directory, as a runner does
-  for a step of a step user; as the process's own user where it is not root). Prints the
-  launchers' CPU and that of the commands they reaped.
-- ``publish``: COUNT JetStream publishes to ``floor.evt.N`` with a message id, LANES at a
-  time, each awaited (``AckedPublisher``), as a runner stores an outcome.
-- ``put``: the same to keys of a bucket, each written twice, as the orchestrator records a
-  step's state.
-- ``consume``: COUNT messages of ``FLOOR_EVENTS`` pulled in batches and acknowledged one by
-  one, as the orchestrator takes outcomes and a dispatcher ready steps.
-- ``send`` and ``hear``: COUNT core messages, as an offer or the live copy of an outcome.
+Each connects as the NATS user in ``FLOOR_USER`` (password ``FLOOR_PASSWORD``): a runner's
+own user, in the runners' account, for what a runner does; else a user of the services'
+account. Subjects, streams and buckets are Heddle's own (shared/wire/names.py), for the run
+in ``FLOOR_RUN``.
+
+- ``spawn``: COUNT steps of ``true``, LANES at a time (step uids from ``FLOOR_FIRST_UID`` plus
+  ARG: a block bench/step_uids.py holds for the floor),
+  each through Heddle's own spawn path (``StepProcess`` with the step launcher and a fresh
+  working directory, as a runner does for a step of a step user; as the process's own user
+  where it is not root). Prints the launchers' CPU and that of the commands they reaped.
+- ``publish``: COUNT JetStream publishes with a message id, LANES at a time, each awaited
+  (``AckedPublisher``): a runner's outcomes (ARG: the runner's name) or ready messages
+  (ARG: ``ready``).
+- ``put``: the same to the step keys of ``heddle-runs``, each written twice (queued, then
+  succeeded), as the orchestrator records a step's state.
+- ``consume``: COUNT messages of the stream ARG pulled in batches through its ``floor``
+  consumer and acknowledged one by one, as the orchestrator takes outcomes and a dispatcher
+  ready steps.
+- ``send``: COUNT offers to the runners ``runner-0`` to ``runner-<LANES-1>`` in turn.
+- ``hear``: COUNT core messages on the subject ARG: a runner's offers, or the outcomes'
+  live copies the dispatcher hears.
 
 Each prints its own CPU seconds (``cpu_s``) once its work is done.
 """
@@ -32,14 +41,15 @@ from heddle.services.runner_agent.isolation import StepUser
 from heddle.services.runner_agent.launcher import Launcher
 from heddle.services.runner_agent.process import StepProcess
 from heddle.services.runner_agent.workdir import Workdir
+from heddle.shared.broker import nats_permissions as perms
 from heddle.shared.broker.acked import AckedPublisher
+from heddle.shared.wire import names
 
 from bench.procfs import CLK_TCK
 
-STREAM, SUBJECTS, CONSUMER, BUCKET = "FLOOR_EVENTS", "floor.evt.>", "floor", "FLOOR"
+CONSUMER = "floor"
 # About a fan-out step's outcome or record as Heddle encodes it.
 PAYLOAD = b'{"runId":"r-0123456789abcdef","stepId":"s0001","attempt":1,' + b"x" * 220 + b"}"
-FIRST_UID = 61000  # step uids of the spawn part's launchers (outside bench/step_uids.py's)
 
 
 def own_cpu() -> float:
@@ -54,6 +64,16 @@ def tree_cpu(pid: int) -> tuple[float, float]:
     own = (int(fields[11]) + int(fields[12])) / CLK_TCK
     reaped = (int(fields[13]) + int(fields[14])) / CLK_TCK
     return own, reaped
+
+
+async def connect(url: str) -> nats.NATS:
+    user = os.environ["FLOOR_USER"]
+    return await nats.connect(
+        url,
+        user=user,
+        password=os.environ["FLOOR_PASSWORD"],
+        inbox_prefix=perms.inbox_prefix(user),
+    )
 
 
 async def spawn(count: int, lanes: int, first_uid: int) -> dict[str, Any]:
@@ -91,28 +111,37 @@ async def spawn(count: int, lanes: int, first_uid: int) -> dict[str, Any]:
             launcher.close()
     return {
         "cpu_s": cpu,
-        "steps": count // lanes * lanes,
+        "steps": each * lanes,
         "step_user": root,
         "launchers_cpu_s": sum(own for own, _ in launched),
         "commands_cpu_s": sum(reaped for _, reaped in launched),
     }
 
 
-async def publish(url: str, count: int, lanes: int, record: bool = False) -> dict[str, Any]:
-    """Events carry a message id, as the outcome and the ready message do (a second copy is
-    dropped); records go to a bucket, each key written twice (queued, then succeeded)."""
-    nc = await nats.connect(url)
+def subject_of(what: str, run: str, step: str) -> tuple[str, dict[str, str] | None]:
+    """Where a publish of ``what`` goes for ``step``, and its headers: an outcome of runner
+    ``what`` or a ready message, each with its message id (a second copy is dropped), or a
+    step's record."""
+    if what == "record":
+        return names.kv_subject(names.RUNS_BUCKET, names.step_key(run, step)), None
+    if what == "ready":
+        msg_id = names.ready_msg_id(run, step, 1, 0)
+        return names.step_ready(run, step, opens=True), {"Nats-Msg-Id": msg_id}
+    msg_id = names.event_msg_id("finished", run, step, 1, what)
+    return names.evt(run, step, "finished", what), {"Nats-Msg-Id": msg_id}
+
+
+async def publish(url: str, count: int, lanes: int, what: str) -> dict[str, Any]:
+    nc = await connect(url)
     acked = await AckedPublisher(nc).start()
-    each, token = count // lanes, os.urandom(4).hex()
+    run, each, token = os.environ["FLOOR_RUN"], count // lanes, os.urandom(3).hex()
 
     async def lane(i: int) -> None:
         for n in range(each):
-            if record:
-                future = await acked.publish(f"$KV.{BUCKET}.step.{i}.{n // 2}", PAYLOAD)
-            else:
-                msg_id = {"Nats-Msg-Id": f"{token}.{i}.{n}"}
-                future = await acked.publish(f"floor.evt.{i}", PAYLOAD, headers=msg_id)
-            await future
+            # A record's key is written twice; every event is a new step's.
+            step = f"s{token}{i}x{n // 2}" if what == "record" else f"s{token}{i}x{n}"
+            subject, headers = subject_of(what, run, step)
+            await (await acked.publish(subject, PAYLOAD, headers=headers))
 
     before = own_cpu()
     await asyncio.gather(*(lane(i) for i in range(lanes)))
@@ -121,10 +150,10 @@ async def publish(url: str, count: int, lanes: int, record: bool = False) -> dic
     return {"cpu_s": cpu, "messages": each * lanes}
 
 
-async def consume(url: str, count: int) -> dict[str, Any]:
-    nc = await nats.connect(url)
+async def consume(url: str, count: int, stream: str) -> dict[str, Any]:
+    nc = await connect(url)
     js = nc.jetstream()
-    sub = await js.pull_subscribe(SUBJECTS, durable=CONSUMER, stream=STREAM)
+    sub = await js.pull_subscribe_bind(CONSUMER, stream=stream)
     print(json.dumps({"ready": True}), flush=True)
     got, before = 0, None
     while got < count:
@@ -143,10 +172,10 @@ async def consume(url: str, count: int) -> dict[str, Any]:
 
 
 async def send(url: str, count: int, lanes: int) -> dict[str, Any]:
-    nc = await nats.connect(url)
+    nc = await connect(url)
     before = own_cpu()
     for n in range(count):
-        await nc.publish(f"floor.offer.{n % lanes}", PAYLOAD)
+        await nc.publish(names.runner_assign(f"runner-{n % lanes}"), PAYLOAD)
         if n % lanes == lanes - 1:
             await asyncio.sleep(0)  # a round of offers, then the loop turns, as in a service
     await nc.flush()
@@ -155,8 +184,8 @@ async def send(url: str, count: int, lanes: int) -> dict[str, Any]:
     return {"cpu_s": cpu, "messages": count}
 
 
-async def hear(url: str, count: int) -> dict[str, Any]:
-    nc = await nats.connect(url)
+async def hear(url: str, count: int, subject: str) -> dict[str, Any]:
+    nc = await connect(url)
     done = asyncio.Event()
     got = 0
     started: list[float] = []
@@ -169,7 +198,7 @@ async def hear(url: str, count: int) -> dict[str, Any]:
         if got >= count:
             done.set()
 
-    await nc.subscribe("floor.offer.*", cb=heard)
+    await nc.subscribe(subject, cb=heard)
     await nc.flush()
     print(json.dumps({"ready": True}), flush=True)
     await asyncio.wait_for(done.wait(), 60)
@@ -180,16 +209,19 @@ async def hear(url: str, count: int) -> dict[str, Any]:
 
 async def main(argv: list[str]) -> dict[str, Any]:
     part, url, count, lanes = argv[0], argv[1], int(argv[2]), int(argv[3])
-    if part == "spawn":  # the 5th argument: this process's first step uid, past FIRST_UID
-        return await spawn(count, lanes, FIRST_UID + int(argv[4] if argv[4:] else 0))
-    if part in ("publish", "put"):
-        return await publish(url, count, lanes, record=part == "put")
+    arg = argv[4] if argv[4:] else ""
+    if part == "spawn":
+        return await spawn(count, lanes, int(os.environ["FLOOR_FIRST_UID"]) + int(arg or 0))
+    if part == "publish":
+        return await publish(url, count, lanes, arg)
+    if part == "put":
+        return await publish(url, count, lanes, "record")
     if part == "consume":
-        return await consume(url, count)
+        return await consume(url, count, arg)
     if part == "send":
         return await send(url, count, lanes)
     if part == "hear":
-        return await hear(url, count)
+        return await hear(url, count, arg)
     raise SystemExit(f"unknown part {part!r}: spawn, publish, put, consume, send or hear")
 
 

@@ -236,7 +236,7 @@ def test_bench_floor_measures_every_part_of_a_fanout_step(tmp_path: Path) -> Non
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
-    assert set(result["parts"]) == {"spawn", "outcome", "ready", "records", "core"}
+    assert set(result["parts"]) == {"spawn", "outcome", "ready", "records", "offer"}
     spawn = result["parts"]["spawn"]
     assert spawn["spawn"] > 0 and spawn["commands"] >= 0
     assert result["baseline"]["steps_per_s"] > 0

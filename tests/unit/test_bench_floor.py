@@ -10,11 +10,11 @@ import pytest
 from bench.floor import TARGET, allowed, by_service
 
 PARTS = {
-    "spawn": {"spawn": 0.2, "launchers": 0.25, "commands": 0.6, "nats-server": 0.0},
-    "outcome": {"publish": 0.05, "consume": 0.02, "nats-server": 0.04},
-    "ready": {"publish": 0.01, "consume": 0.02, "nats-server": 0.02},
-    "records": {"put": 0.01, "nats-server": 0.015},
-    "core": {"send": 0.004, "hear": 0.003, "nats-server": 0.004},
+    "spawn": {"spawn": 0.2, "launchers": 0.25, "commands": 0.6, "nats-server": 0.001},
+    "outcome": {"publish": 0.08, "consume": 0.03, "hear": 0.013, "nats-server": 0.11},
+    "ready": {"publish": 0.015, "consume": 0.02, "nats-server": 0.03},
+    "records": {"put": 0.012, "nats-server": 0.018},
+    "offer": {"send": 0.002, "hear": 0.007, "nats-server": 0.005},
 }
 
 
@@ -22,13 +22,11 @@ def test_each_part_is_charged_to_the_services_that_do_it_as_often_as_a_step_need
     floor = by_service(PARTS)
     assert floor == pytest.approx(
         {
-            "runners": 0.2 + 0.05 + 0.003,  # the spawn, the outcome's publish, the offer heard
+            "runners": 0.2 + 0.08 + 0.007,  # the spawn, the outcome's publish, the offer heard
             "launchers": 0.25,
-            "orchestrator": 0.02 + 0.01 + 2 * 0.01,  # outcome taken, ready sent, two records
-            "dispatcher": 0.02 + 0.004 + 0.003,  # ready taken, offer sent, live copy heard
-            # a core message's server share covers its send and its delivery: half for a
-            # live copy, which rides on the outcome's publish
-            "nats-server": 0.0 + 0.04 + 0.02 + 2 * 0.015 + 0.004 + 0.002,
+            "orchestrator": 0.03 + 0.015 + 2 * 0.012,  # outcome taken, ready sent, two records
+            "dispatcher": 0.013 + 0.02 + 0.002,  # live copy heard, ready taken, offer sent
+            "nats-server": 0.001 + 0.11 + 0.03 + 2 * 0.018 + 0.005,
         }
     )
     assert "commands" not in floor  # the command's CPU is the baseline's as well
