@@ -169,7 +169,7 @@ class Floor:
         return self.measured([self.part(DISPATCHER, "send", self.count, self.lanes), *hearers])
 
 
-async def make_streams(url: str, auth: StackAuth) -> None:
+async def make_streams(url: str) -> None:
     """Heddle's streams and buckets (shared/broker/resources.py), and a ``floor`` consumer
     of the events and of the ready steps."""
     nc = await nats.connect(url, user=SETUP.name, password=SETUP.password)
@@ -214,7 +214,7 @@ def measure(count: int, lanes: int) -> dict[str, Any]:
         uids = StepUidBlock()
         server.start()
         try:
-            asyncio.run(make_streams(server.url, auth))
+            asyncio.run(make_streams(server.url))
             floor = Floor(server, auth, count, lanes, int(uids.setting.split("-")[0]))
             parts = {
                 "spawn": floor.spawn(),
