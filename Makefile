@@ -82,7 +82,7 @@ bench: install  ## quick benchmark profile (under 3 minutes)
 bench-full: install
 	$(BIN)/python -m bench --profile full
 
-bench-floor: install  ## the least CPU a fan-out step can cost, part by part (a minute)
+bench-floor: install  ## the least CPU a fan-out step can cost, part by part (under a minute)
 	$(BIN)/python -m bench.floor
 
 clean:
