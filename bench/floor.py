@@ -43,26 +43,23 @@ from heddle.shared.runtime.settings import Settings
 from heddle.shared.wire import names
 
 from bench.floor_parts import CONSUMER
+from bench.harness import run_baseline
 from bench.processes import REPO, StackAuth
 from bench.procfs import proc_sample
 from bench.step_uids import BLOCK, StepUidBlock
 from bench.workloads import fanout
 
 TARGET = 0.60  # fanout-1000 against the baseline (docs/performance.md)
-# What a fan-out step needs of each part: (part, what it stands for, {process of the part:
-# the service that does it in Heddle}). The outcome's part has the dispatcher hear its live
-# copy as well; each part's nats-server CPU is nats-server's.
-STEP: tuple[tuple[str, str, dict[str, str]], ...] = (
-    ("spawn", "the command spawned", {"spawn": "runners", "launchers": "launchers"}),
-    (
-        "outcome",
-        "the outcome stored, taken, heard live",
-        {"publish": "runners", "consume": "orchestrator", "hear": "dispatcher"},
-    ),
-    ("ready", "the ready message", {"publish": "orchestrator", "consume": "dispatcher"}),
-    ("records", "the queued record", {"put": "orchestrator"}),
-    ("records", "the succeeded record", {"put": "orchestrator"}),
-    ("offer", "the offer", {"send": "dispatcher", "hear": "runners"}),
+# What a fan-out step needs of each part, as often as it needs it: {process of the part: the
+# service that does it in Heddle}. The outcome's part has the dispatcher hear its live copy
+# too; each part's nats-server CPU is nats-server's.
+STEP: tuple[tuple[str, dict[str, str]], ...] = (
+    ("spawn", {"spawn": "runners", "launchers": "launchers"}),
+    ("outcome", {"publish": "runners", "consume": "orchestrator", "hear": "dispatcher"}),
+    ("ready", {"publish": "orchestrator", "consume": "dispatcher"}),
+    ("records", {"put": "orchestrator"}),  # queued
+    ("records", {"put": "orchestrator"}),  # succeeded
+    ("offer", {"send": "dispatcher", "hear": "runners"}),
 )
 SERVICES = ("runners", "launchers", "orchestrator", "dispatcher", "nats-server")
 # Who does what: the services' own users, and each runner's in the runners' account.
@@ -181,20 +178,12 @@ async def make_streams(url: str) -> None:
 
 
 def baseline(count: int, lanes: int) -> dict[str, float]:
-    """The baseline executor on fanout-N: steps/s and its CPU per step, commands included."""
-    job = {"runs": [fanout(count)], "concurrency": lanes}
+    """The baseline executor on fanout-N: steps/s and its CPU per step, commands included
+    (its process and theirs, reaped: this process's children's)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.baseline"],
-        input=json.dumps(job),
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=REPO,
-    )
+    b = asyncio.run(run_baseline([fanout(count)], lanes))
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    b = json.loads(out.stdout)
     return {"steps_per_s": b["steps"] / b["wall"], "cpu_ms": cpu / b["steps"] * 1000}
 
 
@@ -215,7 +204,7 @@ def measure(count: int, lanes: int) -> dict[str, Any]:
         server.start()
         try:
             asyncio.run(make_streams(server.url))
-            floor = Floor(server, auth, count, lanes, int(uids.setting.split("-")[0]))
+            floor = Floor(server, auth, count, lanes, uids.first)
             parts = {
                 "spawn": floor.spawn(),
                 "outcome": floor.outcome(),
@@ -232,7 +221,7 @@ def measure(count: int, lanes: int) -> dict[str, Any]:
 def by_service(parts: dict[str, dict[str, float]]) -> dict[str, float]:
     """The floor of a fan-out step, ms of CPU, by the service that would pay it."""
     floor = dict.fromkeys(SERVICES, 0.0)
-    for part, _, roles in STEP:
+    for part, roles in STEP:
         measured = parts[part]
         for process, service in roles.items():
             floor[service] += measured[process]

@@ -45,7 +45,7 @@ from heddle.shared.broker import nats_permissions as perms
 from heddle.shared.broker.acked import AckedPublisher
 from heddle.shared.wire import names
 
-from bench.procfs import CLK_TCK
+from bench.procfs import cpu_seconds
 
 CONSUMER = "floor"
 # About a fan-out step's outcome or record as Heddle encodes it.
@@ -55,15 +55,6 @@ PAYLOAD = b'{"runId":"r-0123456789abcdef","stepId":"s0001","attempt":1,' + b"x" 
 def own_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def tree_cpu(pid: int) -> tuple[float, float]:
-    """A process's own CPU seconds and those of the children it reaped."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    own = (int(fields[11]) + int(fields[12])) / CLK_TCK
-    reaped = (int(fields[13]) + int(fields[14])) / CLK_TCK
-    return own, reaped
 
 
 async def connect(url: str) -> nats.NATS:
@@ -105,7 +96,7 @@ async def spawn(count: int, lanes: int, first_uid: int) -> dict[str, Any]:
     each = count // lanes
     await asyncio.gather(*(lane(each, u, la) for u, la in zip(users, launchers, strict=True)))
     cpu = own_cpu() - before
-    launched = [tree_cpu(la.pid) for la in launchers if la is not None and la.pid]
+    launched = [cpu_seconds(la.pid) for la in launchers if la is not None and la.pid]
     for launcher in launchers:
         if launcher is not None:
             launcher.close()

@@ -24,8 +24,7 @@ def proc_sample(pid: int) -> ProcSample | None:
     try:
         with open(f"/proc/{pid}/status") as f:
             status = f.read()
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
+        own, _ = cpu_seconds(pid)
     except OSError:
         return None
     kb = {}
@@ -33,14 +32,19 @@ def proc_sample(pid: int) -> ProcSample | None:
         key, _, value = line.partition(":")
         if key in ("VmHWM", "VmRSS"):
             kb[key] = int(value.split()[0])
-    fields = stat.rsplit(")", 1)[1].split()
-    # Fields after the command name start at field 3 (state): utime is 14, stime 15.
-    utime, stime = int(fields[11]), int(fields[12])
     return ProcSample(
-        peak_rss_mb=kb.get("VmHWM", 0) / 1024,
-        rss_mb=kb.get("VmRSS", 0) / 1024,
-        cpu_s=(utime + stime) / CLK_TCK,
+        peak_rss_mb=kb.get("VmHWM", 0) / 1024, rss_mb=kb.get("VmRSS", 0) / 1024, cpu_s=own
     )
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """A process's own CPU seconds (utime + stime) and those of the children it reaped
+    (cutime + cstime), from /proc/<pid>/stat; OSError if it is gone."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # Fields after the command name start at field 3 (state): utime is 14, cstime 17.
+    utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
+    return (utime + stime) / CLK_TCK, (cutime + cstime) / CLK_TCK
 
 
 def descendants(pid: int) -> list[int]:

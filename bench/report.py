@@ -377,7 +377,7 @@ def table(rows: list[Row]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _group(service: str) -> str:
+def service_group(service: str) -> str:
     """Runners, and several orchestrators, are reported together (CPU summed, RSS maxed)."""
     if service.startswith("runner-"):
         return "runners"
@@ -399,7 +399,7 @@ def resources_table(results: list[dict[str, Any]]) -> str:
         names = list(rss) or list(res["reps"][0]["cpu_s"])
         groups: dict[str, list[str]] = {}
         for n in names:
-            groups.setdefault(_group(n), []).append(n)
+            groups.setdefault(service_group(n), []).append(n)
         for group, members in groups.items():
             cpu = Spread.of(sum(rep["cpu_s"].get(m, 0.0) for m in members) for rep in res["reps"])
             peak = max((rss.get(m, 0.0) for m in members), default=0.0)

@@ -29,6 +29,7 @@ from heddle.shared.wire.contracts import StepFinished, StepReady, encode
 from heddle.shared.wire.timefmt import now_rfc3339
 
 from bench.processes import stop_all
+from bench.report import service_group
 from bench.stack import BenchStack
 from bench.stats import paired
 
@@ -160,13 +161,8 @@ def per_step(before: dict, after: dict, steps: int) -> dict[str, float]:
     for name, sample in after.items():
         if name not in before:
             continue
-        kind = (
-            "launchers"
-            if name.startswith("launcher-")
-            else "runners"
-            if name.startswith("runner-")
-            else name
-        )
+        group = service_group(name)
+        kind = "launchers" if group == "step launchers" else group
         if kind in out:
             out[kind] += (sample.cpu_s - before[name].cpu_s) / steps * 1000
     return out

@@ -19,7 +19,8 @@ LOCKS = Path(tempfile.gettempdir()) / "heddle-bench-step-uids"
 
 
 class StepUidBlock:
-    """``setting`` is HEDDLE_STEP_UIDS for the stack; ``release`` when it stops."""
+    """``setting`` is HEDDLE_STEP_UIDS for the stack (``first`` its first uid); ``release``
+    when it stops."""
 
     def __init__(self) -> None:
         LOCKS.mkdir(mode=0o700, exist_ok=True)
@@ -31,6 +32,7 @@ class StepUidBlock:
                 os.close(fd)
                 continue
             self.fd: int | None = fd
+            self.first = first
             self.setting = f"{first}-{first + BLOCK - 1}"
             return
         raise RuntimeError(f"every block of step uids in {FIRST}-{LAST} is held by a stack")
