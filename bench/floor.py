@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
-from heddle.services.local.embedded_nats import EmbeddedNats, free_port
+from heddle.services.local.embedded_nats import EmbeddedNats, free_port, machine_go_threads
 from heddle.shared.broker import nats_permissions as perms
 from heddle.shared.broker.resources import ensure_resources
 from heddle.shared.runtime.settings import Settings
@@ -198,6 +198,7 @@ def measure(count: int, lanes: int) -> dict[str, Any]:
             port=free_port(),
             log_file=Path(tmp) / "nats.log",
             config=auth.users.config_path,
+            go_threads=machine_go_threads(0),  # as `heddle up` starts it
         )
         # Step uids no other stack's runner holds: a launcher kills every process of its uid.
         uids = StepUidBlock()

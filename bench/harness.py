@@ -84,6 +84,15 @@ def cpu_delta(before: dict[str, ProcSample], after: dict[str, ProcSample]) -> di
     }
 
 
+def sleeps_delta(before: dict[str, ProcSample], after: dict[str, ProcSample]) -> dict[str, int]:
+    """Each process's sleeps (procfs.sleeps) between two samples."""
+    return {
+        name: after[name].sleeps - before[name].sleeps
+        for name in after
+        if name in before and after[name].sleeps >= before[name].sleeps
+    }
+
+
 async def _documents(probe: Probe, run_ids: list[str], expected: list[int]) -> tuple[list, int]:
     """Every run's document. A document with fewer steps than the run has, or not terminal
     yet, is read again (and counted as ``short_document_reads``: docs/performance.md, "What it
@@ -296,7 +305,12 @@ async def measure_heddle(
         paced = [end - sub.started for sub, end in zip(subs2, ends2, strict=True)]
         figures["paced_p50_ms"] = _ms(percentile(paced, 50))
         figures["paced_p99_ms"] = _ms(percentile(paced, 99))
-    return {"figures": figures, "cpu_s": cpu_delta(before, after), "extra": extra}
+    return {
+        "figures": figures,
+        "cpu_s": cpu_delta(before, after),
+        "sleeps": sleeps_delta(before, after),
+        "extra": extra,
+    }
 
 
 def _expansion(doc: dict[str, Any]) -> float | None:

@@ -11,11 +11,13 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 @dataclass(frozen=True, slots=True)
 class ProcSample:
-    """One process's counters at one moment: peak and current RSS (MB), CPU seconds."""
+    """One process's counters at one moment: peak and current RSS (MB), CPU seconds, and
+    the times its threads went to sleep (each a wake-up later)."""
 
     peak_rss_mb: float
     rss_mb: float
     cpu_s: float
+    sleeps: int = 0
 
 
 def proc_sample(pid: int) -> ProcSample | None:
@@ -25,6 +27,7 @@ def proc_sample(pid: int) -> ProcSample | None:
         with open(f"/proc/{pid}/status") as f:
             status = f.read()
         own, _ = cpu_seconds(pid)
+        slept = sleeps(pid)
     except OSError:
         return None
     kb = {}
@@ -33,8 +36,34 @@ def proc_sample(pid: int) -> ProcSample | None:
         if key in ("VmHWM", "VmRSS"):
             kb[key] = int(value.split()[0])
     return ProcSample(
-        peak_rss_mb=kb.get("VmHWM", 0) / 1024, rss_mb=kb.get("VmRSS", 0) / 1024, cpu_s=own
+        peak_rss_mb=kb.get("VmHWM", 0) / 1024,
+        rss_mb=kb.get("VmRSS", 0) / 1024,
+        cpu_s=own,
+        sleeps=slept,
     )
+
+
+def sleeps(pid: int) -> int:
+    """How often the threads of ``pid`` gave up their CPU to wait (voluntary context
+    switches, summed over /proc/<pid>/task/*/status): each is a wake-up to come, which on
+    a virtual machine costs an interrupt between CPUs. OSError if it is gone."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                total += voluntary_switches(f.read())
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+    return total
+
+
+def voluntary_switches(status: str) -> int:
+    """``voluntary_ctxt_switches`` from the text of a /proc status file (0 if absent)."""
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key == "voluntary_ctxt_switches":
+            return int(value)
+    return 0
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:

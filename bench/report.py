@@ -387,10 +387,17 @@ def service_group(service: str) -> str:
 
 
 def resources_table(results: list[dict[str, Any]]) -> str:
-    """Peak RSS over the workload's stack lifetime, CPU seconds per repetition (median) and
-    CPU milliseconds per step (where steps ran: where the time goes), per service; the
-    runners summed (CPU) and maxed (RSS)."""
-    head = ("workload", "service", "peak RSS MB", "CPU s per rep (median)", "CPU ms per step")
+    """Peak RSS over the workload's stack lifetime, CPU seconds per repetition (median),
+    CPU milliseconds and sleeps (procfs.sleeps: wake-ups) per step (where steps ran: where
+    the time goes), per service; the runners summed (CPU, sleeps) and maxed (RSS)."""
+    head = (
+        "workload",
+        "service",
+        "peak RSS MB",
+        "CPU s per rep (median)",
+        "CPU ms per step",
+        "wake-ups per step",
+    )
     body = []
     for res in results:
         if not res.get("reps"):
@@ -407,7 +414,11 @@ def resources_table(results: list[dict[str, Any]]) -> str:
             label = f"{group} ({len(members)}, summed)" if several else group
             ran = res.get("mode") == "run" and res.get("steps")
             per_step = fmt(cpu.median * 1000 / res["steps"]) if ran and cpu else "-"
-            body.append((res["workload"], label, fmt(peak), fmt_spread(cpu), per_step))
+            woke = Spread.of(
+                sum(rep.get("sleeps", {}).get(m, 0) for m in members) for rep in res["reps"]
+            )
+            wakes = fmt(woke.median / res["steps"]) if ran and woke and woke.median else "-"
+            body.append((res["workload"], label, fmt(peak), fmt_spread(cpu), per_step, wakes))
     widths = [max(len(str(x[i])) for x in (head, *body)) for i in range(len(head))]
     lines = [" | ".join(c.ljust(w) for c, w in zip(head, widths, strict=True))]
     lines.append("-+-".join("-" * w for w in widths))

@@ -155,31 +155,38 @@ async def rounds(sides: list[Side], reps: int) -> list[list[dict[str, float]]]:
     return results
 
 
+KINDS = ("runners", "launchers", "nats-server")
+WOKE = "wake-ups of "  # the key of a kind's sleeps per step (procfs.sleeps)
+
+
 def per_step(before: dict, after: dict, steps: int) -> dict[str, float]:
-    """ms of CPU per step: the runners, their launchers, nats-server."""
-    out = {"runners": 0.0, "launchers": 0.0, "nats-server": 0.0}
+    """ms of CPU per step of the runners, their launchers and nats-server; and the sleeps
+    (wake-ups) per step of each."""
+    out = dict.fromkeys(KINDS, 0.0) | {WOKE + kind: 0.0 for kind in KINDS}
     for name, sample in after.items():
         if name not in before:
             continue
         group = service_group(name)
         kind = "launchers" if group == "step launchers" else group
-        if kind in out:
+        if kind in KINDS:
             out[kind] += (sample.cpu_s - before[name].cpu_s) / steps * 1000
+            out[WOKE + kind] += (sample.sleeps - before[name].sleeps) / steps
     return out
 
 
 def total(figures: dict[str, float]) -> float:
-    return sum(figures.values())
+    """The CPU of every kind, per step."""
+    return sum(figures[kind] for kind in KINDS)
 
 
 def report(results: list[list[dict[str, float]]], names_: list[str]) -> str:
-    lines = [f"ms of CPU per step, median [min-max] of {len(results[0])} repetitions:"]
+    lines = [f"ms of CPU and wake-ups per step, median [min-max] of {len(results[0])} repetitions:"]
     for name, reps in zip(names_, results, strict=True):
         lines.append(f"{name}:")
-        for kind in (*reps[0], "all"):
+        for kind in (*KINDS, "all", *(WOKE + k for k in KINDS)):
             values = [total(r) if kind == "all" else r[kind] for r in reps]
             spread = f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]"
-            lines.append(f"  {kind:12} {spread}")
+            lines.append(f"  {kind:24} {spread}")
     if len(results) == 2:
         for kind in ("runners", "all"):
             a, b = ([total(r) if kind == "all" else r[kind] for r in side] for side in results)

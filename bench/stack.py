@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
-from heddle.services.local.embedded_nats import EmbeddedNats, free_port
+from heddle.services.local.embedded_nats import EmbeddedNats, free_port, machine_go_threads
 from heddle.shared.broker import nats_permissions as perms
 
 from bench.probe import Probe
@@ -128,6 +128,7 @@ class BenchStack:
             config=self.auth.users.config_path,
             monitor_port=self.monitor_port,
             prof_port=self.prof_port,
+            go_threads=machine_go_threads(int(self.settings.get("HEDDLE_NATS_GOMAXPROCS", "0"))),
         )
         self.nats.start()
         more = [f"orchestrator-{i}" for i in range(1, self.orchestrators)]

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 
 from heddle.shared.wire.errors import HeddleError
@@ -75,6 +76,23 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+def go_threads(setting: int, cpus: int, environ: Mapping[str, str]) -> int:
+    """The GOMAXPROCS the embedded server gets (HEDDLE_NATS_GOMAXPROCS); 0: none of
+    Heddle's, the environment's or Go's own. By default a quarter of ``cpus``, at least one:
+    the server shares the machine with the services and the steps, and each thread more
+    that Go wakes for a message costs a wake-up between CPUs (docs/performance.md)."""
+    if setting > 0:
+        return setting
+    if "GOMAXPROCS" in environ:
+        return 0
+    return max(1, cpus // 4)
+
+
+def machine_go_threads(setting: int) -> int:
+    """go_threads for this process's CPUs and environment."""
+    return go_threads(setting, len(os.sched_getaffinity(0)), os.environ)
+
+
 class EmbeddedNats:
     def __init__(
         self,
@@ -85,6 +103,7 @@ class EmbeddedNats:
         config: Path | None = None,
         monitor_port: int = 0,
         prof_port: int = 0,
+        go_threads: int = 0,
     ) -> None:
         self.store_dir = Path(store_dir)
         self.port = port
@@ -93,6 +112,7 @@ class EmbeddedNats:
         self.config = config  # users and permissions (services/local/nats_users.py); None: open
         self.monitor_port = monitor_port  # nats-server's HTTP monitoring (/connz ...); 0: none
         self.prof_port = prof_port  # its Go profiles (/debug/pprof/heap ...); 0: none
+        self.go_threads = go_threads  # GOMAXPROCS; 0: Go's own choice
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -140,6 +160,7 @@ class EmbeddedNats:
         try:
             self.proc = subprocess.Popen(
                 self.command(),
+                env=self._env(),
                 stdout=stdout if log is None else log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -155,6 +176,11 @@ class EmbeddedNats:
                 self.stop()
                 raise NatsServerError(f"nats-server did not listen on {self.port} in {timeout}s")
             time.sleep(0.02)
+
+    def _env(self) -> dict[str, str] | None:
+        if not self.go_threads:
+            return None  # inherited as it is
+        return {**os.environ, "GOMAXPROCS": str(self.go_threads)}
 
     def reload(self, timeout: float = 10.0) -> None:
         """Read the configuration again (new users) without dropping anyone: SIGHUP, then

@@ -16,7 +16,12 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from heddle.services.local.embedded_nats import EmbeddedNats, NatsServerError, port_open
+from heddle.services.local.embedded_nats import (
+    EmbeddedNats,
+    NatsServerError,
+    machine_go_threads,
+    port_open,
+)
 from heddle.services.local.nats_users import CONTEXT_FILE, NatsUsers
 from heddle.services.local.runner_pools import RunnerSpec, runner_specs, step_uids_of
 from heddle.services.local.supervisor import Child, Supervisor
@@ -135,16 +140,22 @@ def start_embedded_nats(
     runners: Runners,
     inspector_namespaces: list[str] | None = None,
     store_max_bytes: int = 0,
+    go_threads: int = 0,
 ) -> tuple[EmbeddedNats, NatsUsers]:
     """The embedded nats-server with a user for every service and runner, and an inspector
     for each of ``inspector_namespaces``, kept in data_dir; the services' account stores at
-    most ``store_max_bytes`` (HEDDLE_STORE_MAX_BYTES; 0: no limit of Heddle's)."""
+    most ``store_max_bytes`` (HEDDLE_STORE_MAX_BYTES; 0: no limit of Heddle's); its Go
+    scheduler on ``go_threads`` threads (0: as Go decides)."""
     users = NatsUsers.load(data_dir, store_max_bytes=store_max_bytes)
     users.ensure_runners(runner_names(runners))
     users.keep_namespace_inspectors(inspector_namespaces or [])
     users.save()
     nats = EmbeddedNats(
-        data_dir / NATS_STORE, port=port, log_file=data_dir / NATS_LOG, config=users.config_path
+        data_dir / NATS_STORE,
+        port=port,
+        log_file=data_dir / NATS_LOG,
+        config=users.config_path,
+        go_threads=go_threads,
     )
     nats.start()
     users.save_context(nats.url)
@@ -253,7 +264,12 @@ async def run_up(
     if not os.environ.get("HEDDLE_NATS_URL"):
         with private_umask():  # nats-server makes its store and log under the umask it gets
             nats, users = start_embedded_nats(
-                data_dir, nats_port, runners, inspector_namespaces, settings.store_max_bytes
+                data_dir,
+                nats_port,
+                runners,
+                inspector_namespaces,
+                settings.store_max_bytes,
+                machine_go_threads(settings.nats_gomaxprocs),
             )
         settings = Settings.from_env(nats_url=nats.url, gateway_port=settings.gateway_port)
     auth = settings.auth != "none"

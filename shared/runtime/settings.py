@@ -302,6 +302,13 @@ class Settings:
         "the store's metrics and admission measure against the account's limit, or this when "
         "the account has none (a server's whole store); 0: none (docs/storage.md)",
     )
+    nats_gomaxprocs: int = _s(
+        0,
+        "HEDDLE_NATS_GOMAXPROCS",
+        "threads the embedded nats-server of `heddle up` runs its goroutines on (its "
+        "GOMAXPROCS); 0: a quarter of this machine's CPUs, at least one, unless GOMAXPROCS "
+        'is set (docs/performance.md, "The embedded server\'s threads")',
+    )
     store_reserve_bytes: int = _s(
         16 * 1024**2,
         "HEDDLE_STORE_RESERVE_BYTES",
@@ -622,6 +629,7 @@ class Settings:
             (self.retention_age >= 0, "HEDDLE_RETENTION_AGE must be 0 (keep all) or more"),
             (self.store_max_bytes >= 0, "HEDDLE_STORE_MAX_BYTES must be 0 (the account's) or more"),
             (self.store_reserve_bytes >= 0, "HEDDLE_STORE_RESERVE_BYTES must be 0 or more"),
+            (self.nats_gomaxprocs >= 0, "HEDDLE_NATS_GOMAXPROCS must be 0 (a quarter) or more"),
             (
                 self.store_max_bytes == 0
                 or self.log_max_bytes + self.store_reserve_bytes < self.store_max_bytes,

@@ -63,6 +63,9 @@ def test_bench_runs_a_tiny_workload(tmp_path: Path) -> None:
     for key in ("wall_s", "steps_per_s", "dispatch_p50_ms", "dispatch_p99_ms"):
         assert rep["figures"][key] >= 0 and rep["baseline"][key] >= 0
     assert {"orchestrator", "dispatcher", "gateway", "nats-server"} <= set(rep["cpu_s"])
+    # Every step of the chain woke a runner at least once: to take it, or for its end.
+    assert sum(n for name, n in rep["sleeps"].items() if name.startswith("runner-")) >= 5
+    assert "wake-ups per step" in proc.stdout
     assert chain["peak_rss_mb"]["orchestrator"] > 0
     # The message budget: every step's records written by the orchestrator, and its outcome
     # sent by a runner, counted under the tap and by nats-server.
@@ -263,11 +266,13 @@ def test_bench_runners_alone_drives_real_runners_with_offers() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [ln.split() for ln in proc.stdout.splitlines() if ln.startswith("  ")]
-    figures = {row[0]: float(row[1]) for row in rows}
+    figures = {" ".join(row[:-2]): float(row[-2]) for row in rows}
     # Each step's outcome came back (the driver fails on a lost or failed one); CPU is
     # counted in clock ticks, which a few steps may not reach.
-    assert set(figures) == {"runners", "launchers", "nats-server", "all"}
+    cpu = {"runners", "launchers", "nats-server"}
+    assert set(figures) == cpu | {"all"} | {f"wake-ups of {kind}" for kind in cpu}
     assert all(value >= 0 for value in figures.values())
-    assert figures["all"] == pytest.approx(
-        sum(v for k, v in figures.items() if k != "all"), abs=0.01
-    )
+    assert figures["all"] == pytest.approx(sum(figures[k] for k in cpu), abs=0.01)
+    # Each offer finds its runner asleep, and each spawn request its launcher.
+    assert figures["wake-ups of runners"] >= 1
+    assert figures["wake-ups of launchers"] >= 1

@@ -67,6 +67,31 @@ async def test_up_serves_the_example_and_stops_cleanly(tmp_path: Path) -> None:
     assert data.stat().st_mode & 0o777 == 0o700  # the store's commands and records too
 
 
+async def test_up_gives_its_nats_server_the_go_threads_it_is_told(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    started = start_up(tmp_path, data, runners=1, settings={"HEDDLE_NATS_GOMAXPROCS": "3"})
+    up, port = started.proc, started.port
+    try:
+        await wait_http(f"http://127.0.0.1:{port}/api/runners", data / "admin-token", runners=1)
+        [server] = [pid for pid in descendants(up.pid) if _runs(pid, b"nats-server")]
+        with open(f"/proc/{server}/environ", "rb") as f:
+            environ = f.read().split(b"\0")
+        assert b"GOMAXPROCS=3" in environ
+    finally:
+        up.send_signal(signal.SIGTERM)
+        out, _ = up.communicate(timeout=60)
+    assert up.returncode == 0, out.decode()[-3000:]
+
+
+def _runs(pid: int, program: bytes) -> bool:
+    """Whether ``pid`` runs ``program`` (the base name of its first argument)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[0].rsplit(b"/", 1)[-1] == program
+    except OSError:
+        return False
+
+
 async def test_up_says_up_once_a_submit_is_taken(tmp_path: Path) -> None:
     """The `up:` line comes once the gateway answers: a submit sent on it is accepted, never
     refused for a connection (the services start for a while after they are spawned)."""

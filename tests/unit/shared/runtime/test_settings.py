@@ -119,6 +119,7 @@ def problems_of(env: dict[str, str]) -> list[str]:
         ("HEDDLE_EVENT_LOOP", "trio", ["HEDDLE_EVENT_LOOP", "uvloop or asyncio", "'trio'"]),
         ("HEDDLE_STORE_CHECK_INTERVAL", "0", ["HEDDLE_STORE_CHECK_INTERVAL", "positive"]),
         ("HEDDLE_STORE_RESERVE_BYTES", "-1", ["HEDDLE_STORE_RESERVE_BYTES", "0 or more"]),
+        ("HEDDLE_NATS_GOMAXPROCS", "-1", ["HEDDLE_NATS_GOMAXPROCS", "0 (a quarter) or more"]),
         # The logs' default limit (1 GiB) is reserved in the store: it must fit, with the reserve.
         ("HEDDLE_STORE_MAX_BYTES", "1073741824", ["HEDDLE_LOG_MAX_BYTES", "below"]),
     ],
