@@ -54,6 +54,7 @@ NOT_CHART_SETTINGS = {
     "autoscale_interval",
     "autoscale_start_timeout",
     "runner_statefulset_prefix",
+    "nats_gomaxprocs",  # `heddle up`'s embedded server's; the chart's NATS has its own limits
     # Each runner's pool and labels (runners.pools), and the pools the dispatcher and the
     # orchestrator are told of.
     "runner_pool",
