@@ -15,6 +15,8 @@ from heddle.services.cli.terminal import is_terminal, visible
 from heddle.shared.runtime.tasks import cancel_and_wait
 
 RESTART_DELAY = 1.0
+READ_CHUNK = 64 * 1024  # what one read of a child's output takes, every line in it relayed at once
+LINE_MAX = 64 * 1024  # a longer line is relayed in parts of this size
 
 
 @dataclass
@@ -40,8 +42,12 @@ class Supervisor:
         self.on_terminal = is_terminal(out)
 
     def say(self, name: str, line: str) -> None:
-        shown = visible(line) if self.on_terminal else line
-        self.out.write(f"{name:>{self.width}} | {shown}\n")
+        self.say_lines(name, [line])
+
+    def say_lines(self, name: str, lines: list[str]) -> None:
+        """``lines`` of ``name``'s, each prefixed with it, in one write."""
+        shown = [visible(line) for line in lines] if self.on_terminal else lines
+        self.out.write("".join(f"{name:>{self.width}} | {line}\n" for line in shown))
         self.out.flush()
 
     async def _spawn(self, child: Child) -> None:
@@ -61,8 +67,18 @@ class Supervisor:
 
     async def _pump(self, child: Child, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None
-        async for raw in proc.stdout:
-            self.say(child.name, raw.decode(errors="replace").rstrip("\n"))
+        # A read at a time, not a line: a line past any reader's limit is passed on in
+        # parts, where a line reader would stop, and the child block on a full pipe.
+        rest = b""
+        while chunk := await proc.stdout.read(READ_CHUNK):
+            *lines, rest = (rest + chunk).split(b"\n")
+            while len(rest) > LINE_MAX:  # no end of line in sight: passed on in parts
+                lines.append(rest[:LINE_MAX])
+                rest = rest[LINE_MAX:]
+            if lines:
+                self.say_lines(child.name, [line.decode(errors="replace") for line in lines])
+        if rest:  # its last line, with no end of line
+            self.say(child.name, rest.decode(errors="replace"))
         code = await proc.wait()
         if not self.stopping:
             child.restarts += 1

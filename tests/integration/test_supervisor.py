@@ -52,3 +52,28 @@ async def test_a_service_restarted_as_heddle_up_stops_is_stopped_too(tmp_path: P
     for pid in left:
         os.kill(pid, 9)  # this test's own orphans, by pid
     assert left == []
+
+
+async def test_every_line_is_relayed_in_order_long_ones_and_the_last_unended_too() -> None:
+    """A burst of lines, one longer than a pipe's read, and a last one with no end of line:
+    each is passed on with its child's name, none lost, none merged with another."""
+    script = (
+        "i=0; while [ $i -lt 2000 ]; do echo line-$i; i=$((i+1)); done; "
+        "head -c 200000 /dev/zero | tr '\\0' x; echo; printf 'é last'"
+    )
+    out = io.StringIO()
+    child = Child("svc", ["sh", "-c", script], dict(os.environ))
+    supervisor = Supervisor([child], out=out, restart_delay=60)
+    await supervisor.start()
+    for _ in range(200):
+        if "exited with 0" in out.getvalue():  # its output all read: at its end of file
+            break
+        await asyncio.sleep(0.05)
+    await supervisor.stop(grace=2.0)
+    lines = out.getvalue().splitlines()
+    assert all(line.startswith("svc | ") for line in lines)
+    said = [line[len("svc | ") :] for line in lines]
+    assert said[:2000] == [f"line-{i}" for i in range(2000)]
+    assert "".join(said[2000:-2]) == "x" * 200_000
+    assert len({len(part) for part in said[2000:-3]}) == 1  # parts of one size, but the last
+    assert said[-2:] == ["é last", "exited with 0; restarting in 60s"]
