@@ -30,12 +30,12 @@ import secrets
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import nats
+from heddle.services.gateway.http.submit import new_run_id
 from heddle.services.local.embedded_nats import EmbeddedNats, free_port, machine_go_threads
 from heddle.shared.broker import nats_permissions as perms
 from heddle.shared.broker.resources import ensure_resources
@@ -88,7 +88,7 @@ class Floor:
         self.server, self.pid, self.auth = server, server.proc.pid, auth
         self.first_uid = first_uid  # the spawn part's step uids: first_uid + its lane
         self.count, self.lanes = count, lanes
-        self.run_id = f"{int(time.time() * 1000):x}-{secrets.token_hex(4)}"
+        self.run_id = new_run_id()
 
     def part(
         self, user: str, part: str, count: int, lanes: int, arg: str = ""

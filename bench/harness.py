@@ -76,21 +76,18 @@ def baseline_figures(w: Workload, b: dict[str, Any]) -> dict[str, float | None]:
     }
 
 
-def cpu_delta(before: dict[str, ProcSample], after: dict[str, ProcSample]) -> dict[str, float]:
-    return {
-        name: after[name].cpu_s - before[name].cpu_s
-        for name in after
-        if name in before and after[name].cpu_s >= before[name].cpu_s
-    }
-
-
-def sleeps_delta(before: dict[str, ProcSample], after: dict[str, ProcSample]) -> dict[str, int]:
-    """Each process's sleeps (procfs.sleeps) between two samples."""
-    return {
-        name: after[name].sleeps - before[name].sleeps
-        for name in after
-        if name in before and after[name].sleeps >= before[name].sleeps
-    }
+def counter_delta(
+    before: dict[str, ProcSample], after: dict[str, ProcSample], counter: str
+) -> dict[str, float]:
+    """Each process's ``counter`` (``cpu_s``, ``sleeps``) between two samples; a process
+    restarted meanwhile (its counter lower) is left out."""
+    out = {}
+    for name, sample in after.items():
+        if name in before:
+            grew = getattr(sample, counter) - getattr(before[name], counter)
+            if grew >= 0:
+                out[name] = grew
+    return out
 
 
 async def _documents(probe: Probe, run_ids: list[str], expected: list[int]) -> tuple[list, int]:
@@ -307,8 +304,8 @@ async def measure_heddle(
         figures["paced_p99_ms"] = _ms(percentile(paced, 99))
     return {
         "figures": figures,
-        "cpu_s": cpu_delta(before, after),
-        "sleeps": sleeps_delta(before, after),
+        "cpu_s": counter_delta(before, after, "cpu_s"),
+        "sleeps": counter_delta(before, after, "sleeps"),
         "extra": extra,
     }
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import msgspec
 import nats
+from heddle.services.gateway.http.submit import new_run_id
 from heddle.shared.broker import nats_permissions as perms
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import StepFinished, StepReady, encode
@@ -113,7 +114,7 @@ class Side:
             password=stack.auth.users.passwords[user],
             inbox_prefix=perms.inbox_prefix(user),
         )
-        self.driver = Driver(nc, f"{int(time.time() * 1000):x}-{secrets.token_hex(4)}")
+        self.driver = Driver(nc, new_run_id())
         await self.driver.start()
         for runner in self.runners:
             await self.driver.until_taken(runner)
