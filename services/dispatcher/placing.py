@@ -24,6 +24,7 @@ from heddle.services.dispatcher.checks import already_taken
 from heddle.services.dispatcher.hand import AttemptKey, Hand
 from heddle.services.dispatcher.pool import Pool
 from heddle.services.dispatcher.ready import HELD_LIMIT, ack_wait
+from heddle.services.dispatcher.unanswered import Unanswered
 from heddle.services.dispatcher.waiting import Competes, Turn, WaitingLine, fits
 from heddle.shared.broker.consume import Outcome, redelivered, settle
 from heddle.shared.broker.offers import Answer, OfferDesk, Offered
@@ -131,9 +132,12 @@ class Placing:
 
     async def _place(self, msg: Msg, ready: StepReady, check: bool, lane: Lane) -> None:
         """Offer the step to free runners until one accepts it; settle it without one if a
-        runner has it already (``check``: looked for first) or this dispatcher stops."""
+        runner has it already (``check``: looked for first) or this dispatcher stops. A
+        runner that gave no answer may hold the attempt: it is asked again before any
+        other (unanswered.py), as is the one an unanswered handoff went to (``held_by``)."""
         offered = False
         key = (ready.run_id, ready.step_id, ready.attempt, ready.requeue)
+        silent = Unanswered(ready.held_by, time.monotonic())
         while True:
             if check:
                 check = False
@@ -141,7 +145,7 @@ class Placing:
                 if await already_taken(self._js, self._runs_kv, ready):
                     await self._unplace(msg, ready, lane, Outcome.DONE, "already taken")
                     return
-            name = await self._reserve(msg, key, lane, ready)
+            name = self._ask_again(silent) or await self._reserve(msg, key, lane, ready)
             if isinstance(name, Outcome):
                 # DONE: failed meanwhile for want of a runner (no_runner.py). RETURNED: back
                 # to the stream at once, for another dispatcher (a rolling update), or for
@@ -160,13 +164,28 @@ class Placing:
             if offered:  # a full ack wait for this offer too
                 await settle(msg, Outcome.WAITING)
                 self._hand.touch(key, time.monotonic())
-            offered = True
+            offered, offered_at = True, time.monotonic()
             answer = await self._offer(msg, ready, name)
             if answer is Answer.ACCEPTED:
                 return
             self._count_unplaced(lane, 1)
             # Unanswered, the request may have arrived and only the answer been lost.
             check = answer is Answer.UNANSWERED
+            if check:
+                silent.went(name, offered_at)
+            else:
+                silent.clear()
+
+    def _ask_again(self, silent: Unanswered) -> str:
+        """The runner that gave no answer, reserved for this message again while it may
+        hold the attempt and is in the pool; "" when the attempt may go to any runner."""
+        if self.stopping:
+            return ""
+        name = silent.ask_again(time.monotonic(), self.settings.silence_limit)
+        if name and not self.pool.reserve_again(name):
+            silent.clear()  # it left the pool: its registry entry expired, or it stopped
+            return ""
+        return name
 
     def _held_past(self, key: AttemptKey) -> str | None:
         """Why a ready message in hand may no longer be this dispatcher's to offer: held

@@ -228,6 +228,14 @@ class Pool:
         self._order.append(name)
         return name
 
+    def reserve_again(self, name: str) -> bool:
+        """``name`` reserved for the message it gave no answer about, whether free or not
+        (it may hold that attempt); False if it is not in the pool."""
+        if name not in self.runners:
+            return False
+        self.reserved.add(name)
+        return True
+
     def accepted(self, name: str, run_id: str, step_id: str, attempt: int, jobs: int) -> None:
         self.reserved.discard(name)
         early = self._early.pop(name, None)

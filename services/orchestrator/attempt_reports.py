@@ -144,7 +144,7 @@ class AttemptReports:
             return []
         ready, _ = self.records.ready_message(step)
         if answer == "unanswered":
-            ready = msgspec.structs.replace(ready, check=True)
+            ready = msgspec.structs.replace(ready, check=True, held_by=runner)
         return [enqueue(step, ready)]
 
     def on_heartbeat(

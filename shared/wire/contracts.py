@@ -304,6 +304,9 @@ class StepReady(FrozenWire, frozen=True):
     # Handed to a runner first, which gave no answer: a runner may hold it, so the
     # dispatcher looks for the attempt (its heartbeat, its outcome) before it offers it.
     check: bool = False
+    # That runner (an orchestrator's handoff), which may hold the attempt: the dispatcher
+    # asks it again before any other, while it is in the pool.
+    held_by: str = ""
     # A continuation (docs/latency.md, "Continuing a chain"): run this attempt right
     # after attempt ``after_attempt`` of step ``after`` succeeds on the runner holding it,
     # if that one wrote no outputs. Empty: an offer to take now.

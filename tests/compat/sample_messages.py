@@ -158,6 +158,7 @@ def step_ready() -> StepReady:
         ticket=TICKET,
         env={"HEDDLE_PARAM_SKIP": "no"},
         check=True,
+        held_by="runner-2",
         after="fetch",
         after_attempt=2,
         after_ticket="tk-fetch",

@@ -1,6 +1,8 @@
 """A runner that stood still (SIGSTOP, as a frozen pod or a paused machine would) refuses the
 assignments that waited for it through the stall (shared/runtime/stalls.py): their
-offers were given up, and the step went to another runner meanwhile. Real processes."""
+offers were given up, and the step went to another runner meanwhile. One that stood still
+with a step's command started, before it answered, keeps that step: it is asked again
+before any other runner is offered it (services/dispatcher/placing.py). Real processes."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from heddle.shared.wire import names
 from heddle.shared.wire.contracts import AssignReply, encode
 
 from tests.support.offers import ready_once
-from tests.support.stack import StackFactory, freeze, step_of
+from tests.support.stack import Stack, StackFactory, freeze, step_of, until
 
 
 async def test_an_assignment_that_waited_through_a_stall_is_refused(
@@ -72,3 +74,55 @@ async def test_a_step_offered_to_a_frozen_runner_runs_once_elsewhere(
     await asyncio.sleep(1.5)
     assert sorted(ran.read_text().split()) == ["a", "b"], "a step ran twice"
     assert "stale: this runner stood still for" in s.logs("runner-0")
+
+
+def _runner_of(s: Stack, pid: int) -> int:
+    """The runner process ``pid`` (a step's shell) descends from."""
+    runners = {p.pid for name, p in s.procs.items() if name.startswith("runner")}
+    while pid not in runners:
+        assert pid > 1, "not a step of this stack's runners"
+        with open(f"/proc/{pid}/stat") as stat:
+            pid = int(stat.read().rsplit(")", 1)[1].split()[1])
+    return pid
+
+
+async def _frozen_once_started(s: Stack, steps: list[dict], tmp_path: Path) -> None:
+    """Run ``steps``, the last of which waits for a file; once that step's command started
+    (its shell's pid in a ledger), its runner stands still past the offerer's wait, before it
+    answered. The step runs once, as attempt 1."""
+    ledger, go = tmp_path / "ledger", tmp_path / "go"
+    last = steps[-1]["id"]
+    steps[-1]["command"] = f"echo $$ >> {ledger}; until [ -e {go} ]; do sleep 0.05; done"
+    run_id = await s.submit({"steps": steps})
+    await until(ledger.exists, 30, "the step never started")
+    runner = _runner_of(s, int(ledger.read_text().split()[0]))
+    freeze(runner)
+    await asyncio.sleep(2.5)  # the offer is given up after 1 s (HEDDLE_ASSIGN_TIMEOUT)
+    os.kill(runner, signal.SIGCONT)
+    await s.wait_step(run_id, last, {"running"})
+    go.touch()
+    run = await s.wait_run(run_id, timeout=30)
+    assert run["status"] == "succeeded", run
+    assert step_of(run, last)["attempt"] == 1
+    assert len(ledger.read_text().split()) == 1, "a step ran twice"
+
+
+# A stall shorter than the silence limit (4 s) and the registry's TTL (5 s): the runner is
+# not taken for dead, and stays in the pool.
+NOT_DEAD = {"HEDDLE_HEARTBEAT_GRACE": "20", "HEDDLE_REGISTRY_TTL": "5"}
+
+
+async def test_a_runner_frozen_with_its_step_started_keeps_it(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    s = await stack(runners=2, **NOT_DEAD)
+    await _frozen_once_started(s, [{"id": "w"}], tmp_path)  # offered by the dispatcher
+
+
+async def test_a_runner_frozen_with_a_step_handed_to_it_keeps_it(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    # No continuations: the step after "a" is handed to a's runner by the orchestrator.
+    s = await stack(runners=2, HEDDLE_CONTINUE="off", **NOT_DEAD)
+    steps = [{"id": "a", "command": "true"}, {"id": "b", "dependsOn": ["a"]}]
+    await _frozen_once_started(s, steps, tmp_path)

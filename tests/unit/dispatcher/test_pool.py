@@ -77,6 +77,21 @@ def test_refusals_set_a_runner_aside() -> None:
     assert pool.free(now=6.1) == [] and pool.free(now=6.3) == ["a"]
 
 
+def test_a_runner_that_did_not_answer_is_reserved_again_while_it_is_in_the_pool() -> None:
+    """It may hold the attempt it gave no answer about: asked again, set aside or not,
+    until it leaves the pool; no other step is given it meanwhile."""
+    pool = Pool(suspect_for=5.0)
+    pool.update(info("a"))
+    assert pool.reserve(now=0) == "a"
+    pool.refused("a", silent=True, now=0)
+    assert pool.reserve_again("a")
+    assert pool.busy("a") and pool.reserve(now=10) is None
+    pool.accepted("a", "r", "s", 1, jobs=1)
+    assert pool.leases["a"].step_id == "s"
+    pool.remove("a")
+    assert not pool.reserve_again("a") and not pool.busy("a")
+
+
 def test_leaving_drops_the_lease_and_busy_runners_are_leased_on_sight() -> None:
     pool = Pool()
     pool.update(info("a", status="busy", jobs=2, run="r"))  # busy before we started

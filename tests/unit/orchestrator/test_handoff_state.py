@@ -86,11 +86,12 @@ def test_an_accepted_handoff_names_the_attempts_runner() -> None:
 @pytest.mark.parametrize(("answer", "check"), [("refused", False), ("unanswered", True)])
 def test_a_handoff_not_accepted_goes_to_the_dispatchers(answer: str, check: bool) -> None:
     """Refused, the runner does not have it; unanswered, it may, so the dispatchers look for
-    it (its heartbeat, its outcome) before they offer it."""
+    it (its heartbeat, its outcome) and ask that runner again before they offer it."""
     state = handed_chain()
     [enq] = state.on_handoff_answer("b", 1, 0, "r1", answer)  # type: ignore[arg-type]
     assert enq.handoff is None
     assert (enq.ready.step_id, enq.ready.attempt, enq.ready.check) == ("b", 1, check)
+    assert enq.ready.held_by == ("r1" if check else "")
     assert enq.ready.ticket == state.steps["b"].ticket
     assert state.steps["b"].offered_to is None
     # A second answer to the same offer changes nothing.
@@ -148,7 +149,7 @@ def test_a_rebuilt_run_awaits_a_lost_answer_and_then_asks_the_dispatchers_to_loo
     [wait] = [e for e in out if isinstance(e, AwaitHandoff)]
     assert (wait.step_id, wait.attempt, wait.requeue, wait.runner) == ("b", 1, 0, "r1")
     [enq] = again.on_handoff_answer("b", 1, 0, "r1", "unanswered")
-    assert enq.ready.check and enq.handoff is None
+    assert enq.ready.check and enq.ready.held_by == "r1" and enq.handoff is None
 
 
 def test_a_rebuilt_run_sends_a_step_queued_for_the_dispatchers_again() -> None:
