@@ -25,7 +25,8 @@ import re
 import secrets
 import socket
 import time
-from typing import Protocol
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar
 
 import msgspec
 from heddle.services.orchestrator.lease_view import (
@@ -47,8 +48,10 @@ from heddle.shared.runtime.metrics import PARTITIONS_HELD
 from heddle.shared.runtime.service import event
 from heddle.shared.runtime.settings import Settings
 from heddle.shared.runtime.tasks import cancel_and_wait
+from heddle.shared.wire.errors import AcknowledgementLost
 
 log = logging.getLogger("heddle.orchestrator")
+T = TypeVar("T")
 
 
 class PartitionOwner(Protocol):
@@ -83,6 +86,7 @@ class Leases:
         self._member_revision = 0
         self._renewed_at = -float("inf")
         self._renewal = asyncio.Event()  # set (and replaced) at each renewal
+        self._cut = asyncio.Event()  # set (and replaced) when the connection drops
         self._lock = asyncio.Lock()  # one move at a time: a take never overlaps a give
         self._watch: asyncio.Task[None] | None = None
         self._looping: asyncio.Task[None] | None = None
@@ -128,8 +132,11 @@ class Leases:
         self._looping = self._watch = None
 
     def disconnected(self) -> None:
-        """Cut off from the server: no moves, and nobody judged, until caught up again."""
+        """Cut off from the server: no moves, and nobody judged, until caught up again; a
+        renewal waiting for its answer gives up (``_unless_cut``)."""
         self.view.caught_up.clear()
+        cut, self._cut = self._cut, asyncio.Event()
+        cut.set()
 
     def reconnected(self) -> None:
         """Back: a fresh watch, as the old one's consumer may have gone with the server
@@ -155,7 +162,7 @@ class Leases:
             await asyncio.sleep(self.ttl / 6)
             try:
                 await self.step()
-            except NatsError as exc:  # the next round tries again
+            except (NatsError, AcknowledgementLost) as exc:  # the next round tries again
                 log.warning("lease round failed: %s", exc)
             except Exception:  # anything else too: a loop that ended would never renew again
                 log.exception("lease round failed")
@@ -197,9 +204,11 @@ class Leases:
         for _ in range(2):  # a second try with the revision adopted below
             sent = time.monotonic()
             try:
-                self._member_revision = await self.kv.update(key, value, last=self._member_revision)
+                self._member_revision = await self._unless_cut(
+                    self.kv.update(key, value, last=self._member_revision)
+                )
             except KeyWrongLastSequenceError:
-                revision = await self._own_revision()
+                revision = await self._unless_cut(self._own_revision())
                 if revision is None:
                     # Judged silent and replaced: whatever this life held is another's now.
                     event(log, "partitions lost", partitions=sorted(self.held), to="judged silent")
@@ -212,6 +221,24 @@ class Leases:
                 continue
             self._renewed(sent)
             return
+
+    async def _unless_cut(self, request: Awaitable[T]) -> T:
+        """``request``'s answer; AcknowledgementLost if the connection drops while it waits.
+        The answer went with the connection, and waiting out the request's timeout would
+        hold every renewal after the reconnect that long: the others would judge this
+        member silent over an outage. The next round sends it again."""
+        cut = self._cut
+        answer = asyncio.ensure_future(request)
+        dropped = asyncio.ensure_future(cut.wait())
+        try:
+            await asyncio.wait((answer, dropped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            dropped.cancel()
+            if not answer.done():
+                answer.cancel()
+        if answer.cancelled():
+            raise AcknowledgementLost(f"{MEMBER}{self.me.name}")
+        return answer.result()
 
     async def _leave(self) -> None:
         """Delete the member key, so the others move at once rather than after the lease."""

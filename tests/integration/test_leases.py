@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -270,6 +272,30 @@ async def test_an_outage_longer_than_the_lease_evicts_nobody(own_nats_server: Em
         await until(lambda: a.parts == set(range(PARTITIONS)), TTL * 2, "a did not take over")
         assert time.monotonic() - silent_at >= TTL * 2 / 3 * 0.9
         assert a.lost == set()
+
+
+async def test_a_renewal_the_broker_died_with_holds_back_no_other(
+    own_nats_server: EmbeddedNats,
+) -> None:
+    """The broker stands still with a renewal of each member sent and unanswered, then dies.
+    Nobody will answer those: each is given up when its connection drops, and the next
+    round renews at once. Waited out to their timeout (5 s here), they would hold back
+    every renewal past the lease's time: neither member could act on its partitions, and
+    each would then judge the other silent."""
+    server = own_nats_server
+    async with two_on_their_own_connections(server, timeout=5, late={}) as (a, b):
+        held = (set(a.parts), set(b.parts))
+        a.moves.clear()
+        b.moves.clear()
+        assert server.proc is not None
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        await asyncio.sleep(TTL / 2)  # each member renews every third of it: sent, unanswered
+        server.kill()
+        await asyncio.to_thread(server.start)
+        await asyncio.sleep(TTL * 2)
+        assert a.moves == b.moves == []  # nobody declared gone, nothing lost or taken
+        assert (a.parts, b.parts) == held
+        assert a.leases.fresh() and b.leases.fresh()
 
 
 async def test_a_renewal_applied_after_its_timeout_loses_nothing(
