@@ -17,6 +17,7 @@ import pytest
 from heddle.shared.wire import names
 from heddle.shared.wire.contracts import AssignReply, encode
 
+from bench.procfs import descendants
 from tests.support.offers import ready_once
 from tests.support.stack import Stack, StackFactory, freeze, step_of, until
 
@@ -78,12 +79,12 @@ async def test_a_step_offered_to_a_frozen_runner_runs_once_elsewhere(
 
 def _runner_of(s: Stack, pid: int) -> int:
     """The runner process ``pid`` (a step's shell) descends from."""
-    runners = {p.pid for name, p in s.procs.items() if name.startswith("runner")}
-    while pid not in runners:
-        assert pid > 1, "not a step of this stack's runners"
-        with open(f"/proc/{pid}/stat") as stat:
-            pid = int(stat.read().rsplit(")", 1)[1].split()[1])
-    return pid
+    [runner] = [
+        p.pid
+        for name, p in s.procs.items()
+        if name.startswith("runner") and pid in descendants(p.pid)
+    ]
+    return runner
 
 
 async def _frozen_once_started(s: Stack, steps: list[dict], tmp_path: Path) -> None:
