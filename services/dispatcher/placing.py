@@ -178,9 +178,9 @@ class Placing:
 
     def _ask_again(self, silent: Unanswered) -> str:
         """The runner that gave no answer, reserved for this message again while it may
-        hold the attempt and is in the pool; "" when the attempt may go to any runner."""
-        if self.stopping:
-            return ""
+        hold the attempt and is in the pool; "" when the attempt may go to any runner.
+        Asked while this dispatcher stops too: given back, the step would be offered to
+        another runner at once, and run twice once this one moves again."""
         name = silent.ask_again(time.monotonic(), self.settings.silence_limit)
         if name and not self.pool.reserve_again(name):
             silent.clear()  # it left the pool: its registry entry expired, or it stopped

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import msgspec
@@ -87,10 +88,17 @@ def _runner_of(s: Stack, pid: int) -> int:
     return runner
 
 
-async def _frozen_once_started(s: Stack, steps: list[dict], tmp_path: Path) -> None:
+async def _frozen_once_started(
+    s: Stack,
+    steps: list[dict],
+    tmp_path: Path,
+    frozen_for: float = 2.5,
+    while_frozen: Callable[[], Awaitable[None]] | None = None,
+) -> None:
     """Run ``steps``, the last of which waits for a file; once that step's command started
-    (its shell's pid in a ledger), its runner stands still past the offerer's wait, before it
-    answered. The step runs once, as attempt 1."""
+    (its shell's pid in a ledger), its runner stands still past the offerer's wait (1 s,
+    HEDDLE_ASSIGN_TIMEOUT), before it answered, for ``frozen_for`` seconds, while
+    ``while_frozen`` runs. The step runs once, as attempt 1."""
     ledger, go = tmp_path / "ledger", tmp_path / "go"
     last = steps[-1]["id"]
     steps[-1]["command"] = f"echo $$ >> {ledger}; until [ -e {go} ]; do sleep 0.05; done"
@@ -98,7 +106,10 @@ async def _frozen_once_started(s: Stack, steps: list[dict], tmp_path: Path) -> N
     await until(ledger.exists, 30, "the step never started")
     runner = _runner_of(s, int(ledger.read_text().split()[0]))
     freeze(runner)
-    await asyncio.sleep(2.5)  # the offer is given up after 1 s (HEDDLE_ASSIGN_TIMEOUT)
+    thawed_at = asyncio.get_running_loop().time() + frozen_for
+    if while_frozen is not None:
+        await while_frozen()
+    await asyncio.sleep(max(0.0, thawed_at - asyncio.get_running_loop().time()))
     os.kill(runner, signal.SIGCONT)
     await s.wait_step(run_id, last, {"running"})
     go.touch()
@@ -127,3 +138,37 @@ async def test_a_runner_frozen_with_a_step_handed_to_it_keeps_it(
     s = await stack(runners=2, HEDDLE_CONTINUE="off", **NOT_DEAD)
     steps = [{"id": "a", "command": "true"}, {"id": "b", "dependsOn": ["a"]}]
     await _frozen_once_started(s, steps, tmp_path)
+
+
+async def test_a_dispatcher_stopped_while_its_runner_is_silent_gives_it_no_other(
+    stack: StackFactory, tmp_path: Path
+) -> None:
+    """SIGTERM, as a rolling update sends, reaches the dispatcher whose offer the frozen
+    runner left unanswered. A stopping dispatcher gives the steps in its hand back to the
+    other dispatchers, but not this one: handed on, it would go to another runner at once
+    and run twice. It asks the same runner again until it answers, within its grace."""
+    # A silence limit of 6 s, a registry entry good for 8: the 3.5 s stall is no death.
+    s = await stack(
+        runners=2,
+        dispatchers=2,
+        HEDDLE_HEARTBEAT_GRACE="30",
+        HEDDLE_REGISTRY_TTL="8",
+        HEDDLE_SHUTDOWN_GRACE="6",
+    )
+    dispatchers = ("dispatcher", "dispatcher-1")
+    stopped: list[str] = []
+
+    def unanswered() -> list[str]:
+        return [d for d in dispatchers if '"msg":"runner did not answer"' in s.logs(d)]
+
+    async def stop_the_offerer() -> None:
+        await until(lambda: bool(unanswered()), 10, "no offer went unanswered")
+        stopped.extend(unanswered())
+        os.kill(s.procs[stopped[0]].pid, signal.SIGTERM)  # not waited for: it drains
+
+    await _frozen_once_started(
+        s, [{"id": "w"}], tmp_path, frozen_for=3.5, while_frozen=stop_the_offerer
+    )
+    victim = s.procs[stopped[0]]
+    await until(lambda: not victim.alive(), 10, f"{stopped[0]} did not stop")
+    assert victim.popen.returncode == 0  # drained and stopped, not killed at its grace's end
