@@ -120,8 +120,10 @@ async def _frozen_once_started(
 
 
 # A stall shorter than the silence limit (4 s) and the registry's TTL (5 s): the runner is
-# not taken for dead, and stays in the pool.
-NOT_DEAD = {"HEDDLE_HEARTBEAT_GRACE": "20", "HEDDLE_REGISTRY_TTL": "5"}
+# not taken for dead, and stays in the pool. It answers half a second after the command
+# starts (its first report), so it is frozen before it can.
+ANSWER_LATE = {"HEDDLE_STARTED_REPORT_DELAY": "0.5"}
+NOT_DEAD = {"HEDDLE_HEARTBEAT_GRACE": "20", "HEDDLE_REGISTRY_TTL": "5", **ANSWER_LATE}
 
 
 async def test_a_runner_frozen_with_its_step_started_keeps_it(
@@ -154,6 +156,7 @@ async def test_a_dispatcher_stopped_while_its_runner_is_silent_gives_it_no_other
         HEDDLE_HEARTBEAT_GRACE="30",
         HEDDLE_REGISTRY_TTL="8",
         HEDDLE_SHUTDOWN_GRACE="6",
+        **ANSWER_LATE,
     )
     dispatchers = ("dispatcher", "dispatcher-1")
     stopped: list[str] = []
