@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass
 
+from heddle.services.dispatcher.turns import Turns
 from heddle.shared.core.labels import DEFAULT_POOL, runner_labels, served_keys
 from heddle.shared.wire.contracts import RunnerInfo
 
@@ -66,7 +67,7 @@ class Pool:
         self.reserved: set[str] = set()  # assignment in flight
         self._suspect_until: dict[str, float] = {}
         self.suspect_for = suspect_for
-        self._order: list[str] = []  # least recently used first
+        self._turns = Turns()  # the idle runners by turn, least recently used first
         self._released_jobs: dict[str, int] = {}
         # Finished events that overtook the runner's acceptance reply: runner -> attempt,
         # and the continuation it went on to ("" if none).
@@ -75,7 +76,7 @@ class Pool:
     def update(self, info: RunnerInfo) -> None:
         known = self.runners.get(info.name)
         if known is None:
-            self._order.append(info.name)
+            self._turns.join(info.name)
         elif (known.pid, known.started_at) != (info.pid, info.started_at):
             # Same name, new process (a restarted pod): nothing of the old one holds.
             self.leases.pop(info.name, None)
@@ -103,8 +104,10 @@ class Pool:
             self.leases[info.name] = Lease(
                 info.name, info.run_id, info.step_id or "", info.attempt or 0, info.jobs
             )
+        self._settle(info.name)
 
     def remove(self, name: str) -> Lease | None:
+        self._turns.leave(name)
         self.runners.pop(name, None)
         self.namespaces.pop(name, None)
         if self.keys.pop(name, None) is not None:
@@ -114,9 +117,11 @@ class Pool:
         self._released_jobs.pop(name, None)
         self._early.pop(name, None)
         self.reserved_at.pop(name, None)
-        if name in self._order:
-            self._order.remove(name)
         return self.leases.pop(name, None)
+
+    def _settle(self, name: str) -> None:
+        """The idle list brought in line with ``name``'s lease and reservation now."""
+        self._turns.settle(name, idle=not self.busy(name))
 
     def loads(self) -> Counter[str]:
         """How many runners each run holds now, by its leases (the fair turns' measure)."""
@@ -142,24 +147,27 @@ class Pool:
         """The free runners that serve ``key`` (None: any), in the order they are given;
         with ``namespace``, those that take its steps, the ones restricted to it first (so
         that a runner that takes any namespace's steps is left to the others)."""
-        now = time.monotonic() if now is None else now
-        empty: frozenset[str] = frozenset()
-        key = self._filter(key)
-        free = [
-            n
-            for n in self._order
-            if (key is None or key in self.keys.get(n, empty))
-            and n not in self.leases
-            and n not in self.reserved
-            and n not in self.set_aside
-            and self._suspect_until.get(n, 0.0) <= now
-        ]
+        free = list(self._free(now, key))
         if self.pack is not None:
             free.sort(key=self.pack)
         if namespace is not None and self.namespaces:
             free = [n for n in free if self._serves(n, namespace)]
             free.sort(key=lambda n: n not in self.namespaces)
         return free
+
+    def _free(self, now: float | None, key: str | None) -> Iterator[str]:
+        """The free runners that serve ``key`` (None: any), least recently used first."""
+        now = time.monotonic() if now is None else now
+        empty: frozenset[str] = frozenset()
+        wanted = self._filter(key)
+        suspect, set_aside = self._suspect_until, self.set_aside
+        return (
+            n
+            for n in self._turns
+            if (wanted is None or wanted in self.keys.get(n, empty))
+            and n not in set_aside
+            and suspect.get(n, 0.0) <= now
+        )
 
     def _serves(self, name: str, namespace: str) -> bool:
         served = self.namespaces.get(name)
@@ -191,41 +199,45 @@ class Pool:
         one is found."""
         if namespace is not None and self.namespaces:
             return bool(self.free(now, key, namespace))
-        now = time.monotonic() if now is None else now
-        empty: frozenset[str] = frozenset()
-        wanted = self._filter(key)
-        return any(
-            (wanted is None or wanted in self.keys.get(n, empty))
-            and n not in self.leases
-            and n not in self.reserved
-            and n not in self.set_aside
-            and self._suspect_until.get(n, 0.0) <= now
-            for n in self._order
-        )
+        return next(self._free(now, key), None) is not None
 
     def free_by_key(self, now: float | None = None) -> dict[str, int]:
         """How many free runners serve each label key; one count while every runner is of
         the default pool with no other label (the common case, on every credit)."""
         if self.served() == {""}:
-            return {"": len(self.free(now))}
+            return {"": self._free_count(now)}
         counts: dict[str, int] = {}
         for name in self.free(now, key=None):
             for key in self.keys.get(name, ()):
                 counts[key] = counts.get(key, 0) + 1
         return counts
 
+    def _free_count(self, now: float | None) -> int:
+        """How many runners are free, every one serving the default pool alone: the idle
+        ones less those set aside for a while, without a look at each idle runner unless an
+        autoscaler sets some aside (it is asked runner by runner)."""
+        if self.set_aside:
+            return sum(1 for _ in self._free(now, None))
+        now = time.monotonic() if now is None else now
+        return self._turns.idle_count() - sum(
+            1
+            for n, until in self._suspect_until.items()
+            if until > now and n in self._turns and not self.busy(n)
+        )
+
     def reserve(
         self, now: float | None = None, key: str = "", namespace: str | None = None
     ) -> str | None:
-        free = self.free(now, key, namespace)
-        if not free:
+        if self.pack is None and (namespace is None or not self.namespaces):
+            name = next(self._free(now, key), None)  # the first is taken: no list of all
+        else:
+            free = self.free(now, key, namespace)
+            name = free[0] if free else None
+        if name is None:
             return None
-        name = free[0]
         self.reserved.add(name)
         self.reserved_at[name] = now if now is not None else time.monotonic()
-        # Round robin: the runner just taken goes to the back of the line.
-        self._order.remove(name)
-        self._order.append(name)
+        self._turns.used(name)  # round robin: the runner just taken goes to the back
         return name
 
     def reserve_again(self, name: str) -> bool:
@@ -234,6 +246,7 @@ class Pool:
         if name not in self.runners:
             return False
         self.reserved.add(name)
+        self._settle(name)
         return True
 
     def accepted(self, name: str, run_id: str, step_id: str, attempt: int, jobs: int) -> None:
@@ -245,14 +258,15 @@ class Pool:
                 self.leases[name] = Lease(name, run_id, early[3], 1, jobs + 1)
             else:
                 self._released_jobs[name] = max(self._released_jobs.get(name, 0), jobs)
-            return
-        if name in self.runners:
+        elif name in self.runners:
             self.leases[name] = Lease(name, run_id, step_id, attempt, jobs)
+        self._settle(name)
 
     def unreserve(self, name: str) -> None:
         """A reservation given up before its offer: the runner is free again."""
         self.reserved.discard(name)
         self.reserved_at.pop(name, None)
+        self._settle(name)
 
     def refused(self, name: str, *, silent: bool, now: float | None = None) -> None:
         """A refusal (our view was stale: the runner is busy) sets it aside briefly; no
@@ -260,6 +274,7 @@ class Pool:
         self.reserved.discard(name)
         now = time.monotonic() if now is None else now
         self._suspect_until[name] = now + (self.suspect_for if silent else 0.2)
+        self._settle(name)
 
     def release(
         self,
@@ -276,6 +291,14 @@ class Pool:
         step's continuation (``continued``), which it holds now. ``jobs``, the runner's count
         when it took the attempt (0: a runner that does not say): a registry entry of that
         count or less is older than this outcome, and leases nothing."""
+        try:
+            return self._release(name, run_id, step_id, attempt, continued, jobs)
+        finally:
+            self._settle(name)
+
+    def _release(
+        self, name: str, run_id: str, step_id: str, attempt: int, continued: str, jobs: int
+    ) -> bool:
         if jobs:
             self._released_jobs[name] = max(self._released_jobs.get(name, 0), jobs)
         lease = self.leases.get(name)
