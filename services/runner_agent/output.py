@@ -30,7 +30,8 @@ When the store is full (docs/storage.md) a checkpoint is refused: from its first
 lines are dropped. Each message after that first tries a note, acknowledged and waited for:
 while it is refused the message is dropped too; once it is stored, numbered as the last
 line that went missing, it says how many did ("N lines dropped: the store was full"), and
-the output goes on after it.
+the output goes on after it. The message after the note is acknowledged and waited for as
+well: a store with room for the note alone refuses it, and its lines start the next loss.
 
 Every runner message carries a ``Heddle-Msg`` header, its number among the runner's
 messages of the attempt (1, 2, 3 ...). With the line numbers it lets a reader count an
@@ -182,9 +183,14 @@ class LogPublisher:
         self, payload: bytes, confirm: bool = False, headers: dict[str, str] | None = None
     ) -> None:
         first, self._published_seq = self._published_seq + 1, self.seq
-        if self._lost_from is not None and not await self._note_dropped(first):
+        after_loss = self._lost_from is not None
+        if after_loss and not await self._note_dropped(first):
             self.messages += 1  # dropped, and counted in the note to come
             return
+        # The store took the note, and may have had room for it alone: the message after it
+        # is acknowledged and waited for too, so that its refusal starts the next loss,
+        # counted by a note, instead of going unheard.
+        confirm = confirm or after_loss
         self.messages += 1
         if headers is None:
             headers = {MSG_HEADER: str(self.messages)}
@@ -209,6 +215,8 @@ class LogPublisher:
             future.add_done_callback(lambda done: self._refused_from(first, done))
             await self._confirm()  # the previous checkpoint
             self._checkpoint = future
+            if after_loss:
+                await self._confirm()
         else:
             await self._send(payload, headers)
 
