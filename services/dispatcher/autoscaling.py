@@ -96,7 +96,7 @@ class Autoscaling:
     # ---- running ----
 
     async def start(self) -> None:
-        api, namespace = kube.connect(self.settings.kubeconfig)
+        api, namespace = await kube.open_api(self.settings.kubeconfig)
         namespace = self.settings.kube_namespace or namespace
         scales = kube.Scales(api, namespace)
         for scaler in self.scalers:

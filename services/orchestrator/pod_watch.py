@@ -53,7 +53,7 @@ class PodWatch:
         self._broken: str | None = None
 
     async def start(self) -> None:
-        api, namespace = kube.connect(self.settings.kubeconfig)
+        api, namespace = await kube.open_api(self.settings.kubeconfig)
         namespace = self.settings.kube_namespace or namespace
         self.source = kube.PodSource(api, namespace, self.settings.runner_pod_selector)
         self.source.start()

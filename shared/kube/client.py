@@ -11,7 +11,7 @@ object as the API sent it, a plain dict) and ``Broken`` (the API could not be re
 answered with an error; the thread tries again, backing off). A watch that the server ends
 (its ``timeoutSeconds``) goes on from the last resource version seen; one whose version has
 expired (410 Gone) starts again from a fresh list. The client is the ``k8s`` extra: it is
-imported only when a watch is made.
+imported only when a watch or the autoscaling starts, in a thread (``open_api``).
 """
 
 from __future__ import annotations
@@ -91,6 +91,14 @@ def connect(kubeconfig: str = "") -> tuple[Any, str]:
     except Exception as exc:  # the client's, urllib3's and the file's errors: one KubeError
         raise KubeError(f"no Kubernetes configuration: {exc}") from exc
     return client.ApiClient(cfg), namespace
+
+
+async def open_api(kubeconfig: str = "") -> tuple[Any, str]:
+    """``connect`` in a thread: the client's import and the configuration's load (a
+    credential plugin it runs, too) take a second or more on a busy machine, and a service's
+    loop that stood still as long would let go of the messages it holds
+    (shared/runtime/stalls.py)."""
+    return await asyncio.to_thread(connect, kubeconfig)
 
 
 class PodSource:

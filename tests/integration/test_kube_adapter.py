@@ -15,6 +15,7 @@ import pytest
 from heddle.shared.kube import client as kube
 
 from tests.support import fake_kube as fk
+from tests.support.loop_pause import longest_pause
 
 
 @pytest.fixture
@@ -232,3 +233,17 @@ async def test_a_statefulsets_scale_is_read_and_patched(api: fk.FakeKube, tmp_pa
     with pytest.raises(kube.KubeError, match="scaling statefulset runner-1 to 0: HTTP 503"):
         await scales.set("runner-1", 0)
     assert api.statefulsets["runner-1"] == 1
+
+
+async def test_the_api_is_opened_while_the_loop_goes_on(api: fk.FakeKube, tmp_path: Path) -> None:
+    # A credential plugin that takes 2 s (or the client's import on a busy machine) holds up
+    # the configuration's load, not the caller's event loop.
+    api.statefulsets = {"runner-0": 1}
+    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig", credential_delay=2.0)
+    began = time.monotonic()
+    (client, namespace), pause = await longest_pause(kube.open_api(str(kubeconfig)))
+    assert time.monotonic() - began >= 2.0  # the plugin ran
+    assert pause < 1.0, f"the loop stood still for {pause:.2f} s"
+    # The plugin's token is the one the API takes.
+    assert await kube.Scales(client, namespace, request_timeout=2.0).get("runner-0") == 1
+    assert api.unauthorized == 0

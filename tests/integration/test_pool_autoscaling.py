@@ -17,6 +17,7 @@ from heddle.shared.runtime.settings import Settings
 from heddle.shared.wire.contracts import RunnerInfo
 
 from tests.support import fake_kube as fk
+from tests.support.loop_pause import longest_pause
 from tests.support.stack import until
 
 POOLS = [
@@ -112,3 +113,27 @@ async def test_two_pools_each_scale_on_their_own_demand(api: fk.FakeKube, tmp_pa
     assert "runner-arm-1" in autoscaling
     assert not any(n in autoscaling for n in ("runner-0", "runner-arm-0", "runner-gpu-0"))
     assert pool.free() == ["runner-0", "runner-arm-0"]
+
+
+async def test_autoscaling_starts_while_the_dispatchers_loop_goes_on(
+    api: fk.FakeKube, tmp_path: Path
+) -> None:
+    # A dispatcher whose loop stood still lets go of the ready messages it held meanwhile
+    # (shared/runtime/stalls.py): opening the API, with a credential plugin that takes 2 s,
+    # must not hold it up.
+    api.statefulsets = {"runner-0": 1}
+    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig", credential_delay=2.0)
+    settings = Settings.from_env({"HEDDLE_AUTOSCALE": "on", "HEDDLE_KUBECONFIG": str(kubeconfig)})
+
+    async def nothing() -> None:
+        pass
+
+    autoscaling = Autoscaling(settings, Pool(), lambda _: ((), 0), nothing, refresh=nothing)
+    _, pause = await longest_pause(autoscaling.start())
+    try:
+        assert pause < 1.0, f"the loop stood still for {pause:.2f} s"
+        # Started on the plugin's token: it reads the pool's StatefulSets.
+        await until(lambda: bool(api.requests), 5, "the API was never asked")
+        assert api.unauthorized == 0
+    finally:
+        await autoscaling.stop()

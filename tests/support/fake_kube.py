@@ -50,6 +50,21 @@ def _now() -> str:
     return "2026-11-02T10:00:00Z"
 
 
+def slow_credential_plugin(seconds: float) -> dict[str, Any]:
+    """A kubeconfig user's ``exec`` credential plugin that answers the token after ``seconds``."""
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "kind": "ExecCredential",
+        "status": {"token": TOKEN},
+    }
+    return {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": "sh",
+        "args": ["-c", f"sleep {seconds}; echo '{json.dumps(credential)}'"],
+        "interactiveMode": "Never",
+    }
+
+
 def container_id() -> str:
     return "containerd://" + uuid.uuid4().hex
 
@@ -291,14 +306,19 @@ class FakeKube:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def kubeconfig(self, path: Path) -> Path:
+    def kubeconfig(self, path: Path, credential_delay: float = 0.0) -> Path:
+        """A kubeconfig for this server; with ``credential_delay``, its token comes from a
+        credential plugin that takes that many seconds, run as the configuration loads."""
+        user: dict[str, Any] = {"token": TOKEN}
+        if credential_delay:
+            user = {"exec": slow_credential_plugin(credential_delay)}
         path.write_text(
             json.dumps(
                 {
                     "apiVersion": "v1",
                     "kind": "Config",
                     "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-                    "users": [{"name": "fake", "user": {"token": TOKEN}}],
+                    "users": [{"name": "fake", "user": user}],
                     "contexts": [
                         {
                             "name": "fake",
