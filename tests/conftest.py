@@ -19,6 +19,7 @@ from heddle.shared.broker.resources import ensure_resources
 from heddle.shared.runtime.settings import Settings
 from nats.aio.client import Client
 
+from tests.support import xdist_scheduling
 from tests.support.stack import FAST, Stack, StackFactory
 
 TESTS = Path(__file__).parent
@@ -29,7 +30,8 @@ KINDS = ("unit", "compat", "integration", "fault", "deploy", "web", "upgrade")
 def pytest_configure(config: pytest.Config) -> None:
     """Each xdist worker hands out ports from its own slice of the listen range: a port a
     test chose stays free for its service's restart, as no other worker's server may take
-    it meanwhile (free_port only remembers the ports its own process handed out)."""
+    it meanwhile (free_port only remembers the ports its own process handed out). Under
+    xdist, the fault tests go to one worker (tests/support/xdist_scheduling.py)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "").removeprefix("gw")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if worker.isdigit() and count > 1:
@@ -37,6 +39,8 @@ def pytest_configure(config: pytest.Config) -> None:
         size = len(whole) // count
         first = whole.start + int(worker) * size
         embedded_nats.LISTEN_PORTS = range(first, first + size)
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(xdist_scheduling)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
