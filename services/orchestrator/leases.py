@@ -187,6 +187,8 @@ class Leases:
             wanted = moves(self.me, alive, holders, self.partitions)
             if wanted.give:
                 await self._give(set(wanted.give))
+            if wanted.free:
+                await self._free(set(wanted.free))
             if wanted.take:
                 await self._take(set(wanted.take))
 
@@ -315,14 +317,23 @@ class Leases:
         if not parts:
             return
         await self._release(parts, lost=False)
-        for p in parts:
-            seen = self.view.parts.pop(p, None)
-            if seen is not None and seen.holder == self.me:
-                try:
-                    await self.kv.delete(f"{PART}{p}", last=seen.revision)
-                except NatsError as exc:  # taken meanwhile, or the others find it silent
-                    log.warning("freeing partition %d failed: %s", p, exc)
+        await self._free(parts)
         event(log, "partitions given", partitions=sorted(parts), held=len(self.held))
+
+    async def _free(self, parts: set[int]) -> None:
+        """Delete the keys of ``parts`` that name this member, so that the member each is
+        assigned to takes it. A delete that fails (taken meanwhile, or lost with the broker)
+        leaves a key of this name that it does not act on: a later round frees it."""
+        for p in parts:
+            seen = self.view.parts.get(p)
+            if seen is None or seen.holder.name != self.me.name:
+                continue
+            try:
+                await self.kv.delete(f"{PART}{p}", last=seen.revision)
+            except NatsError as exc:  # the view keeps the key until the watch says otherwise
+                log.warning("freeing partition %d failed: %s", p, exc)
+            else:
+                self.view.parts.pop(p, None)
 
     async def _release(self, parts: set[int], lost: bool) -> None:
         """No longer held: the owner lets their runs go (drained first unless ``lost``)."""

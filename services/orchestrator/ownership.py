@@ -9,6 +9,9 @@ sorted, dealt the partitions in turn), and moves only towards it:
   for the lease's time, or an earlier life of itself);
 - it gives away a partition it holds that is assigned to another live member, which will
   take it once it is free;
+- it frees a partition assigned to another member whose key names it but that it does not
+  act on (an earlier life's, or a give whose delete was lost): the others take its name for
+  a live holder, so nobody else may;
 - it never takes a partition from a live holder: two views that disagree for a moment make
   a partition wait, never two owners (acquiring is a compare-and-set besides).
 """
@@ -31,6 +34,7 @@ class Holder:
 class Moves:
     take: frozenset[int]
     give: frozenset[int]
+    free: frozenset[int] = frozenset()  # keys of its name it does not act on: deleted
 
 
 def assignment(members: Iterable[str], partitions: int) -> dict[int, str]:
@@ -48,7 +52,7 @@ def moves(
     (``me`` counts as alive whatever it says); ``holders`` the partitions' current holders."""
     live = set(alive) | {me.name}
     target = assignment(live, partitions)
-    take, give = set(), set()
+    take, give, free = set(), set(), set()
     for p in range(partitions):
         holder = holders.get(p)
         mine = holder == me
@@ -57,7 +61,9 @@ def moves(
                 take.add(p)
         elif mine:
             give.add(p)
-    return Moves(frozenset(take), frozenset(give))
+        elif holder is not None and holder.name == me.name:
+            free.add(p)
+    return Moves(frozenset(take), frozenset(give), frozenset(free))
 
 
 def live_holder(holder: Holder, me: Holder, live: set[str]) -> bool:

@@ -317,3 +317,60 @@ async def test_a_renewal_applied_after_its_timeout_loses_nothing(
         assert a.moves == b.moves == []  # no "partitions lost ... judged silent"
         assert (a.parts, b.parts) == held
         assert a.leases.fresh() and b.leases.fresh()
+
+
+class KillsTheBrokerOnGive(Member):
+    """A member whose first give kills the broker once ``go`` is set, after its runs are let
+    go and before its keys are freed."""
+
+    def __init__(self, kv: Any, name: str, server: EmbeddedNats) -> None:
+        super().__init__(kv, name)
+        self.server = server
+        self.go = asyncio.Event()
+        self.killed = False
+
+    async def give(self, parts: set[int], lost: bool) -> None:
+        await super().give(parts, lost)
+        if not lost and not self.killed:
+            await self.go.wait()
+            self.server.kill()
+            self.killed = True
+
+
+async def test_a_give_whose_keys_were_not_freed_is_freed_by_a_later_round(
+    own_nats_server: EmbeddedNats,
+) -> None:
+    """a holds every partition; b joins, and a gives b its share: it lets their runs go, but
+    the broker dies before their keys are deleted. The keys still name a, a live member, so b
+    may not take them: a deletes them in a later round, and b takes them. Left as they were,
+    no orchestrator would ever act on those partitions' runs again."""
+    server, members, connections = own_nats_server, [], []
+    setup = await nats.connect(server.url)
+    try:
+        await ensure_resources(setup, Settings(partitions=PARTITIONS))
+    finally:
+        await close(setup)
+    try:
+        connections.append(await connected(server, "a", members, {}))
+        kv = await connections[-1].jetstream(timeout=1).key_value(names.LEASES_BUCKET)
+        a = KillsTheBrokerOnGive(kv, "a", server)
+        members.append(a)
+        await a.leases.start(a)
+        await until(lambda: a.parts == set(range(PARTITIONS)), 5, "a took nothing")
+        connections.append(await connected(server, "b", members, {}))
+        kv = await connections[-1].jetstream(timeout=1).key_value(names.LEASES_BUCKET)
+        b = Member(kv, "b")
+        members.append(b)
+        await b.leases.start(b)
+        a.go.set()
+        await until(lambda: a.killed, 5, "a gave nothing")
+        await asyncio.to_thread(server.start)
+        await until(lambda: split([a, b]), TTL * 6, f"not shared out: {a.moves} {b.moves}")
+        assert {move for move, _ in b.moves} == {"take"}  # in one round or more
+        assert set().union(*(parts for _, parts in b.moves)) == b.parts
+        assert a.lost == b.lost == set()
+    finally:
+        for member in members:
+            await member.leases.stop()
+        for nc in connections:
+            await close(nc)

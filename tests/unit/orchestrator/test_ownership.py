@@ -1,6 +1,7 @@
-"""Which partitions an orchestrator takes and gives (services/orchestrator/ownership.py),
-checked directly, and over every small world: the moves always lead to one holder per
-partition, the assignment spread evenly, and never to a partition taken from a live holder."""
+"""Which partitions an orchestrator takes, gives and frees (services/orchestrator/ownership.py),
+checked directly, and over every small world, keys of earlier lives included: the moves always
+lead to one holder per partition, the assignment spread evenly, and never to a partition taken
+from a live holder."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from heddle.services.orchestrator.ownership import Holder, assignment, moves
 from heddle.shared.core.partitions import partition_of
 
 A, B, C = Holder("a", "1"), Holder("b", "1"), Holder("c", "1")
+# Keys of a name that no process of it acts on: an earlier life's, or a give's lost delete.
+A0, B0 = Holder("a", "0"), Holder("b", "0")
 
 
 def test_the_assignment_deals_the_partitions_in_turn_over_the_sorted_members() -> None:
@@ -51,6 +54,17 @@ def test_an_earlier_life_of_the_same_name_is_gone_at_once() -> None:
     assert m.take == {0, 1}
 
 
+def test_a_key_of_its_name_it_does_not_act_on_is_freed_for_the_member_it_is_due() -> None:
+    # b is due partition 1, whose key names a (a give whose delete was lost): b may not take
+    # it from a live "a", so a frees it; one due to a is taken back instead.
+    assert moves(B, ["a", "b"], {1: A0}, 2).take == set()
+    m = moves(A, ["a", "b"], {0: A0, 1: A0}, 2)
+    assert (m.take, m.give, m.free) == ({0}, set(), {1})
+    # Nobody frees a key of another name, nor one it holds.
+    assert moves(A, ["a", "b"], {1: B0}, 2).free == set()
+    assert moves(A, ["a", "b"], {1: A}, 2).free == set()
+
+
 def test_a_member_never_gives_when_no_other_is_alive() -> None:
     assert moves(A, [], {0: A, 1: A}, 2).give == set()
     # b holds 1 but is not alive: a takes it.
@@ -66,7 +80,7 @@ def _settle(members: list[Holder], alive: set[str], holders: dict[int, Holder], 
             if me.name not in alive:
                 continue
             m = moves(me, alive - {me.name}, holders, partitions)
-            for p in m.give:
+            for p in m.give | m.free:
                 holders.pop(p)
                 changed = True
             for p in m.take:
@@ -87,7 +101,7 @@ def test_every_world_settles_on_one_live_holder_per_partition(partitions: int) -
     names = ["a", "b", "c"]
     for alive_count in (1, 2, 3):
         for alive in itertools.combinations(names, alive_count):
-            for start in itertools.product([None, A, B, C], repeat=min(partitions, 3)):
+            for start in itertools.product([None, A, B, C, A0, B0], repeat=min(partitions, 3)):
                 holders = {p: h for p, h in enumerate(start) if h is not None}
                 settled = _settle(members, set(alive), holders, partitions)
                 assert set(settled) == set(range(partitions))
