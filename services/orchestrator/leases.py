@@ -133,7 +133,7 @@ class Leases:
 
     def disconnected(self) -> None:
         """Cut off from the server: no moves, and nobody judged, until caught up again; a
-        renewal waiting for its answer gives up (``_unless_cut``)."""
+        request of the round waiting for its answer gives up (``_unless_cut``)."""
         self.view.caught_up.clear()
         cut, self._cut = self._cut, asyncio.Event()
         cut.set()
@@ -207,10 +207,10 @@ class Leases:
             sent = time.monotonic()
             try:
                 self._member_revision = await self._unless_cut(
-                    self.kv.update(key, value, last=self._member_revision)
+                    self.kv.update(key, value, last=self._member_revision), key
                 )
             except KeyWrongLastSequenceError:
-                revision = await self._unless_cut(self._own_revision())
+                revision = await self._unless_cut(self._own_revision(), key)
                 if revision is None:
                     # Judged silent and replaced: whatever this life held is another's now.
                     event(log, "partitions lost", partitions=sorted(self.held), to="judged silent")
@@ -224,11 +224,12 @@ class Leases:
             self._renewed(sent)
             return
 
-    async def _unless_cut(self, request: Awaitable[T]) -> T:
-        """``request``'s answer; AcknowledgementLost if the connection drops while it waits.
-        The answer went with the connection, and waiting out the request's timeout would
-        hold every renewal after the reconnect that long: the others would judge this
-        member silent over an outage. The next round sends it again."""
+    async def _unless_cut(self, request: Awaitable[T], key: str) -> T:
+        """``request``'s answer (a request about ``key``); AcknowledgementLost if the
+        connection drops while it waits. The answer went with the connection, and waiting out
+        the request's timeout within a round (a renewal, a take's or a give's write) would hold
+        every renewal after the reconnect that long: the others would judge this member silent
+        over an outage. The next round sends it again, or frees or takes what it left."""
         cut = self._cut
         answer = asyncio.ensure_future(request)
         dropped = asyncio.ensure_future(cut.wait())
@@ -237,9 +238,9 @@ class Leases:
         finally:
             dropped.cancel()
             if not answer.done():
-                answer.cancel()
-        if answer.cancelled():
-            raise AcknowledgementLost(f"{MEMBER}{self.me.name}")
+                answer.cancel()  # done at its next step: not yet below
+        if not answer.done() or answer.cancelled():
+            raise AcknowledgementLost(key)
         return answer.result()
 
     async def _leave(self) -> None:
@@ -290,7 +291,7 @@ class Leases:
 
     async def _declare_gone(self, name: str, revision: int) -> bool:
         try:
-            await self.kv.delete(MEMBER + name, last=revision)
+            await self._unless_cut(self.kv.delete(MEMBER + name, last=revision), MEMBER + name)
         except NatsError:  # it renewed meanwhile (a compare-and-set that failed): alive
             return False
         self.view.members.pop(name, None)
@@ -298,15 +299,17 @@ class Leases:
         return True
 
     async def _acquire(self, p: int) -> bool:
-        value = lease_value(self.me)
+        key, value = f"{PART}{p}", lease_value(self.me)
         seen = self.view.parts.get(p)
         if seen is not None and live_holder(seen.holder, self.me, self.view.alive()):
             return False  # a live member took it since the moves were decided
         try:
             if seen is None:
-                revision = await self.kv.create(f"{PART}{p}", value)
+                revision = await self._unless_cut(self.kv.create(key, value), key)
             else:
-                revision = await self.kv.update(f"{PART}{p}", value, last=seen.revision)
+                revision = await self._unless_cut(
+                    self.kv.update(key, value, last=seen.revision), key
+                )
         except KeyWrongLastSequenceError:
             return False  # another took it first
         self.view.took(p, self.me, revision)
@@ -329,8 +332,9 @@ class Leases:
             if seen is None or seen.holder.name != self.me.name:
                 continue
             try:
-                await self.kv.delete(f"{PART}{p}", last=seen.revision)
-            except NatsError as exc:  # the view keeps the key until the watch says otherwise
+                key = f"{PART}{p}"
+                await self._unless_cut(self.kv.delete(key, last=seen.revision), key)
+            except (NatsError, AcknowledgementLost) as exc:  # the view keeps the key meanwhile
                 log.warning("freeing partition %d failed: %s", p, exc)
             else:
                 self.view.parts.pop(p, None)

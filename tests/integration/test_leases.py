@@ -319,58 +319,96 @@ async def test_a_renewal_applied_after_its_timeout_loses_nothing(
         assert a.leases.fresh() and b.leases.fresh()
 
 
-class KillsTheBrokerOnGive(Member):
-    """A member whose first give kills the broker once ``go`` is set, after its runs are let
-    go and before its keys are freed."""
+class StopsTheBrokerOnGive(Member):
+    """A member whose first give stops the broker once ``go`` is set, after its runs are let
+    go and before its keys are freed: kills it, or with ``freeze`` makes it stand still (the
+    deletes are then sent and never answered; the test kills it)."""
 
-    def __init__(self, kv: Any, name: str, server: EmbeddedNats) -> None:
+    def __init__(self, kv: Any, name: str, server: EmbeddedNats, freeze: bool) -> None:
         super().__init__(kv, name)
         self.server = server
+        self.freeze = freeze
         self.go = asyncio.Event()
-        self.killed = False
+        self.stopped = False
 
     async def give(self, parts: set[int], lost: bool) -> None:
         await super().give(parts, lost)
-        if not lost and not self.killed:
+        if not lost and not self.stopped:
             await self.go.wait()
-            self.server.kill()
-            self.killed = True
+            if self.freeze:
+                assert self.server.proc is not None
+                os.kill(self.server.proc.pid, signal.SIGSTOP)
+            else:
+                self.server.kill()
+            self.stopped = True
 
 
-async def test_a_give_whose_keys_were_not_freed_is_freed_by_a_later_round(
-    own_nats_server: EmbeddedNats,
-) -> None:
-    """a holds every partition; b joins, and a gives b its share: it lets their runs go, but
-    the broker dies before their keys are deleted. The keys still name a, a live member, so b
-    may not take them: a deletes them in a later round, and b takes them. Left as they were,
-    no orchestrator would ever act on those partitions' runs again."""
-    server, members, connections = own_nats_server, [], []
+@asynccontextmanager
+async def a_gives_to_b(
+    server: EmbeddedNats, freeze: bool, timeout: float
+) -> AsyncIterator[tuple[StopsTheBrokerOnGive, Member]]:
+    """a takes every partition, then b joins and a gives b its share, stopping the broker
+    in the give; each on a connection of its own, with requests that time out after
+    ``timeout``. Yields once the broker is stopped; both members stopped after."""
     setup = await nats.connect(server.url)
     try:
         await ensure_resources(setup, Settings(partitions=PARTITIONS))
     finally:
         await close(setup)
+    members: list[Member] = []
+    connections: list[Client] = []
     try:
-        connections.append(await connected(server, "a", members, {}))
-        kv = await connections[-1].jetstream(timeout=1).key_value(names.LEASES_BUCKET)
-        a = KillsTheBrokerOnGive(kv, "a", server)
-        members.append(a)
-        await a.leases.start(a)
-        await until(lambda: a.parts == set(range(PARTITIONS)), 5, "a took nothing")
-        connections.append(await connected(server, "b", members, {}))
-        kv = await connections[-1].jetstream(timeout=1).key_value(names.LEASES_BUCKET)
-        b = Member(kv, "b")
-        members.append(b)
-        await b.leases.start(b)
+        for name in ("a", "b"):
+            connections.append(await connected(server, name, members, {}))
+            kv = await connections[-1].jetstream(timeout=timeout).key_value(names.LEASES_BUCKET)
+            member = (
+                StopsTheBrokerOnGive(kv, "a", server, freeze) if name == "a" else Member(kv, "b")
+            )
+            members.append(member)
+            await member.leases.start(member)
+            await until(lambda: len(members[0].parts) == PARTITIONS, 5, "a took nothing")
+        a, b = members
+        assert isinstance(a, StopsTheBrokerOnGive)
         a.go.set()
-        await until(lambda: a.killed, 5, "a gave nothing")
-        await asyncio.to_thread(server.start)
-        await until(lambda: split([a, b]), TTL * 6, f"not shared out: {a.moves} {b.moves}")
-        assert {move for move, _ in b.moves} == {"take"}  # in one round or more
-        assert set().union(*(parts for _, parts in b.moves)) == b.parts
-        assert a.lost == b.lost == set()
+        await until(lambda: a.stopped, 5, "a gave nothing")
+        yield a, b
     finally:
         for member in members:
             await member.leases.stop()
         for nc in connections:
             await close(nc)
+
+
+async def test_a_give_whose_keys_were_not_freed_is_freed_by_a_later_round(
+    own_nats_server: EmbeddedNats,
+) -> None:
+    """a gives b its share: it lets their runs go, but the broker dies before their keys are
+    deleted. The keys still name a, a live member, so b may not take them: a deletes them in
+    a later round, and b takes them. Left as they were, no orchestrator would ever act on
+    those partitions' runs again."""
+    server = own_nats_server
+    async with a_gives_to_b(server, freeze=False, timeout=1) as (a, b):
+        await asyncio.to_thread(server.start)
+        await until(lambda: split([a, b]), TTL * 6, f"not shared out: {a.moves} {b.moves}")
+        assert {move for move, _ in b.moves} == {"take"}  # in one round or more
+        assert set().union(*(parts for _, parts in b.moves)) == b.parts
+        assert a.lost == b.lost == set()
+
+
+async def test_a_give_the_broker_died_with_holds_back_no_renewal(
+    own_nats_server: EmbeddedNats,
+) -> None:
+    """As a renewal (above), a give's deletes sent to a broker that stands still and then
+    dies are answered by nobody: given up at the disconnect, the next round renews at once
+    and frees the keys. Waited out to their timeout (5 s here), they would hold a's renewals
+    back past the lease's time, and b would judge a silent and take every partition."""
+    server = own_nats_server
+    async with a_gives_to_b(server, freeze=True, timeout=5) as (a, b):
+        await asyncio.sleep(0.3)  # the deletes are sent, unanswered
+        server.kill()
+        await asyncio.to_thread(server.start)
+        await until(lambda: split([a, b]), TTL * 3, f"not shared out: {a.moves} {b.moves}")
+        await asyncio.sleep(TTL * 2)
+        assert a.lost == b.lost == set(), (a.moves, b.moves)
+        assert {move for move, _ in b.moves} == {"take"}
+        assert a.leases.fresh() and b.leases.fresh()
