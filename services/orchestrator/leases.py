@@ -12,8 +12,9 @@ takes its partitions. A holder acts only while its last successful renewal was s
 than the lease's time ago (``fresh``), so it stops before any observer can have judged it
 silent. An outage is not a death: after a reconnect or a watch restart, silence counts from
 when the view has caught up again. ``lease_view.py`` keeps what the watch shows,
-``ownership.py`` decides the moves; this module does the I/O, and hands the partitions it
-takes and gives to its owner (partitions.py).
+``ownership.py`` decides the moves, ``partition_keys.py`` writes the keys they change; this
+module renews the member key, makes the rounds, and hands the partitions it takes and gives
+to its owner (partitions.py).
 """
 
 from __future__ import annotations
@@ -25,18 +26,18 @@ import re
 import secrets
 import socket
 import time
-from collections.abc import Awaitable
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 import msgspec
 from heddle.services.orchestrator.lease_view import (
     MEMBER,
-    PART,
     LeaseView,
     holder_of,
     lease_value,
 )
-from heddle.services.orchestrator.ownership import Holder, live_holder, moves
+from heddle.services.orchestrator.ownership import Holder, moves
+from heddle.services.orchestrator.partition_keys import PartitionKeys
+from heddle.shared.broker.cut_off import CutOff
 from heddle.shared.broker.kv_watch import follow
 from heddle.shared.broker.nats_types import (
     KeyValue,
@@ -51,7 +52,6 @@ from heddle.shared.runtime.tasks import cancel_and_wait
 from heddle.shared.wire.errors import AcknowledgementLost
 
 log = logging.getLogger("heddle.orchestrator")
-T = TypeVar("T")
 
 
 class PartitionOwner(Protocol):
@@ -86,7 +86,8 @@ class Leases:
         self._member_revision = 0
         self._renewed_at = -float("inf")
         self._renewal = asyncio.Event()  # set (and replaced) at each renewal
-        self._cut = asyncio.Event()  # set (and replaced) when the connection drops
+        self.cut = CutOff()  # a round's requests give up when the connection drops
+        self.keys = PartitionKeys(kv, self.view, self.me, self.cut, self.ttl)
         self._lock = asyncio.Lock()  # one move at a time: a take never overlaps a give
         self._watch: asyncio.Task[None] | None = None
         self._looping: asyncio.Task[None] | None = None
@@ -133,10 +134,11 @@ class Leases:
 
     def disconnected(self) -> None:
         """Cut off from the server: no moves, and nobody judged, until caught up again; a
-        request of the round waiting for its answer gives up (``_unless_cut``)."""
+        request of the round waiting for its answer gives up (``CutOff``): its answer went
+        with the connection, and waiting out its timeout would hold every renewal after the
+        reconnect that long, so that the others would judge this member silent."""
         self.view.caught_up.clear()
-        cut, self._cut = self._cut, asyncio.Event()
-        cut.set()
+        self.cut.dropped()
 
     def reconnected(self) -> None:
         """Back: a fresh watch, as the old one's consumer may have gone with the server
@@ -188,7 +190,7 @@ class Leases:
             if wanted.give:
                 await self._give(set(wanted.give))
             if wanted.free:
-                await self._free(set(wanted.free))
+                await self.keys.free(set(wanted.free))
             if wanted.take:
                 await self._take(set(wanted.take))
 
@@ -206,11 +208,11 @@ class Leases:
         for _ in range(2):  # a second try with the revision adopted below
             sent = time.monotonic()
             try:
-                self._member_revision = await self._unless_cut(
+                self._member_revision = await self.cut.unless_dropped(
                     self.kv.update(key, value, last=self._member_revision), key
                 )
             except KeyWrongLastSequenceError:
-                revision = await self._unless_cut(self._own_revision(), key)
+                revision = await self.cut.unless_dropped(self._own_revision(), key)
                 if revision is None:
                     # Judged silent and replaced: whatever this life held is another's now.
                     event(log, "partitions lost", partitions=sorted(self.held), to="judged silent")
@@ -223,25 +225,6 @@ class Leases:
                 continue
             self._renewed(sent)
             return
-
-    async def _unless_cut(self, request: Awaitable[T], key: str) -> T:
-        """``request``'s answer (a request about ``key``); AcknowledgementLost if the
-        connection drops while it waits. The answer went with the connection, and waiting out
-        the request's timeout within a round (a renewal, a take's or a give's write) would hold
-        every renewal after the reconnect that long: the others would judge this member silent
-        over an outage. The next round sends it again, or frees or takes what it left."""
-        cut = self._cut
-        answer = asyncio.ensure_future(request)
-        dropped = asyncio.ensure_future(cut.wait())
-        try:
-            await asyncio.wait((answer, dropped), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            dropped.cancel()
-            if not answer.done():
-                answer.cancel()  # done at its next step: not yet below
-        if not answer.done() or answer.cancelled():
-            raise AcknowledgementLost(key)
-        return answer.result()
 
     async def _leave(self) -> None:
         """Delete the member key, so the others move at once rather than after the lease."""
@@ -275,9 +258,9 @@ class Leases:
         gone = {h.name for p in parts if (h := self.view.holder(p)) and h.name not in alive}
         for name in gone - {self.me.name}:
             member = self.view.members.get(name)
-            if member is not None and not await self._declare_gone(name, member.revision):
+            if member is not None and not await self.keys.declare_gone(name, member.revision):
                 parts = {p for p in parts if (h := self.view.holder(p)) is None or h.name != name}
-        got = {p for p in parts if await self._acquire(p)}
+        got = {p for p in parts if await self.keys.acquire(p)}
         if not got:
             return
         assert self._owner is not None  # start's: no move is made before it
@@ -289,55 +272,13 @@ class Leases:
             log.warning("taking partitions %s failed; giving them back", sorted(got), exc_info=True)
             await self._give(got)
 
-    async def _declare_gone(self, name: str, revision: int) -> bool:
-        try:
-            await self._unless_cut(self.kv.delete(MEMBER + name, last=revision), MEMBER + name)
-        except NatsError:  # it renewed meanwhile (a compare-and-set that failed): alive
-            return False
-        self.view.members.pop(name, None)
-        event(log, "orchestrator gone", orchestrator=name, silent_for_s=self.ttl)
-        return True
-
-    async def _acquire(self, p: int) -> bool:
-        key, value = f"{PART}{p}", lease_value(self.me)
-        seen = self.view.parts.get(p)
-        if seen is not None and live_holder(seen.holder, self.me, self.view.alive()):
-            return False  # a live member took it since the moves were decided
-        try:
-            if seen is None:
-                revision = await self._unless_cut(self.kv.create(key, value), key)
-            else:
-                revision = await self._unless_cut(
-                    self.kv.update(key, value, last=seen.revision), key
-                )
-        except KeyWrongLastSequenceError:
-            return False  # another took it first
-        self.view.took(p, self.me, revision)
-        return True
-
     async def _give(self, parts: set[int]) -> None:
         """Hand partitions back: their runs drained first, then their keys freed."""
         if not parts:
             return
         await self._release(parts, lost=False)
-        await self._free(parts)
+        await self.keys.free(parts)
         event(log, "partitions given", partitions=sorted(parts), held=len(self.held))
-
-    async def _free(self, parts: set[int]) -> None:
-        """Delete the keys of ``parts`` that name this member, so that the member each is
-        assigned to takes it. A delete that fails (taken meanwhile, or lost with the broker)
-        leaves a key of this name that it does not act on: a later round frees it."""
-        for p in parts:
-            seen = self.view.parts.get(p)
-            if seen is None or seen.holder.name != self.me.name:
-                continue
-            try:
-                key = f"{PART}{p}"
-                await self._unless_cut(self.kv.delete(key, last=seen.revision), key)
-            except (NatsError, AcknowledgementLost) as exc:  # the view keeps the key meanwhile
-                log.warning("freeing partition %d failed: %s", p, exc)
-            else:
-                self.view.parts.pop(p, None)
 
     async def _release(self, parts: set[int], lost: bool) -> None:
         """No longer held: the owner lets their runs go (drained first unless ``lost``)."""
