@@ -1,12 +1,12 @@
 """How ``make test`` shares the suite out among its xdist workers (registered by
 tests/conftest.py when xdist runs it).
 
-xdist's ``load`` hands each worker a first block of tests in collection order, and the
-fault tests, a tenth of the tests and a third of the suite's time, fell into one worker's
-block: the others were idle for half the run. Here every test is a unit of work of its own,
-given to whichever worker is free, save the fault tests: they are one unit, first in line,
-so one worker runs them one at a time, as their bounds were set for (no other kills and
-restarts at once on a two-core machine)."""
+xdist's ``load`` hands each worker a first block of tests in collection order: the fault
+tests, few but a third of the suite's time, would fall into one worker's block and leave the
+others idle for half the run. Here every test is a unit of work of its own, given to
+whichever worker is free, save the fault tests: they are one unit, first in line, so one
+worker runs them one at a time, as their bounds were set for (no other kills and restarts
+at once on a two-core machine)."""
 
 from __future__ import annotations
 
