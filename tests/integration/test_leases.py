@@ -357,19 +357,21 @@ async def a_gives_to_b(
         await close(setup)
     members: list[Member] = []
     connections: list[Client] = []
+
+    async def bucket(name: str) -> Any:
+        """The leases bucket on a connection of the member about to be appended."""
+        connections.append(await connected(server, name, members, {}))
+        return await connections[-1].jetstream(timeout=timeout).key_value(names.LEASES_BUCKET)
+
     try:
-        for name in ("a", "b"):
-            connections.append(await connected(server, name, members, {}))
-            kv = await connections[-1].jetstream(timeout=timeout).key_value(names.LEASES_BUCKET)
-            member = (
-                StopsTheBrokerOnGive(kv, "a", server, freeze) if name == "a" else Member(kv, "b")
-            )
-            members.append(member)
-            await member.leases.start(member)
-            await until(lambda: len(members[0].parts) == PARTITIONS, 5, "a took nothing")
-        a, b = members
-        assert isinstance(a, StopsTheBrokerOnGive)
-        a.go.set()
+        a = StopsTheBrokerOnGive(await bucket("a"), "a", server, freeze)
+        members.append(a)
+        await a.leases.start(a)
+        await until(lambda: len(a.parts) == PARTITIONS, 5, "a took nothing")
+        b = Member(await bucket("b"), "b")
+        members.append(b)
+        await b.leases.start(b)
+        a.go.set()  # b's start is done: a's give may stop the broker now
         await until(lambda: a.stopped, 5, "a gave nothing")
         yield a, b
     finally:
