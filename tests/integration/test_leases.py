@@ -199,11 +199,7 @@ async def two_on_their_own_connections(
     disconnects and reconnects reach its leases as the orchestrator's app passes them on
     (``_disconnected``, ``_reconnected``); ``timeout`` is their requests' timeout. Each
     reconnects no sooner than ``late[name]`` (monotonic), for a member that comes back late."""
-    setup = await nats.connect(server.url)
-    try:
-        await ensure_resources(setup, Settings(partitions=PARTITIONS))
-    finally:
-        await close(setup)
+    await made_resources(server)
     members: list[Member] = []
     connections: list[Client] = []
     try:
@@ -221,6 +217,15 @@ async def two_on_their_own_connections(
     finally:
         for nc in connections:
             await close(nc)
+
+
+async def made_resources(server: EmbeddedNats) -> None:
+    """The streams and buckets, made on a connection of their own."""
+    setup = await nats.connect(server.url)
+    try:
+        await ensure_resources(setup, Settings(partitions=PARTITIONS))
+    finally:
+        await close(setup)
 
 
 async def connected(
@@ -350,11 +355,7 @@ async def a_gives_to_b(
     """a takes every partition, then b joins and a gives b its share, stopping the broker
     in the give; each on a connection of its own, with requests that time out after
     ``timeout``. Yields once the broker is stopped; both members stopped after."""
-    setup = await nats.connect(server.url)
-    try:
-        await ensure_resources(setup, Settings(partitions=PARTITIONS))
-    finally:
-        await close(setup)
+    await made_resources(server)
     members: list[Member] = []
     connections: list[Client] = []
 
