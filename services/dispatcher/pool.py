@@ -219,10 +219,9 @@ class Pool:
         if self.set_aside:
             return sum(1 for _ in self._free(now, None))
         now = time.monotonic() if now is None else now
-        return self._turns.idle_count() - sum(
-            1
-            for n, until in self._suspect_until.items()
-            if until > now and n in self._turns and not self.busy(n)
+        idle = self._turns
+        return idle.idle_count() - sum(
+            1 for n, until in self._suspect_until.items() if until > now and idle.idle(n)
         )
 
     def reserve(

@@ -20,16 +20,16 @@ class Turns:
         self._idle: list[str] = []  # by turn
         self._listed: set[str] = set()  # the same, to tell at once whether one is there
 
-    def __contains__(self, name: object) -> bool:
-        """Whether ``name`` is registered."""
-        return name in self._turn
-
     def __iter__(self) -> Iterator[str]:
         """The idle runners, least recently used first."""
         return iter(self._idle)
 
     def idle_count(self) -> int:
         return len(self._idle)
+
+    def idle(self, name: str) -> bool:
+        """Whether ``name`` is listed as idle."""
+        return name in self._listed
 
     def join(self, name: str) -> None:
         """A runner registered, last in turn; idle once ``settle`` says so."""

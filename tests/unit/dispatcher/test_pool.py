@@ -92,6 +92,23 @@ def test_a_runner_that_did_not_answer_is_reserved_again_while_it_is_in_the_pool(
     assert not pool.reserve_again("a") and not pool.busy("a")
 
 
+def test_a_set_aside_runner_is_counted_out_of_the_free_once() -> None:
+    """The free count (the pulls' credit) leaves out a runner set aside while it is idle, and
+    not again once it is busy or gone: it is out of the idle ones then."""
+    pool = Pool(suspect_for=5.0)
+    for name in "abc":
+        pool.update(info(name))
+    assert pool.reserve(now=0) == "a"
+    pool.refused("a", silent=True, now=0)
+    assert pool.free_by_key(now=1) == {"": 2}
+    assert pool.reserve_again("a")  # busy and set aside: counted out once
+    assert pool.free_by_key(now=1) == {"": 2}
+    assert pool.reserve(now=1) == "b"
+    pool.refused("b", silent=True, now=1)
+    pool.remove("b")
+    assert pool.free_by_key(now=2) == {"": 1} == {"": len(pool.free(now=2))}
+
+
 def test_leaving_drops_the_lease_and_busy_runners_are_leased_on_sight() -> None:
     pool = Pool()
     pool.update(info("a", status="busy", jobs=2, run="r"))  # busy before we started

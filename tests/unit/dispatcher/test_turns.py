@@ -18,6 +18,7 @@ def test_idle_runners_are_listed_least_recently_used_first() -> None:
     assert list(turns) == ["a", "b", "c"]
     turns.used("a")  # given a step: no longer idle, and last in turn
     assert list(turns) == ["b", "c"]
+    assert not turns.idle("a") and turns.idle("b")
     turns.used("b")
     turns.settle("b", idle=True)  # b's step ended first: back in its turn, after c ...
     turns.settle("a", idle=True)  # ... and a before it, though it came back later
@@ -39,7 +40,7 @@ def test_settling_twice_changes_nothing() -> None:
 def test_a_runner_that_left_is_neither_listed_nor_settled() -> None:
     turns = turns_of("a", "b")
     turns.leave("a")
-    assert "a" not in turns and list(turns) == ["b"]
+    assert not turns.idle("a") and list(turns) == ["b"]
     turns.settle("a", idle=True)
     turns.used("a")
     assert list(turns) == ["b"]
